@@ -1,1 +1,31 @@
-//! HTTP/1.1 codec (to be implemented).
+//! portcullis's HTTP/1.1 codec (RFC 9112), pure: no I/O, no runtime.
+//!
+//! A connection reads bytes into a `BytesMut` and hands it to [`parse_request_head`], which
+//! either asks for more bytes, rejects the head with the status nginx would answer, or splits
+//! the head off the front of the buffer as a [`RequestHead`]: the head's bytes frozen once,
+//! headers kept as ranges into them, so nothing is copied or allocated per header. Body bytes
+//! and pipelined requests stay in the buffer; a chunked body goes through [`ChunkedDecoder`].
+//! [`normalize_path`] turns the raw path into nginx's `$uri`.
+//!
+//! The response side writes status lines and headers into an output buffer, chunk framing
+//! without allocating, HTTP dates (cached per second by [`DateCache`]) and nginx's built-in
+//! HTML error pages.
+//!
+//! Modules: `request` (heads and their limits), `path` (`$uri`), `chunked` (body framing),
+//! `response` (status lines, headers, error pages), `date` (HTTP dates), `error`.
+
+mod chunked;
+mod date;
+mod error;
+mod path;
+mod request;
+mod response;
+
+pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
+pub use date::{fmt_http_date, parse_http_date, write_http_date, DateCache, HTTP_DATE_LEN};
+pub use error::RequestError;
+pub use path::{normalize_path, normalize_path_into};
+pub use request::{
+    parse_request_head, BodyKind, HeadLimits, Method, RequestHead, Version, MAX_HEADERS,
+};
+pub use response::{error_page_body, reason, write_header, write_status_line};

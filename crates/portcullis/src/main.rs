@@ -1,1 +1,74 @@
-fn main() {}
+//! `portcullis`: nginx's command line over the portcullis server.
+//!
+//! It reads the same flags as nginx and answers in nginx's words, so that scripts, service
+//! files and habits written for nginx keep working:
+//!
+//! - [`cli`] parses the flags, [`version`] answers `-v`, `-V` and `-h`;
+//! - [`config`] finds the configuration (`-c`, `-p`, or the built-in [`default_config`])
+//!   and reads it for `-t`, for `-s`, at startup and on reload;
+//! - [`master`] runs the server and turns signals into reloads and stops;
+//! - [`process`] does the operating-system work: daemon, pid file, limits, `kill`.
+
+mod cli;
+mod config;
+mod default_config;
+mod master;
+mod process;
+mod version;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use portcullis_server::Level;
+
+use crate::config::Setup;
+use crate::process::{say, Failure};
+
+fn main() -> ExitCode {
+    let opts = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(opts) => opts,
+        Err(e) => {
+            say(e);
+            return ExitCode::FAILURE;
+        }
+    };
+
+    // As nginx: the version flags answer and exit, unless a test was asked for too.
+    if opts.version {
+        let _ = std::io::stderr().write_all(version::text(opts.help, opts.configure).as_bytes());
+        if !opts.test {
+            return ExitCode::SUCCESS;
+        }
+    }
+
+    let setup = Setup::new(&opts);
+    let (loaded, compiled) = match setup.read(|warning| say(Failure::new(Level::Warn, warning))) {
+        Ok(read) => read,
+        Err(e) => {
+            say(Failure::new(Level::Emerg, e.to_string()));
+            if opts.test {
+                say(setup.test_failed());
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+
+    if opts.test {
+        return config::report_test(&setup, &loaded, opts.quiet, opts.dump);
+    }
+    // The parsed text is not needed past this point; a long-running process should not
+    // keep a copy of every configuration file.
+    drop(loaded);
+
+    if let Some(signal) = opts.signal {
+        return match master::send(&setup, &compiled, signal) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => {
+                say(failure);
+                ExitCode::FAILURE
+            }
+        };
+    }
+
+    master::run(&setup, compiled)
+}

@@ -1,10 +1,27 @@
-//! INTERFACE SKETCH (to be implemented): the API the binary uses.
+//! The server: workers, connections, routing and the phases a request goes through.
+//!
+//! [`compile`] turns a loaded configuration into its runtime form ([`Compiled`]: typed settings,
+//! server-name tables, location trees, compiled variables). [`Server::start`] binds the
+//! listeners and starts one worker thread per `worker_processes`, each with its own
+//! current-thread runtime. A worker accepts on its sockets (`worker`), runs each connection's
+//! HTTP/1.1 loop (`conn`), and takes each request through nginx's phases (`request`): location
+//! search (`location`), `return`, access rules, `try_files`, index and static files
+//! (`static_files`), `error_page`, and the access log (`log`, with variables from `vars`).
+//! A reload compiles a new configuration and hands it to the workers; connections keep the
+//! one they started with.
 
+mod conf;
+mod conn;
+mod location;
+mod log;
+mod request;
 pub mod static_files;
+mod vars;
+mod worker;
 
-use std::path::{Path, PathBuf};
-
+pub use conf::{compile, Compiled};
 pub use portcullis_config::ConfigError;
+pub use worker::Server;
 
 /// nginx's error log levels, most severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -17,67 +34,4 @@ pub enum Level {
     Notice,
     Info,
     Debug,
-}
-
-/// A configuration compiled into its runtime form. Everything that can fail at load time
-/// (regexes, files, addresses) has failed here, so `-t` and reload see the same errors.
-pub struct Compiled {
-    _p: (),
-}
-
-impl Compiled {
-    /// `daemon on|off`; nginx's default is on.
-    pub fn daemon(&self) -> bool {
-        unimplemented!()
-    }
-    /// `pid` (default `<prefix>/logs/portcullis.pid`); `None` for `pid off`? (nginx has no
-    /// off; kept for the embedded default, which writes none).
-    pub fn pid_path(&self) -> Option<&Path> {
-        unimplemented!()
-    }
-    pub fn worker_rlimit_nofile(&self) -> Option<u64> {
-        unimplemented!()
-    }
-}
-
-/// Compiles a loaded configuration. `prefix` resolves relative paths (`-p`); `error_log` is
-/// the `-e` override.
-pub fn compile(
-    loaded: &portcullis_config::Loaded,
-    prefix: &Path,
-    error_log: Option<&Path>,
-) -> Result<Compiled, ConfigError> {
-    unimplemented!("{:?} {prefix:?} {error_log:?}", loaded.directives.len())
-}
-
-/// The running server: worker threads with their listeners.
-pub struct Server {
-    _p: PathBuf,
-}
-
-impl Server {
-    /// Binds every listener, starts the workers and returns once they accept.
-    pub fn start(compiled: Compiled) -> std::io::Result<Server> {
-        let _ = compiled;
-        unimplemented!()
-    }
-    /// Swaps in a new configuration. On error the old one keeps serving.
-    pub fn reload(&self, compiled: Compiled) -> std::io::Result<()> {
-        let _ = compiled;
-        unimplemented!()
-    }
-    /// Writes a line to the current error log, in nginx's format.
-    pub fn log(&self, level: Level, message: &str) {
-        let _ = (level, message);
-        unimplemented!()
-    }
-    pub fn reopen_logs(&self) {
-        unimplemented!()
-    }
-    /// Stops: `graceful` finishes in-flight requests first (QUIT), else closes at once (TERM).
-    /// Access logs are flushed either way. Returns when every worker has exited.
-    pub fn stop(self, graceful: bool) {
-        let _ = graceful;
-        unimplemented!()
-    }
 }

@@ -1,0 +1,30 @@
+//! Serving files from disk: the machinery behind `root`, `alias`, `index` and `try_files`.
+//!
+//! A request for a file meets it in three steps. The worker's [`FileCache`] turns the mapped
+//! path into an open [`CachedFile`] (or the 404/403/500 it deserves), revalidated with one
+//! `stat`. [`plan`] weighs the request's conditional and `Range` headers against the file's
+//! ETag and mtime, as nginx's not_modified and range filters do, and says what to send.
+//! Then the body goes out from memory for small files, or with [`send_file`] (plain TCP,
+//! `sendfile(2)`) or [`copy_file`] (any writer) for large ones; a multi-range answer is laid
+//! out by [`multipart_parts`]. [`MimeTypes`] gives the `Content-Type` from the `types` block.
+
+mod cache;
+mod conditions;
+mod date;
+mod mime;
+mod send;
+
+pub use cache::{CachedFile, FileCache, Lookup, CACHE_ENTRIES, SMALL_FILE_MAX};
+pub use conditions::{
+    content_range, multipart_parts, plan, unsatisfied_range, Conditions, Multipart, Part, Plan,
+};
+pub use date::{fmt_http_date, parse_http_date};
+pub use mime::MimeTypes;
+pub use send::{copy_file, send_file, SENDFILE_MAX_CHUNK, SEND_CHUNK};
+
+impl CachedFile {
+    /// The `Last-Modified` value.
+    pub fn last_modified(&self) -> String {
+        fmt_http_date(self.mtime)
+    }
+}

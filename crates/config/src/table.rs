@@ -1,0 +1,514 @@
+//! The directive table: for each directive, where it may appear and how many arguments it
+//! takes, mirroring the `ngx_command_t` arrays of nginx's modules.
+//!
+//! A name may have several entries when modules share it (`server` is a block in `http` and
+//! a simple directive in `upstream`; `keepalive_timeout` takes one or two arguments in
+//! `http` but one in `upstream`). Lookup takes the first entry allowed in the current
+//! context, exactly as nginx walks its modules.
+
+/// Contexts, as nginx's `NGX_*_CONF` bits.
+pub(crate) mod ctx {
+    pub(crate) const MAIN: u16 = 1 << 0;
+    pub(crate) const EVENTS: u16 = 1 << 1;
+    pub(crate) const HTTP: u16 = 1 << 2;
+    pub(crate) const SRV: u16 = 1 << 3;
+    pub(crate) const LOC: u16 = 1 << 4;
+    pub(crate) const UPS: u16 = 1 << 5;
+    /// `if` inside `server`.
+    pub(crate) const SIF: u16 = 1 << 6;
+    /// `if` inside `location`.
+    pub(crate) const LIF: u16 = 1 << 7;
+    pub(crate) const LMT: u16 = 1 << 8;
+
+    pub(crate) const HSL: u16 = HTTP | SRV | LOC;
+    pub(crate) const HS: u16 = HTTP | SRV;
+    pub(crate) const HSLI: u16 = HTTP | SRV | LOC | LIF;
+    pub(crate) const SL: u16 = SRV | LOC;
+    /// The rewrite module's directives run in server, location and both kinds of `if`.
+    pub(crate) const REWRITE: u16 = SRV | SIF | LOC | LIF;
+}
+
+/// Argument counts, as nginx's `NGX_CONF_TAKE*` bits: bit `n` allows `n` arguments.
+pub(crate) mod args {
+    pub(crate) const NOARGS: u16 = 1 << 0;
+    pub(crate) const TAKE1: u16 = 1 << 1;
+    pub(crate) const TAKE2: u16 = 1 << 2;
+    pub(crate) const TAKE3: u16 = 1 << 3;
+    pub(crate) const TAKE4: u16 = 1 << 4;
+    pub(crate) const TAKE12: u16 = TAKE1 | TAKE2;
+    pub(crate) const TAKE23: u16 = TAKE2 | TAKE3;
+    pub(crate) const TAKE123: u16 = TAKE1 | TAKE2 | TAKE3;
+    pub(crate) const TAKE1234: u16 = TAKE1 | TAKE2 | TAKE3 | TAKE4;
+    /// Exactly one argument, `on` or `off`.
+    pub(crate) const FLAG: u16 = 1 << 9;
+    pub(crate) const MORE1: u16 = 1 << 10;
+    pub(crate) const MORE2: u16 = 1 << 11;
+    /// Most arguments any directive takes with fixed counts (`NGX_CONF_MAX_ARGS`).
+    pub(crate) const MAX_FIXED: usize = 8;
+}
+
+/// What the braces of a block directive contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Block {
+    /// A simple directive, ended by `;`.
+    No,
+    /// Directives checked against this table in the given context.
+    Ctx(u16),
+    /// `if`: `SIF` in a server, `LIF` in a location.
+    If,
+    /// `types`, `map`, `geo`, `split_clients`: pairs that are data, not directives.
+    Data,
+}
+
+#[derive(Debug)]
+pub(crate) struct Spec {
+    pub(crate) name: &'static str,
+    pub(crate) contexts: u16,
+    pub(crate) args: u16,
+    pub(crate) block: Block,
+    /// nginx rejects a second occurrence in the same block with `"x" directive is duplicate`
+    /// (its slot setters refuse a value that is already set).
+    pub(crate) once: bool,
+}
+
+impl Spec {
+    /// Whether `n` arguments (the name not counted) are acceptable, by nginx's rules.
+    pub(crate) fn takes(&self, n: usize) -> bool {
+        use args::*;
+        if self.args & FLAG != 0 {
+            return n == 1;
+        }
+        if self.args & MORE1 != 0 {
+            return n >= 1;
+        }
+        if self.args & MORE2 != 0 {
+            return n >= 2;
+        }
+        n < args::MAX_FIXED && self.args & (1 << n) != 0
+    }
+}
+
+use args::*;
+use ctx::*;
+
+const fn d(name: &'static str, contexts: u16, args: u16) -> Spec {
+    Spec {
+        name,
+        contexts,
+        args,
+        block: Block::No,
+        // Every `on`/`off` directive goes through nginx's flag slot, which refuses duplicates.
+        once: args & FLAG != 0,
+    }
+}
+
+/// A directive that may appear only once per block.
+const fn once(name: &'static str, contexts: u16, args: u16) -> Spec {
+    Spec {
+        name,
+        contexts,
+        args,
+        block: Block::No,
+        once: true,
+    }
+}
+
+const fn block(name: &'static str, contexts: u16, args: u16, inner: Block) -> Spec {
+    Spec {
+        name,
+        contexts,
+        args,
+        block: inner,
+        once: false,
+    }
+}
+
+/// Every directive portcullis accepts. Ones that change nothing in portcullis (process
+/// tuning, kernel hints, hash sizes) are accepted so that existing nginx configs load.
+static DIRECTIVES: &[Spec] = &[
+    // Core module: the main context.
+    d("daemon", MAIN, FLAG),
+    d("master_process", MAIN, FLAG),
+    once("timer_resolution", MAIN, TAKE1),
+    once("pid", MAIN, TAKE1),
+    once("lock_file", MAIN, TAKE1),
+    once("worker_processes", MAIN, TAKE1),
+    once("debug_points", MAIN, TAKE1),
+    once("user", MAIN, TAKE12),
+    once("worker_priority", MAIN, TAKE1),
+    once("worker_cpu_affinity", MAIN, MORE1),
+    once("worker_rlimit_nofile", MAIN, TAKE1),
+    once("worker_rlimit_core", MAIN, TAKE1),
+    once("worker_shutdown_timeout", MAIN, TAKE1),
+    once("working_directory", MAIN, TAKE1),
+    d("env", MAIN, TAKE1),
+    d("load_module", MAIN, TAKE1),
+    d("pcre_jit", MAIN, FLAG),
+    d("thread_pool", MAIN, TAKE23),
+    d("ssl_engine", MAIN, TAKE1),
+    d("error_log", MAIN | HSL, MORE1),
+    Spec {
+        once: true,
+        ..block("events", MAIN, NOARGS, Block::Ctx(EVENTS))
+    },
+    Spec {
+        once: true,
+        ..block("http", MAIN, NOARGS, Block::Ctx(HTTP))
+    },
+    // Events module.
+    once("worker_connections", EVENTS, TAKE1),
+    once("use", EVENTS, TAKE1),
+    d("multi_accept", EVENTS, FLAG),
+    d("accept_mutex", EVENTS, FLAG),
+    once("accept_mutex_delay", EVENTS, TAKE1),
+    d("debug_connection", EVENTS, TAKE1),
+    once("worker_aio_requests", EVENTS, TAKE1),
+    // HTTP core module.
+    once("variables_hash_max_size", HTTP, TAKE1),
+    once("variables_hash_bucket_size", HTTP, TAKE1),
+    once("server_names_hash_max_size", HTTP, TAKE1),
+    once("server_names_hash_bucket_size", HTTP, TAKE1),
+    block("server", HTTP, NOARGS, Block::Ctx(SRV)),
+    once("connection_pool_size", HS, TAKE1),
+    once("request_pool_size", HS, TAKE1),
+    once("client_header_timeout", HS, TAKE1),
+    once("client_header_buffer_size", HS, TAKE1),
+    once("large_client_header_buffers", HS, TAKE2),
+    d("ignore_invalid_headers", HS, FLAG),
+    d("merge_slashes", HS, FLAG),
+    d("underscores_in_headers", HS, FLAG),
+    block("location", SL, TAKE12, Block::Ctx(LOC)),
+    d("listen", SRV, MORE1),
+    d("server_name", SRV, MORE1),
+    once("types_hash_max_size", HSL, TAKE1),
+    once("types_hash_bucket_size", HSL, TAKE1),
+    block("types", HSL, NOARGS, Block::Data),
+    once("default_type", HSL, TAKE1),
+    once("root", HSLI, TAKE1),
+    once("alias", LOC, TAKE1),
+    block("limit_except", LOC, MORE1, Block::Ctx(LMT)),
+    once("client_max_body_size", HSL, TAKE1),
+    once("client_body_buffer_size", HSL, TAKE1),
+    once("client_body_timeout", HSL, TAKE1),
+    once("client_body_temp_path", HSL, TAKE1234),
+    once("client_body_in_file_only", HSL, TAKE1),
+    d("client_body_in_single_buffer", HSL, FLAG),
+    d("sendfile", HSLI, FLAG),
+    once("sendfile_max_chunk", HSL, TAKE1),
+    once("subrequest_output_buffer_size", HSL, TAKE1),
+    once("aio", HSL, TAKE1),
+    d("aio_write", HSL, FLAG),
+    once("read_ahead", HSL, TAKE1),
+    once("directio", HSL, TAKE1),
+    once("directio_alignment", HSL, TAKE1),
+    d("tcp_nopush", HSL, FLAG),
+    d("tcp_nodelay", HSL, FLAG),
+    once("send_timeout", HSL, TAKE1),
+    once("send_lowat", HSL, TAKE1),
+    once("postpone_output", HSL, TAKE1),
+    once("limit_rate", HSLI, TAKE1),
+    once("limit_rate_after", HSLI, TAKE1),
+    once("keepalive_time", HSL, TAKE1),
+    once("keepalive_timeout", HSL, TAKE12),
+    once("keepalive_requests", HSL, TAKE1),
+    d("keepalive_disable", HSL, TAKE12),
+    once("satisfy", HSL, TAKE1),
+    once("auth_delay", HSL, TAKE1),
+    once("internal", LOC, NOARGS),
+    once("lingering_close", HSL, TAKE1),
+    once("lingering_time", HSL, TAKE1),
+    once("lingering_timeout", HSL, TAKE1),
+    d("reset_timedout_connection", HSL, FLAG),
+    d("absolute_redirect", HSL, FLAG),
+    d("server_name_in_redirect", HSL, FLAG),
+    d("port_in_redirect", HSL, FLAG),
+    d("msie_padding", HSL, FLAG),
+    d("msie_refresh", HSL, FLAG),
+    d("log_not_found", HSL, FLAG),
+    d("log_subrequest", HSL, FLAG),
+    d("recursive_error_pages", HSL, FLAG),
+    once("server_tokens", HSL, TAKE1),
+    d("chunked_transfer_encoding", HSL, FLAG),
+    d("etag", HSL, FLAG),
+    d("error_page", HSLI, MORE2),
+    once("post_action", HSLI, TAKE1),
+    once("open_file_cache", HSL, TAKE12),
+    once("open_file_cache_valid", HSL, TAKE1),
+    once("open_file_cache_min_uses", HSL, TAKE1),
+    d("open_file_cache_errors", HSL, FLAG),
+    d("open_file_cache_events", HSL, FLAG),
+    once("resolver", HSL, MORE1),
+    once("resolver_timeout", HSL, TAKE1),
+    d("gzip_vary", HSL, FLAG),
+    once("gzip_http_version", HSL, TAKE1),
+    d("gzip_proxied", HSL, MORE1),
+    d("gzip_disable", HSL, MORE1),
+    once("disable_symlinks", HSL, TAKE12),
+    once("try_files", SL, MORE2),
+    once("if_modified_since", HSL, TAKE1),
+    once("max_ranges", HSL, TAKE1),
+    once("output_buffers", HSL, TAKE2),
+    d("log_format", HTTP, MORE2),
+    d("access_log", HSLI | LMT, MORE1),
+    once("open_log_file_cache", HSL, TAKE1234),
+    // Index and rewrite modules.
+    d("index", HSL, MORE1),
+    d("rewrite", REWRITE, TAKE23),
+    d("return", REWRITE, TAKE12),
+    d("break", REWRITE, NOARGS),
+    block("if", SL, MORE1, Block::If),
+    d("set", REWRITE, TAKE2),
+    d("rewrite_log", HTTP | REWRITE, FLAG),
+    d("uninitialized_variable_warn", HTTP | REWRITE, FLAG),
+    // Access, auth_basic, limits, real IP, status.
+    d("allow", HSL | LMT, TAKE1),
+    d("deny", HSL | LMT, TAKE1),
+    once("auth_basic", HSL | LMT, TAKE1),
+    once("auth_basic_user_file", HSL | LMT, TAKE1),
+    d("limit_req_zone", HTTP, TAKE3),
+    d("limit_req", HSL, TAKE123),
+    once("limit_req_status", HSL, TAKE1),
+    once("limit_req_log_level", HSL, TAKE1),
+    d("limit_req_dry_run", HSL, FLAG),
+    d("limit_conn_zone", HTTP, TAKE2),
+    d("limit_conn", HSL, TAKE2),
+    once("limit_conn_status", HSL, TAKE1),
+    once("limit_conn_log_level", HSL, TAKE1),
+    d("limit_conn_dry_run", HSL, FLAG),
+    d("set_real_ip_from", HSL, TAKE1),
+    once("real_ip_header", HSL, TAKE1),
+    d("real_ip_recursive", HSL, FLAG),
+    d("stub_status", SL, NOARGS | TAKE1),
+    d("valid_referers", SL, MORE1),
+    once("charset", HSLI, TAKE1),
+    once("source_charset", HSLI, TAKE1),
+    d("override_charset", HSLI, FLAG),
+    d("charset_types", HSL, MORE1),
+    d("mirror", HSL, TAKE1),
+    d("mirror_request_body", HSL, FLAG),
+    // Map, geo, split_clients: their blocks hold data.
+    block("map", HTTP, TAKE2, Block::Data),
+    once("map_hash_max_size", HTTP, TAKE1),
+    once("map_hash_bucket_size", HTTP, TAKE1),
+    block("geo", HTTP, TAKE12, Block::Data),
+    block("split_clients", HTTP, TAKE2, Block::Data),
+    // Headers filter.
+    d("add_header", HSLI, TAKE23),
+    d("add_trailer", HSLI, TAKE23),
+    once("expires", HSLI, TAKE12),
+    // Gzip filter: accepted; portcullis does not compress.
+    d("gzip", HSLI, FLAG),
+    once("gzip_buffers", HSL, TAKE2),
+    d("gzip_types", HSL, MORE1),
+    once("gzip_comp_level", HSL, TAKE1),
+    once("gzip_window", HSL, TAKE1),
+    once("gzip_hash", HSL, TAKE1),
+    d("gzip_no_buffer", HSL, FLAG),
+    once("gzip_min_length", HSL, TAKE1),
+    once("gzip_static", HSL, TAKE1),
+    // Upstream module and its balancers.
+    block("upstream", HTTP, TAKE1, Block::Ctx(UPS)),
+    d("server", UPS, MORE1),
+    d("least_conn", UPS, NOARGS),
+    d("hash", UPS, TAKE12),
+    d("ip_hash", UPS, NOARGS),
+    d("random", UPS, NOARGS | TAKE12),
+    once("keepalive", UPS, TAKE1),
+    d("keepalive_requests", UPS, TAKE1),
+    once("keepalive_timeout", UPS, TAKE1),
+    d("keepalive_time", UPS, TAKE1),
+    d("zone", UPS, TAKE12),
+    // Proxy module.
+    once("proxy_pass", LOC | LIF | LMT, TAKE1),
+    d("proxy_redirect", HSL, TAKE12),
+    d("proxy_cookie_domain", HSL, TAKE12),
+    d("proxy_cookie_path", HSL, TAKE12),
+    d("proxy_cookie_flags", HSL, TAKE1234),
+    once("proxy_store", HSL, TAKE1),
+    once("proxy_store_access", HSL, TAKE123),
+    d("proxy_buffering", HSL, FLAG),
+    d("proxy_request_buffering", HSL, FLAG),
+    d("proxy_ignore_client_abort", HSL, FLAG),
+    once("proxy_bind", HSL, TAKE12),
+    d("proxy_socket_keepalive", HSL, FLAG),
+    once("proxy_connect_timeout", HSL, TAKE1),
+    once("proxy_send_timeout", HSL, TAKE1),
+    once("proxy_send_lowat", HSL, TAKE1),
+    d("proxy_intercept_errors", HSL, FLAG),
+    d("proxy_set_header", HSL, TAKE2),
+    once("proxy_headers_hash_max_size", HSL, TAKE1),
+    once("proxy_headers_hash_bucket_size", HSL, TAKE1),
+    once("proxy_set_body", HSL, TAKE1),
+    once("proxy_method", HSL, TAKE1),
+    d("proxy_pass_request_headers", HSL, FLAG),
+    d("proxy_pass_request_body", HSL, FLAG),
+    once("proxy_buffer_size", HSL, TAKE1),
+    once("proxy_read_timeout", HSL, TAKE1),
+    once("proxy_buffers", HSL, TAKE2),
+    once("proxy_busy_buffers_size", HSL, TAKE1),
+    d("proxy_force_ranges", HSL, FLAG),
+    once("proxy_limit_rate", HSL, TAKE1),
+    once("proxy_cache", HSL, TAKE1),
+    once("proxy_cache_key", HSL, TAKE1),
+    d("proxy_cache_path", HTTP, MORE2),
+    d("proxy_cache_bypass", HSL, MORE1),
+    d("proxy_no_cache", HSL, MORE1),
+    d("proxy_cache_valid", HSL, MORE1),
+    once("proxy_cache_min_uses", HSL, TAKE1),
+    once("proxy_cache_max_range_offset", HSL, TAKE1),
+    d("proxy_cache_use_stale", HSL, MORE1),
+    d("proxy_cache_methods", HSL, MORE1),
+    d("proxy_cache_lock", HSL, FLAG),
+    once("proxy_cache_lock_timeout", HSL, TAKE1),
+    once("proxy_cache_lock_age", HSL, TAKE1),
+    d("proxy_cache_revalidate", HSL, FLAG),
+    d("proxy_cache_convert_head", HSL, FLAG),
+    d("proxy_cache_background_update", HSL, FLAG),
+    once("proxy_temp_path", HSL, TAKE1234),
+    once("proxy_max_temp_file_size", HSL, TAKE1),
+    once("proxy_temp_file_write_size", HSL, TAKE1),
+    d("proxy_next_upstream", HSL, MORE1),
+    once("proxy_next_upstream_tries", HSL, TAKE1),
+    once("proxy_next_upstream_timeout", HSL, TAKE1),
+    d("proxy_pass_header", HSL, TAKE1),
+    d("proxy_hide_header", HSL, TAKE1),
+    d("proxy_ignore_headers", HSL, MORE1),
+    once("proxy_http_version", HSL, TAKE1),
+    d("proxy_ssl_session_reuse", HSL, FLAG),
+    d("proxy_ssl_protocols", HSL, MORE1),
+    once("proxy_ssl_ciphers", HSL, TAKE1),
+    once("proxy_ssl_name", HSL, TAKE1),
+    d("proxy_ssl_server_name", HSL, FLAG),
+    d("proxy_ssl_verify", HSL, FLAG),
+    once("proxy_ssl_verify_depth", HSL, TAKE1),
+    once("proxy_ssl_trusted_certificate", HSL, TAKE1),
+    once("proxy_ssl_crl", HSL, TAKE1),
+    once("proxy_ssl_certificate", HSL, TAKE1),
+    once("proxy_ssl_certificate_key", HSL, TAKE1),
+    once("proxy_ssl_password_file", HSL, TAKE1),
+    d("proxy_ssl_conf_command", HSL, TAKE2),
+    // SSL module.
+    d("ssl", HS, FLAG),
+    d("ssl_certificate", HS, TAKE1),
+    d("ssl_certificate_key", HS, TAKE1),
+    once("ssl_password_file", HS, TAKE1),
+    once("ssl_dhparam", HS, TAKE1),
+    once("ssl_ecdh_curve", HS, TAKE1),
+    d("ssl_protocols", HS, MORE1),
+    once("ssl_ciphers", HS, TAKE1),
+    once("ssl_buffer_size", HS, TAKE1),
+    once("ssl_verify_client", HS, TAKE1),
+    once("ssl_verify_depth", HS, TAKE1),
+    once("ssl_client_certificate", HS, TAKE1),
+    once("ssl_trusted_certificate", HS, TAKE1),
+    d("ssl_prefer_server_ciphers", HS, FLAG),
+    d("ssl_session_cache", HS, TAKE12),
+    d("ssl_session_tickets", HS, FLAG),
+    d("ssl_session_ticket_key", HS, TAKE1),
+    once("ssl_session_timeout", HS, TAKE1),
+    once("ssl_crl", HS, TAKE1),
+    once("ssl_ocsp", HS, TAKE1),
+    once("ssl_ocsp_responder", HS, TAKE1),
+    once("ssl_ocsp_cache", HS, TAKE1),
+    d("ssl_stapling", HS, FLAG),
+    once("ssl_stapling_file", HS, TAKE1),
+    once("ssl_stapling_responder", HS, TAKE1),
+    d("ssl_stapling_verify", HS, FLAG),
+    d("ssl_early_data", HS, FLAG),
+    d("ssl_conf_command", HS, TAKE2),
+    d("ssl_reject_handshake", HS, FLAG),
+    // HTTP/2 module.
+    d("http2", HS, FLAG),
+    once("http2_recv_buffer_size", HTTP, TAKE1),
+    once("http2_pool_size", HS, TAKE1),
+    once("http2_max_concurrent_streams", HS, TAKE1),
+    once("http2_max_concurrent_pushes", HS, TAKE1),
+    d("http2_max_requests", HS, TAKE1),
+    d("http2_max_field_size", HS, TAKE1),
+    d("http2_max_header_size", HS, TAKE1),
+    once("http2_body_preread_size", HS, TAKE1),
+    once("http2_streams_index_size", HS, TAKE1),
+    d("http2_recv_timeout", HS, TAKE1),
+    d("http2_idle_timeout", HS, TAKE1),
+    once("http2_chunk_size", HSL, TAKE1),
+    d("http2_push_preload", HSL, FLAG),
+    d("http2_push", HSL, TAKE1),
+    // JWT authentication (NGINX Plus's auth_jwt module).
+    d("auth_jwt", HSL | LMT, TAKE12),
+    d("auth_jwt_key_file", HSL | LMT, TAKE1),
+    d("auth_jwt_key_request", HSL | LMT, TAKE1),
+    d("auth_jwt_key_cache", HSL, TAKE1),
+    d("auth_jwt_leeway", HSL, TAKE1),
+    d("auth_jwt_type", HSL | LMT, TAKE1),
+    d("auth_jwt_require", HSL | LMT, MORE1),
+    d("auth_jwt_claim_set", HTTP, MORE2),
+    d("auth_jwt_header_set", HTTP, MORE2),
+    // portcullis's own: cache verified tokens (`off`, or a size and an optional time).
+    once("auth_jwt_verified_cache", HSL, TAKE12),
+];
+
+/// The entries named `name`, in table order.
+pub(crate) fn entries(name: &str) -> impl Iterator<Item = &'static Spec> + '_ {
+    DIRECTIVES.iter().filter(move |s| s.name == name)
+}
+
+/// Whether `name` is a directive portcullis accepts somewhere (`include` included).
+pub fn is_known(name: &str) -> bool {
+    name == "include" || entries(name).next().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_counts() {
+        let spec = |name: &str, c: u16| {
+            entries(name)
+                .find(|s| s.contexts & c != 0)
+                .expect("in table")
+        };
+        let root = spec("root", HTTP);
+        assert!(root.takes(1) && !root.takes(0) && !root.takes(2));
+        let ka = spec("keepalive_timeout", HTTP);
+        assert!(ka.takes(1) && ka.takes(2) && !ka.takes(3));
+        assert!(!spec("keepalive_timeout", UPS).takes(2));
+        let ep = spec("error_page", HTTP);
+        assert!(!ep.takes(1) && ep.takes(2) && ep.takes(9));
+        let random = spec("random", UPS);
+        assert!(random.takes(0) && random.takes(2) && !random.takes(3));
+        assert!(spec("sendfile", HTTP).takes(1) && !spec("sendfile", HTTP).takes(2));
+        assert!(!spec("internal", LOC).takes(1));
+    }
+
+    #[test]
+    fn known_names() {
+        assert!(is_known("proxy_ssl_verify"));
+        assert!(is_known("include"));
+        assert!(is_known("auth_jwt_verified_cache"));
+        assert!(!is_known("autoindex"));
+        assert!(!is_known(""));
+    }
+
+    #[test]
+    fn shared_names_resolve_by_context() {
+        let server: Vec<_> = entries("server").collect();
+        assert_eq!(server.len(), 2);
+        assert_eq!(server[0].block, Block::Ctx(SRV));
+        assert_eq!(server[1].block, Block::No);
+    }
+
+    #[test]
+    fn every_entry_is_sane() {
+        for s in DIRECTIVES {
+            assert!(s.contexts != 0, "{} has no context", s.name);
+            assert!(s.args != 0, "{} takes nothing", s.name);
+            assert!(
+                !s.name.is_empty()
+                    && s.name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            );
+        }
+    }
+}

@@ -1,0 +1,1323 @@
+//! Compiling a loaded configuration into its runtime form: typed settings, server-name tables,
+//! location trees. Every directive is read here once; the request path never parses strings.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis_config::{value, ConfigError, Directive, Loaded};
+
+use crate::location::{LocationTree, Match};
+use crate::log::{AccessLog, ErrorLogSpec, LogFormat};
+use crate::static_files::MimeTypes;
+use crate::vars::Template;
+use crate::Level;
+
+/// Directives that tune nginx's internals and have no meaning here, or whose effect is always
+/// on: accepted silently.
+const MEANINGLESS: &[&str] = &[
+    "user",
+    "accept_mutex",
+    "accept_mutex_delay",
+    "multi_accept",
+    "use",
+    "worker_cpu_affinity",
+    "worker_priority",
+    "types_hash_max_size",
+    "types_hash_bucket_size",
+    "server_names_hash_max_size",
+    "server_names_hash_bucket_size",
+    "variables_hash_max_size",
+    "variables_hash_bucket_size",
+    "sendfile",
+    "sendfile_max_chunk",
+    "tcp_nopush",
+    "tcp_nodelay",
+    "aio",
+    "directio",
+    "output_buffers",
+    "open_file_cache",
+    "open_file_cache_valid",
+    "open_file_cache_min_uses",
+    "open_file_cache_errors",
+    "lingering_close",
+    "lingering_time",
+    "lingering_timeout",
+    "reset_timedout_connection",
+    "ssl_session_cache",
+    "timer_resolution",
+    "worker_shutdown_timeout",
+    "thread_pool",
+    "working_directory",
+    "lock_file",
+    "pcre_jit",
+    "debug_connection",
+    "postpone_output",
+    "client_body_buffer_size",
+    "client_body_temp_path",
+    "proxy_temp_path",
+    "fastcgi_temp_path",
+    "uwsgi_temp_path",
+    "scgi_temp_path",
+    "zone",
+    "keepalive_disable",
+    "msie_padding",
+    "msie_refresh",
+    "chunked_transfer_encoding",
+    "ignore_invalid_headers",
+    "underscores_in_headers",
+    "gzip",
+    "gzip_vary",
+    "gzip_proxied",
+    "gzip_comp_level",
+    "gzip_buffers",
+    "gzip_http_version",
+    "gzip_types",
+    "gzip_min_length",
+    "gzip_disable",
+    "error_log",
+    "include",
+    "if_modified_since",
+    "etag",
+    "max_ranges",
+    "log_subrequest",
+    "open_log_file_cache",
+];
+
+/// Everything the runtime needs, compiled once. Held in an `Arc`, swapped on reload.
+pub struct Compiled {
+    pub(crate) main: MainConf,
+    pub(crate) http: Arc<HttpConf>,
+}
+
+impl Compiled {
+    pub fn daemon(&self) -> bool {
+        self.main.daemon
+    }
+    pub fn pid_path(&self) -> Option<&Path> {
+        self.main.pid.as_deref()
+    }
+    pub fn worker_rlimit_nofile(&self) -> Option<u64> {
+        self.main.worker_rlimit_nofile
+    }
+    /// Warnings found while compiling (nginx's `[warn]` lines at start).
+    pub fn warnings(&self) -> &[String] {
+        &self.main.warnings
+    }
+}
+
+pub(crate) struct MainConf {
+    pub daemon: bool,
+    pub pid: Option<PathBuf>,
+    pub workers: usize,
+    pub worker_rlimit_nofile: Option<u64>,
+    pub worker_connections: usize,
+    pub error_log: ErrorLogSpec,
+    pub warnings: Vec<String>,
+}
+
+/// The `http {}` block: listeners and their servers.
+pub(crate) struct HttpConf {
+    pub listens: Vec<Listen>,
+    /// Every access log target, so workers can open their own handles.
+    pub access_logs: Vec<Arc<AccessLog>>,
+    pub hostname: String,
+    /// `-p`: relative paths in variables resolve against it at request time.
+    pub prefix: PathBuf,
+}
+
+/// One listening address and the servers reachable through it.
+pub(crate) struct Listen {
+    pub addr: SocketAddr,
+    pub reuseport: bool,
+    pub backlog: i32,
+    pub ssl: bool,
+    pub servers: ServerNames,
+}
+
+/// nginx's server selection: exact names, then the longest leading wildcard, then the longest
+/// trailing wildcard, then regexes in order, else the default server.
+pub(crate) struct ServerNames {
+    default: Arc<ServerConf>,
+    exact: HashMap<String, Arc<ServerConf>>,
+    /// `*.example.com` as ".example.com", longest first.
+    leading: Vec<(String, Arc<ServerConf>)>,
+    /// `www.example.*` as "www.example.", longest first.
+    trailing: Vec<(String, Arc<ServerConf>)>,
+    regex: Vec<(regex::Regex, Arc<ServerConf>)>,
+}
+
+impl ServerNames {
+    pub fn find(&self, host: Option<&str>) -> &Arc<ServerConf> {
+        let Some(host) = host else {
+            return &self.default;
+        };
+        if let Some(s) = self.exact.get(host) {
+            return s;
+        }
+        for (suffix, s) in &self.leading {
+            if host.ends_with(suffix.as_str()) && host.len() > suffix.len() {
+                return s;
+            }
+        }
+        for (prefix, s) in &self.trailing {
+            if host.starts_with(prefix.as_str()) && host.len() > prefix.len() {
+                return s;
+            }
+        }
+        for (re, s) in &self.regex {
+            if re.is_match(host) {
+                return s;
+            }
+        }
+        &self.default
+    }
+}
+
+pub(crate) struct ServerConf {
+    /// The first name, for `$server_name` and the error log.
+    pub name: String,
+    /// Server-level settings: used when no location matches, and inherited by locations.
+    pub conf: Arc<LocConf>,
+    /// Server-level rewrite-phase `return`, run before the location search.
+    pub ret: Option<Return>,
+    pub locations: LocationTree<Arc<LocConf>>,
+    pub merge_slashes: bool,
+    pub head_limits: portcullis_http::HeadLimits,
+    pub client_header_timeout: Duration,
+}
+
+impl ServerConf {
+    pub fn find_location(&self, uri: &[u8]) -> Option<Match<'_, Arc<LocConf>>> {
+        self.locations.find(uri)
+    }
+    pub fn named_location(&self, name: &str) -> Option<&Arc<LocConf>> {
+        self.locations.named(name)
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Return {
+    /// `return code [text]`, also the 444 close.
+    Text { code: u16, text: Option<Template> },
+    /// `return 301|302|303|307|308 URL` or `return URL`.
+    Redirect { code: u16, url: Template },
+}
+
+#[derive(Clone)]
+pub(crate) struct AccessRule {
+    pub allow: bool,
+    /// `None` for `all`.
+    pub net: Option<(IpAddr, u8)>,
+}
+
+#[derive(Clone)]
+pub(crate) struct LimitExcept {
+    /// The allowed methods by name; GET implies HEAD.
+    pub methods: HashSet<String>,
+    pub access: Vec<AccessRule>,
+}
+
+#[derive(Clone)]
+pub(crate) enum ErrorTarget {
+    Uri(Template),
+    Named(String),
+    /// An absolute URL: a redirect (302 unless `=code` names a redirect code).
+    Redirect(Template),
+}
+
+#[derive(Clone)]
+pub(crate) struct ErrorPage {
+    pub codes: Vec<u16>,
+    /// `None`: keep the code; `Some(None)`: `=` (use the new response's code); `Some(Some(c))`: `=c`.
+    pub overwrite: Option<Option<u16>>,
+    pub target: ErrorTarget,
+}
+
+#[derive(Clone)]
+pub(crate) enum TryLast {
+    Code(u16),
+    Named(String),
+    Uri(Template),
+}
+
+#[derive(Clone)]
+pub(crate) struct TryFiles {
+    pub files: Vec<Template>,
+    pub last: TryLast,
+}
+
+#[derive(Clone)]
+pub(crate) struct AddHeader {
+    pub name: String,
+    pub value: Template,
+    /// Also for error statuses, not only 200, 201, 204, 206, 301, 302, 303, 304, 307, 308.
+    pub always: bool,
+}
+
+/// A content handler this build knows by name but does not implement yet.
+#[derive(Clone)]
+pub(crate) struct Unsupported {
+    pub directive: String,
+}
+
+/// Settings that nginx merges http → server → location. Lists (error_page, index, access rules,
+/// access_log) defined at a level replace the inherited ones, as in nginx.
+#[derive(Clone)]
+pub(crate) struct LocConf {
+    /// The location's name as written, for alias and the error log.
+    pub name: String,
+    pub is_regex: bool,
+    pub root: Template,
+    pub alias: Option<Template>,
+    pub index: Vec<Template>,
+    pub try_files: Option<TryFiles>,
+    pub types: Arc<MimeTypes>,
+    pub default_type: Arc<str>,
+    pub error_pages: Vec<ErrorPage>,
+    pub ret: Option<Return>,
+    pub limit_except: Option<Arc<LimitExcept>>,
+    pub access: Vec<AccessRule>,
+    pub internal: bool,
+    pub keepalive_timeout: Duration,
+    pub keepalive_requests: u64,
+    pub send_timeout: Duration,
+    pub client_body_timeout: Duration,
+    pub client_max_body_size: u64,
+    pub server_tokens: bool,
+    pub absolute_redirect: bool,
+    pub port_in_redirect: bool,
+    pub server_name_in_redirect: bool,
+    pub log_not_found: bool,
+    pub access_log: Vec<Arc<AccessLog>>,
+    pub unsupported: Option<Unsupported>,
+    pub recursive_error_pages: bool,
+    /// `add_header name value [always]`.
+    pub add_headers: Vec<AddHeader>,
+    /// Server-level settings, also allowed at http level: carried here so they inherit.
+    pub merge_slashes: bool,
+    pub head_limits: portcullis_http::HeadLimits,
+    pub client_header_timeout: Duration,
+}
+
+/// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
+pub fn compile(
+    loaded: &Loaded,
+    prefix: &Path,
+    error_log: Option<&Path>,
+) -> Result<Compiled, ConfigError> {
+    let mut b = Builder {
+        prefix: prefix.to_path_buf(),
+        warnings: loaded
+            .warnings
+            .iter()
+            .map(|w| warning_text(&w.message, w.span.as_ref()))
+            .collect(),
+        formats: HashMap::new(),
+        logs: HashMap::new(),
+        hostname: hostname(),
+    };
+    let mut main = MainConf {
+        daemon: true,
+        pid: Some(prefix.join("logs/portcullis.pid")),
+        workers: 1,
+        worker_rlimit_nofile: None,
+        worker_connections: 512,
+        error_log: ErrorLogSpec {
+            path: Some(error_log.map_or_else(|| prefix.join("logs/error.log"), Path::to_path_buf)),
+            level: Level::Error,
+        },
+        warnings: Vec::new(),
+    };
+    let mut error_log_set = error_log.is_some();
+    let mut http_block = None;
+    for d in &loaded.directives {
+        match d.name.as_str() {
+            "daemon" => main.daemon = value::flag(d, 0)?,
+            "master_process" => {}
+            "pid" => main.pid = Some(b.path(d.arg(0))),
+            "worker_processes" => {
+                main.workers = if d.arg(0) == "auto" {
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                } else {
+                    match d.arg(0).parse::<usize>() {
+                        Ok(n) if n > 0 => n,
+                        _ => return Err(invalid_value(d, 0)),
+                    }
+                }
+            }
+            "worker_rlimit_nofile" => main.worker_rlimit_nofile = Some(value::number(d, 0)?),
+            "error_log" if !error_log_set => {
+                main.error_log = b.error_log(d)?;
+                error_log_set = true;
+            }
+            "events" => {
+                for e in d.children() {
+                    if e.name == "worker_connections" {
+                        let n = value::number(e, 0)?;
+                        main.worker_connections = usize::try_from(n).unwrap_or(usize::MAX).max(1);
+                    }
+                }
+            }
+            "http" => http_block = Some(d),
+            name => b.check_meaning(d, name),
+        }
+    }
+    let http = match http_block {
+        Some(h) => b.http(h)?,
+        None => HttpConf {
+            listens: Vec::new(),
+            access_logs: Vec::new(),
+            hostname: b.hostname.clone(),
+            prefix: prefix.to_path_buf(),
+        },
+    };
+    main.warnings = b.warnings;
+    Ok(Compiled {
+        main,
+        http: Arc::new(http),
+    })
+}
+
+fn warning_text(message: &str, span: Option<&portcullis_config::Span>) -> String {
+    match span {
+        Some(s) => format!("{message} in {s}"),
+        None => message.to_string(),
+    }
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // truncates, and we stop at the first NUL.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..len]).to_lowercase()
+}
+
+pub(crate) fn err(d: &Directive, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        message: message.into(),
+        span: Some(d.span.clone()),
+    }
+}
+
+fn invalid_value(d: &Directive, i: usize) -> ConfigError {
+    err(
+        d,
+        format!("invalid value \"{}\" in \"{}\" directive", d.arg(i), d.name),
+    )
+}
+
+struct Builder {
+    prefix: PathBuf,
+    warnings: Vec<String>,
+    formats: HashMap<String, Arc<LogFormat>>,
+    /// Access log targets by (path, format name), shared by every level that names them.
+    logs: HashMap<(PathBuf, String), Arc<AccessLog>>,
+    hostname: String,
+}
+
+/// Per-server settings collected while walking a server block.
+struct ServerBits {
+    listens: Vec<ListenSpec>,
+    names: Vec<String>,
+}
+
+struct ListenSpec {
+    addrs: Vec<SocketAddr>,
+    default_server: bool,
+    reuseport: bool,
+    backlog: i32,
+    ssl: bool,
+}
+
+impl Builder {
+    fn path(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.prefix.join(p)
+        }
+    }
+
+    fn check_meaning(&mut self, d: &Directive, name: &str) {
+        if !MEANINGLESS.contains(&name) {
+            self.warnings.push(format!(
+                "the \"{name}\" directive is not supported yet and is ignored in {}",
+                d.span
+            ));
+        }
+    }
+
+    fn error_log(&self, d: &Directive) -> Result<ErrorLogSpec, ConfigError> {
+        let level = match d.args.get(1).map(|a| a.value.as_str()) {
+            None => Level::Error,
+            Some(l) => {
+                Level::parse(l).ok_or_else(|| err(d, format!("invalid log level \"{l}\"")))?
+            }
+        };
+        let path = match d.arg(0) {
+            "stderr" => None,
+            p => Some(self.path(p)),
+        };
+        Ok(ErrorLogSpec { path, level })
+    }
+
+    fn http(&mut self, h: &Directive) -> Result<HttpConf, ConfigError> {
+        let mut base = LocConf::defaults();
+        let mut types = MimeTypes::new();
+        let mut types_set = false;
+        // log_format first: access_log may name a format defined after it.
+        for d in h.children() {
+            if d.name == "log_format" {
+                let name = d.arg(0).to_string();
+                if name == "combined" {
+                    return Err(err(d, "duplicate \"log_format\" name \"combined\""));
+                }
+                let text: String = d.args[1..].iter().map(|a| a.value.as_str()).collect();
+                self.formats
+                    .insert(name, Arc::new(LogFormat::compile(&text, d)?));
+            }
+        }
+        let mut servers = Vec::new();
+        let mut touched = HashSet::new();
+        for d in h.children() {
+            match d.name.as_str() {
+                "server" => servers.push(d),
+                "log_format" => {}
+                "types" => {
+                    if !types_set {
+                        types = MimeTypes::new();
+                        types_set = true;
+                    }
+                    add_types(&mut types, d);
+                }
+                _ => self.loc_directive(&mut base, d, &mut touched)?,
+            }
+        }
+        if types_set {
+            base.types = Arc::new(types);
+        }
+        if !touched.contains("access_log") {
+            let combined =
+                self.access_log_target(&self.path("logs/access.log"), "combined", None, h)?;
+            base.access_log = vec![combined];
+        }
+        let mut by_addr: Vec<(SocketAddr, Vec<(Arc<ServerConf>, bool, &ListenSpec)>)> = Vec::new();
+        let mut server_bits = Vec::new();
+        for s in servers {
+            let (conf, bits) = self.server(&base, s)?;
+            server_bits.push((Arc::new(conf), bits, s));
+        }
+        for (conf, bits, _) in &server_bits {
+            for l in &bits.listens {
+                for addr in &l.addrs {
+                    match by_addr.iter_mut().find(|(a, _)| a == addr) {
+                        Some((_, list)) => list.push((conf.clone(), l.default_server, l)),
+                        None => by_addr.push((*addr, vec![(conf.clone(), l.default_server, l)])),
+                    }
+                }
+            }
+        }
+        let mut listens = Vec::new();
+        for (addr, list) in by_addr {
+            let defaults: Vec<_> = list.iter().filter(|(_, def, _)| *def).collect();
+            if defaults.len() > 1 {
+                let (_, _, s) = server_bits
+                    .iter()
+                    .find(|(c, _, _)| Arc::ptr_eq(c, &defaults[1].0))
+                    .map_or((None, None, None), |(c, b, s)| (Some(c), Some(b), Some(*s)));
+                let at = s.map(|s| s.span.clone());
+                return Err(ConfigError {
+                    message: format!("a duplicate default server for {addr}"),
+                    span: at,
+                });
+            }
+            let default = defaults.first().map_or(&list[0].0, |d| &d.0).clone();
+            let spec = list.iter().find(|(_, def, _)| *def).unwrap_or(&list[0]).2;
+            let mut names = ServerNames {
+                default,
+                exact: HashMap::new(),
+                leading: Vec::new(),
+                trailing: Vec::new(),
+                regex: Vec::new(),
+            };
+            for (conf, _, _) in &list {
+                let bits = &server_bits
+                    .iter()
+                    .find(|(c, _, _)| Arc::ptr_eq(c, conf))
+                    .map(|(_, b, _)| b)
+                    .ok_or_else(|| ConfigError {
+                        message: "internal error: server not found".into(),
+                        span: None,
+                    })?;
+                for n in &bits.names {
+                    add_server_name(&mut names, n, conf, &self.hostname)?;
+                }
+            }
+            names
+                .leading
+                .sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+            names
+                .trailing
+                .sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+            listens.push(Listen {
+                addr,
+                reuseport: list.iter().any(|(_, _, l)| l.reuseport),
+                backlog: spec.backlog,
+                ssl: list.iter().any(|(_, _, l)| l.ssl),
+                servers: names,
+            });
+        }
+        Ok(HttpConf {
+            listens,
+            access_logs: self.logs.values().cloned().collect(),
+            hostname: self.hostname.clone(),
+            prefix: self.prefix.clone(),
+        })
+    }
+
+    fn server(
+        &mut self,
+        http: &LocConf,
+        s: &Directive,
+    ) -> Result<(ServerConf, ServerBits), ConfigError> {
+        let mut conf = http.clone();
+        conf.name = String::new();
+        let mut bits = ServerBits {
+            listens: Vec::new(),
+            names: Vec::new(),
+        };
+        let mut ret = None;
+        let mut touched = HashSet::new();
+        let mut locations = Vec::new();
+        for d in s.children() {
+            match d.name.as_str() {
+                "listen" => bits.listens.push(listen(d)?),
+                "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
+                "location" => locations.push(d),
+                "return" => ret = Some(compile_return(d)?),
+                "types" => {
+                    let mut t = MimeTypes::new();
+                    add_types(&mut t, d);
+                    conf.types = Arc::new(t);
+                }
+                _ => self.loc_directive(&mut conf, d, &mut touched)?,
+            }
+        }
+        let (merge_slashes, head_limits, client_header_timeout) = (
+            conf.merge_slashes,
+            conf.head_limits.clone(),
+            conf.client_header_timeout,
+        );
+        if bits.listens.is_empty() {
+            bits.listens.push(ListenSpec {
+                addrs: vec![SocketAddr::from(([0, 0, 0, 0], 80))],
+                default_server: false,
+                reuseport: false,
+                backlog: 511,
+                ssl: false,
+            });
+        }
+        if bits.names.is_empty() {
+            bits.names.push(String::new());
+        }
+        let name = bits.names[0].replace("$hostname", &self.hostname);
+        let conf = Arc::new(conf);
+        let mut tree = LocationTree::new();
+        for l in locations {
+            self.location(&conf, l, &mut tree)?;
+        }
+        Ok((
+            ServerConf {
+                name,
+                conf,
+                ret,
+                locations: tree,
+                merge_slashes,
+                head_limits,
+                client_header_timeout,
+            },
+            bits,
+        ))
+    }
+
+    fn location(
+        &mut self,
+        parent: &LocConf,
+        l: &Directive,
+        tree: &mut LocationTree<Arc<LocConf>>,
+    ) -> Result<(), ConfigError> {
+        let (modifier, name) = match l.args.len() {
+            1 => {
+                let a = l.arg(0);
+                if let Some(rest) = a.strip_prefix('=').filter(|r| !r.is_empty()) {
+                    ("=", rest)
+                } else if let Some(rest) = a.strip_prefix("^~").filter(|r| !r.is_empty()) {
+                    ("^~", rest)
+                } else if let Some(rest) = a.strip_prefix("~*").filter(|r| !r.is_empty()) {
+                    ("~*", rest)
+                } else if let Some(rest) = a.strip_prefix('~').filter(|r| !r.is_empty()) {
+                    ("~", rest)
+                } else {
+                    ("", a)
+                }
+            }
+            _ => (l.arg(0), l.arg(1)),
+        };
+        let mut conf = parent.clone();
+        conf.name = name.to_string();
+        conf.is_regex = modifier.starts_with('~');
+        conf.ret = None;
+        conf.internal = false;
+        conf.try_files = None;
+        conf.unsupported = None;
+        conf.limit_except = None;
+        let mut touched = HashSet::new();
+        let mut nested = Vec::new();
+        for d in l.children() {
+            match d.name.as_str() {
+                "location" => nested.push(d),
+                "return" => conf.ret = Some(compile_return(d)?),
+                "internal" => conf.internal = true,
+                "limit_except" => {
+                    let mut access = Vec::new();
+                    for a in d.children() {
+                        match a.name.as_str() {
+                            "allow" | "deny" => access.push(access_rule(a)?),
+                            other => self.check_meaning(a, other),
+                        }
+                    }
+                    conf.limit_except = Some(Arc::new(LimitExcept {
+                        methods: d
+                            .args
+                            .iter()
+                            .map(|a| a.value.to_ascii_uppercase())
+                            .collect(),
+                        access,
+                    }));
+                }
+                "types" => {
+                    let mut t = MimeTypes::new();
+                    add_types(&mut t, d);
+                    conf.types = Arc::new(t);
+                }
+                _ => self.loc_directive(&mut conf, d, &mut touched)?,
+            }
+        }
+        if conf.alias.is_some()
+            && conf.is_regex
+            && conf
+                .alias
+                .as_ref()
+                .is_some_and(|a| a.as_literal().is_some())
+        {
+            // nginx requires captures in a regex location's alias; without them it would map
+            // every URI to one file.
+            return Err(err(l, format!("\"alias\" cannot be used in location \"{name}\" where URI was defined by regular expression")));
+        }
+        let conf_arc = Arc::new(conf);
+        let mut children = LocationTree::new();
+        for n in nested {
+            self.location(&conf_arc, n, &mut children)?;
+        }
+        tree.add(modifier, name, conf_arc, children)
+            .map_err(|m| err(l, m))
+    }
+
+    /// A directive that may appear at http, server or location level.
+    fn loc_directive(
+        &mut self,
+        c: &mut LocConf,
+        d: &Directive,
+        touched: &mut HashSet<&'static str>,
+    ) -> Result<(), ConfigError> {
+        // The first occurrence of a list directive at a level replaces the inherited list.
+        let mut first = |key: &'static str| touched.insert(key);
+        match d.name.as_str() {
+            "root" => {
+                c.root = Template::compile(d.arg(0), d)?;
+                c.alias = None;
+            }
+            "alias" => c.alias = Some(Template::compile(d.arg(0), d)?),
+            "index" => {
+                if first("index") {
+                    c.index.clear();
+                }
+                for a in &d.args {
+                    c.index.push(Template::compile(&a.value, d)?);
+                }
+            }
+            "try_files" => {
+                let n = d.args.len();
+                let files = d.args[..n - 1]
+                    .iter()
+                    .map(|a| Template::compile(&a.value, d))
+                    .collect::<Result<_, _>>()?;
+                let last = d.arg(n - 1);
+                let last = if let Some(code) = last.strip_prefix('=') {
+                    TryLast::Code(
+                        code.parse()
+                            .map_err(|_| err(d, format!("invalid code \"{last}\"")))?,
+                    )
+                } else if last.starts_with('@') {
+                    TryLast::Named(last.to_string())
+                } else {
+                    TryLast::Uri(Template::compile(last, d)?)
+                };
+                c.try_files = Some(TryFiles { files, last });
+            }
+            "default_type" => c.default_type = Arc::from(d.arg(0)),
+            "error_page" => {
+                if first("error_page") {
+                    c.error_pages.clear();
+                }
+                c.error_pages.push(error_page(d)?);
+            }
+            "allow" | "deny" => {
+                if first("access") {
+                    c.access.clear();
+                }
+                c.access.push(access_rule(d)?);
+            }
+            "add_header" => {
+                if first("add_header") {
+                    c.add_headers.clear();
+                }
+                let always = match d.args.get(2).map(|a| a.value.as_str()) {
+                    None => false,
+                    Some("always") => true,
+                    Some(other) => return Err(err(d, format!("invalid parameter \"{other}\""))),
+                };
+                c.add_headers.push(AddHeader {
+                    name: d.arg(0).to_string(),
+                    value: Template::compile(d.arg(1), d)?,
+                    always,
+                });
+            }
+            "merge_slashes" => c.merge_slashes = value::flag(d, 0)?,
+            "client_header_buffer_size" => c.head_limits.header_buffer_size = size_usize(d, 0)?,
+            "large_client_header_buffers" => {
+                c.head_limits.large_buffers =
+                    usize::try_from(value::number(d, 0)?).map_err(|_| invalid_value(d, 0))?;
+                c.head_limits.large_buffer_size = size_usize(d, 1)?;
+            }
+            "client_header_timeout" => c.client_header_timeout = time(d, 0)?,
+            "keepalive_timeout" => c.keepalive_timeout = time(d, 0)?,
+            "keepalive_requests" => c.keepalive_requests = value::number(d, 0)?,
+            "send_timeout" => c.send_timeout = time(d, 0)?,
+            "client_body_timeout" => c.client_body_timeout = time(d, 0)?,
+            "client_max_body_size" => c.client_max_body_size = value::size(d, 0)?,
+            "server_tokens" => {
+                c.server_tokens = match d.arg(0) {
+                    "on" | "build" => true,
+                    "off" => false,
+                    _ => return Err(invalid_value(d, 0)),
+                }
+            }
+            "absolute_redirect" => c.absolute_redirect = value::flag(d, 0)?,
+            "port_in_redirect" => c.port_in_redirect = value::flag(d, 0)?,
+            "server_name_in_redirect" => c.server_name_in_redirect = value::flag(d, 0)?,
+            "log_not_found" => c.log_not_found = value::flag(d, 0)?,
+            "recursive_error_pages" => c.recursive_error_pages = value::flag(d, 0)?,
+            "access_log" => {
+                if first("access_log") {
+                    c.access_log.clear();
+                }
+                if d.arg(0) != "off" {
+                    let path = self.path(d.arg(0));
+                    let format = d.args.get(1).map_or("combined", |a| a.value.as_str());
+                    let log = self.access_log_target(
+                        &path,
+                        format,
+                        Some(&d.args[1.min(d.args.len())..]),
+                        d,
+                    )?;
+                    c.access_log.push(log);
+                }
+            }
+            "proxy_pass" | "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass"
+            | "memcached_pass" => {
+                self.warnings.push(format!(
+                    "the \"{}\" directive is not supported yet: requests to this location get 502 in {}",
+                    d.name, d.span
+                ));
+                c.unsupported = Some(Unsupported {
+                    directive: d.name.clone(),
+                });
+            }
+            name => self.check_meaning(d, name),
+        }
+        Ok(())
+    }
+
+    fn access_log_target(
+        &mut self,
+        path: &Path,
+        format: &str,
+        rest: Option<&[portcullis_config::Arg]>,
+        d: &Directive,
+    ) -> Result<Arc<AccessLog>, ConfigError> {
+        let fmt = if format == "combined" {
+            Arc::new(LogFormat::combined())
+        } else {
+            self.formats
+                .get(format)
+                .cloned()
+                .ok_or_else(|| err(d, format!("unknown log format \"{format}\"")))?
+        };
+        let mut buffer = 0usize;
+        let mut flush = None;
+        for a in rest.unwrap_or(&[]).iter().skip(1) {
+            if let Some(v) = a.value.strip_prefix("buffer=") {
+                buffer = parse_size_str(v)
+                    .ok_or_else(|| err(d, format!("invalid buffer size \"{v}\"")))?
+                    as usize;
+            } else if let Some(v) = a.value.strip_prefix("flush=") {
+                flush = Some(
+                    parse_time_str(v)
+                        .ok_or_else(|| err(d, format!("invalid flush time \"{v}\"")))?,
+                );
+            } else if a.value.starts_with("gzip") || a.value.starts_with("if=") {
+                self.warnings.push(format!(
+                    "access_log parameter \"{}\" is not supported yet and is ignored in {}",
+                    a.value, d.span
+                ));
+            } else {
+                return Err(err(d, format!("invalid parameter \"{}\"", a.value)));
+            }
+        }
+        if flush.is_some() && buffer == 0 {
+            buffer = 64 * 1024;
+        }
+        let key = (path.to_path_buf(), format.to_string());
+        if let Some(l) = self.logs.get(&key) {
+            return Ok(l.clone());
+        }
+        // Open it now so a path that cannot be written is a configuration error, as in nginx.
+        crate::log::open_append(path).map_err(|e| {
+            err(
+                d,
+                format!(
+                    "open() \"{}\" failed ({}: {})",
+                    path.display(),
+                    e.raw_os_error().unwrap_or(0),
+                    crate::log::strerror(&e)
+                ),
+            )
+        })?;
+        let log = Arc::new(AccessLog {
+            path: path.to_path_buf(),
+            format: fmt,
+            buffer,
+            flush: flush.unwrap_or(Duration::ZERO),
+        });
+        self.logs.insert(key, log.clone());
+        Ok(log)
+    }
+}
+
+impl LocConf {
+    fn defaults() -> LocConf {
+        LocConf {
+            name: String::new(),
+            is_regex: false,
+            root: Template::literal("html"),
+            alias: None,
+            index: vec![Template::literal("index.html")],
+            try_files: None,
+            types: Arc::new(default_types()),
+            default_type: Arc::from("text/plain"),
+            error_pages: Vec::new(),
+            ret: None,
+            limit_except: None,
+            access: Vec::new(),
+            internal: false,
+            keepalive_timeout: Duration::from_secs(75),
+            keepalive_requests: 1000,
+            send_timeout: Duration::from_secs(60),
+            client_body_timeout: Duration::from_secs(60),
+            client_max_body_size: 1024 * 1024,
+            server_tokens: true,
+            absolute_redirect: true,
+            port_in_redirect: true,
+            server_name_in_redirect: false,
+            log_not_found: true,
+            access_log: Vec::new(),
+            unsupported: None,
+            recursive_error_pages: false,
+            add_headers: Vec::new(),
+            merge_slashes: true,
+            head_limits: portcullis_http::HeadLimits::default(),
+            client_header_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// nginx's built-in types when no `types` block is given: html, gif, jpg.
+fn default_types() -> MimeTypes {
+    let mut t = MimeTypes::new();
+    t.insert("text/html", "html");
+    t.insert("image/gif", "gif");
+    t.insert("image/jpeg", "jpg");
+    t
+}
+
+fn add_types(t: &mut MimeTypes, d: &Directive) {
+    for entry in d.children() {
+        for ext in &entry.args {
+            t.insert(&entry.name, &ext.value);
+        }
+    }
+}
+
+fn time(d: &Directive, i: usize) -> Result<Duration, ConfigError> {
+    Ok(Duration::from_millis(value::time_ms(d, i)?))
+}
+
+fn size_usize(d: &Directive, i: usize) -> Result<usize, ConfigError> {
+    usize::try_from(value::size(d, i)?).map_err(|_| invalid_value(d, i))
+}
+
+fn parse_size_str(v: &str) -> Option<u64> {
+    let (num, mult) = match v.as_bytes().last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 1024),
+        b'm' | b'M' => (&v[..v.len() - 1], 1024 * 1024),
+        b'g' | b'G' => (&v[..v.len() - 1], 1024 * 1024 * 1024),
+        _ => (v, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+fn parse_time_str(v: &str) -> Option<Duration> {
+    let (num, mult) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60_000)
+    } else if let Some(n) = v.strip_suffix('h') {
+        (n, 3_600_000)
+    } else {
+        (v, 1000)
+    };
+    Some(Duration::from_millis(
+        num.parse::<u64>().ok()?.checked_mul(mult)?,
+    ))
+}
+
+fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
+    let spec = d.arg(0);
+    let (host, port) = if let Some(rest) = spec.strip_prefix('[') {
+        let end = rest.find(']').ok_or_else(|| {
+            err(
+                d,
+                format!("invalid IPv6 address in \"{spec}\" of the \"listen\" directive"),
+            )
+        })?;
+        let port = rest[end + 1..].strip_prefix(':').unwrap_or("80");
+        (Some(&rest[..end]), port)
+    } else if let Some((h, p)) = spec.rsplit_once(':') {
+        (Some(h), p)
+    } else if spec.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        (None, spec)
+    } else {
+        (Some(spec), "80")
+    };
+    if host.is_some_and(|h| h.starts_with("unix")) {
+        return Err(err(d, "unix domain sockets are not supported"));
+    }
+    let port_err = || {
+        err(
+            d,
+            format!("invalid port in \"{spec}\" of the \"listen\" directive"),
+        )
+    };
+    let (lo, hi) = match port.split_once('-') {
+        Some((a, b)) => (
+            a.parse::<u16>().map_err(|_| port_err())?,
+            b.parse::<u16>().map_err(|_| port_err())?,
+        ),
+        None => {
+            let p = port.parse::<u16>().map_err(|_| port_err())?;
+            (p, p)
+        }
+    };
+    if lo == 0 || hi < lo {
+        return Err(port_err());
+    }
+    let ips: Vec<IpAddr> = match host {
+        None | Some("*") => vec![IpAddr::from([0, 0, 0, 0])],
+        Some(h) => match h.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => (h, 0)
+                .to_socket_addrs()
+                .map_err(|_| {
+                    err(
+                        d,
+                        format!("host not found in \"{spec}\" of the \"listen\" directive"),
+                    )
+                })?
+                .map(|a| a.ip())
+                .collect(),
+        },
+    };
+    let mut out = ListenSpec {
+        addrs: Vec::new(),
+        default_server: false,
+        reuseport: false,
+        backlog: 511,
+        ssl: false,
+    };
+    for ip in &ips {
+        for p in lo..=hi {
+            out.addrs.push(SocketAddr::new(*ip, p));
+        }
+    }
+    for a in &d.args[1..] {
+        let v = a.value.as_str();
+        match v {
+            "default_server" | "default" => out.default_server = true,
+            "reuseport" => out.reuseport = true,
+            "ssl" => out.ssl = true,
+            "http2" | "deferred" | "bind" | "proxy_protocol" | "quic" => {}
+            _ => {
+                if let Some(b) = v.strip_prefix("backlog=") {
+                    out.backlog = b
+                        .parse()
+                        .map_err(|_| err(d, format!("invalid backlog \"{b}\"")))?;
+                } else if [
+                    "rcvbuf=",
+                    "sndbuf=",
+                    "ipv6only=",
+                    "so_keepalive=",
+                    "fastopen=",
+                    "accept_filter=",
+                    "setfib=",
+                ]
+                .iter()
+                .any(|p| v.starts_with(p))
+                {
+                } else {
+                    return Err(err(d, format!("invalid parameter \"{v}\"")));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn add_server_name(
+    names: &mut ServerNames,
+    name: &str,
+    conf: &Arc<ServerConf>,
+    hostname: &str,
+) -> Result<(), ConfigError> {
+    let name = name.replace("$hostname", hostname);
+    if let Some(re) = name.strip_prefix('~') {
+        let re = regex::Regex::new(re).map_err(|e| ConfigError {
+            message: format!("invalid server name regex \"{re}\": {e}"),
+            span: None,
+        })?;
+        names.regex.push((re, conf.clone()));
+        return Ok(());
+    }
+    let name = name.to_ascii_lowercase();
+    if let Some(rest) = name.strip_prefix("*.") {
+        names.leading.push((format!(".{rest}"), conf.clone()));
+    } else if let Some(rest) = name.strip_prefix('.') {
+        names
+            .exact
+            .entry(rest.to_string())
+            .or_insert_with(|| conf.clone());
+        names.leading.push((format!(".{rest}"), conf.clone()));
+    } else if let Some(rest) = name.strip_suffix(".*") {
+        names.trailing.push((format!("{rest}."), conf.clone()));
+    } else {
+        // The first server to claim a name keeps it, as in nginx (which warns on the second).
+        names.exact.entry(name).or_insert_with(|| conf.clone());
+    }
+    Ok(())
+}
+
+fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
+    let first = d.arg(0);
+    match first.parse::<u16>() {
+        Ok(code) if d.args.len() == 1 || !matches!(code, 301 | 302 | 303 | 307 | 308) => {
+            if code > 999 {
+                return Err(err(d, format!("invalid return code \"{first}\"")));
+            }
+            let text = d
+                .args
+                .get(1)
+                .map(|a| Template::compile(&a.value, d))
+                .transpose()?;
+            Ok(Return::Text { code, text })
+        }
+        Ok(code) => Ok(Return::Redirect {
+            code,
+            url: Template::compile(d.arg(1), d)?,
+        }),
+        Err(_)
+            if d.args.len() == 1
+                && (first.starts_with("http://")
+                    || first.starts_with("https://")
+                    || first.starts_with('$')) =>
+        {
+            Ok(Return::Redirect {
+                code: 302,
+                url: Template::compile(first, d)?,
+            })
+        }
+        Err(_) => Err(err(d, format!("invalid return code \"{first}\""))),
+    }
+}
+
+fn access_rule(d: &Directive) -> Result<AccessRule, ConfigError> {
+    let allow = d.name == "allow";
+    let v = d.arg(0);
+    if v == "all" {
+        return Ok(AccessRule { allow, net: None });
+    }
+    let bad = || err(d, format!("invalid parameter \"{v}\""));
+    let (ip, bits) = match v.split_once('/') {
+        Some((ip, bits)) => (
+            ip.parse::<IpAddr>().map_err(|_| bad())?,
+            bits.parse::<u8>().map_err(|_| bad())?,
+        ),
+        None => {
+            let ip = v.parse::<IpAddr>().map_err(|_| bad())?;
+            (ip, if ip.is_ipv4() { 32 } else { 128 })
+        }
+    };
+    if bits > if ip.is_ipv4() { 32 } else { 128 } {
+        return Err(bad());
+    }
+    Ok(AccessRule {
+        allow,
+        net: Some((ip, bits)),
+    })
+}
+
+impl AccessRule {
+    pub fn matches(&self, addr: IpAddr) -> bool {
+        let Some((net, bits)) = self.net else {
+            return true;
+        };
+        let addr = match addr {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+            v4 => v4,
+        };
+        match (net, addr) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The result of a list of allow/deny rules: the first that matches decides; none allows.
+pub(crate) fn access_allowed(rules: &[AccessRule], addr: IpAddr) -> bool {
+    rules
+        .iter()
+        .find(|r| r.matches(addr))
+        .is_none_or(|r| r.allow)
+}
+
+fn error_page(d: &Directive) -> Result<ErrorPage, ConfigError> {
+    let n = d.args.len();
+    let target = d.arg(n - 1);
+    let mut codes = Vec::new();
+    let mut overwrite = None;
+    for a in &d.args[..n - 1] {
+        let v = a.value.as_str();
+        if let Some(c) = v.strip_prefix('=') {
+            overwrite = Some(if c.is_empty() {
+                None
+            } else {
+                Some(
+                    c.parse::<u16>()
+                        .map_err(|_| err(d, format!("invalid value \"{v}\"")))?,
+                )
+            });
+        } else {
+            let code: u16 = v
+                .parse()
+                .map_err(|_| err(d, format!("invalid value \"{v}\"")))?;
+            if !(300..=599).contains(&code) {
+                return Err(err(d, format!("value \"{v}\" must be between 300 and 599")));
+            }
+            codes.push(code);
+        }
+    }
+    if codes.is_empty() {
+        return Err(err(
+            d,
+            "invalid number of arguments in \"error_page\" directive",
+        ));
+    }
+    let target = if target.starts_with('@') {
+        ErrorTarget::Named(target.to_string())
+    } else if target.starts_with('/') || target.starts_with('$') {
+        ErrorTarget::Uri(Template::compile(target, d)?)
+    } else {
+        ErrorTarget::Redirect(Template::compile(target, d)?)
+    };
+    Ok(ErrorPage {
+        codes,
+        overwrite,
+        target,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(s: &str) -> AccessRule {
+        let d = Directive {
+            name: "allow".into(),
+            args: vec![portcullis_config::Arg {
+                value: s.into(),
+                quoted: false,
+            }],
+            span: portcullis_config::Span {
+                file: Arc::from(Path::new("/t")),
+                line: 1,
+            },
+            block: None,
+        };
+        access_rule(&d).unwrap()
+    }
+
+    #[test]
+    fn access_rules_match_networks() {
+        assert!(rule("127.0.0.0/8").matches("127.1.2.3".parse().unwrap()));
+        assert!(!rule("127.0.0.0/8").matches("10.0.0.1".parse().unwrap()));
+        assert!(rule("127.0.0.1").matches("::ffff:127.0.0.1".parse().unwrap()));
+        assert!(rule("all").matches("::1".parse().unwrap()));
+        assert!(rule("0.0.0.0/0").matches("1.2.3.4".parse().unwrap()));
+        assert!(rule("::1").matches("::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn size_and_time_strings() {
+        assert_eq!(parse_size_str("32k"), Some(32 * 1024));
+        assert_eq!(parse_size_str("x"), None);
+        assert_eq!(parse_time_str("5s"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_time_str("250ms"), Some(Duration::from_millis(250)));
+    }
+}

@@ -1,0 +1,442 @@
+//! One client connection: read a request head, run the request through nginx's phases, write
+//! the response, and loop while the connection stays alive.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use portcullis_http::{
+    parse_request_head, BodyKind, Chunk, ChunkedDecoder, RequestError, RequestHead, Version,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::conf::{Listen, ServerConf};
+use crate::request::{Body, Request, Response};
+use crate::worker::{ActiveGuard, Generation, Worker};
+use crate::Level;
+
+/// Bytes read per `read` call at least; a head usually arrives whole in one.
+const READ_CHUNK: usize = 4096;
+/// Longest time spent discarding an unread request body before closing, as nginx's
+/// lingering_time.
+const LINGERING_TIME: Duration = Duration::from_secs(30);
+/// Largest request body read and dropped to keep a connection alive; past it we close.
+const DISCARD_MAX: u64 = 1 << 30;
+
+/// What the connection knows of itself, for variables and the error log.
+#[derive(Clone, Copy)]
+pub(crate) struct ConnInfo {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub requests: u64,
+}
+
+pub(crate) async fn serve(
+    guard: ActiveGuard,
+    generation: Arc<Generation>,
+    addr: SocketAddr,
+    stream: TcpStream,
+    peer: SocketAddr,
+) {
+    let worker = guard.0.clone();
+    let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let mut conn = Connection {
+        worker,
+        listen,
+        stream,
+        buf: BytesMut::with_capacity(READ_CHUNK),
+        out: BytesMut::with_capacity(READ_CHUNK),
+        info: ConnInfo {
+            id: guard.0.shared.next_connection(),
+            peer,
+            local: addr,
+            requests: 0,
+        },
+    };
+    conn.run().await;
+    drop(guard);
+}
+
+struct Connection<'g> {
+    worker: Rc<Worker>,
+    listen: &'g Listen,
+    stream: TcpStream,
+    /// Bytes read and not yet parsed: a head in progress, a body, or pipelined requests.
+    buf: BytesMut,
+    /// The response head being written; reused for every response.
+    out: BytesMut,
+    info: ConnInfo,
+}
+
+/// A request body being read and dropped.
+enum Discard {
+    /// Bytes still to come.
+    Length(u64),
+    Chunked(ChunkedDecoder),
+}
+
+enum HeadRead {
+    Head(RequestHead),
+    /// Closed, timed out, or told to stop while idle: close quietly.
+    Close,
+    Bad(RequestError),
+}
+
+impl Connection<'_> {
+    async fn run(&mut self) {
+        let default = self.listen.servers.find(None).clone();
+        let mut keepalive_timeout = default.conf.keepalive_timeout;
+        loop {
+            let head = match self.read_head(&default, keepalive_timeout).await {
+                HeadRead::Head(h) => h,
+                HeadRead::Close => return,
+                HeadRead::Bad(e) => {
+                    self.bad_request(&default, e).await;
+                    return;
+                }
+            };
+            self.info.requests += 1;
+            let start = Instant::now();
+            let server = self.listen.servers.find(head.host()).clone();
+            let worker = self.worker.clone();
+            let info = self.info;
+            let mut req = Request::new(&worker, &server, &info, head, start);
+            let mut resp = req.process();
+            let loc = req.loc.clone();
+            let mut keep_alive = req.head.keep_alive()
+                && !resp.close
+                && !loc.keepalive_timeout.is_zero()
+                && self.info.requests < loc.keepalive_requests
+                && !*self.worker.stopping.borrow();
+            let mut discard = match req.head.body() {
+                BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
+                BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
+                _ => None,
+            };
+            // Like nginx, look at the body bytes that came with the head before answering: a
+            // broken chunked body is answered with 400 even where the body is not used.
+            if let Some(d) = discard.as_mut() {
+                match self.discard_buffered(d) {
+                    Ok(true) => discard = None,
+                    Ok(false) => {}
+                    Err(e) => {
+                        req.log_error(e.reason());
+                        resp = Response::error_page(400, 400, loc.server_tokens);
+                        discard = None;
+                        keep_alive = false;
+                    }
+                }
+            }
+            if matches!(resp.status, 400 | 413 | 414 | 500 | 501)
+                || req.head.version() == Version::Http09
+            {
+                keep_alive = false;
+            }
+            if resp.status == 444 {
+                return;
+            }
+            resp.keep_alive = keep_alive;
+            req.add_headers(&mut resp);
+            let send_continue =
+                req.head.expect_continue() && discard.is_some() && resp.status != 413;
+            let sent = self.send(&req, &mut resp, send_continue, &loc).await;
+            req.log_access(&resp, *sent.as_ref().unwrap_or(&0), start);
+            if sent.is_err() || !keep_alive {
+                if discard.is_some() {
+                    self.linger().await;
+                }
+                return;
+            }
+            if let Some(d) = discard {
+                if !self.discard_rest(d, loc.client_body_timeout).await {
+                    return;
+                }
+            }
+            keepalive_timeout = loc.keepalive_timeout;
+        }
+    }
+
+    /// Reads until a whole head is parsed. The first bytes of a request may take
+    /// `keepalive_timeout` to come (after the first request) or `client_header_timeout`; the
+    /// rest of the head must come within `client_header_timeout` of the first byte.
+    async fn read_head(&mut self, server: &ServerConf, idle_timeout: Duration) -> HeadRead {
+        let mut deadline = None;
+        loop {
+            match parse_request_head(&mut self.buf, &server.head_limits) {
+                Ok(Some(h)) => return HeadRead::Head(h),
+                Ok(None) => {}
+                Err(e) => return HeadRead::Bad(e),
+            }
+            let idle = self.buf.is_empty();
+            let timeout = match (idle, self.info.requests, deadline) {
+                (true, n, _) if n > 0 => idle_timeout,
+                (_, _, Some(d)) => d - Instant::now().min(d),
+                _ => server.client_header_timeout,
+            };
+            if deadline.is_none() && !idle {
+                deadline = Some(Instant::now() + server.client_header_timeout);
+            }
+            self.buf.reserve(READ_CHUNK);
+            let mut stopping = self.worker.stopping.clone();
+            let read = async {
+                if idle && self.info.requests > 0 {
+                    // An idle keepalive connection closes when a graceful stop begins.
+                    tokio::select! {
+                        r = self.stream.read_buf(&mut self.buf) => Some(r),
+                        _ = stopping.wait_for(|s| *s) => None,
+                    }
+                } else {
+                    Some(self.stream.read_buf(&mut self.buf).await)
+                }
+            };
+            match tokio::time::timeout(timeout, read).await {
+                Ok(Some(Ok(n))) if n > 0 => {
+                    if deadline.is_none() {
+                        deadline = Some(Instant::now() + server.client_header_timeout);
+                    }
+                }
+                Ok(Some(Ok(_))) => {
+                    if !idle {
+                        self.log(Level::Info, "client prematurely closed connection while reading client request line");
+                    }
+                    return HeadRead::Close;
+                }
+                Ok(Some(Err(_))) | Ok(None) => return HeadRead::Close,
+                Err(_) => {
+                    if !idle || self.info.requests == 0 {
+                        self.log(Level::Info, "client timed out (110: Connection timed out) while reading client request headers");
+                        if !idle {
+                            // nginx answers a head that stalls half-way with 408 but sends
+                            // nothing; it just closes.
+                        }
+                    }
+                    return HeadRead::Close;
+                }
+            }
+        }
+    }
+
+    async fn bad_request(&mut self, server: &Arc<ServerConf>, e: RequestError) {
+        self.log(Level::Info, e.reason());
+        let status = e.status();
+        let page = e.page_code();
+        let tokens = server.conf.server_tokens;
+        let mut resp = Response::error_page(page, status, tokens);
+        resp.keep_alive = false;
+        let now = self.worker.dates.borrow_mut().get().to_vec();
+        resp.write_head(&mut self.out, &now, tokens, false);
+        let _ = self
+            .write_out(Some(resp.body_bytes()), server.conf.send_timeout)
+            .await;
+        self.linger().await;
+    }
+
+    fn log(&self, level: Level, message: &str) {
+        let log = &self.worker.shared.error_log;
+        if log.enabled(level) {
+            log.write(
+                level,
+                Some(self.info.id),
+                &format!(
+                    "{message}, client: {}, server: {}",
+                    self.info.peer.ip(),
+                    self.info.local
+                ),
+            );
+        }
+    }
+
+    /// Writes the response: the head and a small body in one writev, a file body after the head
+    /// with sendfile. Returns the bytes sent.
+    async fn send(
+        &mut self,
+        req: &Request<'_>,
+        resp: &mut Response,
+        send_continue: bool,
+        loc: &crate::conf::LocConf,
+    ) -> std::io::Result<u64> {
+        self.out.clear();
+        if send_continue {
+            self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        let now = self.worker.dates.borrow_mut().get().to_vec();
+        let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
+        // HTTP/0.9 has no status line and no headers: the body alone.
+        if req.head.version() != Version::Http09 {
+            resp.write_head(&mut self.out, &now, loc.server_tokens, false);
+        }
+        let head_len = self.out.len() as u64;
+        let timeout = loc.send_timeout;
+        match std::mem::replace(&mut resp.body, Body::Empty) {
+            Body::Empty => {
+                self.write_out(None, timeout).await?;
+                Ok(head_len)
+            }
+            Body::Bytes(b) => {
+                let n = b.len() as u64;
+                self.write_out(if head_only { None } else { Some(b) }, timeout)
+                    .await?;
+                Ok(head_len + if head_only { 0 } else { n })
+            }
+            Body::File { file, offset, len } => {
+                if head_only {
+                    self.write_out(None, timeout).await?;
+                    return Ok(head_len);
+                }
+                if let Some(contents) = &file.contents {
+                    let start = offset as usize;
+                    let body = contents.slice(start..start + len as usize);
+                    self.write_out(Some(body), timeout).await?;
+                    return Ok(head_len + len);
+                }
+                self.write_out(None, timeout).await?;
+                tokio::time::timeout(
+                    send_deadline(timeout, len),
+                    crate::static_files::send_file(&self.stream, &file.file, offset, len),
+                )
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+                Ok(head_len + len)
+            }
+            Body::Parts(parts) => {
+                let mut sent = head_len;
+                self.write_out(None, timeout).await?;
+                if head_only {
+                    return Ok(sent);
+                }
+                for p in parts {
+                    match p {
+                        crate::request::Part::Bytes(b) => {
+                            sent += b.len() as u64;
+                            tokio::time::timeout(timeout, self.stream.write_all(&b))
+                                .await
+                                .map_err(|_| {
+                                    std::io::Error::from(std::io::ErrorKind::TimedOut)
+                                })??;
+                        }
+                        crate::request::Part::File { file, offset, len } => {
+                            sent += len;
+                            tokio::time::timeout(
+                                send_deadline(timeout, len),
+                                crate::static_files::send_file(
+                                    &self.stream,
+                                    &file.file,
+                                    offset,
+                                    len,
+                                ),
+                            )
+                            .await
+                            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+                        }
+                    }
+                }
+                Ok(sent)
+            }
+        }
+    }
+
+    /// Writes `self.out` and then `body`, in one writev when the socket takes them at once.
+    async fn write_out(&mut self, body: Option<Bytes>, timeout: Duration) -> std::io::Result<()> {
+        let head = self.out.split().freeze();
+        let body = body.unwrap_or_default();
+        let write = async {
+            let (mut h, mut b) = (&head[..], &body[..]);
+            while !h.is_empty() || !b.is_empty() {
+                let bufs = [std::io::IoSlice::new(h), std::io::IoSlice::new(b)];
+                let n = self.stream.write_vectored(&bufs).await?;
+                if n == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                }
+                let from_head = n.min(h.len());
+                h = &h[from_head..];
+                b = &b[n - from_head..];
+            }
+            Ok(())
+        };
+        tokio::time::timeout(timeout, write)
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+    }
+
+    /// Drops the body bytes already read. Returns whether the body is complete.
+    fn discard_buffered(&mut self, d: &mut Discard) -> Result<bool, RequestError> {
+        match d {
+            Discard::Length(n) => {
+                let take = (*n).min(self.buf.len() as u64);
+                let _ = self.buf.split_to(take as usize);
+                *n -= take;
+                Ok(*n == 0)
+            }
+            Discard::Chunked(decoder) => loop {
+                match decoder.decode(&mut self.buf)? {
+                    Chunk::Done => return Ok(true),
+                    Chunk::Data(_) => {}
+                    Chunk::NeedMore => return Ok(false),
+                }
+            },
+        }
+    }
+
+    /// Reads and drops the rest of the request body so the next request on the connection can
+    /// be read. Returns false when the connection must close.
+    async fn discard_rest(&mut self, mut d: Discard, timeout: Duration) -> bool {
+        if matches!(d, Discard::Length(n) if n > DISCARD_MAX) {
+            return false;
+        }
+        let mut read = 0u64;
+        loop {
+            match self.discard_buffered(&mut d) {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(_) => return false,
+            }
+            if read > DISCARD_MAX {
+                return false;
+            }
+            let before = self.buf.len();
+            if !self.read_more(timeout).await {
+                return false;
+            }
+            read += (self.buf.len() - before) as u64;
+        }
+    }
+
+    async fn read_more(&mut self, timeout: Duration) -> bool {
+        self.buf.reserve(READ_CHUNK);
+        matches!(tokio::time::timeout(timeout, self.stream.read_buf(&mut self.buf)).await, Ok(Ok(n)) if n > 0)
+    }
+
+    /// nginx's lingering close: stop writing, then read and drop what the client still sends
+    /// for a while, so that closing with unread data does not reset the connection before the
+    /// client has read the response.
+    async fn linger(&mut self) {
+        let _ = self.stream.shutdown().await;
+        let deadline = Instant::now() + LINGERING_TIME;
+        let mut scratch = [0u8; READ_CHUNK];
+        loop {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_secs(5));
+            if left.is_zero() {
+                return;
+            }
+            match tokio::time::timeout(left, self.stream.read(&mut scratch)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
+        }
+    }
+}
+
+/// send_timeout bounds the time between two successful writes; a big file may take longer in
+/// total, so the whole transfer is given one timeout per 64 KiB at least.
+fn send_deadline(timeout: Duration, len: u64) -> Duration {
+    timeout.saturating_mul(u32::try_from(len / (64 * 1024) + 1).unwrap_or(u32::MAX))
+}

@@ -1,0 +1,256 @@
+//! Location matching in nginx's order: an exact `=` match wins at once; otherwise the longest
+//! prefix is remembered and its nested locations are searched; unless that prefix is `^~`,
+//! the regexes of the level are tried in the order written and the first match wins; else the
+//! longest prefix. This is `ngx_http_core_find_location`, level by level.
+
+use regex::bytes::{Regex, RegexBuilder};
+
+/// The captures of the regex location that matched: `$1`..`$9` for alias and try_files.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Captures {
+    /// Byte ranges into the URI; `None` for a group that did not take part.
+    groups: Vec<Option<(usize, usize)>>,
+}
+
+impl Captures {
+    pub fn get<'u>(&self, uri: &'u [u8], n: usize) -> &'u [u8] {
+        match self.groups.get(n) {
+            Some(Some((s, e))) => &uri[*s..*e],
+            _ => b"",
+        }
+    }
+}
+
+pub struct Match<'a, T> {
+    pub conf: &'a T,
+    pub captures: Captures,
+}
+
+struct Prefix<T> {
+    name: String,
+    exact: bool,
+    noregex: bool,
+    conf: T,
+    nested: LocationTree<T>,
+}
+
+struct RegexLoc<T> {
+    re: Regex,
+    conf: T,
+    nested: LocationTree<T>,
+}
+
+/// The locations of one level (a server, or a location's nested ones).
+pub struct LocationTree<T> {
+    prefixes: Vec<Prefix<T>>,
+    regexes: Vec<RegexLoc<T>>,
+    named: Vec<(String, T)>,
+}
+
+impl<T> Default for LocationTree<T> {
+    fn default() -> Self {
+        LocationTree {
+            prefixes: Vec::new(),
+            regexes: Vec::new(),
+            named: Vec::new(),
+        }
+    }
+}
+
+enum Found {
+    /// An exact match or a regex match: final.
+    Final,
+    /// The longest prefix (possibly from a nested level): a regex may still win.
+    Prefix,
+    None,
+}
+
+impl<T> LocationTree<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a location; `modifier` is "", "=", "^~", "~" or "~*". An error is nginx's message.
+    pub fn add(
+        &mut self,
+        modifier: &str,
+        name: &str,
+        conf: T,
+        nested: LocationTree<T>,
+    ) -> Result<(), String> {
+        if let Some(n) = name.strip_prefix('@').filter(|_| modifier.is_empty()) {
+            if self.named.iter().any(|(x, _)| x[1..] == *n) {
+                return Err(format!("duplicate location \"{name}\""));
+            }
+            self.named.push((name.to_string(), conf));
+            return Ok(());
+        }
+        match modifier {
+            "~" | "~*" => {
+                let re = RegexBuilder::new(name)
+                    .case_insensitive(modifier == "~*")
+                    .build()
+                    .map_err(|e| format!("pcre2_compile() failed: {e} in \"{name}\""))?;
+                self.regexes.push(RegexLoc { re, conf, nested });
+            }
+            "" | "=" | "^~" => {
+                let exact = modifier == "=";
+                if self
+                    .prefixes
+                    .iter()
+                    .any(|p| p.name == name && p.exact == exact)
+                {
+                    return Err(format!("duplicate location \"{name}\""));
+                }
+                self.prefixes.push(Prefix {
+                    name: name.to_string(),
+                    exact,
+                    noregex: modifier == "^~",
+                    conf,
+                    nested,
+                });
+            }
+            _ => return Err(format!("invalid location modifier \"{modifier}\"")),
+        }
+        Ok(())
+    }
+
+    pub fn named(&self, name: &str) -> Option<&T> {
+        self.named.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    /// Finds the location for `uri` (already normalised).
+    pub fn find(&self, uri: &[u8]) -> Option<Match<'_, T>> {
+        let mut best = None;
+        let mut captures = Captures::default();
+        match self.search(uri, &mut best, &mut captures) {
+            Found::None => None,
+            Found::Final | Found::Prefix => best.map(|conf| Match { conf, captures }),
+        }
+    }
+
+    fn search<'a>(&'a self, uri: &[u8], best: &mut Option<&'a T>, caps: &mut Captures) -> Found {
+        let mut found = Found::None;
+        let mut noregex = false;
+        if let Some(p) = self
+            .prefixes
+            .iter()
+            .find(|p| p.exact && p.name.as_bytes() == uri)
+        {
+            *best = Some(&p.conf);
+            return Found::Final;
+        }
+        let longest = self
+            .prefixes
+            .iter()
+            .filter(|p| !p.exact && uri.starts_with(p.name.as_bytes()))
+            .max_by_key(|p| p.name.len());
+        if let Some(p) = longest {
+            *best = Some(&p.conf);
+            noregex = p.noregex;
+            found = Found::Prefix;
+            if let Found::Final = p.nested.search(uri, best, caps) {
+                return Found::Final;
+            }
+        }
+        if !noregex {
+            for r in &self.regexes {
+                if let Some(c) = r.re.captures(uri) {
+                    *best = Some(&r.conf);
+                    caps.groups = c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect();
+                    r.nested.search(uri, best, caps);
+                    return Found::Final;
+                }
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(locs: &[(&str, &str)]) -> LocationTree<String> {
+        let mut t = LocationTree::new();
+        for (m, n) in locs {
+            t.add(m, n, format!("{m}{n}"), LocationTree::new()).unwrap();
+        }
+        t
+    }
+
+    fn find(t: &LocationTree<String>, uri: &str) -> Option<String> {
+        t.find(uri.as_bytes()).map(|m| m.conf.clone())
+    }
+
+    #[test]
+    fn nginx_documentation_example() {
+        // The example from nginx's documentation of "location".
+        let t = tree(&[
+            ("=", "/"),
+            ("", "/"),
+            ("", "/documents/"),
+            ("^~", "/images/"),
+            ("~*", "\\.(gif|jpg|jpeg)$"),
+        ]);
+        assert_eq!(find(&t, "/").as_deref(), Some("=/"));
+        assert_eq!(find(&t, "/index.html").as_deref(), Some("/"));
+        assert_eq!(
+            find(&t, "/documents/document.html").as_deref(),
+            Some("/documents/")
+        );
+        assert_eq!(find(&t, "/images/1.gif").as_deref(), Some("^~/images/"));
+        assert_eq!(
+            find(&t, "/documents/1.jpg").as_deref(),
+            Some("~*\\.(gif|jpg|jpeg)$")
+        );
+        assert_eq!(
+            find(&t, "/documents/1.JPG").as_deref(),
+            Some("~*\\.(gif|jpg|jpeg)$")
+        );
+    }
+
+    #[test]
+    fn regexes_in_order_and_case() {
+        let t = tree(&[("~", "^/a"), ("~", "^/ab"), ("", "/abc")]);
+        assert_eq!(find(&t, "/abc").as_deref(), Some("~^/a"));
+        assert_eq!(find(&t, "/Abc"), None);
+        assert_eq!(find(&t, "/x"), None);
+    }
+
+    #[test]
+    fn nested_locations_and_captures() {
+        let mut inner = LocationTree::new();
+        inner
+            .add("~", "\\.txt$", "txt".to_string(), LocationTree::new())
+            .unwrap();
+        inner
+            .add("", "/a/b/", "ab".to_string(), LocationTree::new())
+            .unwrap();
+        let mut t = LocationTree::new();
+        t.add("", "/a/", "a".to_string(), inner).unwrap();
+        t.add(
+            "~",
+            "^/a/(.*)\\.bin$",
+            "bin".to_string(),
+            LocationTree::new(),
+        )
+        .unwrap();
+        assert_eq!(find(&t, "/a/x.txt").as_deref(), Some("txt"));
+        assert_eq!(find(&t, "/a/b/c").as_deref(), Some("ab"));
+        let m = t.find(b"/a/q/r.bin").unwrap();
+        assert_eq!(m.conf, "bin");
+        assert_eq!(m.captures.get(b"/a/q/r.bin", 1), b"q/r");
+        assert_eq!(find(&t, "/a/zzz").as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn named_and_duplicates() {
+        let mut t = tree(&[("", "@fallback"), ("", "/x")]);
+        assert_eq!(t.named("@fallback").map(String::as_str), Some("@fallback"));
+        assert_eq!(find(&t, "@fallback"), None);
+        assert!(t.add("", "/x", String::new(), LocationTree::new()).is_err());
+        assert!(t.add("=", "/x", String::new(), LocationTree::new()).is_ok());
+        assert!(t.add("~", "(", String::new(), LocationTree::new()).is_err());
+    }
+}

@@ -1,0 +1,440 @@
+//! The error log (nginx's line format, shared by all workers) and access logs (compiled
+//! `log_format`s, written through a per-worker buffer so a request costs no lock).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use portcullis_config::{ConfigError, Directive};
+
+use crate::vars::{Template, Var};
+use crate::Level;
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s {
+            "emerg" => Level::Emerg,
+            "alert" => Level::Alert,
+            "crit" => Level::Crit,
+            "error" => Level::Error,
+            "warn" => Level::Warn,
+            "notice" => Level::Notice,
+            "info" => Level::Info,
+            "debug" => Level::Debug,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Emerg => "emerg",
+            Level::Alert => "alert",
+            Level::Crit => "crit",
+            Level::Error => "error",
+            Level::Warn => "warn",
+            Level::Notice => "notice",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+}
+
+/// `error_log` as configured: a path (`None` = stderr) and the least severe level written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorLogSpec {
+    pub path: Option<PathBuf>,
+    pub level: Level,
+}
+
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .open(path)
+}
+
+pub(crate) fn strerror(e: &io::Error) -> String {
+    let s = e.to_string();
+    // std appends " (os error N)"; nginx prints the bare text inside its own "(N: text)".
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// The error log: one file shared by every worker. Lines are written with a single `write` on
+/// an O_APPEND descriptor, so lines from different threads never interleave; the lock only
+/// guards the swap on reopen.
+pub struct ErrorLog {
+    spec: RwLock<ErrorLogSpec>,
+    file: RwLock<Option<File>>,
+}
+
+impl ErrorLog {
+    pub fn open(spec: &ErrorLogSpec) -> io::Result<ErrorLog> {
+        let file = match &spec.path {
+            Some(p) => Some(open_append(p)?),
+            None => None,
+        };
+        Ok(ErrorLog {
+            spec: RwLock::new(spec.clone()),
+            file: RwLock::new(file),
+        })
+    }
+
+    /// Switches to another spec (reload): opens the new file first, so a failure keeps the old.
+    pub fn replace(&self, spec: &ErrorLogSpec) -> io::Result<()> {
+        let current = self.spec.read().map(|s| s.clone()).ok();
+        if current.as_ref() == Some(spec) {
+            return Ok(());
+        }
+        let file = match &spec.path {
+            Some(p) => Some(open_append(p)?),
+            None => None,
+        };
+        if let Ok(mut f) = self.file.write() {
+            *f = file;
+        }
+        if let Ok(mut s) = self.spec.write() {
+            *s = spec.clone();
+        }
+        Ok(())
+    }
+
+    pub fn reopen(&self) -> io::Result<()> {
+        let spec = self
+            .spec
+            .read()
+            .map(|s| s.clone())
+            .map_err(|_| io::Error::other("poisoned"))?;
+        if let Some(p) = &spec.path {
+            let f = open_append(p)?;
+            if let Ok(mut file) = self.file.write() {
+                *file = Some(f);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn enabled(&self, level: Level) -> bool {
+        self.spec.read().is_ok_and(|s| level <= s.level)
+    }
+
+    /// Writes `YYYY/MM/DD HH:MM:SS [level] PID#TID: *CONN message` (the `*CONN` part only when
+    /// `conn` is given).
+    pub fn write(&self, level: Level, conn: Option<u64>, message: &str) {
+        if !self.enabled(level) {
+            return;
+        }
+        let mut line = Vec::with_capacity(message.len() + 64);
+        let now = local_time(SystemTime::now());
+        let _ = write!(
+            line,
+            "{:04}/{:02}/{:02} {:02}:{:02}:{:02} [{}] {}#{}: ",
+            now.year,
+            now.month,
+            now.day,
+            now.hour,
+            now.min,
+            now.sec,
+            level.name(),
+            std::process::id(),
+            gettid()
+        );
+        if let Some(c) = conn {
+            let _ = write!(line, "*{c} ");
+        }
+        line.extend_from_slice(message.as_bytes());
+        line.push(b'\n');
+        match self.file.read() {
+            Ok(f) => match f.as_ref() {
+                Some(mut file) => {
+                    let _ = file.write_all(&line);
+                }
+                None => {
+                    let _ = io::stderr().write_all(&line);
+                }
+            },
+            Err(_) => {
+                let _ = io::stderr().write_all(&line);
+            }
+        }
+    }
+}
+
+fn gettid() -> i64 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) }
+}
+
+pub(crate) struct LocalTime {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub min: u32,
+    pub sec: u32,
+    /// Offset east of UTC in seconds.
+    pub gmtoff: i64,
+}
+
+pub(crate) fn local_time(t: SystemTime) -> LocalTime {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as libc::time_t;
+    // SAFETY: `tm` is plain data; localtime_r writes it from a valid time_t and we read it only
+    // on success.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
+    if !ok {
+        return LocalTime {
+            year: 1970,
+            month: 1,
+            day: 1,
+            hour: 0,
+            min: 0,
+            sec: 0,
+            gmtoff: 0,
+        };
+    }
+    LocalTime {
+        year: tm.tm_year + 1900,
+        month: (tm.tm_mon + 1) as u32,
+        day: tm.tm_mday as u32,
+        hour: tm.tm_hour as u32,
+        min: tm.tm_min as u32,
+        sec: tm.tm_sec as u32,
+        gmtoff: tm.tm_gmtoff,
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// `$time_local`: `22/Nov/2026:10:00:00 +0000`.
+pub(crate) fn fmt_time_local(t: SystemTime, out: &mut Vec<u8>) {
+    let lt = local_time(t);
+    let off = lt.gmtoff / 60;
+    let sign = if off < 0 { '-' } else { '+' };
+    let _ = write!(
+        out,
+        "{:02}/{}/{:04}:{:02}:{:02}:{:02} {}{:02}{:02}",
+        lt.day,
+        MONTHS[(lt.month as usize).saturating_sub(1) % 12],
+        lt.year,
+        lt.hour,
+        lt.min,
+        lt.sec,
+        sign,
+        off.abs() / 60,
+        off.abs() % 60
+    );
+}
+
+/// `$time_iso8601`: `2026-11-22T10:00:00+00:00`.
+pub(crate) fn fmt_time_iso8601(t: SystemTime, out: &mut Vec<u8>) {
+    let lt = local_time(t);
+    let off = lt.gmtoff / 60;
+    let sign = if off < 0 { '-' } else { '+' };
+    let _ = write!(
+        out,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{}{:02}:{:02}",
+        lt.year,
+        lt.month,
+        lt.day,
+        lt.hour,
+        lt.min,
+        lt.sec,
+        sign,
+        off.abs() / 60,
+        off.abs() % 60
+    );
+}
+
+/// A compiled `log_format`. Variable values are escaped as nginx does (`escape=default`).
+#[derive(Debug)]
+pub struct LogFormat {
+    template: Template,
+}
+
+/// nginx's predefined `combined` format.
+const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
+
+impl LogFormat {
+    pub fn compile(text: &str, d: &Directive) -> Result<LogFormat, ConfigError> {
+        Ok(LogFormat {
+            template: Template::compile(text, d)?,
+        })
+    }
+
+    pub fn combined() -> LogFormat {
+        let d = Directive {
+            name: "log_format".into(),
+            args: Vec::new(),
+            span: portcullis_config::Span {
+                file: Arc::from(Path::new("combined")),
+                line: 0,
+            },
+            block: None,
+        };
+        match LogFormat::compile(COMBINED, &d) {
+            Ok(f) => f,
+            Err(_) => unreachable!("the combined format is a constant that compiles"),
+        }
+    }
+
+    /// Appends one line; `lookup` appends a variable's raw value, which is escaped here.
+    pub fn render(&self, out: &mut Vec<u8>, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) {
+        let mut raw = Vec::new();
+        self.template.eval_into(out, &mut |v, out| {
+            raw.clear();
+            lookup(v, &mut raw);
+            if raw.is_empty() {
+                out.push(b'-');
+            } else {
+                crate::vars::escape_log(&raw, out);
+            }
+        });
+        out.push(b'\n');
+    }
+}
+
+/// An `access_log` target as configured.
+#[derive(Debug)]
+pub struct AccessLog {
+    pub path: PathBuf,
+    pub format: Arc<LogFormat>,
+    /// Bytes to collect before writing; 0 writes each line at once.
+    pub buffer: usize,
+    /// Longest time a line may wait in the buffer.
+    pub flush: Duration,
+}
+
+/// A worker's open handles and buffers for the access logs it writes.
+#[derive(Default)]
+pub struct WorkerLogs {
+    files: HashMap<PathBuf, WorkerLogFile>,
+}
+
+struct WorkerLogFile {
+    file: Option<File>,
+    buf: Vec<u8>,
+    oldest: Option<Instant>,
+}
+
+impl WorkerLogs {
+    /// Appends a rendered line for `log`, writing when its buffer is full or old.
+    pub fn write(&mut self, log: &AccessLog, line: &[u8]) {
+        let f = self
+            .files
+            .entry(log.path.clone())
+            .or_insert_with(|| WorkerLogFile {
+                file: open_append(&log.path).ok(),
+                buf: Vec::new(),
+                oldest: None,
+            });
+        if log.buffer == 0 {
+            if let Some(file) = f.file.as_mut() {
+                let _ = file.write_all(line);
+            }
+            return;
+        }
+        if f.buf.len() + line.len() > log.buffer {
+            f.flush();
+        }
+        f.buf.extend_from_slice(line);
+        let oldest = *f.oldest.get_or_insert_with(Instant::now);
+        if !log.flush.is_zero() && oldest.elapsed() >= log.flush {
+            f.flush();
+        }
+    }
+
+    pub fn flush_all(&mut self) {
+        for f in self.files.values_mut() {
+            f.flush();
+        }
+    }
+
+    /// Lines older than their `flush=` time are written (called from a per-worker timer).
+    pub fn flush_due(&mut self, max_age: Duration) {
+        for f in self.files.values_mut() {
+            if f.oldest.is_some_and(|t| t.elapsed() >= max_age) {
+                f.flush();
+            }
+        }
+    }
+
+    /// USR1: flush, then open each file anew (after logrotate moved it).
+    pub fn reopen(&mut self) {
+        for (path, f) in self.files.iter_mut() {
+            f.flush();
+            f.file = open_append(path).ok();
+        }
+    }
+}
+
+impl WorkerLogFile {
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            if let Some(file) = self.file.as_mut() {
+                let _ = file.write_all(&self.buf);
+            }
+            self.buf.clear();
+        }
+        self.oldest = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_local_shape() {
+        let mut out = Vec::new();
+        fmt_time_local(SystemTime::now(), &mut out);
+        let s = String::from_utf8(out).unwrap();
+        let re =
+            regex::Regex::new(r"^\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}$").unwrap();
+        assert!(re.is_match(&s), "{s}");
+    }
+
+    #[test]
+    fn combined_renders_dashes_for_empty_values() {
+        let f = LogFormat::combined();
+        let mut out = Vec::new();
+        f.render(&mut out, &mut |v, out| {
+            if let Var::Status = v {
+                out.extend_from_slice(b"200")
+            }
+        });
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "- - [-] \"-\" 200 - \"-\" \"-\"\n"
+        );
+    }
+
+    #[test]
+    fn error_log_line_format() {
+        let dir = std::env::temp_dir().join(format!("pc-elog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("error.log");
+        let log = ErrorLog::open(&ErrorLogSpec {
+            path: Some(path.clone()),
+            level: Level::Warn,
+        })
+        .unwrap();
+        log.write(Level::Error, Some(7), "boom");
+        log.write(Level::Info, None, "hidden");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let re = regex::Regex::new(
+            r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} \[error\] \d+#\d+: \*7 boom\n$",
+        )
+        .unwrap();
+        assert!(re.is_match(&text), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

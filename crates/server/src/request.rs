@@ -1,0 +1,940 @@
+//! A request's trip through nginx's phases: find the location (again after each internal
+//! redirect, at most [`MAX_REDIRECTS`] times), rewrite (`return`), access (`limit_except`,
+//! `allow`/`deny`), `try_files`, then content (index, static files), and `error_page` for an
+//! error status.
+
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use portcullis_http::{Method, RequestHead};
+
+use crate::conf::{access_allowed, ErrorTarget, LocConf, Return, ServerConf, TryLast};
+use crate::conn::ConnInfo;
+use crate::location::Captures;
+use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
+use crate::vars::{Template, Var};
+use crate::worker::Worker;
+use crate::Level;
+
+/// nginx's limit on internal redirects and location restarts (`rewrite ... last`, index,
+/// try_files, error_page) before it answers 500.
+const MAX_REDIRECTS: u32 = 10;
+
+pub(crate) const VERSION: &str = concat!("portcullis/", env!("CARGO_PKG_VERSION"));
+
+pub(crate) enum Part {
+    Bytes(Bytes),
+    File {
+        file: Rc<CachedFile>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+pub(crate) enum Body {
+    Empty,
+    Bytes(Bytes),
+    File {
+        file: Rc<CachedFile>,
+        offset: u64,
+        len: u64,
+    },
+    Parts(Vec<Part>),
+}
+
+pub(crate) struct Response {
+    pub status: u16,
+    pub content_type: Option<Arc<str>>,
+    pub content_length: Option<u64>,
+    /// Further headers, already formatted as `Name: value\r\n`.
+    pub headers: BytesMut,
+    pub body: Body,
+    /// Whether the connection must close after this response.
+    pub close: bool,
+    pub keep_alive: bool,
+    /// Set for error statuses that error_page may replace.
+    pub is_error: bool,
+}
+
+impl Response {
+    fn new(status: u16) -> Response {
+        Response {
+            status,
+            content_type: None,
+            content_length: None,
+            headers: BytesMut::new(),
+            body: Body::Empty,
+            close: false,
+            keep_alive: true,
+            is_error: false,
+        }
+    }
+
+    fn header(&mut self, name: &str, value: &[u8]) {
+        portcullis_http::write_header(&mut self.headers, name, value);
+    }
+
+    /// nginx's built-in page: `page` selects the text (494 for "Request Header Or Cookie Too
+    /// Large"), `status` is what the status line says.
+    pub fn error_page(page: u16, status: u16, tokens: bool) -> Response {
+        let body = portcullis_http::error_page_body(
+            page,
+            Some(if tokens { VERSION } else { "portcullis" }),
+        );
+        let mut r = Response::new(status);
+        r.is_error = true;
+        if !body.is_empty() {
+            r.content_type = Some(Arc::from("text/html"));
+        }
+        r.content_length = Some(body.len() as u64);
+        r.body = Body::Bytes(body);
+        r
+    }
+
+    /// nginx sends Last-Modified only with 200, 206 and 304, and Accept-Ranges only with 200:
+    /// a file served as an error page loses them.
+    fn strip_validators(&mut self) {
+        let keep_last_modified = matches!(self.status, 206 | 304);
+        let mut kept = BytesMut::with_capacity(self.headers.len());
+        for line in self.headers.split_inclusive(|&b| b == b'\n') {
+            let drop = line.starts_with(b"Accept-Ranges:")
+                || (!keep_last_modified && line.starts_with(b"Last-Modified:"));
+            if !drop {
+                kept.extend_from_slice(line);
+            }
+        }
+        self.headers = kept;
+    }
+
+    pub fn body_bytes(&self) -> Bytes {
+        match &self.body {
+            Body::Bytes(b) => b.clone(),
+            _ => Bytes::new(),
+        }
+    }
+
+    /// Writes the status line and headers in nginx's order.
+    pub fn write_head(&self, out: &mut BytesMut, date: &[u8], tokens: bool, _chunked: bool) {
+        portcullis_http::write_status_line(out, self.status);
+        out.put_slice(b"Server: ");
+        out.put_slice(if tokens {
+            VERSION.as_bytes()
+        } else {
+            b"portcullis"
+        });
+        out.put_slice(b"\r\nDate: ");
+        out.put_slice(date);
+        out.put_slice(b"\r\n");
+        if let Some(t) = &self.content_type {
+            out.put_slice(b"Content-Type: ");
+            out.put_slice(t.as_bytes());
+            out.put_slice(b"\r\n");
+        }
+        if let Some(n) = self.content_length {
+            let mut b = itoa_buf(n);
+            out.put_slice(b"Content-Length: ");
+            out.put_slice(b.as_slice());
+            out.put_slice(b"\r\n");
+            b.clear();
+        }
+        out.put_slice(&self.headers);
+        out.put_slice(if self.keep_alive {
+            b"Connection: keep-alive\r\n" as &[u8]
+        } else {
+            b"Connection: close\r\n"
+        });
+        out.put_slice(b"\r\n");
+    }
+}
+
+fn itoa_buf(n: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(20);
+    let _ = write!(v, "{n}");
+    v
+}
+
+enum Step {
+    /// Run the location search again (internal redirect or named location).
+    Again,
+    Done(Response),
+    /// An error status: error_page or the built-in page.
+    Status(u16),
+}
+
+pub(crate) struct Request<'a> {
+    worker: &'a Rc<Worker>,
+    pub server: &'a Arc<ServerConf>,
+    conn: &'a ConnInfo,
+    pub head: RequestHead,
+    method: Method,
+    /// `$uri`: normalised, decoded; changes on internal redirects.
+    uri: Vec<u8>,
+    /// `$args`.
+    args: Option<Vec<u8>>,
+    pub loc: Arc<LocConf>,
+    captures: Captures,
+    /// The URI the captures refer to.
+    capture_uri: Vec<u8>,
+    named: Option<String>,
+    internal: bool,
+    redirects: u32,
+    error_page_used: bool,
+    start: Instant,
+    /// The file path last mapped, for `$request_filename` and error messages.
+    filename: PathBuf,
+}
+
+impl<'a> Request<'a> {
+    pub fn new(
+        worker: &'a Rc<Worker>,
+        server: &'a Arc<ServerConf>,
+        conn: &'a ConnInfo,
+        head: RequestHead,
+        start: Instant,
+    ) -> Request<'a> {
+        let method = head.method();
+        let args = head.query().map(<[u8]>::to_vec);
+        Request {
+            worker,
+            server,
+            conn,
+            method,
+            uri: Vec::new(),
+            args,
+            loc: server.conf.clone(),
+            captures: Captures::default(),
+            capture_uri: Vec::new(),
+            named: None,
+            internal: false,
+            redirects: 0,
+            error_page_used: false,
+            start,
+            filename: PathBuf::new(),
+            head,
+        }
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.head.method() == Method::Head
+    }
+
+    /// Runs the phases and returns the response to send.
+    pub fn process(&mut self) -> Response {
+        match portcullis_http::normalize_path(self.head.path(), self.server.merge_slashes) {
+            Ok(uri) => self.uri = uri,
+            Err(e) => {
+                self.log(Level::Info, e.reason());
+                let mut r = Response::error_page(400, 400, self.server.conf.server_tokens);
+                r.close = true;
+                return r;
+            }
+        }
+        let mut step = match self.server.ret.clone() {
+            Some(ret) => self.do_return(&ret),
+            None => Step::Again,
+        };
+        loop {
+            step = match step {
+                Step::Again => self.run_location(),
+                Step::Done(r) => return r,
+                Step::Status(code) => return self.finalize_error(code),
+            };
+        }
+    }
+
+    /// One pass: find the location, then rewrite, access, try_files and content.
+    fn run_location(&mut self) -> Step {
+        if self.redirects > MAX_REDIRECTS {
+            let uri = String::from_utf8_lossy(&self.uri).into_owned();
+            self.log(Level::Error, &format!("rewrite or internal redirection cycle while internally redirecting to \"{uri}\""));
+            return Step::Status(500);
+        }
+        self.redirects += 1;
+        if let Some(name) = self.named.take() {
+            match self.server.named_location(&name) {
+                Some(l) => self.loc = l.clone(),
+                None => {
+                    self.log(
+                        Level::Error,
+                        &format!("could not find named location \"{name}\""),
+                    );
+                    return Step::Status(500);
+                }
+            }
+            self.captures = Captures::default();
+        } else {
+            match self.server.find_location(&self.uri) {
+                Some(m) => {
+                    self.loc = m.conf.clone();
+                    self.captures = m.captures;
+                    self.capture_uri.clone_from(&self.uri);
+                }
+                None => {
+                    self.loc = self.server.conf.clone();
+                    self.captures = Captures::default();
+                }
+            }
+        }
+        let loc = self.loc.clone();
+        if loc.internal && !self.internal {
+            return Step::Status(404);
+        }
+        if let portcullis_http::BodyKind::Length(n) = self.head.body() {
+            if loc.client_max_body_size != 0 && n > loc.client_max_body_size {
+                self.log(
+                    Level::Error,
+                    &format!("client intended to send too large body: {n} bytes"),
+                );
+                return Step::Status(413);
+            }
+        }
+        if let Some(ret) = &loc.ret {
+            return self.do_return(ret);
+        }
+        if let Some(le) = &loc.limit_except {
+            let m = self.head.method_str();
+            let allowed = le.methods.contains(m) || (m == "HEAD" && le.methods.contains("GET"));
+            if !allowed && !access_allowed(&le.access, self.conn.peer.ip()) {
+                self.log(Level::Error, "access forbidden by rule");
+                return Step::Status(403);
+            }
+        }
+        if !access_allowed(&loc.access, self.conn.peer.ip()) {
+            self.log(Level::Error, "access forbidden by rule");
+            return Step::Status(403);
+        }
+        if let Some(tf) = &loc.try_files {
+            for t in &tf.files {
+                let value = self.eval(t);
+                let test_dir = value.ends_with(b"/");
+                let path = self.map_path(&value);
+                let is_dir = std::fs::metadata(&path).map(|m| m.is_dir());
+                if let Ok(is_dir) = is_dir {
+                    if is_dir == test_dir {
+                        self.uri = value;
+                        return self.content();
+                    }
+                }
+            }
+            return match &tf.last {
+                TryLast::Code(c) => Step::Status(*c),
+                TryLast::Named(n) => {
+                    self.named = Some(n.clone());
+                    self.internal = true;
+                    Step::Again
+                }
+                TryLast::Uri(t) => {
+                    let target = self.eval(t);
+                    self.redirect_to(target);
+                    Step::Again
+                }
+            };
+        }
+        self.content()
+    }
+
+    /// An internal redirect to `target`, which may carry `?args`.
+    fn redirect_to(&mut self, target: Vec<u8>) {
+        match target.iter().position(|&b| b == b'?') {
+            Some(q) => {
+                self.args = Some(target[q + 1..].to_vec());
+                self.uri = target[..q].to_vec();
+            }
+            None => self.uri = target,
+        }
+        self.internal = true;
+    }
+
+    fn content(&mut self) -> Step {
+        let loc = self.loc.clone();
+        if let Some(u) = &loc.unsupported {
+            self.log(
+                Level::Error,
+                &format!("\"{}\" is not supported yet", u.directive),
+            );
+            return Step::Status(502);
+        }
+        let get_head_post = matches!(self.method, Method::Get | Method::Head | Method::Post);
+        if self.uri.ends_with(b"/") {
+            if !get_head_post {
+                return Step::Status(405);
+            }
+            return self.index(&loc);
+        }
+        if !get_head_post {
+            return Step::Status(405);
+        }
+        let path = self.map_path(&self.uri.clone());
+        self.filename.clone_from(&path);
+        let lookup = self.worker.files.borrow_mut().lookup(&path);
+        match lookup {
+            Lookup::NotFound => {
+                if loc.log_not_found {
+                    self.log(
+                        Level::Error,
+                        &format!(
+                            "open() \"{}\" failed (2: No such file or directory)",
+                            path.display()
+                        ),
+                    );
+                }
+                Step::Status(404)
+            }
+            Lookup::Forbidden => {
+                self.log(
+                    Level::Error,
+                    &format!(
+                        "open() \"{}\" failed (13: Permission denied)",
+                        path.display()
+                    ),
+                );
+                Step::Status(403)
+            }
+            Lookup::Error(e) => {
+                self.log(
+                    Level::Crit,
+                    &format!(
+                        "open() \"{}\" failed ({}: {})",
+                        path.display(),
+                        e.raw_os_error().unwrap_or(0),
+                        crate::log::strerror(&e)
+                    ),
+                );
+                Step::Status(500)
+            }
+            Lookup::Directory => {
+                let mut location = self.uri.clone();
+                location.push(b'/');
+                if let Some(a) = &self.args {
+                    location.push(b'?');
+                    location.extend_from_slice(a);
+                }
+                self.redirect_response(301, &location)
+            }
+            Lookup::File(file) => {
+                if self.method == Method::Post {
+                    return Step::Status(405);
+                }
+                self.file_response(&loc, file)
+            }
+        }
+    }
+
+    fn index(&mut self, loc: &LocConf) -> Step {
+        let dir = self.map_path(&self.uri.clone());
+        let n = loc.index.len();
+        for (i, t) in loc.index.iter().enumerate() {
+            let name = self.eval(t);
+            if name.starts_with(b"/") {
+                if i + 1 == n {
+                    self.redirect_to(name);
+                    return Step::Again;
+                }
+                continue;
+            }
+            let mut uri = self.uri.clone();
+            uri.extend_from_slice(&name);
+            let path = dir.join(std::ffi::OsStr::from_bytes(&name));
+            if std::fs::metadata(&path).is_ok() {
+                self.redirect_to(uri);
+                return Step::Again;
+            }
+        }
+        match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {
+                self.log(
+                    Level::Error,
+                    &format!("directory index of \"{}\" is forbidden", dir.display()),
+                );
+                Step::Status(403)
+            }
+            _ => {
+                if loc.log_not_found {
+                    self.log(
+                        Level::Error,
+                        &format!(
+                            "\"{}\" is not found (2: No such file or directory)",
+                            dir.join("index.html").display()
+                        ),
+                    );
+                }
+                Step::Status(404)
+            }
+        }
+    }
+
+    fn file_response(&mut self, loc: &LocConf, file: Rc<CachedFile>) -> Step {
+        let h = &self.head;
+        let conditions = Conditions {
+            if_match: h.header("if-match"),
+            if_none_match: h.header("if-none-match"),
+            if_modified_since: h
+                .header("if-modified-since")
+                .and_then(portcullis_http::parse_http_date),
+            if_unmodified_since: h
+                .header("if-unmodified-since")
+                .and_then(portcullis_http::parse_http_date),
+            range: h.header("range"),
+            if_range: h.header("if-range"),
+        };
+        let plan = crate::static_files::plan(&file, true, &conditions);
+        let ext_type = loc
+            .types
+            .lookup(std::str::from_utf8(&self.uri).unwrap_or(""));
+        let content_type = ext_type
+            .cloned()
+            .unwrap_or_else(|| loc.default_type.clone());
+        let mut r = Response::new(200);
+        let last_modified = portcullis_http::fmt_http_date(file.mtime);
+        match plan {
+            Plan::NotModified => {
+                r.status = 304;
+                r.header("Last-Modified", last_modified.as_bytes());
+                r.header("ETag", file.etag.as_bytes());
+                return Step::Done(r);
+            }
+            Plan::PreconditionFailed => return Step::Status(412),
+            Plan::Unsatisfiable => {
+                let mut resp = self.error_response(416);
+                resp.header("Content-Range", format!("bytes */{}", file.size).as_bytes());
+                return Step::Done(resp);
+            }
+            Plan::Full => {
+                r.content_type = Some(content_type);
+                r.content_length = Some(file.size);
+                r.header("Last-Modified", last_modified.as_bytes());
+                r.header("ETag", file.etag.as_bytes());
+                r.header("Accept-Ranges", b"bytes");
+                let len = file.size;
+                r.body = Body::File {
+                    file,
+                    offset: 0,
+                    len,
+                };
+            }
+            Plan::Partial {
+                start,
+                end_inclusive,
+            } => {
+                r.status = 206;
+                r.content_type = Some(content_type);
+                let len = end_inclusive - start + 1;
+                r.content_length = Some(len);
+                r.header("Last-Modified", last_modified.as_bytes());
+                r.header("ETag", file.etag.as_bytes());
+                r.header(
+                    "Content-Range",
+                    format!("bytes {start}-{end_inclusive}/{}", file.size).as_bytes(),
+                );
+                r.body = Body::File {
+                    file,
+                    offset: start,
+                    len,
+                };
+            }
+            Plan::Multipart { ranges, boundary } => {
+                r.status = 206;
+                let m = crate::static_files::multipart_parts(
+                    &ranges,
+                    &boundary,
+                    &content_type,
+                    file.size,
+                );
+                r.content_type = Some(Arc::from(m.content_type.as_str()));
+                r.content_length = Some(m.content_length);
+                r.header("Last-Modified", last_modified.as_bytes());
+                r.header("ETag", file.etag.as_bytes());
+                let mut body = Vec::with_capacity(m.parts.len() * 2 + 1);
+                for p in m.parts {
+                    body.push(Part::Bytes(Bytes::from(p.head)));
+                    body.push(Part::File {
+                        file: file.clone(),
+                        offset: p.start,
+                        len: p.len,
+                    });
+                }
+                body.push(Part::Bytes(Bytes::from(m.trailer)));
+                r.body = Body::Parts(body);
+            }
+        }
+        Step::Done(r)
+    }
+
+    /// The type by the URI's extension, else default_type: nginx's ngx_http_set_content_type,
+    /// used for files and for `return` text alike.
+    fn content_type(&self) -> Arc<str> {
+        let uri = std::str::from_utf8(&self.uri).unwrap_or("");
+        self.loc
+            .types
+            .lookup(uri)
+            .cloned()
+            .unwrap_or_else(|| self.loc.default_type.clone())
+    }
+
+    fn do_return(&mut self, ret: &Return) -> Step {
+        match ret {
+            Return::Text { code, text: None } => {
+                if *code >= 400 || *code == 204 || *code == 304 || (300..400).contains(code) {
+                    Step::Status(*code)
+                } else {
+                    let mut r = Response::new(*code);
+                    r.content_length = Some(0);
+                    Step::Done(r)
+                }
+            }
+            Return::Text {
+                code,
+                text: Some(t),
+            } => {
+                let body = Bytes::from(self.eval(t));
+                if (301..=308).contains(code) && *code != 304 && *code != 305 && *code != 306 {
+                    return self.redirect_response(*code, &body);
+                }
+                let mut r = Response::new(*code);
+                r.content_type = Some(self.content_type());
+                r.content_length = Some(body.len() as u64);
+                r.body = Body::Bytes(body);
+                Step::Done(r)
+            }
+            Return::Redirect { code, url } => {
+                let url = self.eval(url);
+                self.redirect_response(*code, &url)
+            }
+        }
+    }
+
+    /// A redirect with nginx's Location rules: a relative URI becomes absolute with the
+    /// request's host and port when absolute_redirect is on.
+    fn redirect_response(&mut self, code: u16, location: &[u8]) -> Step {
+        let mut r = self.error_response(code);
+        let value = if location.starts_with(b"/") && self.loc.absolute_redirect {
+            let mut v = Vec::with_capacity(location.len() + 32);
+            v.extend_from_slice(b"http://");
+            let host = if self.loc.server_name_in_redirect && !self.server.name.is_empty() {
+                self.server.name.as_str()
+            } else {
+                self.head.host().unwrap_or(self.server.name.as_str())
+            };
+            if host.is_empty() {
+                v.extend_from_slice(self.conn.local.ip().to_string().as_bytes());
+            } else {
+                v.extend_from_slice(host.as_bytes());
+            }
+            let port = self.conn.local.port();
+            if self.loc.port_in_redirect && port != 80 {
+                let _ = write!(v, ":{port}");
+            }
+            v.extend_from_slice(location);
+            v
+        } else {
+            location.to_vec()
+        };
+        r.header("Location", &value);
+        Step::Done(r)
+    }
+
+    fn error_response(&self, status: u16) -> Response {
+        Response::error_page(status, status, self.loc.server_tokens)
+    }
+
+    /// An error status: the location's error_page for it, else the built-in page.
+    fn finalize_error(&mut self, status: u16) -> Response {
+        let loc = self.loc.clone();
+        let page = loc.error_pages.iter().find(|p| p.codes.contains(&status));
+        let Some(page) = page.filter(|_| !self.error_page_used || loc.recursive_error_pages) else {
+            let mut r = self.error_response(status);
+            if status == 405 || status == 413 {
+                r.close = status == 413;
+            }
+            return r;
+        };
+        self.error_page_used = true;
+        let overwrite = page.overwrite;
+        let mut resp = match &page.target {
+            ErrorTarget::Redirect(url) => {
+                let url = self.eval(url);
+                let code = match overwrite {
+                    Some(Some(c @ (301 | 302 | 303 | 307 | 308))) => c,
+                    _ => 302,
+                };
+                let mut r = self.error_response(code);
+                r.header("Location", &url);
+                return r;
+            }
+            ErrorTarget::Named(n) => {
+                self.named = Some(n.clone());
+                self.internal = true;
+                self.run_again()
+            }
+            ErrorTarget::Uri(t) => {
+                let target = self.eval(t);
+                if self.method != Method::Head {
+                    self.method = Method::Get;
+                }
+                self.redirect_to(target);
+                self.run_again()
+            }
+        };
+        match overwrite {
+            Some(Some(code)) => resp.status = code,
+            Some(None) => {}
+            None => {
+                if !resp.is_error {
+                    resp.status = status;
+                }
+            }
+        }
+        if resp.status != 200 {
+            resp.strip_validators();
+        }
+        resp
+    }
+
+    fn run_again(&mut self) -> Response {
+        let mut step = Step::Again;
+        loop {
+            step = match step {
+                Step::Again => self.run_location(),
+                Step::Done(r) => return r,
+                Step::Status(code) => return self.finalize_error(code),
+            };
+        }
+    }
+
+    /// The file system path for `uri` in the current location: root + uri, or alias in place of
+    /// the location's prefix (a regex location's alias is the whole path).
+    fn map_path(&mut self, uri: &[u8]) -> PathBuf {
+        let loc = self.loc.clone();
+        let mut out = Vec::with_capacity(64 + uri.len());
+        match &loc.alias {
+            Some(alias) => {
+                let base = self.eval(alias);
+                out.extend_from_slice(&base);
+                if !loc.is_regex {
+                    let rest = uri.get(loc.name.len()..).unwrap_or(b"");
+                    out.extend_from_slice(rest);
+                }
+            }
+            None => {
+                let root = self.eval(&loc.root);
+                out.extend_from_slice(&root);
+                out.extend_from_slice(uri);
+            }
+        }
+        let p = PathBuf::from(std::ffi::OsStr::from_bytes(&out));
+        if p.is_absolute() {
+            p
+        } else {
+            Path::new(&self.worker.generation.borrow().http.prefix).join(p)
+        }
+    }
+
+    fn eval(&self, t: &Template) -> Vec<u8> {
+        let mut out = Vec::new();
+        t.eval_into(&mut out, &mut |v, out| self.var(v, out, None));
+        out
+    }
+
+    /// Appends the value of `v`; `resp` gives the response-side values for the access log.
+    fn var(&self, v: &Var, out: &mut Vec<u8>, resp: Option<(&Response, u64)>) {
+        let h = &self.head;
+        match v {
+            Var::Args => out.extend_from_slice(self.args.as_deref().unwrap_or(b"")),
+            Var::IsArgs => {
+                if self.args.is_some() {
+                    out.push(b'?')
+                }
+            }
+            Var::Arg(name) => {
+                if let Some(args) = &self.args {
+                    for pair in args.split(|&b| b == b'&') {
+                        let (k, val) = match pair.iter().position(|&b| b == b'=') {
+                            Some(i) => (&pair[..i], &pair[i + 1..]),
+                            None => (pair, &b""[..]),
+                        };
+                        if k.eq_ignore_ascii_case(name.as_bytes()) {
+                            out.extend_from_slice(val);
+                            break;
+                        }
+                    }
+                }
+            }
+            Var::Capture(n) => out.extend_from_slice(self.captures.get(&self.capture_uri, *n)),
+            Var::Uri => out.extend_from_slice(&self.uri),
+            Var::RequestUri => out.extend_from_slice(h.target()),
+            Var::Host => match h.host() {
+                Some(host) => out.extend_from_slice(host.as_bytes()),
+                None => out.extend_from_slice(self.server.name.as_bytes()),
+            },
+            Var::HttpHeader(name) => {
+                if let Some(val) = h.header(name) {
+                    out.extend_from_slice(val)
+                }
+            }
+            Var::Cookie(name) => {
+                if let Some(c) = h.header("cookie") {
+                    for pair in c.split(|&b| b == b';') {
+                        let pair = pair.trim_ascii_start();
+                        if let Some(val) = pair
+                            .strip_prefix(name.as_bytes())
+                            .and_then(|r| r.strip_prefix(b"="))
+                        {
+                            out.extend_from_slice(val);
+                            break;
+                        }
+                    }
+                }
+            }
+            Var::RemoteAddr => out.extend_from_slice(self.conn.peer.ip().to_string().as_bytes()),
+            Var::RemotePort => out.extend_from_slice(self.conn.peer.port().to_string().as_bytes()),
+            Var::RemoteUser => {}
+            Var::ServerAddr => out.extend_from_slice(self.conn.local.ip().to_string().as_bytes()),
+            Var::ServerPort => out.extend_from_slice(self.conn.local.port().to_string().as_bytes()),
+            Var::ServerName => out.extend_from_slice(self.server.name.as_bytes()),
+            Var::ServerProtocol => out.extend_from_slice(h.version().as_str().as_bytes()),
+            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Request => out.extend_from_slice(h.request_line().as_bytes()),
+            Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
+            Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
+            Var::RequestFilename => out.extend_from_slice(self.filename.as_os_str().as_bytes()),
+            Var::DocumentRoot => out.extend_from_slice(&self.eval(&self.loc.root)),
+            Var::ContentLength => {
+                if let Some(v) = h.header("content-length") {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::ContentType => {
+                if let Some(v) = h.header("content-type") {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::Connection => out.extend_from_slice(self.conn.id.to_string().as_bytes()),
+            Var::ConnectionRequests => {
+                out.extend_from_slice(self.conn.requests.to_string().as_bytes())
+            }
+            Var::Hostname => {
+                out.extend_from_slice(self.worker.generation.borrow().http.hostname.as_bytes())
+            }
+            Var::Pid => out.extend_from_slice(std::process::id().to_string().as_bytes()),
+            Var::NginxVersion => out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes()),
+            Var::Msec => {
+                let now = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let _ = write!(out, "{}.{:03}", now.as_secs(), now.subsec_millis());
+            }
+            Var::TimeLocal => crate::log::fmt_time_local(SystemTime::now(), out),
+            Var::TimeIso8601 => crate::log::fmt_time_iso8601(SystemTime::now(), out),
+            Var::RequestTime => {
+                let t = self.start.elapsed();
+                let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
+            }
+            Var::Status => {
+                if let Some((r, _)) = resp {
+                    let _ = write!(out, "{:03}", r.status);
+                }
+            }
+            Var::BytesSent => {
+                if let Some((_, sent)) = resp {
+                    let _ = write!(out, "{sent}");
+                }
+            }
+            Var::BodyBytesSent => {
+                if let Some((r, sent)) = resp {
+                    let head = r.headers.len() as u64;
+                    let body = match r.content_length {
+                        Some(n) if !self.is_head() && r.status != 304 => {
+                            n.min(sent.saturating_sub(head))
+                        }
+                        _ => 0,
+                    };
+                    let _ = write!(out, "{body}");
+                }
+            }
+            Var::SentHttp(name) => {
+                if let Some((r, _)) = resp {
+                    match name.as_str() {
+                        "content-type" => {
+                            if let Some(t) = &r.content_type {
+                                out.extend_from_slice(t.as_bytes())
+                            }
+                        }
+                        "content-length" => {
+                            if let Some(n) = r.content_length {
+                                let _ = write!(out, "{n}");
+                            }
+                        }
+                        _ => {
+                            for line in r.headers[..].split(|&b| b == b'\n') {
+                                if let Some(colon) = line.iter().position(|&b| b == b':') {
+                                    if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
+                                        out.extend_from_slice(line[colon + 1..].trim_ascii());
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// add_header of the location that finished the request; an empty value adds nothing.
+    pub fn add_headers(&self, resp: &mut Response) {
+        let ok = matches!(
+            resp.status,
+            200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+        );
+        for h in &self.loc.add_headers {
+            if ok || h.always {
+                let value = self.eval(&h.value);
+                if !value.is_empty() {
+                    resp.header(&h.name, &value);
+                }
+            }
+        }
+    }
+
+    /// Writes the access log lines of the location that finished the request.
+    pub fn log_access(&self, resp: &Response, sent: u64, _start: Instant) {
+        if self.loc.access_log.is_empty() {
+            return;
+        }
+        let mut line = Vec::with_capacity(256);
+        for log in &self.loc.access_log {
+            line.clear();
+            log.format.render(&mut line, &mut |v, out| {
+                self.var(v, out, Some((resp, sent)))
+            });
+            self.worker.logs.borrow_mut().write(log, &line);
+        }
+    }
+
+    /// An error-level line about this request, for the connection loop.
+    pub fn log_error(&self, message: &str) {
+        self.log(Level::Info, message);
+    }
+
+    fn log(&self, level: Level, message: &str) {
+        let log = &self.worker.shared.error_log;
+        if !log.enabled(level) {
+            return;
+        }
+        let mut m = format!(
+            "{message}, client: {}, server: {}, request: \"{}\"",
+            self.conn.peer.ip(),
+            self.server.name,
+            self.head.request_line()
+        );
+        if let Some(h) = self.head.header("host") {
+            m.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
+        }
+        log.write(level, Some(self.conn.id), &m);
+    }
+}

@@ -1,0 +1,278 @@
+//! Variables: `$name` in a directive's argument is resolved to a [`Var`] when the configuration
+//! loads, so a request only evaluates a list of literal and variable pieces.
+
+use std::fmt::Write as _;
+
+use portcullis_config::{ConfigError, Directive};
+
+/// A variable known at load time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Var {
+    Args,
+    BodyBytesSent,
+    BytesSent,
+    Capture(usize),
+    Connection,
+    ConnectionRequests,
+    ContentLength,
+    ContentType,
+    Cookie(String),
+    DocumentRoot,
+    Host,
+    Hostname,
+    HttpHeader(String),
+    IsArgs,
+    Arg(String),
+    Msec,
+    NginxVersion,
+    Pid,
+    RemoteAddr,
+    RemotePort,
+    RemoteUser,
+    Request,
+    RequestFilename,
+    RequestLength,
+    RequestMethod,
+    RequestTime,
+    RequestUri,
+    Scheme,
+    SentHttp(String),
+    ServerAddr,
+    ServerName,
+    ServerPort,
+    ServerProtocol,
+    Status,
+    TimeIso8601,
+    TimeLocal,
+    Uri,
+}
+
+impl Var {
+    fn from_name(name: &str) -> Option<Var> {
+        if let Ok(n) = name.parse::<usize>() {
+            return (n <= 9).then_some(Var::Capture(n));
+        }
+        let header = |prefix: &str| {
+            name.strip_prefix(prefix)
+                .map(|rest| rest.to_ascii_lowercase().replace('_', "-"))
+        };
+        if let Some(h) = header("http_") {
+            return Some(Var::HttpHeader(h));
+        }
+        if let Some(h) = header("sent_http_") {
+            return Some(Var::SentHttp(h));
+        }
+        if let Some(a) = name.strip_prefix("arg_") {
+            return Some(Var::Arg(a.to_string()));
+        }
+        if let Some(c) = name.strip_prefix("cookie_") {
+            return Some(Var::Cookie(c.to_string()));
+        }
+        Some(match name {
+            "args" | "query_string" => Var::Args,
+            "body_bytes_sent" => Var::BodyBytesSent,
+            "bytes_sent" => Var::BytesSent,
+            "connection" => Var::Connection,
+            "connection_requests" => Var::ConnectionRequests,
+            "content_length" => Var::ContentLength,
+            "content_type" => Var::ContentType,
+            "document_root" | "realpath_root" => Var::DocumentRoot,
+            "host" => Var::Host,
+            "hostname" => Var::Hostname,
+            "is_args" => Var::IsArgs,
+            "msec" => Var::Msec,
+            "nginx_version" => Var::NginxVersion,
+            "pid" => Var::Pid,
+            "remote_addr" | "binary_remote_addr" => Var::RemoteAddr,
+            "remote_port" => Var::RemotePort,
+            "remote_user" => Var::RemoteUser,
+            "request" => Var::Request,
+            "request_filename" => Var::RequestFilename,
+            "request_length" => Var::RequestLength,
+            "request_method" => Var::RequestMethod,
+            "request_time" => Var::RequestTime,
+            "request_uri" => Var::RequestUri,
+            "scheme" => Var::Scheme,
+            "server_addr" => Var::ServerAddr,
+            "server_name" => Var::ServerName,
+            "server_port" => Var::ServerPort,
+            "server_protocol" => Var::ServerProtocol,
+            "status" => Var::Status,
+            "time_iso8601" => Var::TimeIso8601,
+            "time_local" => Var::TimeLocal,
+            "uri" | "document_uri" => Var::Uri,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Lit(String),
+    Var(Var),
+}
+
+/// An argument with its variables resolved: evaluated per request without parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pieces: Vec<Piece>,
+}
+
+impl Template {
+    /// Compiles `text` (argument `i` of `d`, for the error message). nginx's forms: `$name`,
+    /// `${name}`; a `$` not followed by a name is an error (`invalid variable name`).
+    pub fn compile(text: &str, d: &Directive) -> Result<Template, ConfigError> {
+        let mut pieces = Vec::new();
+        let mut lit = String::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] != b'$' {
+                let next = text[i..].find('$').map_or(bytes.len(), |n| i + n);
+                lit.push_str(&text[i..next]);
+                i = next;
+                continue;
+            }
+            i += 1;
+            let (name, end) = if bytes.get(i) == Some(&b'{') {
+                let close = text[i..].find('}').ok_or_else(|| {
+                    err(
+                        d,
+                        format!(
+                            "the closing bracket in \"{}\" variable is missing",
+                            &text[i + 1..]
+                        ),
+                    )
+                })?;
+                (&text[i + 1..i + close], i + close + 1)
+            } else {
+                let len = bytes[i..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                    .count();
+                (&text[i..i + len], i + len)
+            };
+            if name.is_empty() {
+                return Err(err(d, format!("invalid variable name in \"{text}\"")));
+            }
+            let var = Var::from_name(name)
+                .ok_or_else(|| err(d, format!("unknown \"{name}\" variable")))?;
+            if !lit.is_empty() {
+                pieces.push(Piece::Lit(std::mem::take(&mut lit)));
+            }
+            pieces.push(Piece::Var(var));
+            i = end;
+        }
+        if !lit.is_empty() || pieces.is_empty() {
+            pieces.push(Piece::Lit(lit));
+        }
+        Ok(Template { pieces })
+    }
+
+    pub fn literal(text: &str) -> Template {
+        Template {
+            pieces: vec![Piece::Lit(text.to_string())],
+        }
+    }
+
+    /// The text when the template has no variables.
+    pub fn as_literal(&self) -> Option<&str> {
+        match self.pieces.as_slice() {
+            [Piece::Lit(s)] => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn has_var(&self, v: &Var) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(x) if x == v))
+    }
+
+    /// Appends the value to `out`, asking `lookup` for each variable.
+    pub fn eval_into(&self, out: &mut Vec<u8>, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) {
+        for p in &self.pieces {
+            match p {
+                Piece::Lit(s) => out.extend_from_slice(s.as_bytes()),
+                Piece::Var(v) => lookup(v, out),
+            }
+        }
+    }
+}
+
+fn err(d: &Directive, message: String) -> ConfigError {
+    ConfigError {
+        message,
+        span: Some(d.span.clone()),
+    }
+}
+
+/// Escapes a value for an access log line as nginx does: `"`, `\`, and bytes below 0x20 or
+/// above 0x7e become `\xHH`.
+pub fn escape_log(value: &[u8], out: &mut Vec<u8>) {
+    for &b in value {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            let mut s = String::with_capacity(4);
+            let _ = write!(s, "\\x{b:02X}");
+            out.extend_from_slice(s.as_bytes());
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn d() -> Directive {
+        Directive {
+            name: "return".into(),
+            args: vec![],
+            span: portcullis_config::Span {
+                file: Arc::from(Path::new("/t.conf")),
+                line: 3,
+            },
+            block: None,
+        }
+    }
+
+    fn eval(t: &Template) -> String {
+        let mut out = Vec::new();
+        t.eval_into(&mut out, &mut |v, out| {
+            out.extend_from_slice(format!("<{v:?}>").as_bytes())
+        });
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn compiles_plain_braced_and_header_variables() {
+        let t = Template::compile("a $uri-${host}x $http_user_agent $1", &d()).unwrap();
+        assert_eq!(
+            eval(&t),
+            "a <Uri>-<Host>x <HttpHeader(\"user-agent\")> <Capture(1)>"
+        );
+        assert_eq!(
+            Template::compile("plain", &d()).unwrap().as_literal(),
+            Some("plain")
+        );
+        assert_eq!(Template::compile("", &d()).unwrap().as_literal(), Some(""));
+    }
+
+    #[test]
+    fn rejects_unknown_and_malformed_variables() {
+        let e = Template::compile("$nosuch", &d()).unwrap_err();
+        assert_eq!(e.message, "unknown \"nosuch\" variable");
+        assert!(Template::compile("a $ b", &d()).is_err());
+        assert!(Template::compile("${host", &d()).is_err());
+    }
+
+    #[test]
+    fn log_escaping_matches_nginx() {
+        let mut out = Vec::new();
+        escape_log(b"a\"b\\c\x01\xff", &mut out);
+        assert_eq!(out, b"a\\x22b\\x5Cc\\x01\\xFF");
+    }
+}

@@ -1,0 +1,465 @@
+//! Workers: one thread each, with its own current-thread tokio runtime, its own listening
+//! sockets (SO_REUSEPORT) or its own handle on a shared one, its own file cache and log
+//! buffers. The [`Server`] hands them new configuration generations and stop orders.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::{AbortHandle, LocalSet};
+
+use crate::conf::{Compiled, HttpConf};
+use crate::log::{ErrorLog, WorkerLogs};
+use crate::static_files::FileCache;
+use crate::Level;
+
+/// Entries in each worker's open-file cache.
+const FILE_CACHE_ENTRIES: usize = 1024;
+
+/// State shared by all workers: the error log and the connection counter behind `*N`.
+pub(crate) struct Shared {
+    pub error_log: ErrorLog,
+    connections: AtomicU64,
+}
+
+impl Shared {
+    pub fn next_connection(&self) -> u64 {
+        self.connections.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// What a connection needs of the configuration; a connection keeps the one it started with.
+pub(crate) struct Generation {
+    pub http: Arc<HttpConf>,
+    pub worker_connections: usize,
+}
+
+enum Command {
+    Generation {
+        generation: Arc<Generation>,
+        added: Vec<(SocketAddr, std::net::TcpListener)>,
+        removed: Vec<SocketAddr>,
+    },
+    ReopenLogs,
+    Stop {
+        graceful: bool,
+    },
+}
+
+/// Per-worker state, reached from every task of the worker through an `Rc`.
+pub(crate) struct Worker {
+    pub shared: Arc<Shared>,
+    pub generation: RefCell<Arc<Generation>>,
+    pub files: RefCell<FileCache>,
+    pub logs: RefCell<WorkerLogs>,
+    pub dates: RefCell<portcullis_http::DateCache>,
+    /// Open connections, for worker_connections and for a graceful stop.
+    pub active: Cell<usize>,
+    /// Set when a graceful stop begins: idle keepalive connections close.
+    pub stopping: watch::Receiver<bool>,
+    /// Woken when the last connection of a stopping worker closes.
+    pub drained: Notify,
+}
+
+/// Counts a connection as open for as long as it lives.
+pub(crate) struct ActiveGuard(pub Rc<Worker>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        let n = self.0.active.get() - 1;
+        self.0.active.set(n);
+        if n == 0 {
+            self.0.drained.notify_one();
+        }
+    }
+}
+
+struct WorkerHandle {
+    thread: JoinHandle<()>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+/// Listening sockets by address: per worker for `reuseport`, else one shared by all.
+struct Bound {
+    reuseport: bool,
+    sockets: Vec<std::net::TcpListener>,
+}
+
+/// The running server: worker threads with their listeners.
+pub struct Server {
+    shared: Arc<Shared>,
+    workers: Vec<WorkerHandle>,
+    bound: Mutex<HashMap<SocketAddr, Bound>>,
+}
+
+impl Server {
+    /// Binds every listener, starts the workers and returns once they accept.
+    pub fn start(compiled: Compiled) -> io::Result<Server> {
+        let error_log = ErrorLog::open(&compiled.main.error_log).map_err(|e| {
+            let path = compiled
+                .main
+                .error_log
+                .path
+                .as_deref()
+                .unwrap_or(std::path::Path::new("stderr"));
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "open() \"{}\" failed ({}: {})",
+                    path.display(),
+                    e.raw_os_error().unwrap_or(0),
+                    crate::log::strerror(&e)
+                ),
+            )
+        })?;
+        let shared = Arc::new(Shared {
+            error_log,
+            connections: AtomicU64::new(0),
+        });
+        let n = compiled.main.workers;
+        let mut bound = HashMap::new();
+        for l in &compiled.http.listens {
+            bound.insert(l.addr, bind_all(l.addr, l.reuseport, l.backlog, n)?);
+        }
+        let generation = Arc::new(Generation {
+            http: compiled.http.clone(),
+            worker_connections: compiled.main.worker_connections,
+        });
+        let mut workers = Vec::with_capacity(n);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        for id in 0..n {
+            let listeners = bound
+                .iter()
+                .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
+                .collect::<io::Result<Vec<_>>>()?;
+            let (tx, rx) = mpsc::unbounded_channel();
+            let shared = shared.clone();
+            let generation = generation.clone();
+            let ready = ready_tx.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("worker-{id}"))
+                .spawn(move || run_worker(shared, generation, listeners, rx, ready))?;
+            workers.push(WorkerHandle {
+                thread,
+                commands: tx,
+            });
+        }
+        drop(ready_tx);
+        for _ in 0..n {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::other("a worker exited while starting")),
+            }
+        }
+        for w in &compiled.main.warnings {
+            shared.error_log.write(Level::Warn, None, w);
+        }
+        Ok(Server {
+            shared,
+            workers,
+            bound: Mutex::new(bound),
+        })
+    }
+
+    /// Swaps in a new configuration. New addresses are bound first: if one fails, nothing
+    /// changes and the old configuration keeps serving. Addresses in both keep their sockets,
+    /// so no connection waiting in a backlog is lost.
+    pub fn reload(&self, compiled: Compiled) -> io::Result<()> {
+        let n = self.workers.len();
+        if compiled.main.workers != n {
+            self.log(
+                Level::Warn,
+                &format!("\"worker_processes\" changed from {n} to {}: the new number takes effect after a restart", compiled.main.workers),
+            );
+        }
+        let mut bound = self
+            .bound
+            .lock()
+            .map_err(|_| io::Error::other("listener table poisoned"))?;
+        let mut fresh = HashMap::new();
+        for l in &compiled.http.listens {
+            if !bound.contains_key(&l.addr) {
+                fresh.insert(l.addr, bind_all(l.addr, l.reuseport, l.backlog, n)?);
+            }
+        }
+        self.shared.error_log.replace(&compiled.main.error_log)?;
+        let removed: Vec<SocketAddr> = bound
+            .keys()
+            .filter(|a| !compiled.http.listens.iter().any(|l| l.addr == **a))
+            .copied()
+            .collect();
+        let generation = Arc::new(Generation {
+            http: compiled.http.clone(),
+            worker_connections: compiled.main.worker_connections,
+        });
+        for (id, w) in self.workers.iter().enumerate() {
+            let added = fresh
+                .iter()
+                .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
+                .collect::<io::Result<Vec<_>>>()?;
+            let _ = w.commands.send(Command::Generation {
+                generation: generation.clone(),
+                added,
+                removed: removed.clone(),
+            });
+        }
+        for a in &removed {
+            bound.remove(a);
+        }
+        bound.extend(fresh);
+        for w in &compiled.main.warnings {
+            self.log(Level::Warn, w);
+        }
+        Ok(())
+    }
+
+    /// Writes a line to the error log, in nginx's format.
+    pub fn log(&self, level: Level, message: &str) {
+        self.shared.error_log.write(level, None, message);
+    }
+
+    /// USR1: the error log and every worker's access logs are opened anew.
+    pub fn reopen_logs(&self) {
+        if let Err(e) = self.shared.error_log.reopen() {
+            self.log(
+                Level::Alert,
+                &format!("reopening the error log failed: {e}"),
+            );
+        }
+        for w in &self.workers {
+            let _ = w.commands.send(Command::ReopenLogs);
+        }
+    }
+
+    /// Stops: `graceful` finishes in-flight requests first (QUIT), else closes at once (TERM).
+    /// Access logs are flushed either way. Returns when every worker has exited.
+    pub fn stop(self, graceful: bool) {
+        // The workers' handles close with their accept loops; ours must close too, or the
+        // kernel would go on completing handshakes that nobody accepts.
+        drop(self.bound);
+        for w in &self.workers {
+            let _ = w.commands.send(Command::Stop { graceful });
+        }
+        for w in self.workers {
+            let _ = w.thread.join();
+        }
+    }
+}
+
+fn bind_all(addr: SocketAddr, reuseport: bool, backlog: i32, workers: usize) -> io::Result<Bound> {
+    let count = if reuseport { workers } else { 1 };
+    let sockets = (0..count)
+        .map(|_| bind(addr, reuseport, backlog))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "bind() to {addr} failed ({}: {})",
+                    e.raw_os_error().unwrap_or(0),
+                    crate::log::strerror(&e)
+                ),
+            )
+        })?;
+    Ok(Bound { reuseport, sockets })
+}
+
+fn bind(addr: SocketAddr, reuseport: bool, backlog: i32) -> io::Result<std::net::TcpListener> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    if reuseport {
+        s.set_reuse_port(true)?;
+    }
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(backlog)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// Worker `id`'s socket for a bound address: its own with reuseport, else a duplicate of the
+/// shared one.
+fn socket_for(b: &Bound, id: usize) -> io::Result<std::net::TcpListener> {
+    if b.reuseport {
+        b.sockets[id].try_clone()
+    } else {
+        b.sockets[0].try_clone()
+    }
+}
+
+fn run_worker(
+    shared: Arc<Shared>,
+    generation: Arc<Generation>,
+    listeners: Vec<(SocketAddr, std::net::TcpListener)>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    ready: std::sync::mpsc::Sender<io::Result<()>>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let local = LocalSet::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let worker = Rc::new(Worker {
+        shared,
+        generation: RefCell::new(generation),
+        files: RefCell::new(FileCache::new(FILE_CACHE_ENTRIES)),
+        logs: RefCell::new(WorkerLogs::default()),
+        dates: RefCell::new(portcullis_http::DateCache::new()),
+        active: Cell::new(0),
+        stopping: stop_rx,
+        drained: Notify::new(),
+    });
+    let graceful = local.block_on(&rt, async {
+        let mut accepting: HashMap<SocketAddr, AbortHandle> = HashMap::new();
+        for (addr, l) in listeners {
+            match start_accepting(&worker, addr, l) {
+                Ok(h) => {
+                    accepting.insert(addr, h);
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return false;
+                }
+            }
+        }
+        let _ = ready.send(Ok(()));
+        let flusher = tokio::task::spawn_local(flush_logs(worker.clone()));
+        let graceful = loop {
+            match commands.recv().await {
+                Some(Command::Generation {
+                    generation,
+                    added,
+                    removed,
+                }) => {
+                    *worker.generation.borrow_mut() = generation;
+                    for a in removed {
+                        if let Some(h) = accepting.remove(&a) {
+                            h.abort();
+                        }
+                    }
+                    for (addr, l) in added {
+                        match start_accepting(&worker, addr, l) {
+                            Ok(h) => {
+                                accepting.insert(addr, h);
+                            }
+                            Err(e) => worker.shared.error_log.write(
+                                Level::Alert,
+                                None,
+                                &format!("listening on {addr} failed: {e}"),
+                            ),
+                        }
+                    }
+                    // Handles to files of the old generation's roots may no longer be wanted.
+                    *worker.files.borrow_mut() = FileCache::new(FILE_CACHE_ENTRIES);
+                }
+                Some(Command::ReopenLogs) => worker.logs.borrow_mut().reopen(),
+                Some(Command::Stop { graceful }) => break graceful,
+                None => break false,
+            }
+        };
+        for h in accepting.values() {
+            h.abort();
+        }
+        flusher.abort();
+        if graceful {
+            let _ = stop_tx.send(true);
+            while worker.active.get() > 0 {
+                worker.drained.notified().await;
+            }
+        }
+        graceful
+    });
+    let _ = graceful;
+    worker.logs.borrow_mut().flush_all();
+}
+
+fn start_accepting(
+    worker: &Rc<Worker>,
+    addr: SocketAddr,
+    l: std::net::TcpListener,
+) -> io::Result<AbortHandle> {
+    let listener = tokio::net::TcpListener::from_std(l)?;
+    let task = tokio::task::spawn_local(accept_loop(worker.clone(), addr, listener));
+    Ok(task.abort_handle())
+}
+
+async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net::TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let generation = worker.generation.borrow().clone();
+                if worker.active.get() >= generation.worker_connections {
+                    worker.shared.error_log.write(
+                        Level::Alert,
+                        None,
+                        &format!(
+                            "{} worker_connections are not enough",
+                            generation.worker_connections
+                        ),
+                    );
+                    continue;
+                }
+                worker.active.set(worker.active.get() + 1);
+                let guard = ActiveGuard(worker.clone());
+                tokio::task::spawn_local(crate::conn::serve(guard, generation, addr, stream, peer));
+            }
+            Err(e) => {
+                // Out of descriptors or memory: nginx disables accepting for a moment rather
+                // than spinning on the error.
+                worker.shared.error_log.write(
+                    Level::Crit,
+                    None,
+                    &format!(
+                        "accept() failed ({}: {})",
+                        e.raw_os_error().unwrap_or(0),
+                        crate::log::strerror(&e)
+                    ),
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Writes buffered access log lines whose `flush=` time has passed.
+async fn flush_logs(worker: Rc<Worker>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let generation = worker.generation.borrow().clone();
+        let max_age = generation
+            .http
+            .access_logs
+            .iter()
+            .filter(|l| l.buffer > 0)
+            .map(|l| {
+                if l.flush.is_zero() {
+                    Duration::from_secs(3600)
+                } else {
+                    l.flush
+                }
+            })
+            .min();
+        if let Some(age) = max_age {
+            worker.logs.borrow_mut().flush_due(age);
+        }
+    }
+}
