@@ -14,6 +14,8 @@
 #                             shorter wrk run (strace slows the system down, so the CPU
 #                             figures never come from that run)
 #   --duration TIME           length of the measured wrk run (wrk syntax, default 10s)
+#   --rounds N                alternate the systems N times (default 3); medians are reported,
+#                             the ratio is the median of the per-round ratios
 #   --keep                    keep the work directory (config, logs, wrk output) and print it
 #   --no-header               print the table rows only, to append to an existing table
 #   -h, --help                this text
@@ -67,6 +69,7 @@ duration=$DEFAULT_DURATION
 keep=false
 header=true
 scenario=""
+rounds=3
 
 while (($# > 0)); do
     case $1 in
@@ -96,6 +99,11 @@ while (($# > 0)); do
         keep=true
         shift
         ;;
+    --rounds)
+        (($# >= 2)) || die "--rounds needs a number"
+        rounds=$2
+        shift 2
+        ;;
     --no-header)
         header=false
         shift
@@ -115,6 +123,7 @@ while (($# > 0)); do
     esac
 done
 
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive number (got '$rounds')"
 [[ -n $scenario ]] || die "no scenario given (static-1k, static-0k or static-1k-close; see --help)"
 
 case $only in
@@ -437,14 +446,38 @@ measure() {
 
 # --- run and report --------------------------------------------------------------------------
 
-declare -A row_requests row_rps row_cpu row_syscalls
-for system in "${systems[@]}"; do
-    measure "$system"
-    row_requests[$system]=$r_requests
-    row_rps[$system]=$r_rps
-    row_cpu[$system]=$r_cpu_us
-    row_syscalls[$system]=$r_syscalls
+# Rounds alternate the systems, so a slow spell of the machine (it may be shared) falls on
+# both alike; each system's figures are the median over the rounds, and so is the ratio, taken
+# within each round.
+median() {
+    tr -s ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+declare -A row_requests row_rps row_cpu row_syscalls all_cpu all_requests all_rps round_cpu
+ratios=""
+for ((round = 1; round <= rounds; round++)); do
+    ((rounds == 1)) || note "round $round of $rounds"
+    for system in "${systems[@]}"; do
+        measure "$system"
+        all_requests[$system]="${all_requests[$system]:-} $r_requests"
+        all_rps[$system]="${all_rps[$system]:-} $r_rps"
+        all_cpu[$system]="${all_cpu[$system]:-} $r_cpu_us"
+        row_syscalls[$system]=$r_syscalls
+        round_cpu[$system]=$r_cpu_us
+    done
+    if [[ -n ${round_cpu[nginx]:-} && -n ${round_cpu[portcullis]:-} ]]; then
+        ratios="$ratios $(awk -v a="${round_cpu[portcullis]}" -v b="${round_cpu[nginx]}" 'BEGIN { printf "%.3f", a / b }')"
+    fi
+    # Only the first round counts syscalls: strace slows the run and the count barely varies.
+    syscalls=false
 done
+for system in "${systems[@]}"; do
+    row_requests[$system]=$(echo "${all_requests[$system]}" | median)
+    row_rps[$system]=$(echo "${all_rps[$system]}" | median)
+    row_cpu[$system]=$(echo "${all_cpu[$system]}" | median)
+    note "$system: CPU µs/request per round:${all_cpu[$system]}"
+done
+[[ -z $ratios ]] || note "portcullis/nginx per round:$ratios"
 
 if $header; then
     echo "| scenario | system | requests | req/s | CPU µs/request | req/s per core | syscalls/request | CPU/request vs nginx |"
@@ -453,8 +486,10 @@ fi
 for system in "${systems[@]}"; do
     per_core=$(awk -v us="${row_cpu[$system]}" 'BEGIN { printf "%.0f", 1e6 / us }')
     ratio="-"
-    if [[ -n ${row_cpu[nginx]:-} ]]; then
-        ratio=$(awk -v a="${row_cpu[$system]}" -v b="${row_cpu[nginx]}" 'BEGIN { printf "%.2f", a / b }')
+    if [[ $system == nginx && -n $ratios ]]; then
+        ratio="1.00"
+    elif [[ $system == portcullis && -n $ratios ]]; then
+        ratio=$(echo "$ratios" | median | awk '{ printf "%.2f", $1 }')
     fi
     printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$scenario" "$system" \
         "${row_requests[$system]}" "${row_rps[$system]}" "${row_cpu[$system]}" "$per_core" \

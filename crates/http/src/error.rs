@@ -28,7 +28,8 @@ pub enum RequestError {
     /// More header lines than [`crate::MAX_HEADERS`].
     #[error("client sent too many header lines")]
     TooManyHeaders,
-    /// A header line with bytes not allowed in a field name or value, or without a colon.
+    /// A header line nginx refuses rather than ignores: an empty name, a space, control byte
+    /// or DEL in the name, a NUL anywhere, or a CR not followed by the end of the line.
     #[error("client sent invalid header line")]
     BadHeader,
     /// A header line continued on the next line (obs-fold), forbidden in requests.

@@ -16,7 +16,7 @@ use crate::error::RequestError;
 
 /// The most header lines one request may carry. nginx has no count limit of its own (only the
 /// buffer sizes), but headers are parsed into a stack array of this length; a request with
-/// more is refused with 400.
+/// more is refused with 400. Lines ignored for an invalid name do not count.
 pub const MAX_HEADERS: usize = 100;
 
 /// nginx's `client_header_buffer_size` default.
@@ -152,7 +152,7 @@ impl Span {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct HeaderSpan {
     name: Span,
     value: Span,
@@ -224,17 +224,19 @@ impl RequestHead {
         std::str::from_utf8(span.of(&self.bytes)).ok()
     }
 
-    /// The value of the first header with this name (ASCII case-insensitive).
+    /// The value of the first header with this name (ASCII case-insensitive). Lines nginx
+    /// ignores (see [`parse_request_head`]) are not found, so neither is any name with '_'.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v)
     }
 
-    /// Every header in order, names as sent, values without surrounding whitespace.
+    /// Every header kept, in order, names as sent, values without surrounding spaces (tabs
+    /// stay, as in nginx). A line without a colon is a header with an empty value.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
         self.headers.iter().map(|h| {
-            // Names were checked to be RFC 9110 tokens, which are ASCII.
+            // Kept names are made of ASCII letters, digits and '-' only.
             let name = std::str::from_utf8(h.name.of(&self.bytes)).unwrap_or_default();
             (name, h.value.of(&self.bytes))
         })
@@ -286,6 +288,13 @@ impl RequestHead {
 /// `Ok(Some(head))` removes the head from `buf`, leaving the body and any pipelined requests.
 /// `Ok(None)` means the head is incomplete and what arrived so far is within `limits`: read
 /// more and call again. Empty lines before the request line are discarded (RFC 9112 2.2).
+///
+/// Header lines are read as nginx 1.22 reads them with its defaults `ignore_invalid_headers
+/// on` and `underscores_in_headers off`: a line whose name holds a byte other than a letter,
+/// digit or '-' (an '_', '.', a byte above 0x7f, ...) is ignored; a line without a colon is a
+/// header with an empty value; a name that is empty or holds a space, a control byte or DEL,
+/// a NUL anywhere, or a CR not followed by the line's end is refused with 400.
+///
 /// An error means the connection must be answered with [`RequestError::status`] and closed.
 pub fn parse_request_head(
     buf: &mut BytesMut,
@@ -711,61 +720,44 @@ fn parse_fields(head: &[u8], line: &RequestLine) -> Result<Fields, RequestError>
         fields.host_lower = lowercase_copy(host, head);
         return Ok(fields);
     }
-    let fields_start = line_after(head, line.line.end as usize);
-    let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let parsed = match httparse::parse_headers(&head[fields_start..], &mut storage) {
-        Ok(httparse::Status::Complete((_, parsed))) => parsed,
-        Ok(httparse::Status::Partial) => return Err(RequestError::BadHeader),
-        Err(httparse::Error::TooManyHeaders) => return Err(RequestError::TooManyHeaders),
-        Err(_) => return Err(RequestError::BadHeader),
-    };
+    let mut storage = [HeaderSpan::default(); MAX_HEADERS];
+    let count = scan_header_lines(head, line_after(head, line.line.end as usize), &mut storage)?;
+    let parsed = &storage[..count];
 
-    let base = head.as_ptr() as usize;
-    let offset = |s: &[u8]| s.as_ptr() as usize - base;
     let mut seen = 0u16;
     let mut has_host_header = false;
     let mut content_length = None;
     let mut transfer_encoding = None;
     let (mut close, mut keep_alive) = (false, false);
-    fields.headers.reserve_exact(parsed.len());
-    for h in parsed.iter() {
-        let name = h.name;
-        let value = trim_ows(h.value);
-        let name_start = offset(name.as_bytes());
-        let value_start = if value.is_empty() {
-            name_start + name.len()
-        } else {
-            offset(value)
-        };
-        fields.headers.push(HeaderSpan {
-            name: Span::new(name_start, name_start + name.len()),
-            value: Span::new(value_start, value_start + value.len()),
-        });
+    for h in parsed {
+        let name = h.name.of(head);
+        let value = h.value.of(head);
         if let Some(bit) = UNIQUE_HEADERS
             .iter()
-            .position(|u| u.eq_ignore_ascii_case(name))
+            .position(|u| u.as_bytes().eq_ignore_ascii_case(name))
         {
             if seen & (1 << bit) != 0 {
                 return Err(RequestError::DuplicateHeader);
             }
             seen |= 1 << bit;
         }
-        if name.eq_ignore_ascii_case("host") {
+        if name.eq_ignore_ascii_case(b"host") {
             has_host_header = true;
             let len = validate_host(value)?;
             if host.is_none() {
-                host = Some(Span::new(value_start, value_start + len));
+                let start = h.value.start as usize;
+                host = Some(Span::new(start, start + len));
             }
-        } else if name.eq_ignore_ascii_case("content-length") {
+        } else if name.eq_ignore_ascii_case(b"content-length") {
             content_length = Some(parse_content_length(value)?);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             transfer_encoding = Some(value);
-        } else if name.eq_ignore_ascii_case("connection") {
+        } else if name.eq_ignore_ascii_case(b"connection") {
             for token in value.split(|&b| b == b',').map(trim_ows) {
                 close |= token.eq_ignore_ascii_case(b"close");
                 keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
-        } else if name.eq_ignore_ascii_case("expect") {
+        } else if name.eq_ignore_ascii_case(b"expect") {
             fields.expect_continue =
                 line.version == Version::Http11 && value.eq_ignore_ascii_case(b"100-continue");
         }
@@ -788,10 +780,86 @@ fn parse_fields(head: &[u8], line: &RequestLine) -> Result<Fields, RequestError>
         (None, Some(len)) => BodyKind::Length(len),
         (None, None) => BodyKind::None,
     };
+    fields.headers = parsed.to_vec();
     fields.keep_alive = !close && (line.version == Version::Http11 || keep_alive);
     fields.host = host;
     fields.host_lower = lowercase_copy(host, head);
     Ok(fields)
+}
+
+/// Reads the header lines of `head` from `start` up to the empty line into `storage`, and
+/// returns how many were kept. The head is complete, so every line ends with LF.
+fn scan_header_lines(
+    head: &[u8],
+    mut start: usize,
+    storage: &mut [HeaderSpan; MAX_HEADERS],
+) -> Result<usize, RequestError> {
+    let mut count = 0;
+    while let Some(lf) = memchr(b'\n', &head[start..]).map(|i| start + i) {
+        if matches!(&head[start..lf], b"" | b"\r") {
+            break;
+        }
+        if let Some(field) = parse_header_line(head, start, lf)? {
+            *storage.get_mut(count).ok_or(RequestError::TooManyHeaders)? = field;
+            count += 1;
+        }
+        start = lf + 1;
+    }
+    Ok(count)
+}
+
+/// Parses the header line `head[start..end]` (without its LF) following nginx's
+/// `ngx_http_parse_header_line`; `None` is a line nginx ignores for an invalid name.
+fn parse_header_line(
+    head: &[u8],
+    start: usize,
+    end: usize,
+) -> Result<Option<HeaderSpan>, RequestError> {
+    let line = &head[start..end];
+    // nginx takes a CR as the end of the line: more CRs may follow it, but nothing else.
+    let content_len = memchr(b'\r', line).unwrap_or(line.len());
+    if line[content_len..].iter().any(|&b| b != b'\r') {
+        return Err(RequestError::BadHeader);
+    }
+    let content = &line[..content_len];
+    let mut valid = true;
+    let mut name_len = content.len();
+    for (i, &b) in content.iter().enumerate() {
+        match b {
+            b':' if i > 0 => {
+                name_len = i;
+                break;
+            }
+            _ if b.is_ascii_alphanumeric() || b == b'-' => {}
+            // A leading colon, spaces, controls and DEL are refused; other bytes (and '_',
+            // with `underscores_in_headers off`) only make the line ignored.
+            _ if b <= b' ' || b == 0x7f || b == b':' => return Err(RequestError::BadHeader),
+            _ => valid = false,
+        }
+    }
+    if name_len == 0 {
+        return Err(RequestError::BadHeader);
+    }
+    let value_start = (name_len + 1).min(content.len());
+    let value = &content[value_start..];
+    if memchr(0, value).is_some() {
+        return Err(RequestError::BadHeader);
+    }
+    if !valid {
+        return Ok(None);
+    }
+    // Only spaces surround a value: nginx keeps tabs as part of it.
+    let lead = value.iter().take_while(|&&b| b == b' ').count();
+    let trail = value[lead..]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b' ')
+        .count();
+    let value_start = start + value_start + lead;
+    Ok(Some(HeaderSpan {
+        name: Span::new(start, start + name_len),
+        value: Span::new(value_start, start + content.len() - trail),
+    }))
 }
 
 /// The offset just past the LF that ends the line containing `i`.
@@ -1191,30 +1259,155 @@ mod tests {
         assert_eq!(parse_ok(b"GET / HTTP/1.0\r\n\r\n").host(), None);
     }
 
+    /// Header lines nginx refuses. These and the cases of `header_lines_ignored_or_kept` were
+    /// checked against nginx 1.22.1 (defaults: `ignore_invalid_headers on`,
+    /// `underscores_in_headers off`).
     #[test]
     fn header_errors() {
-        let cases: [(&[u8], RequestError); 19] = [
+        let cases: [(&[u8], RequestError); 33] = [
             (b"GET / HTTP/1.1\r\n\r\n", RequestError::MissingHost),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nX Y: 1\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nX\x01Y: 1\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nXY : 1\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\x00b\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\rb\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\n: a\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nnocolon\r\n\r\n", RequestError::BadHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\r\n b\r\n\r\n", RequestError::ObsFold),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX Y: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX\x01Y: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX\x7fY: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX\x00Y: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX\rY: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY : 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY\t: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX.Y Z: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\x00b\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY:\x00\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nX_Y: a\x00\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\rb\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY: a \rb\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY:\rb\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nnocolon\rb\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\n: a\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\n:a\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\n:\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\n\r\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\n\rX: 1\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nHost \r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            (
+                b"GET / HTTP/1.0\r\nHost : x\r\n\r\n",
+                RequestError::BadHeader,
+            ),
+            // nginx logs these as invalid header lines; the status is the same 400.
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\r\n b\r\n\r\n",
+                RequestError::ObsFold,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nXY: a\r\n\tb\r\n\r\n",
+                RequestError::ObsFold,
+            ),
             (b"GET / HTTP/1.1\r\n Host: x\r\n\r\n", RequestError::ObsFold),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", RequestError::DuplicateHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", RequestError::DuplicateHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\nAuthorization: a\r\n\r\n", RequestError::DuplicateHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nIf-None-Match: a\r\nIf-None-Match: b\r\n\r\n", RequestError::DuplicateHeader),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n",
+                RequestError::DuplicateHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n",
+                RequestError::DuplicateHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\nAuthorization: a\r\n\r\n",
+                RequestError::DuplicateHeader,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: x\r\nIf-None-Match: a\r\nIf-None-Match: b\r\n\r\n",
+                RequestError::DuplicateHeader,
+            ),
             (b"GET / HTTP/1.0\r\nHost: \r\n\r\n", RequestError::BadHost),
-            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", RequestError::DuplicateHeader),
-            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", RequestError::DuplicateHeader),
-            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", RequestError::DuplicateHeader),
-            (b"GET / HTTP/1.1\r\nHost: x\r\nA\r\n\r\n", RequestError::BadHeader),
+            (
+                b"GET / HTTP/1.0\r\nHost: \tx\r\n\r\n",
+                RequestError::BadHost,
+            ),
+            (
+                b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+                RequestError::DuplicateHeader,
+            ),
         ];
         for (input, want) in cases {
+            assert_eq!(
+                parse_err(input),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        let more: [(&[u8], RequestError); 6] = [
+            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", RequestError::DuplicateHeader),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", RequestError::DuplicateHeader),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: \t5\r\n\r\n", RequestError::BadContentLength),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\t\r\n\r\n", RequestError::UnknownTransferEncoding),
+            // An ignored Host line does not count, so HTTP/1.1 lacks one.
+            (b"GET / HTTP/1.1\r\nHost_: x\r\n\r\n", RequestError::MissingHost),
+            (b"GET / HTTP/1.1\r\nHo.st: x\r\n\r\n", RequestError::MissingHost),
+        ];
+        for (input, want) in more {
             assert_eq!(
                 parse_err(input),
                 want,
@@ -1225,6 +1418,67 @@ mod tests {
         // Repeating a header nginx keeps as a list is fine.
         let h = parse_ok(b"GET / HTTP/1.1\r\nHost: x\r\nCookie: a\r\nCookie: b\r\n\r\n");
         assert_eq!(h.headers().filter(|(n, _)| *n == "Cookie").count(), 2);
+    }
+
+    /// Header names and values, in order.
+    type Kept<'a> = &'a [(&'a str, &'a [u8])];
+
+    /// Header lines nginx accepts, each after `Host: x`: the headers it kept from them (what
+    /// its proxy module forwarded), an empty list when it ignored the line.
+    #[test]
+    fn header_lines_ignored_or_kept() {
+        let cases: [(&[u8], Kept); 24] = [
+            (b"X_Y: 1", &[]),
+            (b"_: 1", &[]),
+            (b"X_Y", &[]),
+            (b"X\xc3\xa9Y: 1", &[]),
+            (b"X\x80: 1", &[]),
+            (b"X.Y: 1", &[]),
+            (b"X!Y: 1", &[]),
+            (b"nocolon", &[("nocolon", b"")]),
+            (b"A", &[("A", b"")]),
+            (b"nocolon\r\nnocolon", &[("nocolon", b""), ("nocolon", b"")]),
+            (b"XY: a\x7fb", &[("XY", b"a\x7fb")]),
+            (b"XY: a\x01b", &[("XY", b"a\x01b")]),
+            (b"XY: a\x1fb", &[("XY", b"a\x1fb")]),
+            (b"XY: a\x0bb", &[("XY", b"a\x0bb")]),
+            (b"XY: \xffb", &[("XY", b"\xffb")]),
+            (b"XY: a\r\r", &[("XY", b"a")]),
+            (b"XY:\ta\t", &[("XY", b"\ta\t")]),
+            (b"XY: \t", &[("XY", b"\t")]),
+            (b"XY:a", &[("XY", b"a")]),
+            (b"XY:", &[("XY", b"")]),
+            (b"XY:  a  b  ", &[("XY", b"a  b")]),
+            (b"-: 1", &[("-", b"1")]),
+            (b"x:y:z", &[("x", b"y:z")]),
+            // An ignored Host line is no duplicate either.
+            (b"Host\xc3\xa9: y\r\nHost.: z", &[]),
+        ];
+        for (line, want) in cases {
+            let mut req = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
+            req.extend_from_slice(line);
+            req.extend_from_slice(b"\r\n\r\n");
+            let head = parse_ok(&req);
+            let got: Vec<_> = head.headers().skip(1).collect();
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(line));
+            assert_eq!(head.header_count(), want.len() + 1);
+            assert_eq!(head.host(), Some("x"));
+        }
+        let h = parse_ok(b"GET / HTTP/1.0\r\nX_Y: 1\r\nX-Y: 2\nZ: 3\r\n\r\n");
+        assert_eq!(h.header("x_y"), None);
+        assert_eq!(h.header("x-y"), Some(&b"2"[..]));
+        assert_eq!(h.header("z"), Some(&b"3"[..]));
+    }
+
+    /// Ignored lines need no room in the header array.
+    #[test]
+    fn ignored_lines_do_not_count_towards_the_limit() {
+        let mut req = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
+        for i in 1..MAX_HEADERS {
+            req.extend_from_slice(format!("h{i}: v\r\nh_{i}: v\r\n").as_bytes());
+        }
+        req.extend_from_slice(b"\r\n");
+        assert_eq!(parse_ok(&req).header_count(), MAX_HEADERS);
     }
 
     #[test]

@@ -429,6 +429,12 @@ struct ServerBits {
     names: Vec<String>,
 }
 
+/// A server listening on an address, with the `listen` that says so.
+struct AddrEntry<'a> {
+    server: usize,
+    spec: &'a ListenSpec,
+}
+
 struct ListenSpec {
     addrs: Vec<SocketAddr>,
     default_server: bool,
@@ -510,54 +516,44 @@ impl Builder {
                 self.access_log_target(&self.path("logs/access.log"), "combined", None, h)?;
             base.access_log = vec![combined];
         }
-        let mut by_addr: Vec<(SocketAddr, Vec<(Arc<ServerConf>, bool, &ListenSpec)>)> = Vec::new();
-        let mut server_bits = Vec::new();
+        let mut compiled = Vec::with_capacity(servers.len());
         for s in servers {
             let (conf, bits) = self.server(&base, s)?;
-            server_bits.push((Arc::new(conf), bits, s));
+            compiled.push((Arc::new(conf), bits, s));
         }
-        for (conf, bits, _) in &server_bits {
-            for l in &bits.listens {
-                for addr in &l.addrs {
+        // Each address with the servers that listen on it, in the order written.
+        let mut by_addr: Vec<(SocketAddr, Vec<AddrEntry>)> = Vec::new();
+        for (i, (_, bits, _)) in compiled.iter().enumerate() {
+            for spec in &bits.listens {
+                for addr in &spec.addrs {
+                    let entry = AddrEntry { server: i, spec };
                     match by_addr.iter_mut().find(|(a, _)| a == addr) {
-                        Some((_, list)) => list.push((conf.clone(), l.default_server, l)),
-                        None => by_addr.push((*addr, vec![(conf.clone(), l.default_server, l)])),
+                        Some((_, list)) => list.push(entry),
+                        None => by_addr.push((*addr, vec![entry])),
                     }
                 }
             }
         }
-        let mut listens = Vec::new();
+        let mut listens = Vec::with_capacity(by_addr.len());
         for (addr, list) in by_addr {
-            let defaults: Vec<_> = list.iter().filter(|(_, def, _)| *def).collect();
-            if defaults.len() > 1 {
-                let (_, _, s) = server_bits
-                    .iter()
-                    .find(|(c, _, _)| Arc::ptr_eq(c, &defaults[1].0))
-                    .map_or((None, None, None), |(c, b, s)| (Some(c), Some(b), Some(*s)));
-                let at = s.map(|s| s.span.clone());
+            let mut defaults = list.iter().filter(|e| e.spec.default_server);
+            let first_default = defaults.next();
+            if let Some(second) = defaults.next() {
                 return Err(ConfigError {
                     message: format!("a duplicate default server for {addr}"),
-                    span: at,
+                    span: Some(compiled[second.server].2.span.clone()),
                 });
             }
-            let default = defaults.first().map_or(&list[0].0, |d| &d.0).clone();
-            let spec = list.iter().find(|(_, def, _)| *def).unwrap_or(&list[0]).2;
+            let main = first_default.unwrap_or(&list[0]);
             let mut names = ServerNames {
-                default,
+                default: compiled[main.server].0.clone(),
                 exact: HashMap::new(),
                 leading: Vec::new(),
                 trailing: Vec::new(),
                 regex: Vec::new(),
             };
-            for (conf, _, _) in &list {
-                let bits = &server_bits
-                    .iter()
-                    .find(|(c, _, _)| Arc::ptr_eq(c, conf))
-                    .map(|(_, b, _)| b)
-                    .ok_or_else(|| ConfigError {
-                        message: "internal error: server not found".into(),
-                        span: None,
-                    })?;
+            for e in &list {
+                let (conf, bits, _) = &compiled[e.server];
                 for n in &bits.names {
                     add_server_name(&mut names, n, conf, &self.hostname)?;
                 }
@@ -568,11 +564,17 @@ impl Builder {
             names
                 .trailing
                 .sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+            let ssl = list.iter().any(|e| e.spec.ssl);
+            if ssl {
+                self.warnings.push(format!(
+                    "TLS is not supported yet: connections to {addr}, a \"listen ... ssl\" address, are closed at once"
+                ));
+            }
             listens.push(Listen {
                 addr,
-                reuseport: list.iter().any(|(_, _, l)| l.reuseport),
-                backlog: spec.backlog,
-                ssl: list.iter().any(|(_, _, l)| l.ssl),
+                reuseport: list.iter().any(|e| e.spec.reuseport),
+                backlog: main.spec.backlog,
+                ssl,
                 servers: names,
             });
         }
@@ -614,7 +616,7 @@ impl Builder {
         }
         let (merge_slashes, head_limits, client_header_timeout) = (
             conf.merge_slashes,
-            conf.head_limits.clone(),
+            conf.head_limits,
             conf.client_header_timeout,
         );
         if bits.listens.is_empty() {
@@ -814,7 +816,7 @@ impl Builder {
             "keepalive_requests" => c.keepalive_requests = value::number(d, 0)?,
             "send_timeout" => c.send_timeout = time(d, 0)?,
             "client_body_timeout" => c.client_body_timeout = time(d, 0)?,
-            "client_max_body_size" => c.client_max_body_size = value::size(d, 0)?,
+            "client_max_body_size" => c.client_max_body_size = value::offset(d, 0)?,
             "server_tokens" => {
                 c.server_tokens = match d.arg(0) {
                     "on" | "build" => true,

@@ -230,8 +230,12 @@ impl Connection<'_> {
         let tokens = server.conf.server_tokens;
         let mut resp = Response::error_page(page, status, tokens);
         resp.keep_alive = false;
-        let now = self.worker.dates.borrow_mut().get().to_vec();
-        resp.write_head(&mut self.out, &now, tokens, false);
+        resp.write_head(
+            &mut self.out,
+            self.worker.dates.borrow_mut().get(),
+            tokens,
+            false,
+        );
         let _ = self
             .write_out(Some(resp.body_bytes()), server.conf.send_timeout)
             .await;
@@ -266,11 +270,11 @@ impl Connection<'_> {
         if send_continue {
             self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
         }
-        let now = self.worker.dates.borrow_mut().get().to_vec();
         let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
         // HTTP/0.9 has no status line and no headers: the body alone.
         if req.head.version() != Version::Http09 {
-            resp.write_head(&mut self.out, &now, loc.server_tokens, false);
+            let mut dates = self.worker.dates.borrow_mut();
+            resp.write_head(&mut self.out, dates.get(), loc.server_tokens, false);
         }
         let head_len = self.out.len() as u64;
         let timeout = loc.send_timeout;
@@ -344,25 +348,43 @@ impl Connection<'_> {
 
     /// Writes `self.out` and then `body`, in one writev when the socket takes them at once.
     async fn write_out(&mut self, body: Option<Bytes>, timeout: Duration) -> std::io::Result<()> {
-        let head = self.out.split().freeze();
         let body = body.unwrap_or_default();
-        let write = async {
-            let (mut h, mut b) = (&head[..], &body[..]);
-            while !h.is_empty() || !b.is_empty() {
-                let bufs = [std::io::IoSlice::new(h), std::io::IoSlice::new(b)];
-                let n = self.stream.write_vectored(&bufs).await?;
-                if n == 0 {
-                    return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
-                }
-                let from_head = n.min(h.len());
-                h = &h[from_head..];
-                b = &b[n - from_head..];
+        // Most responses fit in the socket buffer: try once without arming a timer.
+        let mut written = match self.stream.try_write_vectored(&[
+            std::io::IoSlice::new(&self.out),
+            std::io::IoSlice::new(&body),
+        ]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => {
+                self.out.clear();
+                return Err(e);
             }
-            Ok(())
         };
-        tokio::time::timeout(timeout, write)
-            .await
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+        let total = self.out.len() + body.len();
+        let result = if written == total {
+            Ok(())
+        } else {
+            let write = async {
+                while written < total {
+                    let h = &self.out[written.min(self.out.len())..];
+                    let b = &body[written.saturating_sub(self.out.len())..];
+                    let bufs = [std::io::IoSlice::new(h), std::io::IoSlice::new(b)];
+                    let n = self.stream.write_vectored(&bufs).await?;
+                    if n == 0 {
+                        return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                    }
+                    written += n;
+                }
+                Ok(())
+            };
+            tokio::time::timeout(timeout, write)
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+        };
+        // Cleared, not split off: the buffer keeps its capacity for the next response.
+        self.out.clear();
+        result
     }
 
     /// Drops the body bytes already read. Returns whether the body is complete.

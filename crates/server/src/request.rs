@@ -490,7 +490,7 @@ impl<'a> Request<'a> {
             .cloned()
             .unwrap_or_else(|| loc.default_type.clone());
         let mut r = Response::new(200);
-        let last_modified = portcullis_http::fmt_http_date(file.mtime);
+        let last_modified = &file.last_modified;
         match plan {
             Plan::NotModified => {
                 r.status = 304;

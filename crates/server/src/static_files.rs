@@ -21,10 +21,3 @@ pub use conditions::{
 pub use date::{fmt_http_date, parse_http_date};
 pub use mime::MimeTypes;
 pub use send::{copy_file, send_file, SENDFILE_MAX_CHUNK, SEND_CHUNK};
-
-impl CachedFile {
-    /// The `Last-Modified` value.
-    pub fn last_modified(&self) -> String {
-        fmt_http_date(self.mtime)
-    }
-}

@@ -183,12 +183,6 @@ impl Template {
         }
     }
 
-    pub fn has_var(&self, v: &Var) -> bool {
-        self.pieces
-            .iter()
-            .any(|p| matches!(p, Piece::Var(x) if x == v))
-    }
-
     /// Appends the value to `out`, asking `lookup` for each variable.
     pub fn eval_into(&self, out: &mut Vec<u8>, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) {
         for p in &self.pieces {

@@ -23,6 +23,10 @@ use crate::Level;
 
 /// Entries in each worker's open-file cache.
 const FILE_CACHE_ENTRIES: usize = 1024;
+/// How long a cached file is served without a stat to see whether it changed. A second keeps
+/// a replaced file from being served stale for long, and takes a syscall off nearly every
+/// request under load.
+const FILE_CACHE_VALID: Duration = Duration::from_secs(1);
 
 /// State shared by all workers: the error log and the connection counter behind `*N`.
 pub(crate) struct Shared {
@@ -320,7 +324,10 @@ fn run_worker(
     let worker = Rc::new(Worker {
         shared,
         generation: RefCell::new(generation),
-        files: RefCell::new(FileCache::new(FILE_CACHE_ENTRIES)),
+        files: RefCell::new(FileCache::with_validity(
+            FILE_CACHE_ENTRIES,
+            FILE_CACHE_VALID,
+        )),
         logs: RefCell::new(WorkerLogs::default()),
         dates: RefCell::new(portcullis_http::DateCache::new()),
         active: Cell::new(0),
@@ -368,7 +375,8 @@ fn run_worker(
                         }
                     }
                     // Handles to files of the old generation's roots may no longer be wanted.
-                    *worker.files.borrow_mut() = FileCache::new(FILE_CACHE_ENTRIES);
+                    *worker.files.borrow_mut() =
+                        FileCache::with_validity(FILE_CACHE_ENTRIES, FILE_CACHE_VALID);
                 }
                 Some(Command::ReopenLogs) => worker.logs.borrow_mut().reopen(),
                 Some(Command::Stop { graceful }) => break graceful,
@@ -406,6 +414,16 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let generation = worker.generation.borrow().clone();
+                if generation
+                    .http
+                    .listens
+                    .iter()
+                    .any(|l| l.addr == addr && l.ssl)
+                {
+                    // Serving plain HTTP where the configuration asks for TLS would expose
+                    // what the user meant to protect; until TLS is built in, refuse.
+                    continue;
+                }
                 if worker.active.get() >= generation.worker_connections {
                     worker.shared.error_log.write(
                         Level::Alert,

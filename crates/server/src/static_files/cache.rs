@@ -8,11 +8,14 @@
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata, OpenOptions};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::rc::Rc;
 use std::time::SystemTime;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -34,6 +37,8 @@ pub struct CachedFile {
     pub mtime: SystemTime,
     /// nginx's ETag: `"<mtime seconds in hex>-<size in hex>"`, quotes included.
     pub etag: String,
+    /// The `Last-Modified` value, formatted once.
+    pub last_modified: String,
     /// The whole file when it is at most `SMALL_FILE_MAX` bytes.
     pub contents: Option<Bytes>,
     pub file: File,
@@ -82,30 +87,45 @@ pub enum Lookup {
 /// Open files by path, for one worker thread (it holds `Rc`s, so it is not `Send`).
 #[derive(Debug)]
 pub struct FileCache {
-    index: HashMap<Rc<Path>, usize>,
+    /// Keyed by the path's bytes with FNV-1a: hashing a `Path` walks its components, which
+    /// costs more than the lookup it serves.
+    index: HashMap<Rc<[u8]>, usize, BuildHasherDefault<Fnv>>,
     slots: Vec<Slot>,
     /// The clock hand: the next slot considered for eviction.
     hand: usize,
     max_entries: usize,
+    /// How long an entry is trusted without a fresh stat.
+    valid: Duration,
 }
 
 #[derive(Debug)]
 struct Slot {
-    path: Rc<Path>,
+    path: Rc<[u8]>,
     file: Rc<CachedFile>,
     /// Set on every hit, cleared as the hand passes: an entry is evicted only when the hand
     /// finds it unused for a whole turn.
     referenced: bool,
+    /// When a stat last showed the file unchanged.
+    checked: Instant,
 }
 
 impl FileCache {
     /// A cache of at most `max_entries` files; 0 caches nothing and opens on every lookup.
+    /// Every lookup stats the path to see whether the file changed.
     pub fn new(max_entries: usize) -> Self {
+        Self::with_validity(max_entries, Duration::ZERO)
+    }
+
+    /// Like [`FileCache::new`], but an entry checked less than `valid` ago is used without a
+    /// stat (nginx's open_file_cache_valid): a changed file may be served as it was for that
+    /// long, and a stat per request is saved.
+    pub fn with_validity(max_entries: usize, valid: Duration) -> Self {
         FileCache {
-            index: HashMap::new(),
+            index: HashMap::default(),
             slots: Vec::new(),
             hand: 0,
             max_entries,
+            valid,
         }
     }
 
@@ -120,6 +140,16 @@ impl FileCache {
     /// Stats `path` (following symlinks) and returns the cached file if it is unchanged,
     /// else opens it afresh and caches that.
     pub fn lookup(&mut self, path: &Path) -> Lookup {
+        let now = Instant::now();
+        if !self.valid.is_zero() {
+            if let Some(&i) = self.index.get(path.as_os_str().as_bytes()) {
+                let slot = &mut self.slots[i];
+                if now.duration_since(slot.checked) < self.valid {
+                    slot.referenced = true;
+                    return Lookup::File(Rc::clone(&slot.file));
+                }
+            }
+        }
         let meta = match std::fs::metadata(path) {
             Ok(meta) => meta,
             Err(e) => {
@@ -136,10 +166,11 @@ impl FileCache {
             return Lookup::NotFound;
         }
 
-        if let Some(&i) = self.index.get(path) {
+        if let Some(&i) = self.index.get(path.as_os_str().as_bytes()) {
             let slot = &mut self.slots[i];
             if slot.file.identity == Identity::of(&meta) {
                 slot.referenced = true;
+                slot.checked = now;
                 return Lookup::File(Rc::clone(&slot.file));
             }
         }
@@ -165,15 +196,17 @@ impl FileCache {
         if self.max_entries == 0 {
             return;
         }
-        if let Some(&i) = self.index.get(path) {
+        if let Some(&i) = self.index.get(path.as_os_str().as_bytes()) {
             self.slots[i].file = file;
+            self.slots[i].checked = Instant::now();
             return;
         }
-        let path: Rc<Path> = Rc::from(path);
+        let path: Rc<[u8]> = Rc::from(path.as_os_str().as_bytes());
         let slot = Slot {
             path: Rc::clone(&path),
             file,
             referenced: false,
+            checked: Instant::now(),
         };
         if self.slots.len() < self.max_entries {
             self.index.insert(path, self.slots.len());
@@ -204,7 +237,7 @@ impl FileCache {
     /// Drops the entry for a path that no longer names a regular file, closing its
     /// descriptor now rather than at eviction, so a deleted file's space is freed.
     fn forget(&mut self, path: &Path) {
-        let Some(i) = self.index.remove(path) else {
+        let Some(i) = self.index.remove(path.as_os_str().as_bytes()) else {
             return;
         };
         self.slots.swap_remove(i);
@@ -238,6 +271,7 @@ fn open(path: &Path) -> io::Result<Option<CachedFile>> {
         size: identity.size,
         mtime: meta.modified()?,
         etag: etag(identity.mtime_secs, identity.size),
+        last_modified: super::fmt_http_date(meta.modified()?),
         contents,
         file,
         mtime_secs: identity.mtime_secs,
@@ -267,6 +301,30 @@ fn classify(e: io::Error) -> Lookup {
         // A path with a NUL byte cannot name any file.
         None if e.kind() == io::ErrorKind::InvalidInput => Lookup::NotFound,
         _ => Lookup::Error(e),
+    }
+}
+
+/// FNV-1a, for short keys on the request path where SipHash's DoS resistance buys nothing:
+/// only files that exist are inserted, so a client cannot choose colliding keys, and the
+/// table is bounded.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
     }
 }
 
@@ -481,8 +539,8 @@ pub(super) mod tests {
         assert_eq!(cache.len(), 3);
         // Entry 0 was used since it was cached, so entry 1 made room instead.
         assert!(Rc::ptr_eq(&hot, &file(cache.lookup(&paths[0]))));
-        assert!(!cache.index.contains_key(paths[1].as_path()));
-        assert!(cache.index.contains_key(paths[3].as_path()));
+        assert!(!cache.index.contains_key(paths[1].as_os_str().as_bytes()));
+        assert!(cache.index.contains_key(paths[3].as_os_str().as_bytes()));
     }
 
     #[test]
