@@ -1315,6 +1315,99 @@ mod tests {
         assert!(rule("::1").matches("::1".parse().unwrap()));
     }
 
+    fn compiled(http: &str) -> Compiled {
+        let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
+        let dir = std::env::temp_dir();
+        let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        compile(&loaded, &dir, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn pick<'a>(c: &'a Compiled, port: u16, host: Option<&str>) -> &'a str {
+        let l = c
+            .http
+            .listens
+            .iter()
+            .find(|l| l.addr.port() == port)
+            .unwrap();
+        &l.servers.find(host).conf.root.as_literal().unwrap()[1..]
+    }
+
+    #[test]
+    fn server_names_in_nginx_order() {
+        let c = compiled(
+            "server { listen 127.0.0.1:1; root /first; server_name first; }
+             server { listen 127.0.0.1:1; root /exact; server_name www.example.com; }
+             server { listen 127.0.0.1:1; root /lead; server_name *.example.com; }
+             server { listen 127.0.0.1:1; root /longlead; server_name *.a.example.com; }
+             server { listen 127.0.0.1:1; root /trail; server_name www.example.*; }
+             server { listen 127.0.0.1:1; root /re; server_name ~^api\\d+\\.; }
+             server { listen 127.0.0.1:1 default_server; root /default; }",
+        );
+        assert_eq!(pick(&c, 1, Some("www.example.com")), "exact");
+        assert_eq!(pick(&c, 1, Some("x.example.com")), "lead");
+        assert_eq!(pick(&c, 1, Some("x.a.example.com")), "longlead");
+        assert_eq!(pick(&c, 1, Some("www.example.org")), "trail");
+        assert_eq!(pick(&c, 1, Some("api7.host")), "re");
+        assert_eq!(pick(&c, 1, Some("first")), "first");
+        assert_eq!(pick(&c, 1, Some("nobody")), "default");
+        assert_eq!(pick(&c, 1, None), "default");
+    }
+
+    #[test]
+    fn first_server_is_the_default_and_ranges_expand() {
+        let c = compiled(
+            "server { listen 127.0.0.1:5-7; root /a; }
+             server { listen 127.0.0.1:7; root /b; server_name b; }",
+        );
+        assert_eq!(c.http.listens.len(), 3);
+        assert_eq!(pick(&c, 7, Some("b")), "b");
+        assert_eq!(pick(&c, 7, Some("zzz")), "a");
+        assert_eq!(pick(&c, 5, Some("b")), "a");
+    }
+
+    #[test]
+    fn load_time_errors_name_the_place() {
+        let dir = std::env::temp_dir();
+        for (http, want) in [
+            (
+                "server { listen 127.0.0.1:1 default_server; }\nserver { listen 127.0.0.1:1 default_server; }",
+                "a duplicate default server for 127.0.0.1:1 in",
+            ),
+            ("server { listen 127.0.0.1:1; return 200 $nosuch; }", "unknown \"nosuch\" variable in"),
+            ("server { listen 127.0.0.1:1; location ~ ( { } }", "pcre2_compile() failed"),
+            ("server { listen 127.0.0.1:1; location /a { } location /a { } }", "duplicate location \"/a\" in"),
+            ("server { listen 127.0.0.1:99999; }", "invalid port in \"127.0.0.1:99999\""),
+            ("server { listen 1; error_page 200 /x; }", "value \"200\" must be between 300 and 599 in"),
+        ] {
+            let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
+            let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default()).unwrap();
+            let e = compile(&loaded, &dir, None).err().unwrap_or_else(|| panic!("{http}: compiled"));
+            assert!(e.to_string().contains(want), "{http}: {e}");
+        }
+    }
+
+    #[test]
+    fn lists_replace_what_they_inherit() {
+        let c = compiled(
+            "index a.html; error_page 404 /x;
+             server { listen 127.0.0.1:1; index b.html c.html; }",
+        );
+        let s = c.http.listens[0].servers.find(None);
+        let index: Vec<_> = s
+            .conf
+            .index
+            .iter()
+            .map(|t| t.as_literal().unwrap().to_string())
+            .collect();
+        assert_eq!(index, ["b.html", "c.html"]);
+        assert_eq!(
+            s.conf.error_pages.len(),
+            1,
+            "error_page is inherited when not set"
+        );
+    }
+
     #[test]
     fn size_and_time_strings() {
         assert_eq!(parse_size_str("32k"), Some(32 * 1024));

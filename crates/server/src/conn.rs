@@ -127,7 +127,7 @@ impl Connection<'_> {
                     Ok(true) => discard = None,
                     Ok(false) => {}
                     Err(e) => {
-                        req.log_error(e.reason());
+                        req.log_client_error(e.reason());
                         resp = Response::error_page(400, 400, loc.server_tokens);
                         discard = None;
                         keep_alive = false;
@@ -147,7 +147,7 @@ impl Connection<'_> {
             let send_continue =
                 req.head.expect_continue() && discard.is_some() && resp.status != 413;
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
-            req.log_access(&resp, *sent.as_ref().unwrap_or(&0), start);
+            req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
             if sent.is_err() || !keep_alive {
                 if discard.is_some() {
                     self.linger().await;
@@ -212,10 +212,6 @@ impl Connection<'_> {
                 Err(_) => {
                     if !idle || self.info.requests == 0 {
                         self.log(Level::Info, "client timed out (110: Connection timed out) while reading client request headers");
-                        if !idle {
-                            // nginx answers a head that stalls half-way with 408 but sends
-                            // nothing; it just closes.
-                        }
                     }
                     return HeadRead::Close;
                 }
@@ -230,12 +226,7 @@ impl Connection<'_> {
         let tokens = server.conf.server_tokens;
         let mut resp = Response::error_page(page, status, tokens);
         resp.keep_alive = false;
-        resp.write_head(
-            &mut self.out,
-            self.worker.dates.borrow_mut().get(),
-            tokens,
-            false,
-        );
+        resp.write_head(&mut self.out, self.worker.dates.borrow_mut().get(), tokens);
         let _ = self
             .write_out(Some(resp.body_bytes()), server.conf.send_timeout)
             .await;
@@ -274,7 +265,7 @@ impl Connection<'_> {
         // HTTP/0.9 has no status line and no headers: the body alone.
         if req.head.version() != Version::Http09 {
             let mut dates = self.worker.dates.borrow_mut();
-            resp.write_head(&mut self.out, dates.get(), loc.server_tokens, false);
+            resp.write_head(&mut self.out, dates.get(), loc.server_tokens);
         }
         let head_len = self.out.len() as u64;
         let timeout = loc.send_timeout;

@@ -119,7 +119,7 @@ impl Response {
     }
 
     /// Writes the status line and headers in nginx's order.
-    pub fn write_head(&self, out: &mut BytesMut, date: &[u8], tokens: bool, _chunked: bool) {
+    pub fn write_head(&self, out: &mut BytesMut, date: &[u8], tokens: bool) {
         portcullis_http::write_status_line(out, self.status);
         out.put_slice(b"Server: ");
         out.put_slice(if tokens {
@@ -136,11 +136,9 @@ impl Response {
             out.put_slice(b"\r\n");
         }
         if let Some(n) = self.content_length {
-            let mut b = itoa_buf(n);
             out.put_slice(b"Content-Length: ");
-            out.put_slice(b.as_slice());
+            put_decimal(out, n);
             out.put_slice(b"\r\n");
-            b.clear();
         }
         out.put_slice(&self.headers);
         out.put_slice(if self.keep_alive {
@@ -152,10 +150,19 @@ impl Response {
     }
 }
 
-fn itoa_buf(n: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(20);
-    let _ = write!(v, "{n}");
-    v
+/// Writes `n` in decimal without going through `fmt`, which would cost an allocation here.
+fn put_decimal(out: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put_slice(&digits[i..]);
 }
 
 enum Step {
@@ -647,11 +654,7 @@ impl<'a> Request<'a> {
         let loc = self.loc.clone();
         let page = loc.error_pages.iter().find(|p| p.codes.contains(&status));
         let Some(page) = page.filter(|_| !self.error_page_used || loc.recursive_error_pages) else {
-            let mut r = self.error_response(status);
-            if status == 405 || status == 413 {
-                r.close = status == 413;
-            }
-            return r;
+            return self.error_response(status);
         };
         self.error_page_used = true;
         let overwrite = page.overwrite;
@@ -902,7 +905,7 @@ impl<'a> Request<'a> {
     }
 
     /// Writes the access log lines of the location that finished the request.
-    pub fn log_access(&self, resp: &Response, sent: u64, _start: Instant) {
+    pub fn log_access(&self, resp: &Response, sent: u64) {
         if self.loc.access_log.is_empty() {
             return;
         }
@@ -916,8 +919,8 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// An error-level line about this request, for the connection loop.
-    pub fn log_error(&self, message: &str) {
+    /// A client's mistake found by the connection loop, logged at info as nginx does.
+    pub fn log_client_error(&self, message: &str) {
         self.log(Level::Info, message);
     }
 
