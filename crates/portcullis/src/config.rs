@@ -85,6 +85,9 @@ impl Setup {
         }
         let compiled =
             portcullis_server::compile(&loaded, &self.prefix, self.error_log.as_deref())?;
+        for warning in compiled.warnings() {
+            warn(warning);
+        }
         Ok((loaded, compiled))
     }
 

@@ -102,7 +102,7 @@ impl Compiled {
     pub fn worker_rlimit_nofile(&self) -> Option<u64> {
         self.main.worker_rlimit_nofile
     }
-    /// Warnings found while compiling (nginx's `[warn]` lines at start).
+    /// Warnings found while compiling (nginx's `[warn]` lines), beyond the loader's own.
     pub fn warnings(&self) -> &[String] {
         &self.main.warnings
     }
@@ -310,11 +310,7 @@ pub fn compile(
 ) -> Result<Compiled, ConfigError> {
     let mut b = Builder {
         prefix: prefix.to_path_buf(),
-        warnings: loaded
-            .warnings
-            .iter()
-            .map(|w| warning_text(&w.message, w.span.as_ref()))
-            .collect(),
+        warnings: Vec::new(),
         formats: HashMap::new(),
         logs: HashMap::new(),
         hostname: hostname(),
@@ -379,13 +375,6 @@ pub fn compile(
         main,
         http: Arc::new(http),
     })
-}
-
-fn warning_text(message: &str, span: Option<&portcullis_config::Span>) -> String {
-    match span {
-        Some(s) => format!("{message} in {s}"),
-        None => message.to_string(),
-    }
 }
 
 fn hostname() -> String {

@@ -164,9 +164,6 @@ impl Server {
                 Err(_) => return Err(io::Error::other("a worker exited while starting")),
             }
         }
-        for w in &compiled.main.warnings {
-            shared.error_log.write(Level::Warn, None, w);
-        }
         Ok(Server {
             shared,
             workers,
@@ -220,9 +217,6 @@ impl Server {
             bound.remove(a);
         }
         bound.extend(fresh);
-        for w in &compiled.main.warnings {
-            self.log(Level::Warn, w);
-        }
         Ok(())
     }
 
