@@ -126,6 +126,34 @@ const HTTP_BLOCK: &str = r#"
         location = /a/b {
             return 200 "merged\n";
         }
+        location /lex/ {
+            limit_except GET {
+                deny all;
+            }
+            return 200 "lex\n";
+        }
+        location /trydir/ {
+            try_files $uri /sub/ =404;
+        }
+        location /epargs/ {
+            error_page 404 /vars;
+        }
+        location /epnamedstatus/ {
+            error_page 404 @status;
+        }
+        location @status {
+            return 418 "$uri $status\n";
+        }
+        location = /vars {
+            return 200 "args=$args status=$status\n";
+        }
+        location = /nocontent {
+            return 204;
+        }
+        location /setv/ {
+            set $greeting hello;
+            return 200 "$greeting $uri\n";
+        }
     }
 
     server {
@@ -299,6 +327,17 @@ fn cases() -> Vec<Case> {
         Case::one("return 200 text", get("/text", ""), 200),
         Case::one("return 404", get("/gone", ""), 404),
         Case::one("limit_except allows GET", get("/ro/file.txt", ""), 200),
+        Case::one(
+            "limit_except refuses PUT before return",
+            "PUT /lex/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n".to_string(),
+            403,
+        ),
+        Case::one("limit_except lets GET reach return", get("/lex/", ""), 200),
+        Case::one("try_files directory item redirects", get("/trydir/zz", ""), 301),
+        Case::one("error_page redirect drops args", get("/epargs/zz?a=1", ""), 404),
+        Case::one("named error_page return status", get("/epnamedstatus/zz", ""), 404),
+        Case::one("return 204 has no length", get("/nocontent", ""), 204),
+        Case::one("set variable", get("/setv/x", ""), 200),
         Case::new("limit_except allows HEAD")
             .send("HEAD /ro/file.txt HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .read_head(200),

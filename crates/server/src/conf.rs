@@ -63,12 +63,7 @@ const MEANINGLESS: &[&str] = &[
     "scgi_temp_path",
     "zone",
     "keepalive_disable",
-    "msie_padding",
     "msie_refresh",
-    "chunked_transfer_encoding",
-    "ignore_invalid_headers",
-    "underscores_in_headers",
-    "gzip",
     "gzip_vary",
     "gzip_proxied",
     "gzip_comp_level",
@@ -77,13 +72,21 @@ const MEANINGLESS: &[&str] = &[
     "gzip_types",
     "gzip_min_length",
     "gzip_disable",
-    "error_log",
     "include",
-    "if_modified_since",
-    "etag",
-    "max_ranges",
     "log_subrequest",
     "open_log_file_cache",
+];
+
+/// Directives that are meaningless here only while they keep nginx's default value (the
+/// behaviour portcullis always has); any other value is reported as not supported.
+const DEFAULT_ONLY: &[(&str, &str)] = &[
+    ("etag", "on"),
+    ("if_modified_since", "exact"),
+    ("ignore_invalid_headers", "on"),
+    ("underscores_in_headers", "off"),
+    ("gzip", "off"),
+    ("chunked_transfer_encoding", "on"),
+    ("msie_padding", "on"),
 ];
 
 /// Everything the runtime needs, compiled once. Held in an `Arc`, swapped on reload.
@@ -137,7 +140,7 @@ pub(crate) struct Listen {
     pub servers: ServerNames,
 }
 
-/// nginx's server selection: exact names, then the longest leading wildcard, then the longest
+/// nginx's server selection: exact names (the empty name for a request without a host), then the longest leading wildcard, then the longest
 /// trailing wildcard, then regexes in order, else the default server.
 pub(crate) struct ServerNames {
     default: Arc<ServerConf>,
@@ -151,9 +154,9 @@ pub(crate) struct ServerNames {
 
 impl ServerNames {
     pub fn find(&self, host: Option<&str>) -> &Arc<ServerConf> {
-        let Some(host) = host else {
-            return &self.default;
-        };
+        // A request without a host is matched against the empty name (nginx's default
+        // `server_name ""`), else it goes to the default server.
+        let host = host.unwrap_or("");
         if let Some(s) = self.exact.get(host) {
             return s;
         }
@@ -181,7 +184,8 @@ pub(crate) struct ServerConf {
     pub name: String,
     /// Server-level settings: used when no location matches, and inherited by locations.
     pub conf: Arc<LocConf>,
-    /// Server-level rewrite-phase `return`, run before the location search.
+    /// Server-level rewrite-phase `set`s and `return`, run before the location search.
+    pub sets: Vec<SetVar>,
     pub ret: Option<Return>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
@@ -249,6 +253,13 @@ pub(crate) struct TryFiles {
     pub last: TryLast,
 }
 
+/// `set $name value`, run in the rewrite phase in the order written.
+#[derive(Clone)]
+pub(crate) struct SetVar {
+    pub name: String,
+    pub value: Template,
+}
+
 #[derive(Clone)]
 pub(crate) struct AddHeader {
     pub name: String,
@@ -278,6 +289,8 @@ pub(crate) struct LocConf {
     pub default_type: Arc<str>,
     pub error_pages: Vec<ErrorPage>,
     pub ret: Option<Return>,
+    /// The location's own `set`s (rewrite-phase directives are not inherited).
+    pub sets: Vec<SetVar>,
     pub limit_except: Option<Arc<LimitExcept>>,
     pub access: Vec<AccessRule>,
     pub internal: bool,
@@ -304,6 +317,28 @@ pub(crate) struct LocConf {
 
 /// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
 pub fn compile(
+    loaded: &Loaded,
+    prefix: &Path,
+    error_log: Option<&Path>,
+) -> Result<Compiled, ConfigError> {
+    let mut declared = Vec::new();
+    collect_set_names(&loaded.directives, &mut declared);
+    crate::vars::with_declared(declared, || compile_declared(loaded, prefix, error_log))
+}
+
+/// The variable names of every `set` in the configuration.
+fn collect_set_names(directives: &[Directive], out: &mut Vec<String>) {
+    for d in directives {
+        if d.name == "set" {
+            if let Some(name) = d.args.first().and_then(|a| a.value.strip_prefix('$')) {
+                out.push(name.to_string());
+            }
+        }
+        collect_set_names(d.children(), out);
+    }
+}
+
+fn compile_declared(
     loaded: &Loaded,
     prefix: &Path,
     error_log: Option<&Path>,
@@ -358,6 +393,7 @@ pub fn compile(
                 }
             }
             "http" => http_block = Some(d),
+            "error_log" => b.extra_error_log(d)?,
             name => b.check_meaning(d, name),
         }
     }
@@ -443,12 +479,25 @@ impl Builder {
     }
 
     fn check_meaning(&mut self, d: &Directive, name: &str) {
-        if !MEANINGLESS.contains(&name) {
+        let default_kept = DEFAULT_ONLY
+            .iter()
+            .any(|(n, v)| *n == name && d.args.len() == 1 && d.arg(0) == *v);
+        if !default_kept && !MEANINGLESS.contains(&name) {
             self.warnings.push(format!(
                 "the \"{name}\" directive is not supported yet and is ignored in {}",
                 d.span
             ));
         }
+    }
+
+    /// An error_log past the first main one: checked, then reported as not used.
+    fn extra_error_log(&mut self, d: &Directive) -> Result<(), ConfigError> {
+        self.error_log(d)?;
+        self.warnings.push(format!(
+            "only the first \"error_log\" of the main context is supported yet; this one is ignored in {}",
+            d.span
+        ));
+        Ok(())
     }
 
     fn error_log(&self, d: &Directive) -> Result<ErrorLogSpec, ConfigError> {
@@ -587,6 +636,7 @@ impl Builder {
             names: Vec::new(),
         };
         let mut ret = None;
+        let mut server_sets = Vec::new();
         let mut touched = HashSet::new();
         let mut locations = Vec::new();
         for d in s.children() {
@@ -595,6 +645,7 @@ impl Builder {
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
                 "return" => ret = Some(compile_return(d)?),
+                "set" => server_sets.push(compile_set(d)?),
                 "types" => {
                     let mut t = MimeTypes::new();
                     add_types(&mut t, d);
@@ -630,6 +681,7 @@ impl Builder {
             ServerConf {
                 name,
                 conf,
+                sets: server_sets,
                 ret,
                 locations: tree,
                 merge_slashes,
@@ -667,6 +719,7 @@ impl Builder {
         conf.name = name.to_string();
         conf.is_regex = modifier.starts_with('~');
         conf.ret = None;
+        conf.sets = Vec::new();
         conf.internal = false;
         conf.try_files = None;
         conf.unsupported = None;
@@ -677,8 +730,12 @@ impl Builder {
             match d.name.as_str() {
                 "location" => nested.push(d),
                 "return" => conf.ret = Some(compile_return(d)?),
+                "set" => conf.sets.push(compile_set(d)?),
                 "internal" => conf.internal = true,
                 "limit_except" => {
+                    if conf.limit_except.is_some() {
+                        return Err(err(d, "\"limit_except\" directive is duplicate"));
+                    }
                     let mut access = Vec::new();
                     for a in d.children() {
                         match a.name.as_str() {
@@ -844,6 +901,7 @@ impl Builder {
                     directive: d.name.clone(),
                 });
             }
+            "error_log" => self.extra_error_log(d)?,
             name => self.check_meaning(d, name),
         }
         Ok(())
@@ -928,6 +986,7 @@ impl LocConf {
             default_type: Arc::from("text/plain"),
             error_pages: Vec::new(),
             ret: None,
+            sets: Vec::new(),
             limit_except: None,
             access: Vec::new(),
             internal: false,
@@ -1138,6 +1197,18 @@ fn add_server_name(
     Ok(())
 }
 
+fn compile_set(d: &Directive) -> Result<SetVar, ConfigError> {
+    let name = d
+        .arg(0)
+        .strip_prefix('$')
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
+    Ok(SetVar {
+        name: name.to_string(),
+        value: Template::compile(d.arg(1), d)?,
+    })
+}
+
 fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
     let first = d.arg(0);
     match first.parse::<u16>() {
@@ -1341,6 +1412,21 @@ mod tests {
         assert_eq!(pick(&c, 1, Some("first")), "first");
         assert_eq!(pick(&c, 1, Some("nobody")), "default");
         assert_eq!(pick(&c, 1, None), "default");
+    }
+
+    #[test]
+    fn no_host_takes_the_empty_name_before_the_default() {
+        // Checked against nginx 1.22: an HTTP/1.0 request without Host goes to a server whose
+        // names include "" (the default server_name) even when another is default_server.
+        let c = compiled(
+            "server { listen 127.0.0.1:1 default_server; root /a; server_name a; }
+             server { listen 127.0.0.1:1; root /b; }
+             server { listen 127.0.0.1:2; root /x; server_name x; }
+             server { listen 127.0.0.1:2 default_server; root /y; server_name y; }",
+        );
+        assert_eq!(pick(&c, 1, None), "b");
+        assert_eq!(pick(&c, 1, Some("zzz")), "a");
+        assert_eq!(pick(&c, 2, None), "y");
     }
 
     #[test]

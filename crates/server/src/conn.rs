@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::conf::{Listen, ServerConf};
 use crate::request::{Body, Request, Response};
+use crate::vars::Var;
 use crate::worker::{ActiveGuard, Generation, Worker};
 use crate::Level;
 
@@ -144,8 +145,9 @@ impl Connection<'_> {
             }
             resp.keep_alive = keep_alive;
             req.add_headers(&mut resp);
+            // An error answered before the body is read needs no body: no 100 Continue then.
             let send_continue =
-                req.head.expect_continue() && discard.is_some() && resp.status != 413;
+                req.head.expect_continue() && discard.is_some() && resp.status < 400;
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
             req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
             if sent.is_err() || !keep_alive {
@@ -227,10 +229,44 @@ impl Connection<'_> {
         let mut resp = Response::error_page(page, status, tokens);
         resp.keep_alive = false;
         resp.write_head(&mut self.out, self.worker.dates.borrow_mut().get(), tokens);
-        let _ = self
-            .write_out(Some(resp.body_bytes()), server.conf.send_timeout)
-            .await;
+        let head_len = self.out.len() as u64;
+        let body = resp.body_bytes();
+        let body_len = body.len() as u64;
+        let sent = self.write_out(Some(body), server.conf.send_timeout).await;
+        if sent.is_ok() {
+            self.info.requests += 1;
+            self.log_refused(server, status, head_len + body_len, body_len);
+        }
         self.linger().await;
+    }
+
+    /// The access log line of a request refused before its head was parsed, as nginx writes
+    /// one: `$request` is what came of the request line.
+    fn log_refused(&self, server: &ServerConf, status: u16, sent: u64, body: u64) {
+        if server.conf.access_log.is_empty() {
+            return;
+        }
+        /// Longest request line logged for a refused request.
+        const LINE_MAX: usize = 8192;
+        let line_end = self
+            .buf
+            .iter()
+            .take(LINE_MAX)
+            .position(|&b| b == b'\r' || b == b'\n');
+        let request = &self.buf[..line_end.unwrap_or(self.buf.len().min(LINE_MAX))];
+        let mut line = Vec::with_capacity(256);
+        for log in &server.conf.access_log {
+            line.clear();
+            log.format.render(&mut line, &mut |v, out| match v {
+                Var::Request => out.extend_from_slice(request),
+                Var::Status => out.extend_from_slice(status.to_string().as_bytes()),
+                Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
+                Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
+                Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
+                other => crate::request::connection_var(other, &self.info, out),
+            });
+            self.worker.logs.borrow_mut().write(log, &line);
+        }
     }
 
     fn log(&self, level: Level, message: &str) {
@@ -242,7 +278,7 @@ impl Connection<'_> {
                 &format!(
                     "{message}, client: {}, server: {}",
                     self.info.peer.ip(),
-                    self.info.local
+                    self.listen.servers.find(None).name
                 ),
             );
         }

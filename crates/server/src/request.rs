@@ -91,7 +91,10 @@ impl Response {
         if !body.is_empty() {
             r.content_type = Some(Arc::from("text/html"));
         }
-        r.content_length = Some(body.len() as u64);
+        // 204 and 304 carry no body and so no Content-Length (RFC 9110 8.6).
+        if status != 204 && status != 304 {
+            r.content_length = Some(body.len() as u64);
+        }
         r.body = Body::Bytes(body);
         r
     }
@@ -173,6 +176,30 @@ enum Step {
     Status(u16),
 }
 
+/// The variables that need only the connection: also used to log a request refused before
+/// its head could be parsed.
+pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
+    match v {
+        Var::RemoteAddr => out.extend_from_slice(conn.peer.ip().to_string().as_bytes()),
+        Var::RemotePort => out.extend_from_slice(conn.peer.port().to_string().as_bytes()),
+        Var::ServerAddr => out.extend_from_slice(conn.local.ip().to_string().as_bytes()),
+        Var::ServerPort => out.extend_from_slice(conn.local.port().to_string().as_bytes()),
+        Var::Connection => out.extend_from_slice(conn.id.to_string().as_bytes()),
+        Var::ConnectionRequests => out.extend_from_slice(conn.requests.to_string().as_bytes()),
+        Var::Pid => out.extend_from_slice(std::process::id().to_string().as_bytes()),
+        Var::NginxVersion => out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes()),
+        Var::Msec => {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            let _ = write!(out, "{}.{:03}", now.as_secs(), now.subsec_millis());
+        }
+        Var::TimeLocal => crate::log::fmt_time_local(SystemTime::now(), out),
+        Var::TimeIso8601 => crate::log::fmt_time_iso8601(SystemTime::now(), out),
+        _ => {}
+    }
+}
+
 pub(crate) struct Request<'a> {
     worker: &'a Rc<Worker>,
     pub server: &'a Arc<ServerConf>,
@@ -194,6 +221,12 @@ pub(crate) struct Request<'a> {
     start: Instant,
     /// The file path last mapped, for `$request_filename` and error messages.
     filename: PathBuf,
+    /// Values of `set` variables, by name; few per request, so a list.
+    vars: Vec<(String, Vec<u8>)>,
+    /// The status decided so far, for `$status` before the response exists.
+    status: u16,
+    /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
+    err_status: Option<u16>,
 }
 
 impl<'a> Request<'a> {
@@ -222,6 +255,9 @@ impl<'a> Request<'a> {
             error_page_used: false,
             start,
             filename: PathBuf::new(),
+            vars: Vec::new(),
+            status: 0,
+            err_status: None,
             head,
         }
     }
@@ -241,8 +277,10 @@ impl<'a> Request<'a> {
                 return r;
             }
         }
-        let mut step = match self.server.ret.clone() {
-            Some(ret) => self.do_return(&ret),
+        let server = self.server.clone();
+        self.run_sets(&server.sets);
+        let mut step = match &server.ret {
+            Some(ret) => self.do_return(ret),
             None => Step::Again,
         };
         loop {
@@ -300,18 +338,23 @@ impl<'a> Request<'a> {
                 return Step::Status(413);
             }
         }
-        if let Some(ret) = &loc.ret {
-            return self.do_return(ret);
-        }
-        if let Some(le) = &loc.limit_except {
+        // As nginx, a method limit_except restricts switches the request to the limit_except
+        // block, which has its own access rules and none of the location's rewrite directives.
+        let restricted = loc.limit_except.as_ref().filter(|le| {
             let m = self.head.method_str();
-            let allowed = le.methods.contains(m) || (m == "HEAD" && le.methods.contains("GET"));
-            if !allowed && !access_allowed(&le.access, self.conn.peer.ip()) {
-                self.log(Level::Error, "access forbidden by rule");
-                return Step::Status(403);
+            !(le.methods.contains(m) || (m == "HEAD" && le.methods.contains("GET")))
+        });
+        if restricted.is_none() {
+            self.run_sets(&loc.sets);
+            if let Some(ret) = &loc.ret {
+                return self.do_return(ret);
             }
         }
-        if !access_allowed(&loc.access, self.conn.peer.ip()) {
+        let rules = match restricted {
+            Some(le) if !le.access.is_empty() => &le.access,
+            _ => &loc.access,
+        };
+        if !access_allowed(rules, self.conn.peer.ip()) {
             self.log(Level::Error, "access forbidden by rule");
             return Step::Status(403);
         }
@@ -323,6 +366,12 @@ impl<'a> Request<'a> {
                 let is_dir = std::fs::metadata(&path).map(|m| m.is_dir());
                 if let Ok(is_dir) = is_dir {
                     if is_dir == test_dir {
+                        // nginx drops the trailing slash of a `dir/` item, so a directory
+                        // found this way gets the 301 to its slashed form.
+                        let mut value = value;
+                        if test_dir && value.len() > 1 {
+                            value.pop();
+                        }
                         self.uri = value;
                         return self.content();
                     }
@@ -337,7 +386,7 @@ impl<'a> Request<'a> {
                 }
                 TryLast::Uri(t) => {
                     let target = self.eval(t);
-                    self.redirect_to(target);
+                    self.redirect_to(target, false);
                     Step::Again
                 }
             };
@@ -345,16 +394,33 @@ impl<'a> Request<'a> {
         self.content()
     }
 
-    /// An internal redirect to `target`, which may carry `?args`.
-    fn redirect_to(&mut self, target: Vec<u8>) {
+    /// An internal redirect to `target`, which may carry `?args`. Without them, the request's
+    /// arguments stay only for index redirects (`keep_args`); try_files and error_page
+    /// redirects drop them, as in nginx.
+    fn redirect_to(&mut self, target: Vec<u8>, keep_args: bool) {
         match target.iter().position(|&b| b == b'?') {
             Some(q) => {
                 self.args = Some(target[q + 1..].to_vec());
                 self.uri = target[..q].to_vec();
             }
-            None => self.uri = target,
+            None => {
+                if !keep_args {
+                    self.args = None;
+                }
+                self.uri = target;
+            }
         }
         self.internal = true;
+    }
+
+    fn run_sets(&mut self, sets: &[crate::conf::SetVar]) {
+        for set in sets {
+            let value = self.eval(&set.value);
+            match self.vars.iter_mut().find(|(n, _)| *n == set.name) {
+                Some((_, v)) => *v = value,
+                None => self.vars.push((set.name.clone(), value)),
+            }
+        }
     }
 
     fn content(&mut self) -> Step {
@@ -439,7 +505,7 @@ impl<'a> Request<'a> {
             let name = self.eval(t);
             if name.starts_with(b"/") {
                 if i + 1 == n {
-                    self.redirect_to(name);
+                    self.redirect_to(name, true);
                     return Step::Again;
                 }
                 continue;
@@ -448,7 +514,7 @@ impl<'a> Request<'a> {
             uri.extend_from_slice(&name);
             let path = dir.join(std::ffi::OsStr::from_bytes(&name));
             if std::fs::metadata(&path).is_ok() {
-                self.redirect_to(uri);
+                self.redirect_to(uri, true);
                 return Step::Again;
             }
         }
@@ -590,6 +656,7 @@ impl<'a> Request<'a> {
                     Step::Status(*code)
                 } else {
                     let mut r = Response::new(*code);
+                    r.content_type = Some(self.content_type());
                     r.content_length = Some(0);
                     Step::Done(r)
                 }
@@ -598,6 +665,7 @@ impl<'a> Request<'a> {
                 code,
                 text: Some(t),
             } => {
+                self.status = *code;
                 let body = Bytes::from(self.eval(t));
                 if (301..=308).contains(code) && *code != 304 && *code != 305 && *code != 306 {
                     return self.redirect_response(*code, &body);
@@ -658,6 +726,10 @@ impl<'a> Request<'a> {
         };
         self.error_page_used = true;
         let overwrite = page.overwrite;
+        self.err_status = match overwrite {
+            None => Some(status),
+            Some(code) => code,
+        };
         let mut resp = match &page.target {
             ErrorTarget::Redirect(url) => {
                 let url = self.eval(url);
@@ -679,7 +751,7 @@ impl<'a> Request<'a> {
                 if self.method != Method::Head {
                     self.method = Method::Get;
                 }
-                self.redirect_to(target);
+                self.redirect_to(target, false);
                 self.run_again()
             }
         };
@@ -793,15 +865,17 @@ impl<'a> Request<'a> {
                     }
                 }
             }
-            Var::RemoteAddr => out.extend_from_slice(self.conn.peer.ip().to_string().as_bytes()),
-            Var::RemotePort => out.extend_from_slice(self.conn.peer.port().to_string().as_bytes()),
-            Var::RemoteUser => {}
-            Var::ServerAddr => out.extend_from_slice(self.conn.local.ip().to_string().as_bytes()),
-            Var::ServerPort => out.extend_from_slice(self.conn.local.port().to_string().as_bytes()),
             Var::ServerName => out.extend_from_slice(self.server.name.as_bytes()),
             Var::ServerProtocol => out.extend_from_slice(h.version().as_str().as_bytes()),
             Var::Scheme => out.extend_from_slice(b"http"),
-            Var::Request => out.extend_from_slice(h.request_line().as_bytes()),
+            Var::Request => {
+                let raw = h.raw();
+                let end = raw
+                    .iter()
+                    .position(|&b| b == b'\r' || b == b'\n')
+                    .unwrap_or(raw.len());
+                out.extend_from_slice(&raw[..end]);
+            }
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
             Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
             Var::RequestFilename => out.extend_from_slice(self.filename.as_os_str().as_bytes()),
@@ -816,30 +890,37 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(v)
                 }
             }
-            Var::Connection => out.extend_from_slice(self.conn.id.to_string().as_bytes()),
-            Var::ConnectionRequests => {
-                out.extend_from_slice(self.conn.requests.to_string().as_bytes())
-            }
             Var::Hostname => {
                 out.extend_from_slice(self.worker.generation.borrow().http.hostname.as_bytes())
             }
-            Var::Pid => out.extend_from_slice(std::process::id().to_string().as_bytes()),
-            Var::NginxVersion => out.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes()),
-            Var::Msec => {
-                let now = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default();
-                let _ = write!(out, "{}.{:03}", now.as_secs(), now.subsec_millis());
-            }
-            Var::TimeLocal => crate::log::fmt_time_local(SystemTime::now(), out),
-            Var::TimeIso8601 => crate::log::fmt_time_iso8601(SystemTime::now(), out),
             Var::RequestTime => {
                 let t = self.start.elapsed();
                 let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
             }
-            Var::Status => {
-                if let Some((r, _)) = resp {
+            Var::Status => match resp {
+                Some((r, _)) => {
                     let _ = write!(out, "{:03}", r.status);
+                }
+                None if self.err_status.is_some() || self.status != 0 => {
+                    let _ = write!(out, "{:03}", self.err_status.unwrap_or(self.status));
+                }
+                None => {}
+            },
+            Var::RemoteAddr
+            | Var::RemotePort
+            | Var::RemoteUser
+            | Var::ServerAddr
+            | Var::ServerPort
+            | Var::Connection
+            | Var::ConnectionRequests
+            | Var::Pid
+            | Var::NginxVersion
+            | Var::Msec
+            | Var::TimeLocal
+            | Var::TimeIso8601 => connection_var(v, self.conn, out),
+            Var::Set(name) => {
+                if let Some((_, v)) = self.vars.iter().find(|(n, _)| n == name) {
+                    out.extend_from_slice(v);
                 }
             }
             Var::BytesSent => {

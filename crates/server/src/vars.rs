@@ -45,10 +45,29 @@ pub enum Var {
     TimeIso8601,
     TimeLocal,
     Uri,
+    /// A variable of `set`, by name.
+    Set(String),
+}
+
+thread_local! {
+    /// The names `set` assigns anywhere in the configuration being compiled: nginx knows them
+    /// before it compiles any argument, so a `$name` may be used above its `set`.
+    static DECLARED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` (a configuration compile) with `names` declared by `set`.
+pub fn with_declared<R>(names: Vec<String>, f: impl FnOnce() -> R) -> R {
+    DECLARED.with(|d| *d.borrow_mut() = names);
+    let result = f();
+    DECLARED.with(|d| d.borrow_mut().clear());
+    result
 }
 
 impl Var {
     fn from_name(name: &str) -> Option<Var> {
+        if DECLARED.with(|d| d.borrow().iter().any(|n| n == name)) {
+            return Some(Var::Set(name.to_string()));
+        }
         if let Ok(n) = name.parse::<usize>() {
             return (n <= 9).then_some(Var::Capture(n));
         }
