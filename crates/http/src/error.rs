@@ -25,7 +25,7 @@ pub enum RequestError {
     /// The head needs more large header buffers than configured.
     #[error("client sent too large request")]
     HeadTooLarge,
-    /// More header lines than [`crate::MAX_HEADERS`].
+    /// More header lines than [`crate::HeadLimits::max_headers`] (nginx's `max_headers`).
     #[error("client sent too many header lines")]
     TooManyHeaders,
     /// A header line nginx refuses rather than ignores: an empty name, a space, control byte
@@ -82,7 +82,9 @@ impl RequestError {
     /// 494 "Request Header Or Cookie Too Large" for oversized heads, else [`Self::status`].
     pub fn page_code(&self) -> u16 {
         match self {
-            RequestError::HeaderLineTooLong | RequestError::HeadTooLarge => 494,
+            RequestError::HeaderLineTooLong
+            | RequestError::HeadTooLarge
+            | RequestError::TooManyHeaders => 494,
             other => other.status(),
         }
     }
@@ -130,6 +132,9 @@ mod tests {
         assert_eq!(RequestError::HeadTooLarge.status(), 400);
         assert_eq!(RequestError::HeadTooLarge.page_code(), 494);
         assert_eq!(RequestError::BadHost.page_code(), 400);
+        // nginx finalizes with NGX_HTTP_REQUEST_HEADER_TOO_LARGE past `max_headers`.
+        assert_eq!(RequestError::TooManyHeaders.status(), 400);
+        assert_eq!(RequestError::TooManyHeaders.page_code(), 494);
     }
 
     #[test]

@@ -329,7 +329,7 @@ fn cases() -> Vec<Case> {
         Case::one("limit_except allows GET", get("/ro/file.txt", ""), 200),
         Case::one(
             "limit_except refuses PUT before return",
-            "PUT /lex/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n".to_string(),
+            "PUT /lex/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
             403,
         ),
         Case::one("limit_except lets GET reach return", get("/lex/", ""), 200),

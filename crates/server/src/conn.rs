@@ -105,7 +105,13 @@ impl Connection<'_> {
             };
             self.info.requests += 1;
             let start = Instant::now();
-            let server = self.listen.servers.find(head.host()).clone();
+            // Lossy, so a host that is not UTF-8 still matches wildcard and regex names by
+            // its other bytes, as nginx matches bytewise; the copy is made only for such hosts.
+            let server = self
+                .listen
+                .servers
+                .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
+                .clone();
             let worker = self.worker.clone();
             let info = self.info;
             let mut req = Request::new(&worker, &server, &info, head, start);

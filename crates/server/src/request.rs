@@ -691,14 +691,16 @@ impl<'a> Request<'a> {
             let mut v = Vec::with_capacity(location.len() + 32);
             v.extend_from_slice(b"http://");
             let host = if self.loc.server_name_in_redirect && !self.server.name.is_empty() {
-                self.server.name.as_str()
+                self.server.name.as_bytes()
             } else {
-                self.head.host().unwrap_or(self.server.name.as_str())
+                self.head
+                    .host_bytes()
+                    .unwrap_or(self.server.name.as_bytes())
             };
             if host.is_empty() {
                 v.extend_from_slice(self.conn.local.ip().to_string().as_bytes());
             } else {
-                v.extend_from_slice(host.as_bytes());
+                v.extend_from_slice(host);
             }
             let port = self.conn.local.port();
             if self.loc.port_in_redirect && port != 80 {
@@ -842,8 +844,8 @@ impl<'a> Request<'a> {
             Var::Capture(n) => out.extend_from_slice(self.captures.get(&self.capture_uri, *n)),
             Var::Uri => out.extend_from_slice(&self.uri),
             Var::RequestUri => out.extend_from_slice(h.target()),
-            Var::Host => match h.host() {
-                Some(host) => out.extend_from_slice(host.as_bytes()),
+            Var::Host => match h.host_bytes() {
+                Some(host) => out.extend_from_slice(host),
                 None => out.extend_from_slice(self.server.name.as_bytes()),
             },
             Var::HttpHeader(name) => {
