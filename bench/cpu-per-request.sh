@@ -462,7 +462,7 @@ for ((round = 1; round <= rounds; round++)); do
         all_requests[$system]="${all_requests[$system]:-} $r_requests"
         all_rps[$system]="${all_rps[$system]:-} $r_rps"
         all_cpu[$system]="${all_cpu[$system]:-} $r_cpu_us"
-        row_syscalls[$system]=$r_syscalls
+        [[ $r_syscalls == - ]] || row_syscalls[$system]=$r_syscalls
         round_cpu[$system]=$r_cpu_us
     done
     if [[ -n ${round_cpu[nginx]:-} && -n ${round_cpu[portcullis]:-} ]]; then
@@ -493,5 +493,5 @@ for system in "${systems[@]}"; do
     fi
     printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$scenario" "$system" \
         "${row_requests[$system]}" "${row_rps[$system]}" "${row_cpu[$system]}" "$per_core" \
-        "${row_syscalls[$system]}" "$ratio"
+        "${row_syscalls[$system]:--}" "$ratio"
 done

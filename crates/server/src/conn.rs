@@ -21,6 +21,11 @@ use crate::Level;
 
 /// Bytes read per `read` call at least; a head usually arrives whole in one.
 const READ_CHUNK: usize = 4096;
+/// First size of a connection's read buffer, as nginx's client_header_buffer_size: most
+/// heads fit, and a connection that carries one request allocates no more.
+const FIRST_READ: usize = 1024;
+/// First size of the response-head buffer: a static file's head is about 250 bytes.
+const FIRST_OUT: usize = 512;
 /// Longest time spent discarding an unread request body before closing, as nginx's
 /// lingering_time.
 const LINGERING_TIME: Duration = Duration::from_secs(30);
@@ -47,13 +52,13 @@ pub(crate) async fn serve(
     let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
         return;
     };
-    let _ = stream.set_nodelay(true);
     let mut conn = Connection {
         worker,
         listen,
         stream,
-        buf: BytesMut::with_capacity(READ_CHUNK),
-        out: BytesMut::with_capacity(READ_CHUNK),
+        buf: BytesMut::with_capacity(FIRST_READ),
+        out: BytesMut::with_capacity(FIRST_OUT),
+        nodelay: false,
         info: ConnInfo {
             id: guard.0.shared.next_connection(),
             peer,
@@ -73,6 +78,10 @@ struct Connection<'g> {
     buf: BytesMut,
     /// The response head being written; reused for every response.
     out: BytesMut,
+    /// Whether TCP_NODELAY is on. As nginx does, it is set only when needed: a response
+    /// written whole in one writev is not delayed by Nagle, so a connection that carries one
+    /// small response never pays the syscall.
+    nodelay: bool,
     info: ConnInfo,
 }
 
@@ -168,6 +177,8 @@ impl Connection<'_> {
                 }
             }
             keepalive_timeout = loc.keepalive_timeout;
+            // The next response may follow an unacknowledged one: Nagle would hold it back.
+            self.set_nodelay();
         }
     }
 
@@ -191,7 +202,10 @@ impl Connection<'_> {
             if deadline.is_none() && !idle {
                 deadline = Some(Instant::now() + server.client_header_timeout);
             }
-            self.buf.reserve(READ_CHUNK);
+            // Room for a head; a longer one grows the buffer within the head limits.
+            if self.buf.capacity() == self.buf.len() {
+                self.buf.reserve(READ_CHUNK);
+            }
             let mut stopping = self.worker.stopping.clone();
             let read = async {
                 if idle && self.info.requests > 0 {
@@ -323,6 +337,9 @@ impl Connection<'_> {
                 Ok(head_len + if head_only { 0 } else { n })
             }
             Body::File { file, offset, len } => {
+                if file.contents.is_none() {
+                    self.set_nodelay();
+                }
                 if head_only {
                     self.write_out(None, timeout).await?;
                     return Ok(head_len);
@@ -343,6 +360,7 @@ impl Connection<'_> {
                 Ok(head_len + len)
             }
             Body::Parts(parts) => {
+                self.set_nodelay();
                 let mut sent = head_len;
                 self.write_out(None, timeout).await?;
                 if head_only {
@@ -376,6 +394,13 @@ impl Connection<'_> {
                 }
                 Ok(sent)
             }
+        }
+    }
+
+    fn set_nodelay(&mut self) {
+        if !self.nodelay {
+            self.nodelay = true;
+            let _ = self.stream.set_nodelay(true);
         }
     }
 
@@ -474,15 +499,17 @@ impl Connection<'_> {
     async fn linger(&mut self) {
         let _ = self.stream.shutdown().await;
         let deadline = Instant::now() + LINGERING_TIME;
-        let mut scratch = [0u8; READ_CHUNK];
         loop {
+            // What comes now is dropped; the read buffer serves as scratch space.
+            self.buf.clear();
+            self.buf.reserve(READ_CHUNK);
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_secs(5));
             if left.is_zero() {
                 return;
             }
-            match tokio::time::timeout(left, self.stream.read(&mut scratch)).await {
+            match tokio::time::timeout(left, self.stream.read_buf(&mut self.buf)).await {
                 Ok(Ok(n)) if n > 0 => {}
                 _ => return,
             }
