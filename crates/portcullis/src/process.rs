@@ -38,25 +38,11 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}] {}", level_name(self.level), self.message)
+        write!(f, "[{}] {}", self.level.name(), self.message)
     }
 }
 
 impl std::error::Error for Failure {}
-
-/// nginx's name for a log level, as shown between brackets.
-pub fn level_name(level: Level) -> &'static str {
-    match level {
-        Level::Emerg => "emerg",
-        Level::Alert => "alert",
-        Level::Crit => "crit",
-        Level::Error => "error",
-        Level::Warn => "warn",
-        Level::Notice => "notice",
-        Level::Info => "info",
-        Level::Debug => "debug",
-    }
-}
 
 /// An OS error as nginx shows it: `2: No such file or directory`.
 pub fn os_error_text(err: &io::Error) -> String {

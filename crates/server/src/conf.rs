@@ -955,10 +955,9 @@ impl Builder {
             err(
                 d,
                 format!(
-                    "open() \"{}\" failed ({}: {})",
+                    "open() \"{}\" failed {}",
                     path.display(),
-                    e.raw_os_error().unwrap_or(0),
-                    crate::log::strerror(&e)
+                    crate::log::os_error(&e)
                 ),
             )
         })?;

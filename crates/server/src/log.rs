@@ -57,6 +57,11 @@ pub(crate) fn open_append(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// An OS error as nginx prints it after a failed call: `(2: No such file or directory)`.
+pub(crate) fn os_error(e: &io::Error) -> String {
+    format!("({}: {})", e.raw_os_error().unwrap_or(0), strerror(e))
+}
+
 pub(crate) fn strerror(e: &io::Error) -> String {
     let s = e.to_string();
     // std appends " (os error N)"; nginx prints the bare text inside its own "(N: text)".

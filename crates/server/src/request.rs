@@ -472,10 +472,9 @@ impl<'a> Request<'a> {
                 self.log(
                     Level::Crit,
                     &format!(
-                        "open() \"{}\" failed ({}: {})",
+                        "open() \"{}\" failed {}",
                         path.display(),
-                        e.raw_os_error().unwrap_or(0),
-                        crate::log::strerror(&e)
+                        crate::log::os_error(&e)
                     ),
                 );
                 Step::Status(500)
@@ -548,10 +547,10 @@ impl<'a> Request<'a> {
             if_none_match: h.header("if-none-match"),
             if_modified_since: h
                 .header("if-modified-since")
-                .and_then(portcullis_http::parse_http_date),
+                .and_then(crate::static_files::parse_http_date),
             if_unmodified_since: h
                 .header("if-unmodified-since")
-                .and_then(portcullis_http::parse_http_date),
+                .and_then(crate::static_files::parse_http_date),
             range: h.header("range"),
             if_range: h.header("if-range"),
         };

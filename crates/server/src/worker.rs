@@ -117,10 +117,9 @@ impl Server {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "open() \"{}\" failed ({}: {})",
+                    "open() \"{}\" failed {}",
                     path.display(),
-                    e.raw_os_error().unwrap_or(0),
-                    crate::log::strerror(&e)
+                    crate::log::os_error(&e)
                 ),
             )
         })?;
@@ -261,11 +260,7 @@ fn bind_all(addr: SocketAddr, reuseport: bool, backlog: i32, workers: usize) -> 
         .map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!(
-                    "bind() to {addr} failed ({}: {})",
-                    e.raw_os_error().unwrap_or(0),
-                    crate::log::strerror(&e)
-                ),
+                format!("bind() to {addr} failed {}", crate::log::os_error(&e)),
             )
         })?;
     Ok(Bound { reuseport, sockets })
@@ -439,11 +434,7 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
                 worker.shared.error_log.write(
                     Level::Crit,
                     None,
-                    &format!(
-                        "accept() failed ({}: {})",
-                        e.raw_os_error().unwrap_or(0),
-                        crate::log::strerror(&e)
-                    ),
+                    &format!("accept() failed {}", crate::log::os_error(&e)),
                 );
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
