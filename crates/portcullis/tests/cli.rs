@@ -537,3 +537,47 @@ fn error_log_line_for_a_missing_file() {
         );
     }
 }
+
+/// The worker threads of a portcullis process, by their names.
+fn worker_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.starts_with("worker-"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn sighup_changes_the_number_of_workers() {
+    let Some(server) = Server::start(Kind::Portcullis, 1, &config("one")) else {
+        return;
+    };
+    let pid = server.pid();
+    assert_eq!(worker_threads(pid), 1);
+    for (workers, text) in [(3, "two"), (1, "three")] {
+        let template = config(text).replace(
+            "worker_processes 1;",
+            &format!("worker_processes {workers};"),
+        );
+        server.write_config(&template);
+        server.signal(libc::SIGHUP);
+        let want = format!("{text}\n");
+        assert!(
+            support::wait_until(SIGNAL_DEADLINE, || {
+                worker_threads(pid) == workers && answer(&server) == want
+            }),
+            "want {workers} workers answering {text:?}: {} workers, {:?}",
+            worker_threads(pid),
+            answer(&server)
+        );
+        for _ in 0..20 {
+            assert_eq!(answer(&server), want);
+        }
+    }
+}

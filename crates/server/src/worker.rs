@@ -100,8 +100,13 @@ struct Bound {
 /// The running server: worker threads with their listeners.
 pub struct Server {
     shared: Arc<Shared>,
+    /// Workers and sockets change together, on reload.
+    state: Mutex<State>,
+}
+
+struct State {
     workers: Vec<WorkerHandle>,
-    bound: Mutex<HashMap<SocketAddr, Bound>>,
+    bound: HashMap<SocketAddr, Bound>,
 }
 
 impl Server {
@@ -136,59 +141,39 @@ impl Server {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
         });
-        let mut workers = Vec::with_capacity(n);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        for id in 0..n {
-            let listeners = bound
-                .iter()
-                .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
-                .collect::<io::Result<Vec<_>>>()?;
-            let (tx, rx) = mpsc::unbounded_channel();
-            let shared = shared.clone();
-            let generation = generation.clone();
-            let ready = ready_tx.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("worker-{id}"))
-                .spawn(move || run_worker(shared, generation, listeners, rx, ready))?;
-            workers.push(WorkerHandle {
-                thread,
-                commands: tx,
-            });
-        }
-        drop(ready_tx);
-        for _ in 0..n {
-            match ready_rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(e),
-                Err(_) => return Err(io::Error::other("a worker exited while starting")),
-            }
-        }
+        let workers = (0..n)
+            .map(|id| spawn_worker(id, &shared, &generation, &bound))
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(Server {
             shared,
-            workers,
-            bound: Mutex::new(bound),
+            state: Mutex::new(State { workers, bound }),
         })
     }
 
-    /// Swaps in a new configuration. New addresses are bound first: if one fails, nothing
-    /// changes and the old configuration keeps serving. Addresses in both keep their sockets,
-    /// so no connection waiting in a backlog is lost.
+    /// Swaps in a new configuration. Everything that can fail (binding new addresses, and
+    /// sockets for added workers) is done first: if it fails, nothing changes and the old
+    /// configuration keeps serving. Addresses in both keep their sockets, so no connection
+    /// waiting in a backlog is lost. Workers beyond a smaller `worker_processes` stop
+    /// gracefully; added ones start.
     pub fn reload(&self, compiled: Compiled) -> io::Result<()> {
-        let n = self.workers.len();
-        if compiled.main.workers != n {
-            self.log(
-                Level::Warn,
-                &format!("\"worker_processes\" changed from {n} to {}: the new number takes effect after a restart", compiled.main.workers),
-            );
-        }
-        let mut bound = self
-            .bound
+        let mut state = self
+            .state
             .lock()
-            .map_err(|_| io::Error::other("listener table poisoned"))?;
+            .map_err(|_| io::Error::other("worker table poisoned"))?;
+        let State { workers, bound } = &mut *state;
+        let (old_n, new_n) = (workers.len(), compiled.main.workers);
         let mut fresh = HashMap::new();
+        let mut extra = Vec::new();
         for l in &compiled.http.listens {
-            if !bound.contains_key(&l.addr) {
-                fresh.insert(l.addr, bind_all(l.addr, l.reuseport, l.backlog, n)?);
+            match bound.get(&l.addr) {
+                None => {
+                    fresh.insert(l.addr, bind_all(l.addr, l.reuseport, l.backlog, new_n)?);
+                }
+                Some(b) if b.reuseport && new_n > b.sockets.len() => {
+                    let more = bind_all(l.addr, true, l.backlog, new_n - b.sockets.len())?;
+                    extra.push((l.addr, more.sockets));
+                }
+                Some(_) => {}
             }
         }
         self.shared.error_log.replace(&compiled.main.error_log)?;
@@ -201,7 +186,7 @@ impl Server {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
         });
-        for (id, w) in self.workers.iter().enumerate() {
+        for (id, w) in workers.iter().enumerate().take(new_n) {
             let added = fresh
                 .iter()
                 .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
@@ -216,6 +201,29 @@ impl Server {
             bound.remove(a);
         }
         bound.extend(fresh);
+        for (addr, sockets) in extra {
+            if let Some(b) = bound.get_mut(&addr) {
+                b.sockets.extend(sockets);
+            }
+        }
+        if new_n < old_n {
+            let retired: Vec<WorkerHandle> = workers.drain(new_n..).collect();
+            for w in &retired {
+                let _ = w.commands.send(Command::Stop { graceful: true });
+            }
+            for b in bound.values_mut().filter(|b| b.reuseport) {
+                b.sockets.truncate(new_n);
+            }
+            // Their in-flight requests finish on their own; nobody needs to wait for that.
+            std::thread::spawn(move || {
+                for w in retired {
+                    let _ = w.thread.join();
+                }
+            });
+        }
+        for id in old_n..new_n {
+            workers.push(spawn_worker(id, &self.shared, &generation, bound)?);
+        }
         Ok(())
     }
 
@@ -232,23 +240,56 @@ impl Server {
                 &format!("reopening the error log failed: {e}"),
             );
         }
-        for w in &self.workers {
-            let _ = w.commands.send(Command::ReopenLogs);
+        if let Ok(state) = self.state.lock() {
+            for w in &state.workers {
+                let _ = w.commands.send(Command::ReopenLogs);
+            }
         }
     }
 
     /// Stops: `graceful` finishes in-flight requests first (QUIT), else closes at once (TERM).
     /// Access logs are flushed either way. Returns when every worker has exited.
     pub fn stop(self, graceful: bool) {
+        let Ok(State { workers, bound }) = self.state.into_inner() else {
+            return;
+        };
         // The workers' handles close with their accept loops; ours must close too, or the
         // kernel would go on completing handshakes that nobody accepts.
-        drop(self.bound);
-        for w in &self.workers {
+        drop(bound);
+        for w in &workers {
             let _ = w.commands.send(Command::Stop { graceful });
         }
-        for w in self.workers {
+        for w in workers {
             let _ = w.thread.join();
         }
+    }
+}
+
+/// Starts worker `id` on its sockets of `bound` and returns once it accepts.
+fn spawn_worker(
+    id: usize,
+    shared: &Arc<Shared>,
+    generation: &Arc<Generation>,
+    bound: &HashMap<SocketAddr, Bound>,
+) -> io::Result<WorkerHandle> {
+    let listeners = bound
+        .iter()
+        .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let shared = shared.clone();
+    let generation = generation.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("worker-{id}"))
+        .spawn(move || run_worker(shared, generation, listeners, rx, ready_tx))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(WorkerHandle {
+            thread,
+            commands: tx,
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(io::Error::other("a worker exited while starting")),
     }
 }
 
