@@ -134,7 +134,7 @@ impl DateCache {
 /// IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT")
 /// and asctime ("Sun Nov  6 08:49:37 1994"). The weekday is not checked, as in nginx.
 pub fn parse_http_date(v: &[u8]) -> Option<SystemTime> {
-    let v = trim(v);
+    let v = crate::request::trim_ows(v);
     let comma = v.iter().position(|&b| b == b',');
     let (year, month, day, time) = match comma {
         Some(c) => {
@@ -204,18 +204,6 @@ pub fn parse_http_date(v: &[u8]) -> Option<SystemTime> {
     let secs =
         days_from_civil(year, month, day) * SECS_PER_DAY + hour * 3600 + minute * 60 + second;
     UNIX_EPOCH.checked_add(Duration::from_secs(secs))
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|&b| b != b' ' && b != b'\t')
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|&b| b != b' ' && b != b'\t')
-        .map_or(start, |i| i + 1);
-    &v[start..end]
 }
 
 fn digits(v: &[u8]) -> Option<u64> {

@@ -904,7 +904,7 @@ fn lowercase_copy(host: Option<Span>, head: &[u8]) -> Option<Box<[u8]>> {
 }
 
 /// Strips optional whitespace (SP, HTAB) from both ends.
-fn trim_ows(v: &[u8]) -> &[u8] {
+pub(crate) fn trim_ows(v: &[u8]) -> &[u8] {
     let start = v
         .iter()
         .position(|&b| b != b' ' && b != b'\t')
