@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use super::cache::CachedFile;
-use super::date::{parse_http_date, unix_secs};
+use super::date::{parse_http_date, unix_secs, Cursor};
 
 /// The request headers that decide the answer, raw except for the two dates.
 #[derive(Debug, Clone, Copy, Default)]
@@ -168,7 +168,7 @@ fn parse_ranges(header: &[u8], size: u64) -> Ranges {
         Some(p) if p.eq_ignore_ascii_case(PREFIX) && header.len() > PREFIX.len() => {}
         _ => return Ranges::Ignored,
     }
-    let mut p = RangeCursor {
+    let mut p = Cursor {
         rest: &header[PREFIX.len()..],
     };
     let mut ranges = Vec::new();
@@ -227,25 +227,8 @@ fn parse_ranges(header: &[u8], size: u64) -> Ranges {
     }
 }
 
-struct RangeCursor<'a> {
-    rest: &'a [u8],
-}
-
-impl RangeCursor<'_> {
-    fn skip_spaces(&mut self) {
-        while self.eat(b' ') {}
-    }
-
-    fn eat(&mut self, b: u8) -> bool {
-        match self.rest.split_first() {
-            Some((&first, rest)) if first == b => {
-                self.rest = rest;
-                true
-            }
-            _ => false,
-        }
-    }
-
+/// Range parsing steps on the date parser's cursor.
+impl Cursor<'_> {
     fn at_end_of_range(&self) -> bool {
         matches!(self.rest.first(), None | Some(b','))
     }

@@ -120,16 +120,16 @@ pub fn parse_http_date(value: &[u8]) -> Option<SystemTime> {
 
 /// A read position in a date being parsed; each step either consumes what it expects or
 /// reports `None`, which the parser propagates with `?`.
-struct Cursor<'a> {
-    rest: &'a [u8],
+pub(super) struct Cursor<'a> {
+    pub(super) rest: &'a [u8],
 }
 
 impl Cursor<'_> {
-    fn skip_spaces(&mut self) {
+    pub(super) fn skip_spaces(&mut self) {
         while self.eat(b' ') {}
     }
 
-    fn eat(&mut self, b: u8) -> bool {
+    pub(super) fn eat(&mut self, b: u8) -> bool {
         match self.rest.split_first() {
             Some((&first, rest)) if first == b => {
                 self.rest = rest;
