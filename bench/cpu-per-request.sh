@@ -7,6 +7,14 @@
 #   static-1k         keepalive connections, GET of a 1 KB file
 #   static-0k         keepalive connections, GET of an empty file
 #   static-1k-close   one request per connection (Connection: close), 1 KB file
+#   static-1k-https   as static-1k over TLS (ECDSA P-256, ECDHE-ECDSA-AES256-GCM-SHA384)
+#   tps-ecdsa         one request per connection over TLS, ECDSA P-256 certificate: SSL TPS
+#   tps-rsa           one request per connection over TLS, RSA-2048 certificate,
+#                     ECDHE-RSA-AES256-GCM-SHA384
+#   rp-http           reverse proxy, the seeds' setup: two upstream ports on an nginx file
+#                     server (pinned with wrk), least_conn, keepalive pool, 1 KB file
+#   rp-https          as rp-http with HTTPS in and HTTPS to the upstreams (ECDSA P-256,
+#                     ECDHE-ECDSA-AES256-GCM-SHA384), as seed 000's Appendix D
 #
 # Options:
 #   --only nginx|portcullis   measure one system only (the ratio column then reads "-")
@@ -124,7 +132,7 @@ while (($# > 0)); do
 done
 
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive number (got '$rounds')"
-[[ -n $scenario ]] || die "no scenario given (static-1k, static-0k or static-1k-close; see --help)"
+[[ -n $scenario ]] || die "no scenario given (see --help)"
 
 case $only in
 "") systems=(nginx portcullis) ;;
@@ -134,16 +142,32 @@ esac
 
 [[ $duration =~ ^[0-9]+[smh]?$ ]] || die "--duration must look like 10s, 1m or 30 (got '$duration')"
 
-# Each scenario is a file to fetch and extra wrk arguments.
+# Each scenario is a file to fetch, extra wrk arguments, the certificate of the TLS listener
+# (none for plain HTTP) and the upstream's protocol (none: the system serves the file itself).
+readonly SCENARIOS="static-1k, static-0k, static-1k-close, static-1k-https, tps-ecdsa, tps-rsa, rp-http or rp-https"
 wrk_extra=()
+path=/1kb
+tls=none
+upstream=none
 case $scenario in
-static-1k) path=/1kb ;;
+static-1k) ;;
 static-0k) path=/0kb ;;
-static-1k-close)
-    path=/1kb
+static-1k-close) wrk_extra=(-H "Connection: close") ;;
+static-1k-https) tls=ecdsa ;;
+tps-ecdsa)
+    tls=ecdsa
     wrk_extra=(-H "Connection: close")
     ;;
-*) die "unknown scenario '$scenario' (static-1k, static-0k or static-1k-close)" ;;
+tps-rsa)
+    tls=rsa
+    wrk_extra=(-H "Connection: close")
+    ;;
+rp-http) upstream=http ;;
+rp-https)
+    tls=ecdsa
+    upstream=https
+    ;;
+*) die "unknown scenario '$scenario' ($SCENARIOS)" ;;
 esac
 
 # --- prerequisites ---------------------------------------------------------------------------
@@ -155,6 +179,9 @@ need() {
 need wrk "install it (apt-get install wrk) or run .ci/run"
 need curl "install it (apt-get install curl) or run .ci/run"
 need taskset "install util-linux"
+if [[ $tls != none || $upstream == https ]]; then
+    need openssl "install it (apt-get install openssl) or run .ci/run"
+fi
 if $syscalls; then
     need strace "install it (apt-get install strace) or drop --syscalls"
 fi
@@ -251,6 +278,10 @@ cleanup() {
         stop_system "$pid"
     done
     started=()
+    if [[ -n ${upstream_pid:-} ]]; then
+        stop_system "$upstream_pid"
+        upstream_pid=""
+    fi
     if $keep; then
         note "work directory kept: $work"
     else
@@ -268,23 +299,140 @@ port_free() {
     ! (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-port=""
-for ((i = 0; i < PORT_ATTEMPTS; i++)); do
-    candidate=$((PORT_LOW + RANDOM % PORT_SPAN))
-    if port_free "$candidate"; then
-        port=$candidate
-        break
-    fi
-done
-[[ -n $port ]] || die "no free port found on 127.0.0.1"
+# Prints a port on 127.0.0.1 that nothing listens on and that was not handed out before.
+taken_ports=" "
+free_port() {
+    local i candidate
+    for ((i = 0; i < PORT_ATTEMPTS; i++)); do
+        candidate=$((PORT_LOW + RANDOM % PORT_SPAN))
+        if [[ $taken_ports != *" $candidate "* ]] && port_free "$candidate"; then
+            echo "$candidate"
+            return
+        fi
+    done
+    die "no free port found on 127.0.0.1"
+}
 
-mkdir -p "$work/html" "$work/logs"
+port=$(free_port)
+taken_ports+="$port "
+
+mkdir -p "$work/html" "$work/logs" "$work/ssl"
 # The files are made as the seeds make theirs.
 dd if=/dev/urandom of="$work/html/1kb" bs=1024 count=1 status=none
 dd if=/dev/urandom of="$work/html/0kb" bs=1024 count=0 status=none
-chmod 755 "$work/html"
+chmod 755 "$work/html" "$work/ssl"
 chmod 644 "$work/html/1kb" "$work/html/0kb"
 expected_size=$(stat -c %s "$work/html${path}")
+
+# Self-signed certificates as the seeds' (ECDSA P-256 for 000/001, RSA-2048 for 003/004).
+make_cert() {
+    local kind=$1 newkey
+    case $kind in
+    ecdsa) newkey=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1) ;;
+    rsa) newkey=(-newkey rsa:2048) ;;
+    esac
+    openssl req -x509 "${newkey[@]}" -nodes -days 30 -subj /CN=localhost \
+        -keyout "$work/ssl/$kind.key" -out "$work/ssl/$kind.crt" 2>/dev/null ||
+        die "openssl could not make the $kind certificate"
+    chmod 644 "$work/ssl/$kind.key" "$work/ssl/$kind.crt"
+}
+
+# The ssl_* lines of a server block for a certificate kind.
+ssl_lines() {
+    local cipher
+    case $1 in
+    ecdsa) cipher=ECDHE-ECDSA-AES256-GCM-SHA384 ;;
+    rsa) cipher=ECDHE-RSA-AES256-GCM-SHA384 ;;
+    esac
+    printf '        ssl_certificate %s;\n        ssl_certificate_key %s;\n        ssl_ciphers %s;\n' \
+        "$work/ssl/$1.crt" "$work/ssl/$1.key" "$cipher"
+}
+
+listen_ssl=""
+scheme=http
+if [[ $tls != none ]]; then
+    make_cert "$tls"
+    listen_ssl=" ssl"
+    scheme=https
+fi
+if [[ $upstream == https && ! -f $work/ssl/ecdsa.crt ]]; then
+    make_cert ecdsa
+fi
+
+# The seeds' http settings, shared by the system under test and the upstream file server.
+http_settings="    default_type application/octet-stream;
+    access_log off;
+
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+
+    keepalive_timeout 65;
+    keepalive_requests 1000000000;"
+
+server_ssl=""
+[[ $tls != none ]] && server_ssl=$(ssl_lines "$tls")
+
+if [[ $upstream == none ]]; then
+    content="        root $work/html;
+
+        location / {
+        }"
+else
+    upstream_ports=("$(free_port)")
+    taken_ports+="${upstream_ports[0]} "
+    upstream_ports+=("$(free_port)")
+    upstream_listen_ssl=""
+    upstream_server_ssl=""
+    if [[ $upstream == https ]]; then
+        upstream_listen_ssl=" ssl"
+        upstream_server_ssl=$(ssl_lines ecdsa)
+    fi
+    # The seeds' file servers: one nginx, two ports, GET only.
+    cat >"$work/upstream.conf" <<EOF
+worker_processes 1;
+error_log $work/logs/upstream-error.log;
+pid $work/logs/upstream.pid;
+
+events {
+    worker_connections 4096;
+}
+
+http {
+$http_settings
+
+    server {
+        listen 127.0.0.1:${upstream_ports[0]}$upstream_listen_ssl;
+        listen 127.0.0.1:${upstream_ports[1]}$upstream_listen_ssl;
+$upstream_server_ssl
+        root $work/html;
+
+        location / {
+            limit_except GET {
+                deny all;
+            }
+        }
+    }
+}
+EOF
+    content="        location / {
+            proxy_pass $upstream://file_servers;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }"
+fi
+
+upstream_block=""
+if [[ $upstream != none ]]; then
+    upstream_block="
+    upstream file_servers {
+        least_conn;
+        server 127.0.0.1:${upstream_ports[0]};
+        server 127.0.0.1:${upstream_ports[1]};
+        keepalive 512;
+        keepalive_requests 1000000;
+    }"
+fi
 
 conf=$work/nginx.conf
 cat >"$conf" <<EOF
@@ -293,31 +441,22 @@ error_log $work/logs/error.log;
 pid $work/logs/server.pid;
 
 events {
-    worker_connections 1024;
+    worker_connections 4096;
 }
 
 http {
-    default_type application/octet-stream;
-    access_log off;
-
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-
-    keepalive_timeout 65;
-    keepalive_requests 1000000000;
+$http_settings
+$upstream_block
 
     server {
-        listen 127.0.0.1:$port;
-        root $work/html;
-
-        location / {
-        }
+        listen 127.0.0.1:$port$listen_ssl;
+$server_ssl
+$content
     }
 }
 EOF
 
-url="http://127.0.0.1:$port$path"
+url="$scheme://127.0.0.1:$port$path"
 
 # --- one system ------------------------------------------------------------------------------
 
@@ -341,7 +480,7 @@ start_system() {
             cat "$work/logs/$system.out" "$work/logs/error.log" >&2 2>/dev/null || true
             die "$system exited during startup (output above)"
         fi
-        if status=$(curl -s -o /dev/null -w '%{http_code} %{size_download}' "$url" 2>/dev/null); then
+        if status=$(curl -sk -o /dev/null -w '%{http_code} %{size_download}' "$url" 2>/dev/null); then
             ready=true
             break
         fi
@@ -443,6 +582,30 @@ measure() {
     stop_system "$sut_pid"
     started=()
 }
+
+# The upstream file server runs for the whole script, pinned with wrk: the seeds' rig puts
+# upstreams on machines of their own, and here they must not take the measured CPU.
+upstream_pid=""
+start_upstream() {
+    local i up_url="$upstream://127.0.0.1:${upstream_ports[0]}$path"
+    note "upstream file server: nginx on ports ${upstream_ports[*]}"
+    taskset -c "$LOAD_CPU" "$nginx_bin" -p "$work/" -c "$work/upstream.conf" \
+        -e "$work/logs/upstream-error.log" -g 'daemon off;' </dev/null >"$work/logs/upstream.out" 2>&1 &
+    upstream_pid=$!
+    for ((i = 0; i < START_TIMEOUT_TENTHS; i++)); do
+        kill -0 "$upstream_pid" 2>/dev/null || {
+            cat "$work/logs/upstream.out" "$work/logs/upstream-error.log" >&2 2>/dev/null || true
+            die "the upstream nginx exited during startup (output above)"
+        }
+        curl -sk -o /dev/null "$up_url" 2>/dev/null && return
+        sleep 0.1
+    done
+    die "the upstream nginx did not accept connections on 127.0.0.1:${upstream_ports[0]}"
+}
+if [[ $upstream != none ]]; then
+    [[ -x $nginx_bin ]] || die "the upstream file server is nginx, not found at $nginx_bin"
+    start_upstream
+fi
 
 # --- run and report --------------------------------------------------------------------------
 
