@@ -137,6 +137,8 @@ pub(crate) struct Listen {
     pub reuseport: bool,
     pub backlog: i32,
     pub ssl: bool,
+    /// `listen ... http2`: HTTP/2 with prior knowledge is served here besides HTTP/1.1.
+    pub http2: bool,
     pub servers: ServerNames,
 }
 
@@ -313,6 +315,8 @@ pub(crate) struct LocConf {
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
     pub client_header_timeout: Duration,
+    /// `http2` and the `http2_*` directives.
+    pub http2: crate::h2::Http2Conf,
 }
 
 /// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
@@ -466,6 +470,7 @@ struct ListenSpec {
     reuseport: bool,
     backlog: i32,
     ssl: bool,
+    http2: bool,
 }
 
 impl Builder {
@@ -613,6 +618,7 @@ impl Builder {
                 reuseport: list.iter().any(|e| e.spec.reuseport),
                 backlog: main.spec.backlog,
                 ssl,
+                http2: list.iter().any(|e| e.spec.http2),
                 servers: names,
             });
         }
@@ -666,6 +672,7 @@ impl Builder {
                 reuseport: false,
                 backlog: 511,
                 ssl: false,
+                http2: false,
             });
         }
         if bits.names.is_empty() {
@@ -902,6 +909,11 @@ impl Builder {
                 });
             }
             "error_log" => self.extra_error_log(d)?,
+            name if name.starts_with("http2") => {
+                if !crate::h2::directive(&mut c.http2, d)? {
+                    self.check_meaning(d, name);
+                }
+            }
             name => self.check_meaning(d, name),
         }
         Ok(())
@@ -1006,6 +1018,7 @@ impl LocConf {
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),
             client_header_timeout: Duration::from_secs(60),
+            http2: crate::h2::Http2Conf::default(),
         }
     }
 }
@@ -1124,6 +1137,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
         reuseport: false,
         backlog: 511,
         ssl: false,
+        http2: false,
     };
     for ip in &ips {
         for p in lo..=hi {
@@ -1136,7 +1150,8 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
             "default_server" | "default" => out.default_server = true,
             "reuseport" => out.reuseport = true,
             "ssl" => out.ssl = true,
-            "http2" | "deferred" | "bind" | "proxy_protocol" | "quic" => {}
+            "http2" => out.http2 = true,
+            "deferred" | "bind" | "proxy_protocol" | "quic" => {}
             _ => {
                 if let Some(b) = v.strip_prefix("backlog=") {
                     out.backlog = b

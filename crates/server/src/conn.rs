@@ -52,19 +52,29 @@ pub(crate) async fn serve(
     let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
         return;
     };
+    let info = ConnInfo {
+        id: guard.0.shared.next_connection(),
+        peer,
+        local: addr,
+        requests: 0,
+    };
+    let buf = BytesMut::with_capacity(FIRST_READ);
+    let (stream, buf) = if crate::h2::offered(listen) {
+        match crate::h2::sniff(&worker, listen, stream, buf, info).await {
+            Some(http1) => http1,
+            None => return,
+        }
+    } else {
+        (stream, buf)
+    };
     let mut conn = Connection {
         worker,
         listen,
         stream,
-        buf: BytesMut::with_capacity(FIRST_READ),
+        buf,
         out: BytesMut::with_capacity(FIRST_OUT),
         nodelay: false,
-        info: ConnInfo {
-            id: guard.0.shared.next_connection(),
-            peer,
-            local: addr,
-            requests: 0,
-        },
+        info,
     };
     conn.run().await;
     drop(guard);

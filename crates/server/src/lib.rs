@@ -4,7 +4,8 @@
 //! server-name tables, location trees, compiled variables). [`Server::start`] binds the
 //! listeners and starts one worker thread per `worker_processes`, each with its own
 //! current-thread runtime. A worker accepts on its sockets (`worker`), runs each connection's
-//! HTTP/1.1 loop (`conn`), and takes each request through nginx's phases (`request`): location
+//! HTTP/1.1 loop (`conn`) or its HTTP/2 streams (`h2`), and takes each request through nginx's
+//! phases (`request`): location
 //! search (`location`), `return`, access rules, `try_files`, index and static files
 //! (`static_files`), `error_page`, and the access log (`log`, with variables from `vars`).
 //! A reload compiles a new configuration and hands it to the workers; connections keep the
@@ -12,6 +13,7 @@
 
 mod conf;
 mod conn;
+mod h2;
 mod location;
 mod log;
 mod request;

@@ -227,6 +227,9 @@ pub(crate) struct Request<'a> {
     status: u16,
     /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
     err_status: Option<u16>,
+    /// Whether the request came over HTTP/2. Its head is the HTTP/1.1 one it stands for, so
+    /// `$server_protocol` and `$request` say "HTTP/2.0" from this.
+    pub http2: bool,
 }
 
 impl<'a> Request<'a> {
@@ -258,7 +261,26 @@ impl<'a> Request<'a> {
             vars: Vec::new(),
             status: 0,
             err_status: None,
+            http2: false,
             head,
+        }
+    }
+
+    /// `$server_protocol`.
+    fn protocol(&self) -> &'static str {
+        if self.http2 {
+            "HTTP/2.0"
+        } else {
+            self.head.version().as_str()
+        }
+    }
+
+    /// `$request`: the request line, with the version the request came with.
+    fn request_line(&self) -> std::borrow::Cow<'_, str> {
+        let line = self.head.request_line();
+        match line.strip_suffix("HTTP/1.1").filter(|_| self.http2) {
+            Some(rest) => std::borrow::Cow::Owned(format!("{rest}HTTP/2.0")),
+            None => std::borrow::Cow::Borrowed(line),
         }
     }
 
@@ -867,16 +889,9 @@ impl<'a> Request<'a> {
                 }
             }
             Var::ServerName => out.extend_from_slice(self.server.name.as_bytes()),
-            Var::ServerProtocol => out.extend_from_slice(h.version().as_str().as_bytes()),
+            Var::ServerProtocol => out.extend_from_slice(self.protocol().as_bytes()),
             Var::Scheme => out.extend_from_slice(b"http"),
-            Var::Request => {
-                let raw = h.raw();
-                let end = raw
-                    .iter()
-                    .position(|&b| b == b'\r' || b == b'\n')
-                    .unwrap_or(raw.len());
-                out.extend_from_slice(&raw[..end]);
-            }
+            Var::Request => out.extend_from_slice(self.request_line().as_bytes()),
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
             Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
             Var::RequestFilename => out.extend_from_slice(self.filename.as_os_str().as_bytes()),
@@ -1015,7 +1030,7 @@ impl<'a> Request<'a> {
             "{message}, client: {}, server: {}, request: \"{}\"",
             self.conn.peer.ip(),
             self.server.name,
-            self.head.request_line()
+            self.request_line()
         );
         if let Some(h) = self.head.header("host") {
             m.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));

@@ -1,0 +1,866 @@
+//! HTTP/2, with the `h2` crate as the framing layer.
+//!
+//! A connection reaches [`serve`] either from TLS, when ALPN chose "h2", or from a plain
+//! `listen ... http2` (or `http2 on`) address whose first bytes are the HTTP/2 preface
+//! ([`sniff`], as nginx 1.25 does: anything else is served as HTTP/1.1 on the same port).
+//!
+//! Each request is turned into the HTTP/1.1 head it stands for (`METHOD path HTTP/1.1`, Host
+//! from `:authority`, the other fields, cookies joined with "; " as nginx does) in a
+//! per-connection buffer, and parsed by [`portcullis_http::parse_request_head`]: every limit
+//! and check of the HTTP/1.1 path applies once, and the request goes through the same phases
+//! ([`Request::process`]). Streams of a connection are served concurrently on the worker's
+//! LocalSet, at most `http2_max_concurrent_streams` at a time; the response's status and
+//! fields become a HEADERS frame, its body DATA frames sent as flow control allows.
+//!
+//! What HTTP/2 itself forbids (connection-specific fields, pseudo-headers out of place or
+//! missing, malformed `:authority` or `:path`) is refused by `h2` with a stream error before
+//! a request exists.
+
+use std::cell::Cell;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use ::h2::server::SendResponse;
+use ::h2::{Reason, SendStream};
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderName, HeaderValue};
+use http::HeaderMap;
+use portcullis_config::{value, ConfigError, Directive};
+use portcullis_http::{parse_request_head, HeadLimits, RequestError};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::conf::{Listen, ServerConf};
+use crate::conn::ConnInfo;
+use crate::request::{Body, Part, Request, Response, VERSION};
+use crate::static_files::CachedFile;
+use crate::vars::Var;
+use crate::worker::Worker;
+use crate::Level;
+
+/// The client connection preface of RFC 9113 3.4.
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// nginx's default `http2_max_concurrent_streams`.
+const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 128;
+/// nginx's default `http2_chunk_size`: the most body bytes sent in one DATA frame.
+const DEFAULT_CHUNK_SIZE: usize = 8 * 1024;
+/// nginx's default `http2_body_preread_size`, which is also the window it gives each stream.
+const DEFAULT_BODY_PREREAD_SIZE: u32 = 64 * 1024;
+/// nginx's default `http2_recv_buffer_size`.
+const DEFAULT_RECV_BUFFER_SIZE: usize = 256 * 1024;
+/// The largest flow-control window HTTP/2 allows (RFC 9113 6.9.1).
+const MAX_WINDOW: u64 = (1 << 31) - 1;
+/// The largest DATA frame payload a peer must accept without asking for more.
+const MAX_FRAME_SIZE: usize = 16 * 1024;
+/// nginx refuses an `http2_recv_buffer_size` not above twice its state buffer (16 bytes).
+const MIN_RECV_BUFFER_SIZE: u64 = 2 * 16;
+/// First size of a connection's buffer for rebuilt request heads: most heads fit.
+const FIRST_HEAD: usize = 1024;
+/// How long a connection told to go away (idle, or a graceful stop) waits for the client's
+/// acknowledgement before it is closed.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
+/// A DATA or HEADERS frame's header, counted in `$bytes_sent`.
+const FRAME_HEADER_LEN: u64 = 9;
+/// Response fields that are about one HTTP/1.1 connection and have no place in HTTP/2
+/// (RFC 9113 8.2.2).
+const CONNECTION_FIELDS: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// A server's HTTP/2 settings: `http2` and the `http2_*` directives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Http2Conf {
+    /// `http2 on`: offered on this server's addresses, as `listen ... http2` does.
+    pub enabled: bool,
+    pub max_concurrent_streams: u32,
+    /// `http2_chunk_size`: the most body bytes per DATA frame.
+    pub chunk_size: usize,
+    /// `http2_body_preread_size`: the window each stream starts with.
+    pub body_preread_size: u32,
+    /// `http2_recv_buffer_size`: checked as nginx does; `h2` sizes its own read buffer.
+    pub recv_buffer_size: usize,
+}
+
+impl Default for Http2Conf {
+    fn default() -> Self {
+        Http2Conf {
+            enabled: false,
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            body_preread_size: DEFAULT_BODY_PREREAD_SIZE,
+            recv_buffer_size: DEFAULT_RECV_BUFFER_SIZE,
+        }
+    }
+}
+
+/// Reads an `http2*` directive into `c`. Returns false for one this build does not implement
+/// (server push), which the caller reports as such.
+pub(crate) fn directive(c: &mut Http2Conf, d: &Directive) -> Result<bool, ConfigError> {
+    let invalid = || ConfigError {
+        message: format!("invalid value \"{}\" in \"{}\" directive", d.arg(0), d.name),
+        span: Some(d.span.clone()),
+    };
+    match d.name.as_str() {
+        "http2" => c.enabled = value::flag(d, 0)?,
+        "http2_max_concurrent_streams" => {
+            c.max_concurrent_streams = u32::try_from(value::number(d, 0)?).map_err(|_| invalid())?
+        }
+        "http2_chunk_size" => {
+            let size = value::size(d, 0)?;
+            if size == 0 {
+                return Err(ConfigError {
+                    message: "the http2 chunk size cannot be zero".into(),
+                    span: Some(d.span.clone()),
+                });
+            }
+            // nginx sends no frame larger than the peer's default maximum either.
+            c.chunk_size = size.min(MAX_FRAME_SIZE as u64) as usize;
+        }
+        "http2_body_preread_size" => {
+            let size = value::size(d, 0)?;
+            if size > MAX_WINDOW {
+                return Err(ConfigError {
+                    message: format!("the maximum body preread buffer size is {MAX_WINDOW}"),
+                    span: Some(d.span.clone()),
+                });
+            }
+            c.body_preread_size = size as u32;
+        }
+        "http2_recv_buffer_size" => {
+            let size = value::size(d, 0)?;
+            if size <= MIN_RECV_BUFFER_SIZE {
+                return Err(ConfigError {
+                    message: "value is too small".into(),
+                    span: Some(d.span.clone()),
+                });
+            }
+            c.recv_buffer_size = usize::try_from(size).map_err(|_| invalid())?;
+        }
+        // Obsolete since nginx 1.19.7 (the loader warns, naming the replacement), or about
+        // nginx's own memory pools: nothing to do.
+        "http2_max_requests"
+        | "http2_max_field_size"
+        | "http2_max_header_size"
+        | "http2_recv_timeout"
+        | "http2_idle_timeout"
+        | "http2_pool_size"
+        | "http2_streams_index_size" => {}
+        // Server push is off by default; turning it on is not implemented.
+        "http2_push" | "http2_push_preload" => return Ok(d.arg(0) == "off"),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Whether a plain connection to `listen` may carry HTTP/2: `listen ... http2`, or `http2 on`
+/// in the address's default server (nginx takes the connection's settings from it).
+pub(crate) fn offered(listen: &Listen) -> bool {
+    listen.http2 || listen.servers.find(None).conf.http2.enabled
+}
+
+/// Looks at the first bytes of a plain connection to an HTTP/2 address: with the HTTP/2
+/// preface, serves the connection as HTTP/2 and returns `None`; with anything else, returns
+/// the stream and the bytes read for the HTTP/1.1 loop. A connection that closes or times out
+/// before it can tell returns `None`.
+pub(crate) async fn sniff(
+    worker: &Rc<Worker>,
+    listen: &Listen,
+    mut stream: TcpStream,
+    mut buf: BytesMut,
+    info: ConnInfo,
+) -> Option<(TcpStream, BytesMut)> {
+    let timeout = listen.servers.find(None).client_header_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let n = buf.len().min(PREFACE.len());
+        if buf[..n] != PREFACE[..n] {
+            return Some((stream, buf));
+        }
+        if n == PREFACE.len() {
+            let io = Rewind::new(buf.freeze(), stream);
+            serve(worker, listen, io, info).await;
+            return None;
+        }
+        if buf.capacity() == buf.len() {
+            buf.reserve(PREFACE.len());
+        }
+        match tokio::time::timeout_at(deadline, stream.read_buf(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            // A few bytes of the preface and no more: hand them to HTTP/1.1, which logs and
+            // answers what it makes of them.
+            Ok(Ok(_)) if !buf.is_empty() => return Some((stream, buf)),
+            _ => return None,
+        }
+    }
+}
+
+/// The streams of one connection still being answered.
+#[derive(Default)]
+struct Streams {
+    active: Cell<usize>,
+    /// Woken each time a stream finishes.
+    done: Notify,
+}
+
+/// Counts a stream as active for as long as its task lives.
+struct StreamGuard(Rc<Streams>);
+
+impl StreamGuard {
+    fn new(streams: &Rc<Streams>) -> StreamGuard {
+        streams.active.set(streams.active.get() + 1);
+        StreamGuard(streams.clone())
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.active.set(self.0.active.get() - 1);
+        self.0.done.notify_one();
+    }
+}
+
+/// Serves one HTTP/2 connection until the client closes it, it stays idle for
+/// `keepalive_timeout`, it has carried `keepalive_requests` requests, or the worker stops:
+/// the last three send GOAWAY and let the streams in flight finish.
+pub(crate) async fn serve<S>(worker: &Rc<Worker>, listen: &Listen, io: S, mut info: ConnInfo)
+where
+    S: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let default = listen.servers.find(None).clone();
+    let settings = default.conf.http2;
+    // nginx (since 1.19.7) bounds an HTTP/2 request's fields as a whole, by all of
+    // large_client_header_buffers, and not line by line: `h2` enforces that bound, and the
+    // rebuilt head is parsed without the HTTP/1.1 buffer packing.
+    let list_max = header_list_max(&default.head_limits);
+    let limits = HeadLimits {
+        header_buffer_size: usize::MAX,
+        ..default.head_limits
+    };
+    let mut conn = match tokio::time::timeout(
+        default.client_header_timeout,
+        ::h2::server::Builder::new()
+            .max_concurrent_streams(settings.max_concurrent_streams)
+            .initial_window_size(settings.body_preread_size)
+            .max_header_list_size(list_max)
+            .handshake::<S, Bytes>(io),
+    )
+    .await
+    {
+        Ok(Ok(conn)) => conn,
+        _ => return,
+    };
+    let streams = Rc::new(Streams::default());
+    let mut heads = BytesMut::with_capacity(FIRST_HEAD);
+    let mut stopping = worker.stopping.clone();
+    let mut going_away = false;
+    loop {
+        let idle = streams.active.get() == 0;
+        let idle_timeout = if going_away {
+            GOAWAY_GRACE
+        } else {
+            default.conf.keepalive_timeout
+        };
+        let accepted = tokio::select! {
+            a = conn.accept() => a,
+            _ = stopping.wait_for(|s| *s), if !going_away => {
+                conn.graceful_shutdown();
+                going_away = true;
+                continue;
+            }
+            _ = streams.done.notified() => continue,
+            _ = tokio::time::sleep(idle_timeout), if idle => {
+                if going_away {
+                    break;
+                }
+                conn.graceful_shutdown();
+                going_away = true;
+                continue;
+            }
+        };
+        let (request, respond) = match accepted {
+            Some(Ok(r)) => r,
+            Some(Err(_)) | None => break,
+        };
+        let start = Instant::now();
+        info.requests += 1;
+        if info.requests >= default.conf.keepalive_requests && !going_away {
+            conn.graceful_shutdown();
+            going_away = true;
+        }
+        let (parts, body) = request.into_parts();
+        // nginx skips the body of a request whose handler does not read it: the stream's
+        // DATA frames are dropped and their window given back, which `h2` does for a
+        // dropped body.
+        drop(body);
+        let line_len = rebuild_head(&mut heads, &parts);
+        let head = match parse_request_head(&mut heads, &limits) {
+            Ok(Some(head)) => head,
+            other => {
+                let e = other.err().unwrap_or(RequestError::BadRequestLine);
+                let line = heads.split_to(line_len).freeze();
+                heads.clear();
+                let guard = StreamGuard::new(&streams);
+                let worker = worker.clone();
+                let server = default.clone();
+                tokio::task::spawn_local(async move {
+                    refuse(&worker, &server, &info, &line, e, respond).await;
+                    drop(guard);
+                });
+                continue;
+            }
+        };
+        let server = listen
+            .servers
+            .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
+            .clone();
+        let guard = StreamGuard::new(&streams);
+        let worker = worker.clone();
+        tokio::task::spawn_local(async move {
+            answer(&worker, &server, &info, head, start, respond).await;
+            drop(guard);
+        });
+    }
+    // The connection is gone: streams still writing fail at their next frame.
+    drop(conn);
+    while streams.active.get() > 0 {
+        streams.done.notified().await;
+    }
+}
+
+/// The most header bytes of one request, as `h2` counts them (name, value and 32 per field),
+/// past which it answers 431: nginx's bound, all of large_client_header_buffers.
+fn header_list_max(limits: &HeadLimits) -> u32 {
+    let all = limits
+        .large_buffers
+        .saturating_mul(limits.large_buffer_size);
+    u32::try_from(all).unwrap_or(u32::MAX)
+}
+
+/// Writes the HTTP/1.1 head a request stands for into `out`. Returns the request line's
+/// length, for logging a head that is refused.
+fn rebuild_head(out: &mut BytesMut, parts: &http::request::Parts) -> usize {
+    out.clear();
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.extend_from_slice(b" ");
+    if let Some(p) = parts.uri.path_and_query() {
+        out.extend_from_slice(p.as_str().as_bytes());
+    }
+    out.extend_from_slice(b" HTTP/1.1");
+    let line_len = out.len();
+    out.extend_from_slice(b"\r\n");
+    if let Some(authority) = parts.uri.authority() {
+        out.extend_from_slice(b"Host: ");
+        out.extend_from_slice(authority.as_str().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut cookies = 0;
+    for (name, value) in &parts.headers {
+        if name == http::header::COOKIE {
+            cookies += 1;
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // HTTP/2 may split a Cookie into one field per pair (RFC 9113 8.2.3); nginx joins them.
+    if cookies > 0 {
+        out.extend_from_slice(b"Cookie: ");
+        for (i, value) in parts
+            .headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .enumerate()
+        {
+            if i > 0 {
+                out.extend_from_slice(b"; ");
+            }
+            out.extend_from_slice(value.as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    line_len
+}
+
+/// Runs one request through the phases and sends its response.
+async fn answer(
+    worker: &Rc<Worker>,
+    server: &Arc<ServerConf>,
+    info: &ConnInfo,
+    head: portcullis_http::RequestHead,
+    start: Instant,
+    mut respond: SendResponse<Bytes>,
+) {
+    let mut req = Request::new(worker, server, info, head, start);
+    req.http2 = true;
+    let mut resp = req.process();
+    if resp.status == 444 {
+        // nginx closes the stream without a response.
+        respond.send_reset(Reason::INTERNAL_ERROR);
+        req.log_access(&resp, 0);
+        return;
+    }
+    req.add_headers(&mut resp);
+    let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
+    let chunk = req.loc.http2.chunk_size;
+    let timeout = req.loc.send_timeout;
+    let tokens = req.loc.server_tokens;
+    let sent = send(
+        worker, respond, &mut resp, head_only, tokens, chunk, timeout,
+    )
+    .await;
+    req.log_access(&resp, sent);
+}
+
+/// Answers a request whose head the HTTP/1.1 checks refused, with the status nginx gives it.
+async fn refuse(
+    worker: &Rc<Worker>,
+    server: &ServerConf,
+    info: &ConnInfo,
+    line: &[u8],
+    e: RequestError,
+    respond: SendResponse<Bytes>,
+) {
+    let log = &worker.shared.error_log;
+    if log.enabled(Level::Info) {
+        log.write(
+            Level::Info,
+            Some(info.id),
+            &format!(
+                "{}, client: {}, server: {}",
+                e.reason(),
+                info.peer.ip(),
+                server.name
+            ),
+        );
+    }
+    let tokens = server.conf.server_tokens;
+    let mut resp = Response::error_page(e.page_code(), e.status(), tokens);
+    let timeout = server.conf.send_timeout;
+    let sent = send(
+        worker,
+        respond,
+        &mut resp,
+        false,
+        tokens,
+        DEFAULT_CHUNK_SIZE,
+        timeout,
+    )
+    .await;
+    if server.conf.access_log.is_empty() {
+        return;
+    }
+    // `$request` as nginx logs an HTTP/2 request: the version is the one that came.
+    let mut request = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
+    request.extend_from_slice(b"HTTP/2.0");
+    let body = resp.content_length.unwrap_or(0);
+    let mut out = Vec::with_capacity(256);
+    for access in &server.conf.access_log {
+        out.clear();
+        access.format.render(&mut out, &mut |v, out| match v {
+            Var::Request => out.extend_from_slice(&request),
+            Var::ServerProtocol => out.extend_from_slice(b"HTTP/2.0"),
+            Var::Status => out.extend_from_slice(resp.status.to_string().as_bytes()),
+            Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
+            Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
+            Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
+            other => crate::request::connection_var(other, info, out),
+        });
+        worker.logs.borrow_mut().write(access, &out);
+    }
+}
+
+/// Sends `resp` on a stream: a HEADERS frame, then the body as flow control allows. Returns
+/// the bytes sent, as `$bytes_sent` counts them.
+async fn send(
+    worker: &Rc<Worker>,
+    mut respond: SendResponse<Bytes>,
+    resp: &mut Response,
+    head_only: bool,
+    tokens: bool,
+    chunk: usize,
+    timeout: Duration,
+) -> u64 {
+    let mut fields = HeaderMap::new();
+    let head_len = response_fields(worker, resp, tokens, &mut fields);
+    let mut head = http::Response::new(());
+    *head.status_mut() = match http::StatusCode::from_u16(resp.status) {
+        Ok(s) => s,
+        Err(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    *head.headers_mut() = fields;
+    let body = std::mem::replace(&mut resp.body, Body::Empty);
+    let empty = head_only
+        || match &body {
+            Body::Empty => true,
+            Body::Bytes(b) => b.is_empty(),
+            Body::File { len, .. } => *len == 0,
+            Body::Parts(parts) => parts.is_empty(),
+        };
+    let Ok(mut stream) = respond.send_response(head, empty) else {
+        return 0;
+    };
+    if empty {
+        return head_len;
+    }
+    let mut out = Out {
+        stream: &mut stream,
+        chunk,
+        timeout,
+        sent: 0,
+    };
+    let result = match body {
+        Body::Empty => Ok(()),
+        Body::Bytes(b) => out.bytes(b, true),
+        Body::File { file, offset, len } => out.file(&file, offset, len, true).await,
+        Body::Parts(parts) => {
+            let mut result = Ok(());
+            let last = parts.len() - 1;
+            for (i, p) in parts.into_iter().enumerate() {
+                result = match p {
+                    Part::Bytes(b) => out.bytes(b, i == last),
+                    Part::File { file, offset, len } => {
+                        out.file(&file, offset, len, i == last).await
+                    }
+                };
+                if result.is_err() {
+                    break;
+                }
+            }
+            result
+        }
+    };
+    let sent = head_len + out.sent;
+    if result.is_err() {
+        // The head promised a length the body cannot keep: the stream must not look complete.
+        stream.send_reset(Reason::INTERNAL_ERROR);
+    }
+    sent
+}
+
+/// Fills `fields` with the response's fields in nginx's order, leaving out those HTTP/2 has
+/// no place for. Returns the HEADERS frame's size as `$bytes_sent` counts it: field names and
+/// values as literals, without HPACK's savings.
+fn response_fields(
+    worker: &Rc<Worker>,
+    resp: &Response,
+    tokens: bool,
+    fields: &mut HeaderMap,
+) -> u64 {
+    let mut len = FRAME_HEADER_LEN + 1;
+    let mut add = |name: HeaderName, value: &[u8]| {
+        if let Ok(v) = HeaderValue::from_bytes(value) {
+            len += (name.as_str().len() + value.len() + 2) as u64;
+            fields.append(name, v);
+        }
+    };
+    let server: &[u8] = if tokens {
+        VERSION.as_bytes()
+    } else {
+        b"portcullis"
+    };
+    add(http::header::SERVER, server);
+    add(http::header::DATE, worker.dates.borrow_mut().get());
+    if let Some(t) = &resp.content_type {
+        add(http::header::CONTENT_TYPE, t.as_bytes());
+    }
+    if let Some(n) = resp.content_length {
+        add(http::header::CONTENT_LENGTH, n.to_string().as_bytes());
+    }
+    for line in resp.headers[..].split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let Ok(name) = HeaderName::from_bytes(&line[..colon]) else {
+            continue;
+        };
+        if CONNECTION_FIELDS.contains(&name.as_str()) {
+            continue;
+        }
+        add(name, line[colon + 1..].trim_ascii());
+    }
+    len
+}
+
+/// A response body on its way out through one stream's flow-control window.
+struct Out<'s> {
+    stream: &'s mut SendStream<Bytes>,
+    /// The most bytes per DATA frame (`http2_chunk_size`).
+    chunk: usize,
+    /// `send_timeout`: the longest wait for the window to open.
+    timeout: Duration,
+    sent: u64,
+}
+
+impl Out<'_> {
+    /// Bytes already in memory go to `h2` whole; it sends them as the window opens.
+    fn bytes(&mut self, b: Bytes, last: bool) -> io::Result<()> {
+        self.sent += b.len() as u64;
+        self.stream.send_data(b, last).map_err(io::Error::other)
+    }
+
+    /// Reads `len` bytes of `file` from `offset`, no more at a time than the window allows, so
+    /// a slow client holds back the reads and not the worker's memory.
+    async fn file(
+        &mut self,
+        file: &CachedFile,
+        offset: u64,
+        len: u64,
+        last: bool,
+    ) -> io::Result<()> {
+        if let Some(contents) = &file.contents {
+            let start = usize::try_from(offset).map_err(io::Error::other)?;
+            let end = usize::try_from(offset + len).map_err(io::Error::other)?;
+            let body = contents
+                .get(start..end)
+                .map(|_| contents.slice(start..end))
+                .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+            return self.bytes(body, last);
+        }
+        let mut position = offset;
+        let mut remaining = len;
+        while remaining > 0 {
+            let want = remaining.min(self.chunk as u64) as usize;
+            self.stream.reserve_capacity(want);
+            let granted = tokio::time::timeout(self.timeout, self.capacity())
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            let n = granted.min(want);
+            let mut buf = BytesMut::zeroed(n);
+            let mut filled = 0;
+            while filled < n {
+                match file
+                    .file
+                    .read_at(&mut buf[filled..], position + filled as u64)?
+                {
+                    0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                    r => filled += r,
+                }
+            }
+            position += n as u64;
+            remaining -= n as u64;
+            self.sent += n as u64;
+            let end = last && remaining == 0;
+            self.stream
+                .send_data(buf.freeze(), end)
+                .map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the stream may send at least one byte.
+    async fn capacity(&mut self) -> io::Result<usize> {
+        loop {
+            let polled = std::future::poll_fn(|cx| self.stream.poll_capacity(cx)).await;
+            match polled {
+                Some(Ok(0)) => {}
+                Some(Ok(n)) => return Ok(n),
+                Some(Err(e)) => return Err(io::Error::other(e)),
+                None => return Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+            }
+        }
+    }
+}
+
+/// A stream whose first bytes were already read: they are read again first.
+pub(crate) struct Rewind<S> {
+    prefix: Bytes,
+    inner: S,
+}
+
+impl<S> Rewind<S> {
+    pub(crate) fn new(prefix: Bytes, inner: S) -> Rewind<S> {
+        Rewind { prefix, inner }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            let head = self.prefix.split_to(n);
+            buf.put_slice(&head);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiled(http: &str) -> crate::Compiled {
+        let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
+        let dir = std::env::temp_dir();
+        let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::compile(&loaded, &dir, None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn compile_err(http: &str) -> String {
+        let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
+        let dir = std::env::temp_dir();
+        let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        match crate::compile(&loaded, &dir, None) {
+            Ok(_) => panic!("compiled"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn request(build: http::request::Builder) -> http::request::Parts {
+        build.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn rebuilt_head_carries_authority_and_joined_cookies() {
+        let parts = request(
+            http::Request::builder()
+                .method("GET")
+                .uri("http://example.com:8080/a/b?x=1")
+                .header("cookie", "a=1")
+                .header("accept", "*/*")
+                .header("cookie", "b=2"),
+        );
+        let mut buf = BytesMut::new();
+        let line_len = rebuild_head(&mut buf, &parts);
+        assert_eq!(&buf[..line_len], b"GET /a/b?x=1 HTTP/1.1");
+        assert_eq!(
+            &buf[..],
+            &b"GET /a/b?x=1 HTTP/1.1\r\nHost: example.com:8080\r\naccept: */*\r\n\
+               Cookie: a=1; b=2\r\n\r\n"[..]
+        );
+        let head = parse_request_head(&mut buf, &HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.host(), Some("example.com"));
+        assert_eq!(head.header("cookie"), Some(&b"a=1; b=2"[..]));
+        assert_eq!(head.query(), Some(&b"x=1"[..]));
+    }
+
+    #[test]
+    fn rebuilt_head_is_checked_like_http1() {
+        // No :authority and no host: nginx 1.22 refuses it as an HTTP/1.1 request without Host.
+        let parts = request(http::Request::builder().method("GET").uri("/"));
+        let mut buf = BytesMut::new();
+        rebuild_head(&mut buf, &parts);
+        let e = parse_request_head(&mut buf, &HeadLimits::default()).unwrap_err();
+        assert_eq!(e, RequestError::MissingHost);
+        // A lowercase method is no method to nginx.
+        let parts = request(http::Request::builder().method("get").uri("http://h/"));
+        rebuild_head(&mut buf, &parts);
+        assert!(parse_request_head(&mut buf, &HeadLimits::default()).is_err());
+    }
+
+    #[test]
+    fn header_list_bound_is_all_large_buffers() {
+        assert_eq!(header_list_max(&HeadLimits::default()), 4 * 8192);
+        let huge = HeadLimits {
+            large_buffers: usize::MAX,
+            ..HeadLimits::default()
+        };
+        assert_eq!(header_list_max(&huge), u32::MAX);
+    }
+
+    #[test]
+    fn directives_and_listen_flag() {
+        let c = compiled(
+            "http2_max_concurrent_streams 16; http2_chunk_size 4k;
+             server { listen 127.0.0.1:1 http2; http2_body_preread_size 1m; }
+             server { listen 127.0.0.1:2; http2 on; http2_max_field_size 1k; }
+             server { listen 127.0.0.1:3; }",
+        );
+        let listen = |port: u16| {
+            c.http
+                .listens
+                .iter()
+                .find(|l| l.addr.port() == port)
+                .unwrap()
+        };
+        assert!(listen(1).http2 && offered(listen(1)));
+        assert!(!listen(2).http2 && offered(listen(2)));
+        assert!(!offered(listen(3)));
+        let h2 = listen(1).servers.find(None).conf.http2;
+        assert_eq!(h2.max_concurrent_streams, 16);
+        assert_eq!(h2.chunk_size, 4096);
+        assert_eq!(h2.body_preread_size, 1 << 20);
+        // Inherited from the http level; the rest stays at nginx's defaults.
+        let plain = listen(3).servers.find(None).conf.http2;
+        assert_eq!((plain.enabled, plain.max_concurrent_streams), (false, 16));
+        assert_eq!(plain.body_preread_size, DEFAULT_BODY_PREREAD_SIZE);
+        assert!(
+            !c.warnings().iter().any(|w| w.contains("http2")),
+            "{:?}",
+            c.warnings()
+        );
+        assert!(compile_err("http2_chunk_size 0;").contains("cannot be zero"));
+        assert!(compile_err("http2_recv_buffer_size 16;").contains("too small"));
+        let pushed = compiled("server { listen 127.0.0.1:1; http2_push_preload on; }");
+        assert!(pushed
+            .warnings()
+            .iter()
+            .any(|w| w.contains("http2_push_preload")));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn rewind_replays_the_prefix_first() {
+        let (mut a, b) = tokio::io::duplex(64);
+        let mut r = Rewind::new(Bytes::from_static(b"PRI "), b);
+        tokio::io::AsyncWriteExt::write_all(&mut a, b"rest")
+            .await
+            .unwrap();
+        drop(a);
+        let mut out = Vec::new();
+        r.read_to_end(&mut out).await.unwrap();
+        assert_eq!(out, b"PRI rest");
+    }
+}
