@@ -14,6 +14,7 @@ mod conf;
 mod conn;
 mod location;
 mod log;
+mod proxy;
 mod request;
 pub mod static_files;
 mod vars;
