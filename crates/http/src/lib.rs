@@ -11,8 +11,12 @@
 //! without allocating, HTTP dates (cached per second by [`DateCache`]) and nginx's built-in
 //! HTML error pages.
 //!
+//! An upstream's response head goes through [`parse_response_head`]: headers kept as raw lines
+//! for forwarding, and the body's framing.
+//!
 //! Modules: `request` (heads and their limits), `path` (`$uri`), `chunked` (body framing),
-//! `response` (status lines, headers, error pages), `date` (HTTP dates), `error`.
+//! `response` (status lines, headers, error pages), `upstream_head` (upstream response heads),
+//! `date` (HTTP dates), `error`.
 
 mod chunked;
 mod date;
@@ -20,6 +24,7 @@ mod error;
 mod path;
 mod request;
 mod response;
+mod upstream_head;
 
 pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
 pub use date::{fmt_http_date, parse_http_date, write_http_date, DateCache, HTTP_DATE_LEN};
@@ -29,3 +34,6 @@ pub use request::{
     parse_request_head, BodyKind, HeadLimits, Method, RequestHead, Version, MAX_HEADERS,
 };
 pub use response::{error_page_body, reason, write_header, write_status_line};
+pub use upstream_head::{
+    parse_response_head, Framing, HeaderLine, ResponseHead, UpstreamHeadError,
+};

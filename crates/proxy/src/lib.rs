@@ -1,1 +1,15 @@
-//! Upstreams.
+//! Upstreams: the groups of servers a `proxy_pass` sends requests to, how a peer is chosen,
+//! and the per-worker keepalive pools of idle connections to them.
+//!
+//! Modules: `upstream` (groups, peers, balancers), `pool` (idle connections per peer, generic
+//! over plain and TLS streams), `stream` (an upstream connection, plain or TLS).
+
+pub mod pool;
+mod stream;
+pub mod upstream;
+
+pub use pool::{Conn, Pool, PoolLimits};
+pub use stream::Stream;
+pub use upstream::{
+    Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerId, Tried, Upstream,
+};

@@ -308,6 +308,10 @@ pub(crate) struct LocConf {
     pub log_not_found: bool,
     pub access_log: Vec<Arc<AccessLog>>,
     pub unsupported: Option<Unsupported>,
+    /// The location's `proxy_pass` (not inherited).
+    pub proxy_pass: Option<Arc<crate::proxy::ProxyPass>>,
+    /// The `proxy_*` settings, inherited.
+    pub proxy: Arc<crate::proxy::ProxySettings>,
     pub recursive_error_pages: bool,
     /// `add_header name value [always]`.
     pub add_headers: Vec<AddHeader>,
@@ -353,6 +357,7 @@ fn compile_declared(
         formats: HashMap::new(),
         logs: HashMap::new(),
         hostname: hostname(),
+        groups: Arc::default(),
     };
     let mut main = MainConf {
         daemon: true,
@@ -450,6 +455,8 @@ struct Builder {
     /// Access log targets by (path, format name), shared by every level that names them.
     logs: HashMap<(PathBuf, String), Arc<AccessLog>>,
     hostname: String,
+    /// `upstream` blocks by name.
+    groups: Arc<crate::proxy::Groups>,
 }
 
 /// Per-server settings collected while walking a server block.
@@ -535,12 +542,24 @@ impl Builder {
                     .insert(name, Arc::new(LogFormat::compile(&text, d)?));
             }
         }
+        // upstream blocks first: a proxy_pass may name a group defined after it.
+        let mut groups = crate::proxy::Groups::new();
+        for d in h.children() {
+            if d.name == "upstream" {
+                let u = portcullis_proxy::upstream::Upstream::compile(d)?;
+                if groups.contains_key(u.name()) {
+                    return Err(err(d, format!("duplicate upstream \"{}\"", u.name())));
+                }
+                groups.insert(u.name().to_string(), Arc::new(u));
+            }
+        }
+        self.groups = Arc::new(groups);
         let mut servers = Vec::new();
         let mut touched = HashSet::new();
         for d in h.children() {
             match d.name.as_str() {
                 "server" => servers.push(d),
-                "log_format" => {}
+                "log_format" | "upstream" => {}
                 "types" => {
                     if !types_set {
                         types = MimeTypes::new();
@@ -730,6 +749,7 @@ impl Builder {
         conf.internal = false;
         conf.try_files = None;
         conf.unsupported = None;
+        conf.proxy_pass = None;
         conf.limit_except = None;
         let mut touched = HashSet::new();
         let mut nested = Vec::new();
@@ -739,6 +759,23 @@ impl Builder {
                 "return" => conf.ret = Some(compile_return(d)?),
                 "set" => conf.sets.push(compile_set(d)?),
                 "internal" => conf.internal = true,
+                "proxy_pass" => {
+                    let fixed_uri_forbidden = conf.is_regex || name.starts_with('@');
+                    let pass =
+                        crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups)?;
+                    if pass.https {
+                        self.warnings.push(format!(
+                            "TLS to upstreams is not supported yet: requests to \"{}\" get 502 in {}",
+                            d.arg(0),
+                            d.span
+                        ));
+                        conf.unsupported = Some(Unsupported {
+                            directive: "proxy_pass https".into(),
+                        });
+                    } else {
+                        conf.proxy_pass = Some(Arc::new(pass));
+                    }
+                }
                 "limit_except" => {
                     if conf.limit_except.is_some() {
                         return Err(err(d, "\"limit_except\" directive is duplicate"));
@@ -898,8 +935,20 @@ impl Builder {
                     c.access_log.push(log);
                 }
             }
-            "proxy_pass" | "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass"
-            | "memcached_pass" => {
+            name if name.starts_with("proxy_")
+                && crate::proxy::directive(
+                    Arc::make_mut(&mut c.proxy),
+                    d,
+                    match name {
+                        "proxy_set_header" => first("proxy_set_header"),
+                        "proxy_hide_header" => first("proxy_hide_header"),
+                        "proxy_pass_header" => first("proxy_pass_header"),
+                        "proxy_redirect" => first("proxy_redirect"),
+                        _ => true,
+                    },
+                    &mut self.warnings,
+                )? => {}
+            "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass" => {
                 self.warnings.push(format!(
                     "the \"{}\" directive is not supported yet: requests to this location get 502 in {}",
                     d.name, d.span
@@ -1013,6 +1062,8 @@ impl LocConf {
             log_not_found: true,
             access_log: Vec::new(),
             unsupported: None,
+            proxy_pass: None,
+            proxy: Arc::default(),
             recursive_error_pages: false,
             add_headers: Vec::new(),
             merge_slashes: true,

@@ -135,6 +135,21 @@ impl Connection<'_> {
             let info = self.info;
             let mut req = Request::new(&worker, &server, &info, head, start);
             let mut resp = req.process();
+            if let Body::Proxy(_) = resp.body {
+                let plan = match std::mem::replace(&mut resp.body, Body::Empty) {
+                    Body::Proxy(plan) => plan,
+                    _ => continue,
+                };
+                match self.proxy(&mut req, *plan).await {
+                    Some(r) => resp = r,
+                    None => return,
+                }
+                if resp.status == 0 {
+                    keepalive_timeout = req.loc.keepalive_timeout;
+                    self.set_nodelay();
+                    continue;
+                }
+            }
             let loc = req.loc.clone();
             let mut keep_alive = req.head.keep_alive()
                 && !resp.close
@@ -336,7 +351,7 @@ impl Connection<'_> {
         let head_len = self.out.len() as u64;
         let timeout = loc.send_timeout;
         match std::mem::replace(&mut resp.body, Body::Empty) {
-            Body::Empty => {
+            Body::Empty | Body::Proxy(_) => {
                 self.write_out(None, timeout).await?;
                 Ok(head_len)
             }
@@ -403,6 +418,76 @@ impl Connection<'_> {
                     }
                 }
                 Ok(sent)
+            }
+        }
+    }
+
+    /// Runs a proxied request. `None`: the connection must close. A response with status 0:
+    /// the request is finished and logged and the connection goes on. Any other response is
+    /// an error to send the usual way (the request body is then already read).
+    async fn proxy(&mut self, req: &mut Request<'_>, plan: crate::proxy::Plan) -> Option<Response> {
+        let loc = req.loc.clone();
+        let mut body = None;
+        if plan.pass_body {
+            let max = loc.client_max_body_size;
+            match crate::proxy::collect_body(
+                &mut self.stream,
+                &mut self.buf,
+                req.head.body(),
+                loc.client_body_timeout,
+                max,
+            )
+            .await
+            {
+                Ok(b) => body = Some(b),
+                Err(code) => {
+                    let mut r = req.finalize_error(code);
+                    r.close = true;
+                    return Some(r);
+                }
+            }
+        }
+        let keep_alive = req.head.keep_alive()
+            && !loc.keepalive_timeout.is_zero()
+            && self.info.requests < loc.keepalive_requests
+            && !*self.worker.stopping.borrow()
+            && (body.is_some() || matches!(req.head.body(), BodyKind::None));
+        let client = crate::proxy::Client {
+            stream: &mut self.stream,
+            out: &mut self.out,
+            keep_alive,
+            send_timeout: loc.send_timeout,
+        };
+        match crate::proxy::serve(client, req, plan, body).await {
+            crate::proxy::Finish::Sent {
+                status,
+                sent,
+                body,
+                keep_alive,
+                attempts,
+            } => {
+                req.upstream_attempts = attempts;
+                let mut r = Response::new(status);
+                r.content_length = Some(body);
+                req.log_access(&r, sent);
+                if !keep_alive {
+                    return None;
+                }
+                r.status = 0;
+                Some(r)
+            }
+            crate::proxy::Finish::Status {
+                code,
+                body_read,
+                attempts,
+            } => {
+                req.upstream_attempts = attempts;
+                let mut r = req.finalize_error(code);
+                // A body the exchange read must not be read again as the next request.
+                if !body_read || !matches!(req.head.body(), BodyKind::None) {
+                    r.close = true;
+                }
+                Some(r)
             }
         }
     }

@@ -407,6 +407,10 @@ async fn answer(
     let mut req = Request::new(worker, server, info, head, start);
     req.http2 = true;
     let mut resp = req.process();
+    if let Body::Proxy(_) = resp.body {
+        req.log(Level::Error, "proxy_pass over HTTP/2 is not supported yet");
+        resp = req.finalize_error(502);
+    }
     if resp.status == 444 {
         // nginx closes the stream without a response.
         respond.send_reset(Reason::INTERNAL_ERROR);
@@ -509,6 +513,7 @@ async fn send(
             Body::Bytes(b) => b.is_empty(),
             Body::File { len, .. } => *len == 0,
             Body::Parts(parts) => parts.is_empty(),
+            Body::Proxy(_) => true,
         };
     let Ok(mut stream) = respond.send_response(head, empty) else {
         return 0;
@@ -523,7 +528,7 @@ async fn send(
         sent: 0,
     };
     let result = match body {
-        Body::Empty => Ok(()),
+        Body::Empty | Body::Proxy(_) => Ok(()),
         Body::Bytes(b) => out.bytes(b, true),
         Body::File { file, offset, len } => out.file(&file, offset, len, true).await,
         Body::Parts(parts) => {

@@ -16,6 +16,7 @@ mod conn;
 mod h2;
 mod location;
 mod log;
+mod proxy;
 mod request;
 pub mod static_files;
 mod vars;

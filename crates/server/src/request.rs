@@ -21,6 +21,8 @@ use crate::vars::{Template, Var};
 use crate::worker::Worker;
 use crate::Level;
 
+mod proxy;
+
 /// nginx's limit on internal redirects and location restarts (`rewrite ... last`, index,
 /// try_files, error_page) before it answers 500.
 const MAX_REDIRECTS: u32 = 10;
@@ -45,6 +47,8 @@ pub(crate) enum Body {
         len: u64,
     },
     Parts(Vec<Part>),
+    /// To be fetched from an upstream: the connection runs the exchange.
+    Proxy(Box<crate::proxy::Plan>),
 }
 
 pub(crate) struct Response {
@@ -62,7 +66,7 @@ pub(crate) struct Response {
 }
 
 impl Response {
-    fn new(status: u16) -> Response {
+    pub(crate) fn new(status: u16) -> Response {
         Response {
             status,
             content_type: None,
@@ -230,6 +234,11 @@ pub(crate) struct Request<'a> {
     /// Whether the request came over HTTP/2. Its head is the HTTP/1.1 one it stands for, so
     /// `$server_protocol` and `$request` say "HTTP/2.0" from this.
     pub http2: bool,
+    /// `$proxy_host` and `$proxy_port` of the proxy_pass being prepared.
+    proxy_host: Vec<u8>,
+    proxy_port: u16,
+    /// The upstream attempts, for `$upstream_*`.
+    pub upstream_attempts: Vec<crate::proxy::Attempt>,
 }
 
 impl<'a> Request<'a> {
@@ -262,6 +271,9 @@ impl<'a> Request<'a> {
             status: 0,
             err_status: None,
             http2: false,
+            proxy_host: Vec::new(),
+            proxy_port: 0,
+            upstream_attempts: Vec::new(),
             head,
         }
     }
@@ -453,6 +465,9 @@ impl<'a> Request<'a> {
                 &format!("\"{}\" is not supported yet", u.directive),
             );
             return Step::Status(502);
+        }
+        if let Some(pass) = &loc.proxy_pass {
+            return self.proxy(pass);
         }
         let get_head_post = matches!(self.method, Method::Get | Method::Head | Method::Post);
         if self.uri.ends_with(b"/") {
@@ -708,7 +723,15 @@ impl<'a> Request<'a> {
     /// request's host and port when absolute_redirect is on.
     fn redirect_response(&mut self, code: u16, location: &[u8]) -> Step {
         let mut r = self.error_response(code);
-        let value = if location.starts_with(b"/") && self.loc.absolute_redirect {
+        let value = self.absolute_location(location);
+        r.header("Location", &value);
+        Step::Done(r)
+    }
+
+    /// `location` made absolute with the request's host and port when it is relative and
+    /// absolute_redirect is on.
+    fn absolute_location(&self, location: &[u8]) -> Vec<u8> {
+        if location.starts_with(b"/") && self.loc.absolute_redirect {
             let mut v = Vec::with_capacity(location.len() + 32);
             v.extend_from_slice(b"http://");
             let host = if self.loc.server_name_in_redirect && !self.server.name.is_empty() {
@@ -731,9 +754,7 @@ impl<'a> Request<'a> {
             v
         } else {
             location.to_vec()
-        };
-        r.header("Location", &value);
-        Step::Done(r)
+        }
     }
 
     fn error_response(&self, status: u16) -> Response {
@@ -741,7 +762,7 @@ impl<'a> Request<'a> {
     }
 
     /// An error status: the location's error_page for it, else the built-in page.
-    fn finalize_error(&mut self, status: u16) -> Response {
+    pub(crate) fn finalize_error(&mut self, status: u16) -> Response {
         let loc = self.loc.clone();
         let page = loc.error_pages.iter().find(|p| p.codes.contains(&status));
         let Some(page) = page.filter(|_| !self.error_page_used || loc.recursive_error_pages) else {
@@ -934,6 +955,24 @@ impl<'a> Request<'a> {
             | Var::Msec
             | Var::TimeLocal
             | Var::TimeIso8601 => connection_var(v, self.conn, out),
+            Var::ProxyHost => out.extend_from_slice(&self.proxy_host),
+            Var::ProxyPort => {
+                if self.proxy_port != 0 {
+                    let _ = write!(out, "{}", self.proxy_port);
+                }
+            }
+            Var::ProxyAddXForwardedFor => {
+                if let Some(v) = h.header("x-forwarded-for") {
+                    out.extend_from_slice(v);
+                    out.extend_from_slice(b", ");
+                }
+                out.extend_from_slice(self.conn.peer.ip().to_string().as_bytes());
+            }
+            Var::UpstreamAddr
+            | Var::UpstreamStatus
+            | Var::UpstreamResponseTime
+            | Var::UpstreamConnectTime
+            | Var::UpstreamHeaderTime => self.upstream_var(v, out),
             Var::Set(name) => {
                 if let Some((_, v)) = self.vars.iter().find(|(n, _)| n == name) {
                     out.extend_from_slice(v);
@@ -1021,7 +1060,7 @@ impl<'a> Request<'a> {
         self.log(Level::Info, message);
     }
 
-    fn log(&self, level: Level, message: &str) {
+    pub(crate) fn log(&self, level: Level, message: &str) {
         let log = &self.worker.shared.error_log;
         if !log.enabled(level) {
             return;

@@ -47,6 +47,14 @@ pub enum Var {
     Uri,
     /// A variable of `set`, by name.
     Set(String),
+    ProxyHost,
+    ProxyPort,
+    ProxyAddXForwardedFor,
+    UpstreamAddr,
+    UpstreamStatus,
+    UpstreamResponseTime,
+    UpstreamConnectTime,
+    UpstreamHeaderTime,
 }
 
 thread_local! {
@@ -120,6 +128,14 @@ impl Var {
             "time_iso8601" => Var::TimeIso8601,
             "time_local" => Var::TimeLocal,
             "uri" | "document_uri" => Var::Uri,
+            "proxy_host" => Var::ProxyHost,
+            "proxy_port" => Var::ProxyPort,
+            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
+            "upstream_addr" => Var::UpstreamAddr,
+            "upstream_status" => Var::UpstreamStatus,
+            "upstream_response_time" => Var::UpstreamResponseTime,
+            "upstream_connect_time" => Var::UpstreamConnectTime,
+            "upstream_header_time" => Var::UpstreamHeaderTime,
             _ => return None,
         })
     }

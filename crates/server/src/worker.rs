@@ -71,6 +71,8 @@ pub(crate) struct Worker {
     pub stopping: watch::Receiver<bool>,
     /// Woken when the last connection of a stopping worker closes.
     pub drained: Notify,
+    /// Balancer state and keepalive pools of the upstream groups in use.
+    pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
 }
 
 /// Counts a connection as open for as long as it lives.
@@ -363,6 +365,7 @@ fn run_worker(
         active: Cell::new(0),
         stopping: stop_rx,
         drained: Notify::new(),
+        upstreams: RefCell::default(),
     });
     let graceful = local.block_on(&rt, async {
         let mut accepting: HashMap<SocketAddr, AbortHandle> = HashMap::new();
@@ -387,6 +390,7 @@ fn run_worker(
                     removed,
                 }) => {
                     *worker.generation.borrow_mut() = generation;
+                    worker.upstreams.borrow_mut().clear();
                     for a in removed {
                         if let Some(h) = accepting.remove(&a) {
                             h.abort();
@@ -488,6 +492,11 @@ async fn flush_logs(worker: Rc<Worker>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
+        // Idle upstream connections past their keepalive_timeout close on the same tick.
+        worker
+            .upstreams
+            .borrow_mut()
+            .sweep(std::time::Instant::now());
         let generation = worker.generation.borrow().clone();
         let max_age = generation
             .http

@@ -1,0 +1,151 @@
+//! Reverse proxy, black box: nginx and portcullis on the same configuration in front of a
+//! tiny upstream started by the test, which echoes the request head it got as the body and
+//! numbers its connections.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use support::Server;
+
+/// How long a log line may take to appear.
+const LOG_WAIT: Duration = Duration::from_secs(5);
+
+/// An upstream that answers every request with `conn=N` and the request head it received.
+/// Returns its port.
+fn echo_upstream() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        continue;
+                    };
+                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    let mut body = format!("conn={}\n", n + 1).into_bytes();
+                    body.extend_from_slice(&head);
+                    let mut resp = format!(
+                        "HTTP/1.1 200 OK\r\nServer: upstream\r\nX-Pad: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
+                    resp.extend_from_slice(&body);
+                    if s.write_all(&resp).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// An upstream that accepts and never answers.
+fn stalled_upstream() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = listener.local_addr().expect("addr").port();
+    (listener, port)
+}
+
+fn config(up: u16, dead: u16, stalled: u16) -> String {
+    support::main_config(&format!(
+        "    upstream b {{ server 127.0.0.1:{up}; keepalive 4; }}\n\
+         server {{\n    listen 127.0.0.1:{{PORT0}};\n    server_name localhost;\n\
+         location / {{ proxy_pass http://b; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}\n\
+         location /old/ {{ proxy_pass http://b/new/; }}\n\
+         location /dead/ {{ proxy_pass http://127.0.0.1:{dead}; }}\n\
+         location /stall/ {{ proxy_pass http://127.0.0.1:{stalled}; proxy_read_timeout 1s; }}\n\
+         }}\n"
+    ))
+}
+
+#[test]
+fn forwards_head_and_reuses_upstream_connections() {
+    let up = echo_upstream();
+    let dead = support::free_ports(1)[0];
+    let (_keep, stalled) = stalled_upstream();
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &config(up, dead, stalled)) else {
+            continue;
+        };
+        let port = server.port(0);
+        let r = support::request(
+            port,
+            "GET /a%20b?x=1 HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\nTE: trailers\r\nConnection: close\r\n\r\n",
+        )
+        .expect("request");
+        assert_eq!(r.status, 200, "{kind}");
+        let body = r.body_text();
+        assert!(
+            body.contains("GET /a%20b?x=1 HTTP/1.1\r\nHost: b\r\n"),
+            "{kind}: {body}"
+        );
+        assert!(
+            body.contains("X-Forwarded-For: 1.2.3.4\r\n"),
+            "{kind}: {body}"
+        );
+        assert!(!body.contains("TE:"), "{kind}: {body}");
+        assert_eq!(r.header("x-pad"), None, "{kind}");
+        assert_ne!(r.header("server"), Some("upstream"), "{kind}");
+        // Keepalive to the upstream: a second request rides the first one's connection.
+        let again = support::get(port, "/b").expect("request");
+        let first_conn = body.lines().next().unwrap_or_default().to_string();
+        assert_eq!(
+            again.body_text().lines().next(),
+            Some(first_conn.as_str()),
+            "{kind}"
+        );
+        // A URI part replaces the location prefix; HTTP/1.0 and Connection: close by default.
+        let r = support::get(port, "/old/x").expect("request");
+        let body = r.body_text();
+        assert!(
+            body.contains("GET /new/x HTTP/1.0\r\nHost: b\r\nConnection: close\r\n"),
+            "{kind}: {body}"
+        );
+    }
+}
+
+#[test]
+fn refused_and_stalled_upstreams() {
+    let up = echo_upstream();
+    let dead = support::free_ports(1)[0];
+    let (_keep, stalled) = stalled_upstream();
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &config(up, dead, stalled)) else {
+            continue;
+        };
+        let port = server.port(0);
+        let r = support::get(port, "/dead/x").expect("request");
+        assert_eq!(r.status, 502, "{kind}");
+        let line = format!(
+            "connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: localhost, request: \"GET /dead/x HTTP/1.1\", upstream: \"http://127.0.0.1:{dead}/dead/x\""
+        );
+        assert!(
+            support::wait_until(LOG_WAIT, || server.error_log().contains(&line)),
+            "{kind}: {}",
+            server.error_log()
+        );
+        let r = support::get(port, "/stall/x").expect("request");
+        assert_eq!(r.status, 504, "{kind}");
+        assert!(
+            support::wait_until(LOG_WAIT, || {
+                server
+                .error_log()
+                .contains("upstream timed out (110: Connection timed out) while reading response header from upstream")
+            }),
+            "{kind}: {}",
+            server.error_log()
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! One upstream server address and the state all workers share about it.
+//!
+//! nginx keeps `fails`, `checked`, `accessed` and `conns` in each peer; with a `zone` they
+//! live in shared memory. Here they are atomics in the peer, so every worker sees the same
+//! failures and active counts without a lock. Times are milliseconds since the group was
+//! compiled (its epoch), which fits an `AtomicU64` and never goes backwards.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The index of a peer in its group: primary peers first, in configuration order, then the
+/// backup peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerId(pub usize);
+
+/// What a `server` line says about one of its addresses.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerConf {
+    pub addr: SocketAddr,
+    /// The address as nginx prints it: `127.0.0.1:8080`, `[::1]:80`.
+    pub name: Arc<str>,
+    /// The `server` argument as written (`backend:8080`, `127.0.0.1`): the consistent hash
+    /// ring is built from it, so peers of one host name share their points.
+    pub server: Arc<str>,
+    pub weight: u32,
+    /// 0: failures never take the peer out.
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+    /// 0: no limit.
+    pub max_conns: u32,
+    pub down: bool,
+    pub backup: bool,
+}
+
+/// One upstream address: its configuration and the state shared by all workers.
+#[derive(Debug)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// As nginx prints it in `$upstream_addr` and error logs: `127.0.0.1:8080`.
+    pub name: Arc<str>,
+    server: Arc<str>,
+    weight: u32,
+    max_fails: u32,
+    fail_timeout_ms: u64,
+    max_conns: u32,
+    down: bool,
+    backup: bool,
+    /// Failures since the peer was last seen working.
+    fails: AtomicU32,
+    /// When the last failure happened (ms since the epoch).
+    accessed: AtomicU64,
+    /// When the peer was last failed or chosen after its fail_timeout had run out (ms since
+    /// the epoch); a success after a failure resets `fails` only if `accessed < checked`.
+    checked: AtomicU64,
+    /// Attempts using the peer now, for max_conns, least_conn and random two.
+    conns: AtomicU32,
+    /// The weight round robin uses: lowered by failures, back up by one per selection pass.
+    effective_weight: AtomicI64,
+}
+
+impl Peer {
+    pub(crate) fn new(conf: PeerConf) -> Peer {
+        Peer {
+            addr: conf.addr,
+            name: conf.name,
+            server: conf.server,
+            weight: conf.weight,
+            max_fails: conf.max_fails,
+            fail_timeout_ms: u64::try_from(conf.fail_timeout.as_millis()).unwrap_or(u64::MAX),
+            max_conns: conf.max_conns,
+            down: conf.down,
+            backup: conf.backup,
+            fails: AtomicU32::new(0),
+            accessed: AtomicU64::new(0),
+            checked: AtomicU64::new(0),
+            conns: AtomicU32::new(0),
+            effective_weight: AtomicI64::new(i64::from(conf.weight)),
+        }
+    }
+
+    /// The `server` argument this address came from, as written.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+
+    pub fn max_fails(&self) -> u32 {
+        self.max_fails
+    }
+
+    pub fn fail_timeout(&self) -> Duration {
+        Duration::from_millis(self.fail_timeout_ms)
+    }
+
+    /// 0 means no limit.
+    pub fn max_conns(&self) -> u32 {
+        self.max_conns
+    }
+
+    /// Marked `down` in the configuration.
+    pub fn is_down(&self) -> bool {
+        self.down
+    }
+
+    pub fn is_backup(&self) -> bool {
+        self.backup
+    }
+
+    /// Attempts using this peer now, over all workers.
+    pub fn active(&self) -> u32 {
+        self.conns.load(Ordering::Relaxed)
+    }
+
+    /// Failures counted since the peer last worked.
+    pub fn fails(&self) -> u32 {
+        self.fails.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn conns(&self) -> u64 {
+        u64::from(self.conns.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn effective_weight(&self) -> i64 {
+        self.effective_weight.load(Ordering::Relaxed)
+    }
+
+    /// Whether the peer may take an attempt now, before `tried` is considered: not down,
+    /// not failed `max_fails` times within `fail_timeout`, below `max_conns`.
+    pub(crate) fn usable(&self, now_ms: u64) -> bool {
+        !self.down && !self.failed(now_ms) && !self.full()
+    }
+
+    /// Out for failures: nginx's `fails >= max_fails && now - checked <= fail_timeout`.
+    pub(crate) fn failed(&self, now_ms: u64) -> bool {
+        self.max_fails != 0
+            && self.fails.load(Ordering::Relaxed) >= self.max_fails
+            && now_ms.saturating_sub(self.checked.load(Ordering::Relaxed)) <= self.fail_timeout_ms
+    }
+
+    /// At its `max_conns`.
+    pub(crate) fn full(&self) -> bool {
+        self.max_conns != 0 && self.conns.load(Ordering::Relaxed) >= self.max_conns
+    }
+
+    /// nginx's `if (effective_weight < weight) effective_weight++`, done for every peer a
+    /// round-robin pass considers.
+    pub(crate) fn recover_weight(&self) {
+        let weight = i64::from(self.weight);
+        // Capped at the weight even when workers race.
+        let _ = self
+            .effective_weight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                (w < weight).then_some(w + 1)
+            });
+    }
+
+    /// The peer has been chosen: one more active attempt; if its fail_timeout has run out
+    /// since it was last checked, this choice is the new check, so that a success ends the
+    /// failures.
+    pub(crate) fn take(&self, now_ms: u64) {
+        self.conns.fetch_add(1, Ordering::Relaxed);
+        if now_ms.saturating_sub(self.checked.load(Ordering::Relaxed)) > self.fail_timeout_ms {
+            self.checked.store(now_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// The attempt is over; `accounting` is false for a group of one peer, which nginx
+    /// never marks failed.
+    pub(crate) fn put(&self, failed: bool, accounting: bool, now_ms: u64) {
+        if accounting {
+            if failed {
+                self.fail(now_ms);
+            } else if self.accessed.load(Ordering::Relaxed) < self.checked.load(Ordering::Relaxed) {
+                self.fails.store(0, Ordering::Relaxed);
+            }
+        }
+        // Never below zero, even if an attempt is released twice.
+        let _ = self
+            .conns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1));
+    }
+
+    /// nginx's failure accounting: one more fail, both times now, and the effective weight
+    /// lowered by `weight / max_fails` (not below zero).
+    fn fail(&self, now_ms: u64) {
+        self.fails.fetch_add(1, Ordering::Relaxed);
+        self.accessed.store(now_ms, Ordering::Relaxed);
+        self.checked.store(now_ms, Ordering::Relaxed);
+        // max_fails=0 never lowers the weight.
+        if let Some(step) = self.weight.checked_div(self.max_fails) {
+            let drop = i64::from(step);
+            let _ = self
+                .effective_weight
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                    Some((w - drop).max(0))
+                });
+        }
+    }
+}
+
+/// Milliseconds from `epoch` to `now`, 0 if `now` is earlier.
+pub(crate) fn millis_since(epoch: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(epoch).as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Bits per word of the [`Tried`] set.
+const WORD_BITS: usize = 64;
+
+/// One request's record of its attempts: which peers it has tried (a bitset over
+/// [`PeerId`]s) and the balancer's progress, which nginx keeps per request so that a retry
+/// continues where the previous choice stopped.
+#[derive(Debug, Clone, Default)]
+pub struct Tried {
+    /// Peers 0..64, without allocating for the common group.
+    low: u64,
+    /// Peers from 64 on, grown when needed.
+    high: Vec<u64>,
+    /// The request has moved on to the backup peers; it never goes back.
+    pub(crate) on_backup: bool,
+    /// Choices the hash, ip_hash or random balancer has rejected; past 20 it falls back to
+    /// round robin, as nginx does.
+    pub(crate) tries: u32,
+    /// hash: the running hash; consistent hash: the ring position; ip_hash: the hash state.
+    pub(crate) hash: u64,
+    /// hash: how many times the key has been hashed.
+    pub(crate) rehash: u32,
+    /// consistent hash: the ring position has been found from the key.
+    pub(crate) positioned: bool,
+}
+
+impl Tried {
+    /// Whether `id` has been tried by this request.
+    pub fn contains(&self, id: PeerId) -> bool {
+        let i = id.0;
+        if i < WORD_BITS {
+            return self.low & (1 << i) != 0;
+        }
+        let (word, bit) = (i / WORD_BITS - 1, i % WORD_BITS);
+        self.high.get(word).is_some_and(|w| w & (1 << bit) != 0)
+    }
+
+    /// Records that `id` has been tried.
+    pub fn insert(&mut self, id: PeerId) {
+        let i = id.0;
+        if i < WORD_BITS {
+            self.low |= 1 << i;
+            return;
+        }
+        let (word, bit) = (i / WORD_BITS - 1, i % WORD_BITS);
+        if self.high.len() <= word {
+            self.high.resize(word + 1, 0);
+        }
+        self.high[word] |= 1 << bit;
+    }
+
+    /// How many peers have been tried.
+    pub fn count(&self) -> usize {
+        self.low.count_ones() as usize
+            + self
+                .high
+                .iter()
+                .map(|w| w.count_ones() as usize)
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(weight: u32, max_fails: u32, fail_timeout_s: u64, max_conns: u32) -> Peer {
+        Peer::new(PeerConf {
+            addr: "127.0.0.1:80".parse().unwrap(),
+            name: Arc::from("127.0.0.1:80"),
+            server: Arc::from("127.0.0.1"),
+            weight,
+            max_fails,
+            fail_timeout: Duration::from_secs(fail_timeout_s),
+            max_conns,
+            down: false,
+            backup: false,
+        })
+    }
+
+    #[test]
+    fn tried_bitset_spans_words() {
+        let mut t = Tried::default();
+        for i in [0, 5, 63, 64, 130, 200] {
+            assert!(!t.contains(PeerId(i)));
+            t.insert(PeerId(i));
+            assert!(t.contains(PeerId(i)));
+        }
+        assert!(!t.contains(PeerId(1)) && !t.contains(PeerId(65)) && !t.contains(PeerId(999)));
+        assert_eq!(t.count(), 6);
+    }
+
+    #[test]
+    fn failures_take_the_peer_out_for_fail_timeout() {
+        let p = peer(1, 2, 10, 0);
+        p.take(1_000);
+        p.put(true, true, 1_000);
+        assert!(!p.failed(1_500), "one failure of two allowed");
+        p.take(2_000);
+        p.put(true, true, 2_000);
+        assert!(p.failed(2_000) && p.failed(12_000));
+        assert!(!p.failed(12_001), "back after fail_timeout");
+        // Chosen after the timeout: the choice is the new check, so a success resets.
+        p.take(12_001);
+        p.put(false, true, 12_100);
+        assert_eq!(p.fails(), 0);
+    }
+
+    #[test]
+    fn success_within_fail_timeout_keeps_failures() {
+        let p = peer(1, 3, 10, 0);
+        p.take(0);
+        p.put(true, true, 100);
+        p.take(200);
+        p.put(false, true, 300);
+        assert_eq!(
+            p.fails(),
+            1,
+            "nginx forgets failures only after fail_timeout"
+        );
+    }
+
+    #[test]
+    fn effective_weight_drops_and_recovers() {
+        let p = peer(6, 3, 10, 0);
+        p.put(true, true, 0);
+        assert_eq!(p.effective_weight(), 4);
+        p.put(true, true, 0);
+        p.put(true, true, 0);
+        p.put(true, true, 0);
+        assert_eq!(p.effective_weight(), 0);
+        for _ in 0..10 {
+            p.recover_weight();
+        }
+        assert_eq!(p.effective_weight(), 6);
+    }
+
+    #[test]
+    fn max_conns_and_release() {
+        let p = peer(1, 1, 10, 2);
+        p.take(0);
+        assert!(!p.full());
+        p.take(0);
+        assert!(p.full());
+        p.put(false, false, 0);
+        assert!(!p.full());
+        p.put(false, false, 0);
+        p.put(false, false, 0);
+        assert_eq!(p.active(), 0, "never below zero");
+    }
+}

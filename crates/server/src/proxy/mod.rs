@@ -1,0 +1,163 @@
+//! nginx's reverse proxy: `proxy_pass` and the `proxy_*` directives.
+//!
+//! At load, `upstream` blocks become [`Upstream`]s kept by name, each `proxy_pass` a
+//! [`ProxyPass`] (the group, or a URL template resolved per request), and the `proxy_*`
+//! directives a [`ProxySettings`] inherited http → server → location as nginx merges them.
+//! In the content phase the request builds a [`Plan`]: the upstream, the request head to send
+//! with every variable evaluated. The connection then runs the exchange (`exchange`): a peer
+//! from the balancer, an idle connection from the worker's pool or a new one, the request,
+//! the response head forwarded by nginx's rules, and the body streamed to the client.
+
+mod exchange;
+mod settings;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{BufMut, BytesMut};
+use portcullis_proxy::upstream::{LocalState, Upstream};
+use portcullis_proxy::{Pool, PoolLimits, Stream};
+
+pub(crate) use exchange::collect_body;
+pub(crate) use exchange::{serve, Client, Finish};
+pub(crate) use settings::{
+    directive, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect, Target,
+};
+
+/// The upstream groups of a configuration, by name.
+pub(crate) type Groups = HashMap<String, Arc<Upstream>>;
+
+/// Everything the exchange needs, evaluated by the request in the content phase.
+pub(crate) struct Plan {
+    pub upstream: Arc<Upstream>,
+    pub settings: Arc<ProxySettings>,
+    /// `http` or `https`.
+    pub https: bool,
+    /// The request head to send, up to and without the final empty line: the framing
+    /// header of the body is added once the body is read.
+    pub head: BytesMut,
+    /// The URI sent, for the error log's `upstream: "http://peer/uri"`.
+    pub uri: Vec<u8>,
+    /// Whether the client's body goes to the upstream.
+    pub pass_body: bool,
+    /// A body that replaces the client's (`proxy_set_body`).
+    pub set_body: Option<Vec<u8>>,
+    /// The method sent may be retried on another peer after it was sent (nginx's
+    /// idempotent methods, unless `non_idempotent`).
+    pub idempotent: bool,
+    /// The method sent is HEAD: the response has no body whatever it says.
+    pub head_request: bool,
+    /// `Connection: upgrade` is sent: a 101 turns the connection into a tunnel.
+    pub upgrade: bool,
+    /// The upstream connection may be kept: HTTP/1.1 without `Connection: close` sent.
+    pub keepalive: bool,
+    /// The location prefix and replacement of `proxy_redirect default`, evaluated.
+    pub redirects: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// One attempt as `$upstream_*` variables report it.
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    pub addr: Arc<str>,
+    pub status: Option<u16>,
+    pub connect: Option<std::time::Duration>,
+    pub header: Option<std::time::Duration>,
+    pub response: std::time::Duration,
+}
+
+/// A worker's state for one upstream group: the balancer's and the idle connections.
+pub(crate) struct Local {
+    /// Held so the group outlives the map entry keyed by its address.
+    _upstream: Arc<Upstream>,
+    pub state: LocalState,
+    pub pool: Option<Pool<Stream>>,
+}
+
+/// Per-worker state of every upstream group met, keyed by the group's address.
+#[derive(Default)]
+pub(crate) struct WorkerUpstreams {
+    groups: HashMap<usize, Rc<std::cell::RefCell<Local>>>,
+    /// The buffer upstream responses are read into, lent to one exchange at a time.
+    pub buffer: BytesMut,
+}
+
+impl WorkerUpstreams {
+    /// The worker's state for `upstream`, made on first use.
+    pub fn local(&mut self, upstream: &Arc<Upstream>) -> Rc<std::cell::RefCell<Local>> {
+        let key = Arc::as_ptr(upstream) as usize;
+        self.groups
+            .entry(key)
+            .or_insert_with(|| {
+                let pool = upstream.keepalive().map(|k| {
+                    Pool::new(
+                        PoolLimits {
+                            max_idle: k.max_idle,
+                            requests: k.requests,
+                            timeout: k.timeout,
+                            time: k.time,
+                        },
+                        upstream.peers().len(),
+                    )
+                });
+                Rc::new(std::cell::RefCell::new(Local {
+                    _upstream: upstream.clone(),
+                    state: upstream.local_state(),
+                    pool,
+                }))
+            })
+            .clone()
+    }
+
+    /// Forgets groups of an older configuration; their idle connections close.
+    pub fn clear(&mut self) {
+        self.groups.clear();
+    }
+
+    /// Closes idle connections past their timeout.
+    pub fn sweep(&mut self, now: Instant) {
+        for local in self.groups.values() {
+            if let Ok(mut l) = local.try_borrow_mut() {
+                if let Some(p) = l.pool.as_mut() {
+                    p.sweep(now);
+                }
+            }
+        }
+    }
+}
+
+/// Resolves `host:port` of a `proxy_pass` URL at load, as nginx does for a name that is no
+/// upstream group.
+pub(crate) fn resolve(host: &str, port: u16) -> Option<Vec<SocketAddr>> {
+    use std::net::ToSocketAddrs;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().ok()?.collect();
+    (!addrs.is_empty()).then_some(addrs)
+}
+
+/// Appends `uri` escaped as nginx's `ngx_escape_uri(NGX_ESCAPE_URI)`: controls, space, '#',
+/// '%', '?' and bytes above 0x7e become `%XX`.
+pub(crate) fn escape_uri(uri: &[u8], out: &mut BytesMut) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in uri {
+        if b <= b' ' || b >= 0x7f || b == b'#' || b == b'%' || b == b'?' {
+            out.put_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+        } else {
+            out.put_u8(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_like_nginx() {
+        let mut out = BytesMut::new();
+        escape_uri(b"/a b#c%d?e\xc3\xa9/f", &mut out);
+        assert_eq!(&out[..], b"/a%20b%23c%25d%3Fe%C3%A9/f");
+    }
+}

@@ -1,0 +1,401 @@
+//! The `proxy_*` directives, typed once at load with nginx's defaults, and `proxy_pass`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis_config::{value, ConfigError, Directive};
+use portcullis_proxy::upstream::Upstream;
+
+use super::Groups;
+use crate::conf::err;
+use crate::vars::Template;
+
+/// nginx's `proxy_buffer_size` default: one memory page.
+const DEFAULT_BUFFER_SIZE: usize = 4096;
+/// nginx's default for proxy_connect_timeout, proxy_read_timeout and proxy_send_timeout.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Conditions of `proxy_next_upstream`, as bits.
+pub(crate) mod next {
+    pub const ERROR: u16 = 1;
+    pub const TIMEOUT: u16 = 1 << 1;
+    pub const INVALID_HEADER: u16 = 1 << 2;
+    pub const HTTP_500: u16 = 1 << 3;
+    pub const HTTP_502: u16 = 1 << 4;
+    pub const HTTP_503: u16 = 1 << 5;
+    pub const HTTP_504: u16 = 1 << 6;
+    pub const HTTP_403: u16 = 1 << 7;
+    pub const HTTP_404: u16 = 1 << 8;
+    pub const HTTP_429: u16 = 1 << 9;
+    pub const NON_IDEMPOTENT: u16 = 1 << 10;
+
+    /// The bit for a response status, if `proxy_next_upstream` can name it.
+    pub fn status_bit(status: u16) -> u16 {
+        match status {
+            500 => HTTP_500,
+            502 => HTTP_502,
+            503 => HTTP_503,
+            504 => HTTP_504,
+            403 => HTTP_403,
+            404 => HTTP_404,
+            429 => HTTP_429,
+            _ => 0,
+        }
+    }
+
+    /// Statuses that count as a peer failure (403 and 404 do not, as in nginx).
+    pub const FAILURE_STATUSES: u16 = HTTP_500 | HTTP_502 | HTTP_503 | HTTP_504 | HTTP_429;
+}
+
+/// `proxy_redirect`.
+#[derive(Clone)]
+pub(crate) enum Redirect {
+    /// `default`: the proxied URL's prefix becomes the location's.
+    Default,
+    Off,
+    /// `proxy_redirect from to`, in order; the first that matches applies.
+    List(Vec<(Template, Template)>),
+}
+
+/// `proxy_set_header name value`.
+#[derive(Clone)]
+pub(crate) struct SetHeader {
+    pub name: String,
+    pub lower: String,
+    pub value: Template,
+}
+
+/// Settings inherited http → server → location.
+#[derive(Clone)]
+pub(crate) struct ProxySettings {
+    pub http11: bool,
+    /// proxy_set_header lines of the innermost level that has any.
+    pub set_headers: Vec<SetHeader>,
+    pub method: Option<Template>,
+    pub pass_request_headers: bool,
+    pub pass_request_body: bool,
+    /// Lowercased names.
+    pub hide_headers: Vec<String>,
+    pub pass_headers: Vec<String>,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub send_timeout: Duration,
+    pub next_upstream: u16,
+    /// 0: no limit.
+    pub next_upstream_tries: u32,
+    /// Zero: no limit.
+    pub next_upstream_timeout: Duration,
+    pub buffering: bool,
+    pub buffer_size: usize,
+    pub request_buffering: bool,
+    pub redirect: Redirect,
+    pub intercept_errors: bool,
+    pub ignore_client_abort: bool,
+    pub set_body: Option<Template>,
+}
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        ProxySettings {
+            http11: false,
+            set_headers: Vec::new(),
+            method: None,
+            pass_request_headers: true,
+            pass_request_body: true,
+            hide_headers: Vec::new(),
+            pass_headers: Vec::new(),
+            connect_timeout: DEFAULT_TIMEOUT,
+            read_timeout: DEFAULT_TIMEOUT,
+            send_timeout: DEFAULT_TIMEOUT,
+            next_upstream: next::ERROR | next::TIMEOUT,
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
+            buffering: true,
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            request_buffering: true,
+            redirect: Redirect::Default,
+            intercept_errors: false,
+            ignore_client_abort: false,
+            set_body: None,
+        }
+    }
+}
+
+/// Where a `proxy_pass` sends requests.
+pub(crate) enum Target {
+    /// A group known at load: an `upstream` block, or the implicit group of `host:port`.
+    Group {
+        upstream: Arc<Upstream>,
+        /// `$proxy_host`: the group's name, or `host[:port]` without a default port.
+        host: String,
+        port: u16,
+    },
+    /// A URL with variables, evaluated per request; its host names a group or is an address.
+    Dynamic { url: Template, groups: Arc<Groups> },
+}
+
+/// A location's `proxy_pass`.
+pub(crate) struct ProxyPass {
+    pub https: bool,
+    pub target: Target,
+    /// The URI part of a URL without variables (`proxy_pass http://b/api/;` → "/api/").
+    pub uri: Option<Vec<u8>>,
+    /// The location's prefix, which the URI part replaces.
+    pub location: String,
+    /// The URL as written up to the URI part, for `proxy_redirect default`.
+    pub url: String,
+}
+
+/// Applies one `proxy_*` directive to `s`; `first` says whether this is the directive's
+/// first occurrence at this level (lists then replace the inherited ones). Returns false for
+/// a directive this module does not own.
+pub(crate) fn directive(
+    s: &mut ProxySettings,
+    d: &Directive,
+    first: bool,
+    warnings: &mut Vec<String>,
+) -> Result<bool, ConfigError> {
+    match d.name.as_str() {
+        "proxy_http_version" => {
+            s.http11 = match d.arg(0) {
+                "1.0" => false,
+                "1.1" => true,
+                _ => return Err(invalid(d, 0)),
+            }
+        }
+        "proxy_set_header" => {
+            if first {
+                s.set_headers.clear();
+            }
+            s.set_headers.push(SetHeader {
+                name: d.arg(0).to_string(),
+                lower: d.arg(0).to_ascii_lowercase(),
+                value: Template::compile(d.arg(1), d)?,
+            });
+        }
+        "proxy_method" => s.method = Some(Template::compile(d.arg(0), d)?),
+        "proxy_pass_request_headers" => s.pass_request_headers = value::flag(d, 0)?,
+        "proxy_pass_request_body" => s.pass_request_body = value::flag(d, 0)?,
+        "proxy_hide_header" => {
+            if first {
+                s.hide_headers.clear();
+            }
+            s.hide_headers.push(d.arg(0).to_ascii_lowercase());
+        }
+        "proxy_pass_header" => {
+            if first {
+                s.pass_headers.clear();
+            }
+            s.pass_headers.push(d.arg(0).to_ascii_lowercase());
+        }
+        "proxy_connect_timeout" => s.connect_timeout = time(d)?,
+        "proxy_read_timeout" => s.read_timeout = time(d)?,
+        "proxy_send_timeout" => s.send_timeout = time(d)?,
+        "proxy_next_upstream" => s.next_upstream = next_upstream(d)?,
+        "proxy_next_upstream_tries" => {
+            s.next_upstream_tries =
+                u32::try_from(value::number(d, 0)?).map_err(|_| invalid(d, 0))?
+        }
+        "proxy_next_upstream_timeout" => s.next_upstream_timeout = time(d)?,
+        "proxy_buffering" => s.buffering = value::flag(d, 0)?,
+        "proxy_buffer_size" => {
+            s.buffer_size = usize::try_from(value::size(d, 0)?).map_err(|_| invalid(d, 0))?
+        }
+        "proxy_buffers" | "proxy_busy_buffers_size" => {
+            // Responses stream through one buffer of proxy_buffer_size, never to disk: the
+            // sizes of nginx's further buffers have nothing to tune here.
+        }
+        "proxy_request_buffering" => {
+            s.request_buffering = value::flag(d, 0)?;
+            if !s.request_buffering {
+                warnings.push(format!(
+                    "\"proxy_request_buffering off\" is not supported yet: request bodies are read whole before they are sent in {}",
+                    d.span
+                ));
+            }
+        }
+        "proxy_redirect" => {
+            s.redirect = match (d.arg(0), d.args.len()) {
+                ("default", 1) => Redirect::Default,
+                ("off", 1) => Redirect::Off,
+                (_, 2) => {
+                    let pair = (
+                        Template::compile(d.arg(0), d)?,
+                        Template::compile(d.arg(1), d)?,
+                    );
+                    match &mut s.redirect {
+                        Redirect::List(list) if !first => {
+                            list.push(pair);
+                            return Ok(true);
+                        }
+                        _ => Redirect::List(vec![pair]),
+                    }
+                }
+                _ => return Err(invalid(d, 0)),
+            }
+        }
+        "proxy_intercept_errors" => s.intercept_errors = value::flag(d, 0)?,
+        "proxy_ignore_client_abort" => s.ignore_client_abort = value::flag(d, 0)?,
+        "proxy_set_body" => s.set_body = Some(Template::compile(d.arg(0), d)?),
+        "proxy_ignore_headers" => {
+            // Expires, Cache-Control and X-Accel-Expires only steer a cache, which this
+            // server does not have; the other X-Accel-* headers are not acted on either.
+            for a in &d.args {
+                let known = [
+                    "X-Accel-Redirect",
+                    "X-Accel-Expires",
+                    "X-Accel-Limit-Rate",
+                    "X-Accel-Buffering",
+                    "X-Accel-Charset",
+                    "Expires",
+                    "Cache-Control",
+                    "Set-Cookie",
+                    "Vary",
+                ];
+                if !known.iter().any(|k| k.eq_ignore_ascii_case(&a.value)) {
+                    return Err(err(
+                        d,
+                        format!("invalid value \"{}\" in \"{}\" directive", a.value, d.name),
+                    ));
+                }
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn invalid(d: &Directive, i: usize) -> ConfigError {
+    err(
+        d,
+        format!("invalid value \"{}\" in \"{}\" directive", d.arg(i), d.name),
+    )
+}
+
+fn time(d: &Directive) -> Result<Duration, ConfigError> {
+    Ok(Duration::from_millis(value::time_ms(d, 0)?))
+}
+
+fn next_upstream(d: &Directive) -> Result<u16, ConfigError> {
+    let mut bits = 0;
+    for a in &d.args {
+        bits |= match a.value.as_str() {
+            "error" => next::ERROR,
+            "timeout" => next::TIMEOUT,
+            "invalid_header" => next::INVALID_HEADER,
+            "http_500" => next::HTTP_500,
+            "http_502" => next::HTTP_502,
+            "http_503" => next::HTTP_503,
+            "http_504" => next::HTTP_504,
+            "http_403" => next::HTTP_403,
+            "http_404" => next::HTTP_404,
+            "http_429" => next::HTTP_429,
+            "non_idempotent" => next::NON_IDEMPOTENT,
+            "off" => {
+                if d.args.len() > 1 {
+                    return Err(err(
+                        d,
+                        "invalid value \"off\" in \"proxy_next_upstream\" directive",
+                    ));
+                }
+                0
+            }
+            "updating" => 0,
+            other => {
+                return Err(err(
+                    d,
+                    format!("invalid value \"{other}\" in \"proxy_next_upstream\" directive"),
+                ))
+            }
+        };
+    }
+    Ok(bits)
+}
+
+/// Compiles `proxy_pass URL` of a location. `location` is its name, `fixed_uri_forbidden`
+/// whether it is a regex or named location, where a URI part cannot be placed.
+pub(crate) fn proxy_pass(
+    d: &Directive,
+    location: &str,
+    fixed_uri_forbidden: bool,
+    groups: &Arc<Groups>,
+) -> Result<ProxyPass, ConfigError> {
+    let url = d.arg(0);
+    let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else {
+        return Err(err(d, format!("invalid URL prefix in \"{url}\"")));
+    };
+    if url.contains('$') {
+        return Ok(ProxyPass {
+            https,
+            target: Target::Dynamic {
+                url: Template::compile(url, d)?,
+                groups: groups.clone(),
+            },
+            uri: None,
+            location: location.to_string(),
+            url: String::new(),
+        });
+    }
+    let (authority, uri) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
+        None => (rest, None),
+    };
+    if uri.is_some() && fixed_uri_forbidden {
+        return Err(err(d, "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block"));
+    }
+    if authority.is_empty() {
+        return Err(err(d, format!("no host in upstream \"{rest}\"")));
+    }
+    let default_port = if https { 443 } else { 80 };
+    let target = match groups.get(authority) {
+        Some(u) => Target::Group {
+            upstream: u.clone(),
+            host: authority.to_string(),
+            port: default_port,
+        },
+        None => {
+            let (host, port) = split_host_port(authority, default_port)
+                .ok_or_else(|| err(d, format!("invalid port in upstream \"{authority}\"")))?;
+            let addrs = super::resolve(host, port)
+                .ok_or_else(|| err(d, format!("host not found in upstream \"{authority}\"")))?;
+            let name = format!("{host}:{port}");
+            let proxy_host = if port == default_port {
+                host.to_string()
+            } else {
+                name.clone()
+            };
+            Target::Group {
+                upstream: Arc::new(Upstream::implicit(&name, addrs)),
+                host: proxy_host,
+                port,
+            }
+        }
+    };
+    Ok(ProxyPass {
+        https,
+        target,
+        uri,
+        location: location.to_string(),
+        url: format!("{}://{authority}", if https { "https" } else { "http" }),
+    })
+}
+
+/// Splits `host[:port]` (`[v6]:port` too).
+pub(crate) fn split_host_port(authority: &str, default_port: u16) -> Option<(&str, u16)> {
+    if authority.starts_with('[') {
+        let end = authority.find(']')?;
+        let port = match &authority[end + 1..] {
+            "" => default_port,
+            p => p.strip_prefix(':')?.parse().ok()?,
+        };
+        return Some((&authority[..=end], port));
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) => Some((h, p.parse().ok().filter(|&p| p != 0)?)),
+        None => Some((authority, default_port)),
+    }
+}

@@ -1,0 +1,413 @@
+//! The content phase of a `proxy_pass` location: the request evaluates everything the
+//! exchange needs (upstream, URI, headers) into a [`Plan`], and writes the client's response
+//! head from the upstream's by nginx's rules.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, BytesMut};
+use portcullis_http::{ResponseHead, Version};
+use portcullis_proxy::upstream::Upstream;
+
+use super::{Body, Request, Response, Step};
+use crate::proxy::{escape_uri, Plan, ProxyPass, Redirect, Target};
+use crate::Level;
+
+/// Request headers nginx's proxy sets itself (or clears) unless proxy_set_header names them:
+/// `Host $proxy_host`, `Connection close`, and empty TE, Keep-Alive, Expect, Upgrade. The
+/// body's framing header is written from the body the upstream gets.
+const DEFAULT_SET: &[(&str, &[u8])] = &[
+    ("Host", b""),
+    ("Connection", b"close"),
+    ("TE", b""),
+    ("Keep-Alive", b""),
+    ("Expect", b""),
+    ("Upgrade", b""),
+];
+
+/// Response headers nginx never passes (hop-by-hop, or replaced by its own).
+const HOP_BY_HOP: &[&str] = &["connection", "keep-alive", "transfer-encoding"];
+/// Response headers `proxy_hide_header` hides by default (proxy_pass_header shows them).
+const HIDDEN: &[&str] = &[
+    "date",
+    "server",
+    "x-pad",
+    "x-accel-expires",
+    "x-accel-redirect",
+    "x-accel-limit-rate",
+    "x-accel-buffering",
+    "x-accel-charset",
+];
+
+impl Request<'_> {
+    pub(crate) fn worker(&self) -> &crate::worker::Worker {
+        self.worker
+    }
+
+    pub(crate) fn client_ip(&self) -> std::net::IpAddr {
+        self.conn.peer.ip()
+    }
+
+    pub(crate) fn is_http11(&self) -> bool {
+        self.head.version() == Version::Http11
+    }
+
+    /// The `hash` key of `upstream`'s balancer. Keys are not compiled yet, so a hashed group
+    /// balances by round robin, as nginx does for an empty key.
+    pub(crate) fn hash_key(&self, _upstream: &Upstream) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Whether the location has an error_page for `status` (for proxy_intercept_errors).
+    pub(crate) fn has_error_page(&self, status: u16) -> bool {
+        self.loc
+            .error_pages
+            .iter()
+            .any(|p| p.codes.contains(&status))
+    }
+
+    /// An error-log line about the upstream, with nginx's `upstream: "..."` part.
+    pub(crate) fn log_upstream(&self, level: Level, message: &str, upstream: &str) {
+        let log = &self.worker.shared.error_log;
+        if !log.enabled(level) {
+            return;
+        }
+        let mut m = format!(
+            "{message}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\"",
+            self.conn.peer.ip(),
+            self.server.name,
+            self.head.request_line()
+        );
+        if let Some(h) = self.head.header("host") {
+            m.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
+        }
+        log.write(level, Some(self.conn.id), &m);
+    }
+
+    /// The content phase of a proxy_pass location: a response whose body is the plan.
+    pub(super) fn proxy(&mut self, pass: &Arc<ProxyPass>) -> Step {
+        let settings = self.loc.proxy.clone();
+        let (upstream, dynamic_uri) = match &pass.target {
+            Target::Group {
+                upstream,
+                host,
+                port,
+            } => {
+                self.proxy_host = host.clone().into_bytes();
+                self.proxy_port = *port;
+                (upstream.clone(), None)
+            }
+            Target::Dynamic { url, groups } => {
+                let value = self.eval(url);
+                let (https, rest) = match value
+                    .strip_prefix(b"http://")
+                    .map(|r| (false, r))
+                    .or_else(|| value.strip_prefix(b"https://").map(|r| (true, r)))
+                {
+                    Some(x) => x,
+                    None => {
+                        self.log(
+                            Level::Error,
+                            &format!(
+                                "invalid URL prefix in \"{}\"",
+                                String::from_utf8_lossy(&value)
+                            ),
+                        );
+                        return Step::Status(500);
+                    }
+                };
+                let slash = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+                let authority = String::from_utf8_lossy(&rest[..slash]).into_owned();
+                let uri = (slash < rest.len()).then(|| rest[slash..].to_vec());
+                let default_port = if https { 443 } else { 80 };
+                self.proxy_host = authority.clone().into_bytes();
+                self.proxy_port = default_port;
+                let upstream = match groups.get(&authority) {
+                    Some(u) => u.clone(),
+                    None => {
+                        let addr = crate::proxy::split_host_port(&authority, default_port)
+                            .and_then(|(h, p)| {
+                                h.trim_start_matches('[')
+                                    .trim_end_matches(']')
+                                    .parse::<std::net::IpAddr>()
+                                    .ok()
+                                    .map(|ip| std::net::SocketAddr::new(ip, p))
+                            });
+                        match addr {
+                            Some(a) => Arc::new(Upstream::implicit(&a.to_string(), vec![a])),
+                            None => {
+                                self.log(
+                                    Level::Error,
+                                    &format!("no resolver defined to resolve {authority}"),
+                                );
+                                return Step::Status(502);
+                            }
+                        }
+                    }
+                };
+                (upstream, Some(uri))
+            }
+        };
+        let method_token: Vec<u8> = match &settings.method {
+            Some(t) => self.eval(t),
+            None if self.method == self.head.method() => self.head.method_str().as_bytes().to_vec(),
+            None => b"GET".to_vec(),
+        };
+        let mut head = BytesMut::with_capacity(512 + self.head.raw().len());
+        head.put_slice(&method_token);
+        head.put_u8(b' ');
+        let uri_start = head.len();
+        match (&dynamic_uri, &pass.uri) {
+            (Some(Some(uri)), _) => head.put_slice(uri),
+            (Some(None), None) | (None, None) if !self.internal => {
+                let target = self.head.target();
+                if target.starts_with(b"/") {
+                    head.put_slice(target);
+                } else {
+                    head.put_slice(self.head.path());
+                    if let Some(q) = self.head.query() {
+                        head.put_u8(b'?');
+                        head.put_slice(q);
+                    }
+                }
+            }
+            (_, fixed) => {
+                let mut rest: &[u8] = &self.uri;
+                if let Some(part) = fixed {
+                    head.put_slice(part);
+                    if let Some(r) = self.uri.strip_prefix(pass.location.as_bytes()) {
+                        rest = r;
+                    }
+                }
+                escape_uri(rest, &mut head);
+                if let Some(a) = &self.args {
+                    head.put_u8(b'?');
+                    head.put_slice(a);
+                }
+            }
+        }
+        let uri = head[uri_start..].to_vec();
+        head.put_slice(if settings.http11 {
+            b" HTTP/1.1\r\n"
+        } else {
+            b" HTTP/1.0\r\n"
+        });
+        let mut connection_value = b"close".to_vec();
+        let mut value = Vec::new();
+        for h in &settings.set_headers {
+            value.clear();
+            h.value
+                .eval_into(&mut value, &mut |v, out| self.var(v, out, None));
+            if h.lower == "connection" {
+                connection_value.clone_from(&value);
+            }
+            if !value.is_empty() {
+                portcullis_http::write_header(&mut head, &h.name, &value);
+            }
+        }
+        for (name, default) in DEFAULT_SET {
+            if settings
+                .set_headers
+                .iter()
+                .any(|h| h.lower.eq_ignore_ascii_case(name))
+            {
+                continue;
+            }
+            if *name == "Host" {
+                let host = self.proxy_host.clone();
+                portcullis_http::write_header(&mut head, name, &host);
+            } else if !default.is_empty() {
+                portcullis_http::write_header(&mut head, name, default);
+            }
+        }
+        if settings.pass_request_headers {
+            for (name, value) in self.head.headers() {
+                let lower_is = |n: &str| name.eq_ignore_ascii_case(n);
+                let own = settings.set_headers.iter().any(|h| lower_is(&h.lower))
+                    || DEFAULT_SET.iter().any(|(n, _)| lower_is(n))
+                    || lower_is("content-length")
+                    || lower_is("transfer-encoding");
+                if !own {
+                    portcullis_http::write_header(&mut head, name, value);
+                }
+            }
+        }
+        let redirects = match (&settings.redirect, &pass.target) {
+            (Redirect::Default, Target::Group { .. }) => {
+                let mut from = pass.url.as_bytes().to_vec();
+                let to = match &pass.uri {
+                    Some(u) => {
+                        from.extend_from_slice(u);
+                        pass.location.as_bytes().to_vec()
+                    }
+                    None => {
+                        from.push(b'/');
+                        b"/".to_vec()
+                    }
+                };
+                vec![(from, to)]
+            }
+            (Redirect::List(list), _) => list
+                .iter()
+                .map(|(f, t)| (self.eval(f), self.eval(t)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let idempotent = matches!(
+            method_token.as_slice(),
+            b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
+        );
+        let set_body = settings.set_body.as_ref().map(|t| self.eval(t));
+        let keepalive = settings.http11 && !connection_value.eq_ignore_ascii_case(b"close");
+        let upgrade = settings.http11 && connection_value.eq_ignore_ascii_case(b"upgrade");
+        let mut r = Response::new(200);
+        r.body = Body::Proxy(Box::new(Plan {
+            upstream,
+            pass_body: settings.pass_request_body
+                && !matches!(self.head.body(), portcullis_http::BodyKind::None),
+            https: pass.https,
+            head,
+            uri,
+            set_body,
+            idempotent,
+            head_request: method_token == b"HEAD",
+            upgrade,
+            keepalive,
+            redirects,
+            settings,
+        }));
+        Step::Done(r)
+    }
+
+    /// Writes the client's response head for an upstream's `head`: the status line as the
+    /// upstream sent it, our Server and Date, the upstream's headers in order without the
+    /// hop-by-hop and hidden ones, Location rewritten by proxy_redirect, add_header.
+    pub(crate) fn write_proxied_head(
+        &self,
+        out: &mut BytesMut,
+        plan: &Plan,
+        head: &ResponseHead,
+        chunked: bool,
+        keep_alive: bool,
+    ) {
+        let s = &plan.settings;
+        let status = head.status();
+        out.put_slice(b"HTTP/1.1 ");
+        out.put_slice(&[
+            b'0' + (status / 100) as u8,
+            b'0' + (status / 10 % 10) as u8,
+            b'0' + (status % 10) as u8,
+        ]);
+        out.put_u8(b' ');
+        if head.reason().is_empty() {
+            out.put_slice(portcullis_http::reason(status).as_bytes());
+        } else {
+            out.put_slice(head.reason());
+        }
+        out.put_slice(b"\r\n");
+        let passed = |name: &str| s.pass_headers.iter().any(|p| p == name);
+        if !passed("server") {
+            out.put_slice(b"Server: ");
+            out.put_slice(if self.loc.server_tokens {
+                super::VERSION.as_bytes()
+            } else {
+                b"portcullis"
+            });
+            out.put_slice(b"\r\n");
+        }
+        if !passed("date") {
+            out.put_slice(b"Date: ");
+            out.put_slice(self.worker.dates.borrow_mut().get());
+            out.put_slice(b"\r\n");
+        }
+        if let Some(t) = head.header("content-type") {
+            portcullis_http::write_header(out, "Content-Type", t);
+        }
+        let location = head
+            .header("location")
+            .map(|l| self.rewrite_location(plan, l));
+        let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
+        if let Some(l) = location.as_ref().filter(|_| relative) {
+            let abs = self.absolute_location(l);
+            portcullis_http::write_header(out, "Location", &abs);
+        }
+        if chunked {
+            out.put_slice(b"Transfer-Encoding: chunked\r\n");
+        }
+        if status == 101 && plan.upgrade {
+            out.put_slice(b"Connection: upgrade\r\n");
+        } else if keep_alive {
+            out.put_slice(b"Connection: keep-alive\r\n");
+        } else {
+            out.put_slice(b"Connection: close\r\n");
+        }
+        for f in head.fields() {
+            let name = f.name;
+            let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+            if HOP_BY_HOP.iter().any(|n| is(n)) || is("content-type") {
+                continue;
+            }
+            let hidden = HIDDEN.iter().any(|n| is(n)) && !s.pass_headers.iter().any(|p| is(p));
+            if hidden || s.hide_headers.iter().any(|h| is(h)) {
+                continue;
+            }
+            if is("location") {
+                if let Some(l) = location.as_ref().filter(|_| !relative) {
+                    out.put_slice(b"Location: ");
+                    out.put_slice(l);
+                    out.put_slice(b"\r\n");
+                }
+                continue;
+            }
+            out.put_slice(f.line);
+        }
+        let mut extra = Response::new(status);
+        self.add_headers(&mut extra);
+        out.put_slice(&extra.headers);
+        out.put_slice(b"\r\n");
+    }
+
+    /// proxy_redirect applied to a Location value.
+    fn rewrite_location(&self, plan: &Plan, value: &[u8]) -> Vec<u8> {
+        for (from, to) in &plan.redirects {
+            if let Some(rest) = value.strip_prefix(from.as_slice()) {
+                let mut v = to.clone();
+                v.extend_from_slice(rest);
+                return v;
+            }
+        }
+        value.to_vec()
+    }
+}
+
+impl Request<'_> {
+    /// `$upstream_*` in nginx's formats: one value per attempt joined with ", ", times in
+    /// seconds with milliseconds, "-" for a time that was not reached.
+    pub(super) fn upstream_var(&self, v: &crate::vars::Var, out: &mut Vec<u8>) {
+        use crate::vars::Var;
+        use std::io::Write as _;
+        let secs = |out: &mut Vec<u8>, t: Option<std::time::Duration>| match t {
+            Some(t) => {
+                let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
+            }
+            None => out.push(b'-'),
+        };
+        for (i, a) in self.upstream_attempts.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            match v {
+                Var::UpstreamAddr => out.extend_from_slice(a.addr.as_bytes()),
+                Var::UpstreamStatus => match a.status {
+                    Some(s) => {
+                        let _ = write!(out, "{s}");
+                    }
+                    None => out.push(b'-'),
+                },
+                Var::UpstreamResponseTime => secs(out, Some(a.response)),
+                Var::UpstreamConnectTime => secs(out, a.connect),
+                Var::UpstreamHeaderTime => secs(out, a.header),
+                _ => {}
+            }
+        }
+    }
+}
