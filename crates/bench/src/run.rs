@@ -1,0 +1,304 @@
+//! The measurement record `portcullis-bench run` writes, one JSON object a line, and the
+//! estimate `size --from-run` makes from it.
+//!
+//! A record is one timed load run of one system under test with a given number of worker
+//! processes or threads: how many requests the load generator completed, and how much CPU
+//! time (user + system, every process and thread of the system) they cost. Several records
+//! with different worker counts are a worker sweep.
+//!
+//! The estimate assumes the server is CPU-bound: an instance with `v` vCPUs serves
+//! `v / (CPU seconds per request)` requests per second, where the CPU per request is the
+//! sweep's, interpolated at `v` workers between measured counts and held at the nearest
+//! measured count outside them. Contention that grows the CPU cost per request with more
+//! workers is thus carried over as measured, and nothing beyond the sweep is invented.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::DataError;
+
+/// One timed run, as a line of JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    /// What was served, as the bench names it (`static-1k`, `reverse-proxy`, ...).
+    pub scenario: String,
+    /// The system under test (`portcullis`, `nginx`).
+    pub system: String,
+    /// Worker processes or threads of the system under test.
+    pub workers: u32,
+    /// Length of the timed run, seconds.
+    pub duration_s: f64,
+    /// Requests the load generator completed in the run.
+    pub requests: u64,
+    /// Non-2xx/3xx answers and socket errors in the run.
+    #[serde(default)]
+    pub errors: u64,
+    /// CPU seconds (utime + stime) the system under test spent in the run.
+    pub cpu_s: f64,
+    /// The CPU the run was measured on, as /proc/cpuinfo names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+}
+
+impl RunRecord {
+    /// CPU seconds one request cost.
+    pub fn cpu_per_request(&self) -> f64 {
+        self.cpu_s / self.requests as f64
+    }
+}
+
+/// Reads JSON lines of [`RunRecord`]; blank lines are skipped.
+pub fn parse(text: &str, file: &str) -> Result<Vec<RunRecord>, DataError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let error = |message: String| DataError {
+            message,
+            file: file.to_owned(),
+            line: i + 1,
+        };
+        let record: RunRecord =
+            serde_json::from_str(line).map_err(|e| error(format!("invalid run record: {e}")))?;
+        if record.workers == 0 {
+            return Err(error("workers must be at least 1".to_owned()));
+        }
+        if record.requests == 0 {
+            return Err(error("a run with no requests measures nothing".to_owned()));
+        }
+        if !(record.cpu_s.is_finite() && record.cpu_s > 0.0) {
+            return Err(error(format!("invalid cpu_s {}", record.cpu_s)));
+        }
+        if !(record.duration_s.is_finite() && record.duration_s > 0.0) {
+            return Err(error(format!("invalid duration_s {}", record.duration_s)));
+        }
+        if record.errors > 0 {
+            return Err(error(format!(
+                "the run had {} errors; its figures do not count",
+                record.errors
+            )));
+        }
+        out.push(record);
+    }
+    if out.is_empty() {
+        return Err(DataError {
+            message: "no run records".to_owned(),
+            file: file.to_owned(),
+            line: 0,
+        });
+    }
+    Ok(out)
+}
+
+/// CPU seconds per request by worker count, for one system and scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    pub scenario: String,
+    pub system: String,
+    /// (workers, CPU seconds per request), one point per worker count, ascending; never
+    /// empty, which is why it is built only by [`Sweep::from_records`].
+    points: Vec<(u32, f64)>,
+}
+
+/// Why records do not make one sweep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SweepError {
+    #[error("no run record matches --system/--scenario")]
+    NoMatch,
+    #[error("the run records hold several systems or scenarios ({0}); choose one with --system and --scenario")]
+    Ambiguous(String),
+}
+
+impl Sweep {
+    /// The sweep of the records matching `system` and `scenario` (any when `None`). Runs
+    /// with the same worker count are pooled: total CPU over total requests.
+    pub fn from_records(
+        records: &[RunRecord],
+        system: Option<&str>,
+        scenario: Option<&str>,
+    ) -> Result<Sweep, SweepError> {
+        let chosen: Vec<&RunRecord> = records
+            .iter()
+            .filter(|r| {
+                system.map_or(true, |s| r.system == s) && scenario.map_or(true, |s| r.scenario == s)
+            })
+            .collect();
+        let first = chosen.first().ok_or(SweepError::NoMatch)?;
+        let mut kinds: Vec<String> = chosen
+            .iter()
+            .map(|r| format!("{} {}", r.system, r.scenario))
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        if kinds.len() > 1 {
+            return Err(SweepError::Ambiguous(kinds.join(", ")));
+        }
+        let mut workers: Vec<u32> = chosen.iter().map(|r| r.workers).collect();
+        workers.sort_unstable();
+        workers.dedup();
+        let points = workers
+            .into_iter()
+            .map(|w| {
+                let runs = chosen.iter().filter(|r| r.workers == w);
+                let cpu: f64 = runs.clone().map(|r| r.cpu_s).sum();
+                let requests: f64 = runs.map(|r| r.requests as f64).sum();
+                (w, cpu / requests)
+            })
+            .collect();
+        Ok(Sweep {
+            scenario: first.scenario.clone(),
+            system: first.system.clone(),
+            points,
+        })
+    }
+
+    /// (workers, CPU seconds per request) as measured, ascending by workers.
+    pub fn points(&self) -> &[(u32, f64)] {
+        &self.points
+    }
+
+    /// CPU seconds per request at `workers`, interpolated between measured counts and held
+    /// at the nearest one outside them.
+    pub fn cpu_per_request(&self, workers: u32) -> f64 {
+        let w = f64::from(workers);
+        let mut below = self.points[0];
+        for &(count, cpu) in &self.points {
+            if count == workers {
+                return cpu;
+            }
+            if count > workers {
+                if below.0 > workers {
+                    return cpu;
+                }
+                let share = (w - f64::from(below.0)) / f64::from(count - below.0);
+                return below.1 + share * (cpu - below.1);
+            }
+            below = (count, cpu);
+        }
+        below.1
+    }
+
+    /// Estimated maximum requests per second of an instance with `vcpus` vCPUs.
+    pub fn max_rps(&self, vcpus: u32) -> f64 {
+        f64::from(vcpus) / self.cpu_per_request(vcpus)
+    }
+
+    /// The assumption behind [`Sweep::max_rps`], in a sentence for the report.
+    pub fn assumption(&self) -> String {
+        let head = format!(
+            "Max RPS estimated from {} {}: CPU-bound, max RPS = vCPUs / CPU seconds per request",
+            self.system, self.scenario
+        );
+        let scaling = match self.points.as_slice() {
+            [(w, _)] => format!(
+                "CPU per request as measured with {w} worker(s), the same at every vCPU count \
+                 (a sweep of one point cannot show contention)"
+            ),
+            [(low, _), .., (high, _)] => {
+                let counts: Vec<String> = self.points.iter().map(|(w, _)| w.to_string()).collect();
+                format!(
+                    "CPU per request as measured with {} workers, interpolated between them and \
+                     held at its {low}-worker value below and its {high}-worker value above",
+                    counts.join(", ")
+                )
+            }
+            [] => "no measurement".to_owned(),
+        };
+        format!("{head}; {scaling}; each catalog vCPU taken as fast as one measured core.")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(system: &str, workers: u32, requests: u64, cpu_s: f64) -> String {
+        format!(
+            r#"{{"scenario":"static-1k","system":"{system}","workers":{workers},"duration_s":10,"requests":{requests},"cpu_s":{cpu_s}}}"#
+        )
+    }
+
+    #[test]
+    fn record_round_trips_through_json() {
+        let text = line("portcullis", 1, 100_000, 2.5);
+        let records = parse(&text, "run.jsonl").unwrap();
+        assert_eq!(records[0].cpu_per_request(), 2.5e-5);
+        let again = serde_json::to_string(&records[0]).unwrap();
+        assert_eq!(parse(&again, "run.jsonl").unwrap(), records);
+    }
+
+    #[test]
+    fn bad_records_name_the_line() {
+        let text = format!("{}\n\n{{\"scenario\":1}}\n", line("nginx", 1, 10, 1.0));
+        let err = parse(&text, "run.jsonl").unwrap_err();
+        assert_eq!((err.file.as_str(), err.line), ("run.jsonl", 3));
+        assert!(err.message.starts_with("invalid run record"), "{err}");
+        let zero = line("nginx", 1, 0, 1.0);
+        assert_eq!(
+            parse(&zero, "r").unwrap_err().to_string(),
+            "a run with no requests measures nothing in r:1"
+        );
+        let errors = zero.replace("\"requests\":0", "\"requests\":5,\"errors\":2");
+        assert_eq!(
+            parse(&errors, "r").unwrap_err().to_string(),
+            "the run had 2 errors; its figures do not count in r:1"
+        );
+        assert_eq!(
+            parse("\n", "r").unwrap_err().to_string(),
+            "no run records in r"
+        );
+    }
+
+    #[test]
+    fn sweep_pools_interpolates_and_holds() {
+        let text = [
+            line("portcullis", 1, 100_000, 1.0),
+            line("portcullis", 1, 100_000, 1.0),
+            line("portcullis", 2, 100_000, 1.2),
+            line("portcullis", 4, 100_000, 1.6),
+        ]
+        .join("\n");
+        let sweep = Sweep::from_records(&parse(&text, "r").unwrap(), None, None).unwrap();
+        assert_eq!(sweep.points().len(), 3);
+        assert!((sweep.cpu_per_request(1) - 1e-5).abs() < 1e-15);
+        assert!((sweep.cpu_per_request(3) - 1.4e-5).abs() < 1e-15);
+        assert!((sweep.cpu_per_request(16) - 1.6e-5).abs() < 1e-15);
+        assert!((sweep.max_rps(2) - 2.0 / 1.2e-5).abs() < 1e-6);
+        assert!(sweep
+            .assumption()
+            .contains("with 1, 2, 4 workers, interpolated"));
+    }
+
+    #[test]
+    fn sweep_below_the_first_count_holds_it() {
+        let sweep = Sweep {
+            scenario: "s".into(),
+            system: "x".into(),
+            points: vec![(2, 2e-5), (4, 3e-5)],
+        };
+        assert_eq!(sweep.cpu_per_request(1), 2e-5);
+    }
+
+    #[test]
+    fn sweep_needs_one_system() {
+        let text = [line("portcullis", 1, 10, 1.0), line("nginx", 1, 10, 1.0)].join("\n");
+        let records = parse(&text, "r").unwrap();
+        assert_eq!(
+            Sweep::from_records(&records, None, None),
+            Err(SweepError::Ambiguous(
+                "nginx static-1k, portcullis static-1k".into()
+            ))
+        );
+        assert_eq!(
+            Sweep::from_records(&records, Some("nginx"), None)
+                .unwrap()
+                .system,
+            "nginx"
+        );
+        assert_eq!(
+            Sweep::from_records(&records, Some("haproxy"), None),
+            Err(SweepError::NoMatch)
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! `portcullis-bench size` as a user runs it: the real binary, its output and exit status.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn seeds(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/seeds")
+        .join(file)
+}
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_portcullis-bench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// A file in a directory of its own, removed when dropped.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let dir =
+            std::env::temp_dir().join(format!("portcullis-bench-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+#[test]
+fn seed_table_row_as_text() {
+    let measured = seeds("seed000-table5.csv");
+    let out = stdout(&bench(&[
+        "size",
+        "--measured",
+        measured.to_str().unwrap(),
+        "--targets",
+        "25000,35000",
+    ]));
+    assert!(
+        out.contains("Redundancy: 3 nodes, 1 may fail. Max util: 66%."),
+        "{out}"
+    );
+    assert!(
+        out.contains("Total RPS  RPS/instance  a1 $/hr  c5 $/hr  m5 $/hr  m5a $/hr\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  25,000         8,333    0.153*   0.255    0.288     0.258\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  35,000        11,667    0.306    0.255*   0.288     0.258\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a1.large        2   16,089   10,618.74   0.051\n"),
+        "{out}"
+    );
+
+    // Without --targets, every row of the seeds' tables.
+    let out = stdout(&bench(&["size", "--measured", measured.to_str().unwrap()]));
+    assert!(out.contains("\n     250            83 "), "{out}");
+    assert!(out.contains("\n 320,000       106,667 "), "{out}");
+}
+
+#[test]
+fn tco_optimize_and_formats() {
+    let measured = seeds("seed001-table5.csv");
+    let m = measured.to_str().unwrap();
+    let out = stdout(&bench(&[
+        "size",
+        "--measured",
+        m,
+        "--targets",
+        "100000",
+        "--tco",
+        "--optimize",
+    ]));
+    assert!(out.contains("Price per month (730 h), 3 nodes"), "{out}");
+    // 100,000 RPS: three m6g.xlarge (0.462) at 66% give 127,975; five m6g.large (0.385)
+    // give 112,292, and four survivors 136,112.
+    assert!(
+        out.contains(" 100,000        33,333     0.462*   1.152\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            " 100,000   5 x m6g.large     0.385*     0.077   4 x m5.xlarge    0.768     0.384\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("max RPS per $/hr"), "{out}");
+    let html = stdout(&bench(&[
+        "size",
+        "--measured",
+        m,
+        "--targets",
+        "1000",
+        "--format",
+        "html",
+    ]));
+    assert!(
+        html.starts_with("<!DOCTYPE html>") && html.contains("class=\"n mark\""),
+        "{html}"
+    );
+    let csv = stdout(&bench(&[
+        "size",
+        "--measured",
+        m,
+        "--targets",
+        "1000",
+        "--format",
+        "csv",
+    ]));
+    assert!(csv.contains("Total RPS,RPS/instance,m6g $/hr,m5 $/hr,cheapest in row\n1000,333,0.231,0.288,m6g $/hr\n"), "{csv}");
+    let md = stdout(&bench(&[
+        "size",
+        "--measured",
+        m,
+        "--targets",
+        "1000",
+        "--format",
+        "markdown",
+    ]));
+    assert!(md.contains("| 1,000 | 333 | **0.231** | 0.288 |"), "{md}");
+}
+
+#[test]
+fn from_run_estimates_every_catalog_instance() {
+    // 10 us of CPU per request at one worker, 12.5 us at two: 2 vCPUs serve 160,000 RPS.
+    let run = TempFile::new(
+        "run.jsonl",
+        concat!(
+            r#"{"scenario":"static-1k","system":"portcullis","workers":1,"duration_s":10,"requests":1000000,"cpu_s":10}"#,
+            "\n",
+            r#"{"scenario":"static-1k","system":"portcullis","workers":2,"duration_s":10,"requests":1000000,"cpu_s":12.5}"#,
+            "\n",
+        ),
+    );
+    let out = stdout(&bench(&[
+        "size",
+        "--from-run",
+        run.path(),
+        "--families",
+        "c5",
+        "--targets",
+        "300000",
+    ]));
+    assert!(
+        out.contains("Max RPS estimated from portcullis static-1k: CPU-bound"),
+        "{out}"
+    );
+    assert!(
+        out.contains("c5.large       2    160,000     105,600   0.085\n"),
+        "{out}"
+    );
+    assert!(!out.contains("a1.large"), "{out}");
+    // 3 x 0.66 x 160,000 = 316,800 >= 300,000.
+    assert!(out.contains(" 300,000       100,000    0.255*\n"), "{out}");
+}
+
+#[test]
+fn errors_name_the_place() {
+    let bad = TempFile::new("bad.csv", "# x\ninstance,vcpus,max_rps\na1.large,2,lots\n");
+    let out = bench(&["size", "--measured", bad.path()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err,
+        format!(
+            "portcullis-bench: invalid max_rps \"lots\" in {}:3\n",
+            bad.path()
+        )
+    );
+
+    let measured = seeds("seed000-table5.csv");
+    let out = bench(&[
+        "size",
+        "--measured",
+        measured.to_str().unwrap(),
+        "--nodes",
+        "2",
+        "--failures",
+        "2",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "portcullis-bench: --failures 2 leaves no node of --nodes 2\n"
+    );
+
+    let out = bench(&["size"]);
+    assert_eq!(out.status.code(), Some(2), "clap reports a missing input");
+}
+
+#[test]
+fn families_leave_out_unpriced_instances() {
+    let measured = TempFile::new(
+        "own.csv",
+        "instance,vcpus,max_rps\na1.large,2,16089\nx9.large,2,50000\n",
+    );
+    let out = bench(&["size", "--measured", measured.path(), "--targets", "1000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "portcullis-bench: instance \"x9.large\" has no price in the catalog in {}:3\n",
+        measured.path()
+    );
+    assert_eq!(err, expected);
+    let out = stdout(&bench(&[
+        "size",
+        "--measured",
+        measured.path(),
+        "--targets",
+        "1000",
+        "--families",
+        "A1",
+    ]));
+    assert!(
+        out.contains("Total RPS  RPS/instance  a1 $/hr\n   1,000           333    0.153*\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn monthly_prices_come_back_as_the_seed_states_them() {
+    // Seed 003 prices c5n by the month: $100 for c5n.large, $1790 for c5n.9xlarge.
+    let measured = seeds("seed003-performance-analysis.csv");
+    let out = stdout(&bench(&[
+        "size",
+        "--measured",
+        measured.to_str().unwrap(),
+        "--targets",
+        "100000",
+        "--tco",
+    ]));
+    assert!(
+        out.contains("c5n.large       2   80,000      52,800   0.137    100.00 "),
+        "{out}"
+    );
+    assert!(
+        out.contains("c5n.9xlarge    36  300,000     198,000  2.4521  1,790.00 "),
+        "{out}"
+    );
+}
