@@ -16,6 +16,8 @@ mod location;
 mod log;
 mod request;
 pub mod static_files;
+mod tls;
+mod tls_conf;
 mod vars;
 mod worker;
 

@@ -47,6 +47,21 @@ pub enum Var {
     Uri,
     /// A variable of `set`, by name.
     Set(String),
+    /// `$https` and the `$ssl_*` variables of the connection's TLS.
+    Ssl(SslVar),
+}
+
+/// The TLS variables, from the connection's handshake; empty on a plain connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslVar {
+    /// `$https`: "on" over TLS.
+    Https,
+    Protocol,
+    Cipher,
+    ServerName,
+    ClientVerify,
+    ClientSDn,
+    SessionReused,
 }
 
 thread_local! {
@@ -120,6 +135,13 @@ impl Var {
             "time_iso8601" => Var::TimeIso8601,
             "time_local" => Var::TimeLocal,
             "uri" | "document_uri" => Var::Uri,
+            "https" => Var::Ssl(SslVar::Https),
+            "ssl_protocol" => Var::Ssl(SslVar::Protocol),
+            "ssl_cipher" => Var::Ssl(SslVar::Cipher),
+            "ssl_server_name" => Var::Ssl(SslVar::ServerName),
+            "ssl_client_verify" => Var::Ssl(SslVar::ClientVerify),
+            "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),
+            "ssl_session_reused" => Var::Ssl(SslVar::SessionReused),
             _ => return None,
         })
     }

@@ -1,0 +1,514 @@
+#!/usr/bin/env bash
+# CPU time per request of nginx and portcullis serving the same HTTPS config, measured in one
+# run: bench/cpu-per-request.sh with TLS termination (ECDSA P-256 certificate made for the run,
+# the seeds' cipher string ECDHE-ECDSA-AES256-GCM-SHA384, TLS 1.2 and 1.3 on).
+#
+# Usage: bench/cpu-per-request-tls.sh [options] SCENARIO
+#
+# Scenarios:
+#   tls-1k            keepalive HTTPS connections, GET of a 1 KB file
+#   tls-1k-close      one request per connection (Connection: close), so one full handshake
+#                     per request, 1 KB file
+#   tls12-1k-close    the same with TLS 1.2 only (as nginx 1.22 offers by default)
+#
+# Options:
+#   --only nginx|portcullis   measure one system only (the ratio column then reads "-")
+#   --syscalls                also count syscalls per request with strace, in a separate,
+#                             shorter wrk run (strace slows the system down, so the CPU
+#                             figures never come from that run)
+#   --duration TIME           length of the measured wrk run (wrk syntax, default 10s)
+#   --rounds N                alternate the systems N times (default 3); medians are reported,
+#                             the ratio is the median of the per-round ratios
+#   --keep                    keep the work directory (config, logs, wrk output) and print it
+#   --no-header               print the table rows only, to append to an existing table
+#   -h, --help                this text
+#
+# Environment:
+#   NGINX        nginx binary (default: nginx on PATH, else /usr/sbin/nginx)
+#   PORTCULLIS   portcullis binary (default: ${CARGO_TARGET_DIR:-target}/release/portcullis)
+#
+# Method: both systems read the same nginx.conf (one worker, access_log off, the seeds' http
+# settings). Each is pinned to CPU 1 and wrk to CPU 0. After a warm-up, utime+stime of every
+# process of the system under test (threads and child processes included) is read from
+# /proc/PID/stat before and after a fixed-length wrk run and divided by the requests wrk
+# completed. Output is one Markdown table row per system on stdout; progress goes to stderr.
+set -euo pipefail
+
+readonly SUT_CPU=1
+readonly LOAD_CPU=0
+readonly WRK_THREADS=1
+readonly WRK_CONNECTIONS=50
+readonly WARMUP_DURATION=2s
+readonly DEFAULT_DURATION=10s
+readonly SYSCALL_DURATION=3s
+# How long a system may take to accept connections, and to exit after QUIT, in 0.1 s steps.
+readonly START_TIMEOUT_TENTHS=100
+readonly STOP_TIMEOUT_TENTHS=50
+# Ports tried when looking for a free one on 127.0.0.1.
+readonly PORT_LOW=20000
+readonly PORT_SPAN=30000
+readonly PORT_ATTEMPTS=50
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+die() {
+    printf 'cpu-per-request-tls: error: %s\n' "$*" >&2
+    exit 1
+}
+
+note() {
+    printf 'cpu-per-request-tls: %s\n' "$*" >&2
+}
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+
+# --- arguments -------------------------------------------------------------------------------
+
+only=""
+syscalls=false
+duration=$DEFAULT_DURATION
+keep=false
+header=true
+scenario=""
+rounds=3
+
+while (($# > 0)); do
+    case $1 in
+    --only)
+        (($# >= 2)) || die "--only needs a value: nginx or portcullis"
+        only=$2
+        shift 2
+        ;;
+    --only=*)
+        only=${1#--only=}
+        shift
+        ;;
+    --syscalls)
+        syscalls=true
+        shift
+        ;;
+    --duration)
+        (($# >= 2)) || die "--duration needs a value, e.g. 10s"
+        duration=$2
+        shift 2
+        ;;
+    --duration=*)
+        duration=${1#--duration=}
+        shift
+        ;;
+    --keep)
+        keep=true
+        shift
+        ;;
+    --rounds)
+        (($# >= 2)) || die "--rounds needs a number"
+        rounds=$2
+        shift 2
+        ;;
+    --no-header)
+        header=false
+        shift
+        ;;
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    -*)
+        die "unknown option $1 (see --help)"
+        ;;
+    *)
+        [[ -z $scenario ]] || die "one scenario at a time (got $scenario and $1)"
+        scenario=$1
+        shift
+        ;;
+    esac
+done
+
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive number (got '$rounds')"
+[[ -n $scenario ]] || die "no scenario given (tls-1k, tls-1k-close or tls12-1k-close; see --help)"
+
+case $only in
+"") systems=(nginx portcullis) ;;
+nginx | portcullis) systems=("$only") ;;
+*) die "--only takes nginx or portcullis, not '$only'" ;;
+esac
+
+[[ $duration =~ ^[0-9]+[smh]?$ ]] || die "--duration must look like 10s, 1m or 30 (got '$duration')"
+
+# Each scenario is a file to fetch and extra wrk arguments.
+wrk_extra=()
+protocols="TLSv1.2 TLSv1.3"
+case $scenario in
+tls-1k) path=/1kb ;;
+tls-1k-close)
+    path=/1kb
+    wrk_extra=(-H "Connection: close")
+    ;;
+tls12-1k-close)
+    path=/1kb
+    protocols="TLSv1.2"
+    wrk_extra=(-H "Connection: close")
+    ;;
+*) die "unknown scenario '$scenario' (tls-1k, tls-1k-close or tls12-1k-close)" ;;
+esac
+
+# --- prerequisites ---------------------------------------------------------------------------
+
+need() {
+    command -v "$1" >/dev/null 2>&1 || die "$1 not found; $2"
+}
+
+need wrk "install it (apt-get install wrk) or run .ci/run"
+need curl "install it (apt-get install curl) or run .ci/run"
+need taskset "install util-linux"
+need openssl "install it (apt-get install openssl)"
+if $syscalls; then
+    need strace "install it (apt-get install strace) or drop --syscalls"
+fi
+
+nginx_bin=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+portcullis_bin=${PORTCULLIS:-${CARGO_TARGET_DIR:-$repo_root/target}/release/portcullis}
+for system in "${systems[@]}"; do
+    case $system in
+    nginx) [[ -x $nginx_bin ]] || die "nginx not found at $nginx_bin; install it (apt-get install nginx), set NGINX, or use --only portcullis" ;;
+    portcullis) [[ -x $portcullis_bin ]] || die "portcullis not found at $portcullis_bin; run 'cargo build --release -p portcullis', set PORTCULLIS, or use --only nginx" ;;
+    esac
+done
+
+for cpu in $SUT_CPU $LOAD_CPU; do
+    taskset -c "$cpu" true 2>/dev/null || die "cannot pin to CPU $cpu: this method needs two CPUs"
+done
+
+clk_tck=$(getconf CLK_TCK)
+
+# --- work directory and cleanup --------------------------------------------------------------
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/cpu-per-request.XXXXXX")
+# nginx's workers drop to an unprivileged user when started as root: they must read the docroot.
+chmod 755 "$work"
+
+# Root PIDs of the systems this script started; cleanup ends them and their descendants.
+started=()
+# PIDs of the running wrk or strace, if any; cleanup ends them first.
+helpers=()
+
+# Prints PID and every descendant of PID, one per line.
+process_tree() {
+    local root=$1 stat rest pid ppid
+    local -A children=()
+    for stat in /proc/[0-9]*/stat; do
+        # A process may exit between the glob and the read: skip it.
+        { read -r rest <"$stat"; } 2>/dev/null || continue
+        pid=${stat#/proc/}
+        pid=${pid%/stat}
+        # The command name in parentheses may contain spaces: fields start after the last ')'.
+        rest=${rest##*) }
+        read -r _ ppid _ <<<"$rest"
+        children[$ppid]+=" $pid"
+    done
+    local queue=("$root")
+    while ((${#queue[@]} > 0)); do
+        pid=${queue[0]}
+        queue=("${queue[@]:1}")
+        echo "$pid"
+        # shellcheck disable=SC2206 # the list is space-separated PIDs by construction
+        queue+=(${children[$pid]:-})
+    done
+}
+
+# Prints utime+stime+cutime+cstime, in clock ticks, summed over PID and its descendants.
+# /proc/PID/stat of a process covers all of its threads.
+cpu_ticks() {
+    local total=0 pid rest fields
+    for pid in $(process_tree "$1"); do
+        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
+        rest=${rest##*) }
+        read -ra fields <<<"$rest"
+        # Fields after the command name start at stat field 3: utime is field 14, so index 11.
+        total=$((total + fields[11] + fields[12] + fields[13] + fields[14]))
+    done
+    echo "$total"
+}
+
+# Ends the system started as PID: QUIT (graceful stop, as in nginx), then KILL for whatever
+# of its process tree is left after the timeout.
+stop_system() {
+    local pid=$1 tree i
+    tree=$(process_tree "$pid")
+    kill -QUIT "$pid" 2>/dev/null || true
+    for ((i = 0; i < STOP_TIMEOUT_TENTHS; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    local p
+    for p in $tree; do
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local pid
+    for pid in "${helpers[@]}"; do
+        kill -INT "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    helpers=()
+    for pid in "${started[@]}"; do
+        stop_system "$pid"
+    done
+    started=()
+    if $keep; then
+        note "work directory kept: $work"
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- the config both systems read ------------------------------------------------------------
+
+port_free() {
+    # A refused connection means nothing listens there.
+    ! (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+port=""
+for ((i = 0; i < PORT_ATTEMPTS; i++)); do
+    candidate=$((PORT_LOW + RANDOM % PORT_SPAN))
+    if port_free "$candidate"; then
+        port=$candidate
+        break
+    fi
+done
+[[ -n $port ]] || die "no free port found on 127.0.0.1"
+
+mkdir -p "$work/html" "$work/logs"
+# The files are made as the seeds make theirs.
+dd if=/dev/urandom of="$work/html/1kb" bs=1024 count=1 status=none
+dd if=/dev/urandom of="$work/html/0kb" bs=1024 count=0 status=none
+chmod 755 "$work/html"
+chmod 644 "$work/html/1kb" "$work/html/0kb"
+expected_size=$(stat -c %s "$work/html${path}")
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=localhost -keyout "$work/ecdsa.key" -out "$work/ecdsa.crt" 2>/dev/null ||
+    die "openssl could not make the certificate"
+
+conf=$work/nginx.conf
+cat >"$conf" <<EOF
+worker_processes 1;
+error_log $work/logs/error.log;
+pid $work/logs/server.pid;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    default_type application/octet-stream;
+    access_log off;
+
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+
+    keepalive_timeout 65;
+    keepalive_requests 1000000000;
+
+    server {
+        listen 127.0.0.1:$port ssl;
+        root $work/html;
+
+        ssl_certificate $work/ecdsa.crt;
+        ssl_certificate_key $work/ecdsa.key;
+        ssl_ciphers ECDHE-ECDSA-AES256-GCM-SHA384;
+        ssl_protocols $protocols;
+
+        location / {
+        }
+    }
+}
+EOF
+
+url="https://127.0.0.1:$port$path"
+
+# --- one system ------------------------------------------------------------------------------
+
+# Starts the system pinned to SUT_CPU and waits until it serves the scenario's file.
+# Sets `sut_pid`.
+start_system() {
+    local system=$1 bin
+    case $system in
+    nginx) bin=$nginx_bin ;;
+    portcullis) bin=$portcullis_bin ;;
+    esac
+    # Both take nginx's flags; `daemon off` keeps the started PID the root of the system.
+    taskset -c "$SUT_CPU" "$bin" -p "$work/" -c "$conf" -e "$work/logs/error.log" \
+        -g 'daemon off;' </dev/null >"$work/logs/$system.out" 2>&1 &
+    sut_pid=$!
+    started+=("$sut_pid")
+
+    local i status="" ready=false
+    for ((i = 0; i < START_TIMEOUT_TENTHS; i++)); do
+        if ! kill -0 "$sut_pid" 2>/dev/null; then
+            cat "$work/logs/$system.out" "$work/logs/error.log" >&2 2>/dev/null || true
+            die "$system exited during startup (output above)"
+        fi
+        if status=$(curl -sk -o /dev/null -w '%{http_code} %{size_download}' "$url" 2>/dev/null); then
+            ready=true
+            break
+        fi
+        sleep 0.1
+    done
+    $ready || die "$system did not accept connections on 127.0.0.1:$port"
+    [[ $status == "200 $expected_size" ]] ||
+        die "$system answered $url with '$status' (status, bytes); expected '200 $expected_size'"
+}
+
+# Runs wrk pinned to LOAD_CPU for DURATION; output to FILE. wrk runs in the background so
+# that a signal to this script is handled at once rather than when wrk finishes.
+run_wrk() {
+    local duration=$1 out=$2
+    taskset -c "$LOAD_CPU" wrk -t"$WRK_THREADS" -c"$WRK_CONNECTIONS" -d"$duration" --latency \
+        "${wrk_extra[@]}" "$url" </dev/null >"$out" 2>&1 &
+    helpers+=($!)
+    wait $! || {
+        cat "$out" >&2
+        die "wrk failed"
+    }
+    helpers=()
+}
+
+# Prints the number of requests wrk completed, after checking every answer was a success.
+wrk_requests() {
+    local out=$1 requests bad
+    requests=$(awk '$2 == "requests" && $3 == "in" { print $1 }' "$out")
+    [[ $requests =~ ^[0-9]+$ && $requests -gt 0 ]] || {
+        cat "$out" >&2
+        die "no completed requests in wrk's output"
+    }
+    bad=$(awk -F: '/Non-2xx or 3xx responses/ { gsub(/ /, "", $2); print $2 }' "$out")
+    if [[ -n $bad ]]; then
+        cat "$out" >&2
+        die "$bad responses were not 2xx/3xx: the figures would not be comparable"
+    fi
+    echo "$requests"
+}
+
+# Counts syscalls of the whole system under test during a separate, shorter wrk run.
+# Sets `r_syscalls` to syscalls per request.
+count_syscalls() {
+    local system=$1 strace_pid attach=() pid calls requests
+    for pid in $(process_tree "$sut_pid"); do
+        attach+=(-p "$pid")
+    done
+    strace -c -f -o "$work/logs/$system.strace" "${attach[@]}" 2>"$work/logs/$system.strace.err" &
+    strace_pid=$!
+    helpers+=("$strace_pid")
+    # strace prints nothing when attached; give it time to reach every thread.
+    sleep 1
+    run_wrk "$SYSCALL_DURATION" "$work/logs/$system.wrk-syscalls"
+    kill -INT "$strace_pid" 2>/dev/null || true
+    wait "$strace_pid" || true
+    helpers=()
+    calls=$(awk '$NF == "total" { print $4 }' "$work/logs/$system.strace" 2>/dev/null)
+    [[ $calls =~ ^[0-9]+$ ]] || {
+        cat "$work/logs/$system.strace.err" >&2
+        die "strace produced no syscall summary for $system (is ptrace allowed here?)"
+    }
+    requests=$(wrk_requests "$work/logs/$system.wrk-syscalls")
+    r_syscalls=$(awk -v c="$calls" -v r="$requests" 'BEGIN { printf "%.1f", c / r }')
+}
+
+# Measures one system. Sets `r_requests`, `r_rps`, `r_cpu_us` and `r_syscalls`.
+measure() {
+    local system=$1 before after ticks out
+    note "$system: starting ($url)"
+    start_system "$system"
+
+    note "$system: warm-up $WARMUP_DURATION"
+    run_wrk "$WARMUP_DURATION" "$work/logs/$system.wrk-warmup"
+
+    note "$system: measuring $duration"
+    out=$work/logs/$system.wrk
+    before=$(cpu_ticks "$sut_pid")
+    run_wrk "$duration" "$out"
+    after=$(cpu_ticks "$sut_pid")
+    ticks=$((after - before))
+    ((ticks > 0)) || die "$system used no measurable CPU ($before -> $after ticks): did a process exit?"
+
+    r_requests=$(wrk_requests "$out")
+    r_rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$out")
+    r_cpu_us=$(awk -v t="$ticks" -v hz="$clk_tck" -v r="$r_requests" \
+        'BEGIN { printf "%.2f", t / hz * 1e6 / r }')
+    if grep -q 'Socket errors' "$out"; then
+        note "$system: wrk reported $(grep 'Socket errors' "$out" | sed 's/^ *//')"
+    fi
+    note "$system: $r_requests requests, $ticks ticks at $clk_tck Hz"
+
+    r_syscalls="-"
+    if $syscalls; then
+        note "$system: counting syscalls over $SYSCALL_DURATION"
+        count_syscalls "$system"
+    fi
+
+    # Systems run one after the other, so the one just measured is the only one started.
+    stop_system "$sut_pid"
+    started=()
+}
+
+# --- run and report --------------------------------------------------------------------------
+
+# Rounds alternate the systems, so a slow spell of the machine (it may be shared) falls on
+# both alike; each system's figures are the median over the rounds, and so is the ratio, taken
+# within each round.
+median() {
+    tr -s ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+declare -A row_requests row_rps row_cpu row_syscalls all_cpu all_requests all_rps round_cpu
+ratios=""
+for ((round = 1; round <= rounds; round++)); do
+    ((rounds == 1)) || note "round $round of $rounds"
+    for system in "${systems[@]}"; do
+        measure "$system"
+        all_requests[$system]="${all_requests[$system]:-} $r_requests"
+        all_rps[$system]="${all_rps[$system]:-} $r_rps"
+        all_cpu[$system]="${all_cpu[$system]:-} $r_cpu_us"
+        [[ $r_syscalls == - ]] || row_syscalls[$system]=$r_syscalls
+        round_cpu[$system]=$r_cpu_us
+    done
+    if [[ -n ${round_cpu[nginx]:-} && -n ${round_cpu[portcullis]:-} ]]; then
+        ratios="$ratios $(awk -v a="${round_cpu[portcullis]}" -v b="${round_cpu[nginx]}" 'BEGIN { printf "%.3f", a / b }')"
+    fi
+    # Only the first round counts syscalls: strace slows the run and the count barely varies.
+    syscalls=false
+done
+for system in "${systems[@]}"; do
+    row_requests[$system]=$(echo "${all_requests[$system]}" | median)
+    row_rps[$system]=$(echo "${all_rps[$system]}" | median)
+    row_cpu[$system]=$(echo "${all_cpu[$system]}" | median)
+    note "$system: CPU µs/request per round:${all_cpu[$system]}"
+done
+[[ -z $ratios ]] || note "portcullis/nginx per round:$ratios"
+
+if $header; then
+    echo "| scenario | system | requests | req/s | CPU µs/request | req/s per core | syscalls/request | CPU/request vs nginx |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|"
+fi
+for system in "${systems[@]}"; do
+    per_core=$(awk -v us="${row_cpu[$system]}" 'BEGIN { printf "%.0f", 1e6 / us }')
+    ratio="-"
+    if [[ $system == nginx && -n $ratios ]]; then
+        ratio="1.00"
+    elif [[ $system == portcullis && -n $ratios ]]; then
+        ratio=$(echo "$ratios" | median | awk '{ printf "%.2f", $1 }')
+    fi
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$scenario" "$system" \
+        "${row_requests[$system]}" "${row_rps[$system]}" "${row_cpu[$system]}" "$per_core" \
+        "${row_syscalls[$system]:--}" "$ratio"
+done
