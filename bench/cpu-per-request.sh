@@ -22,6 +22,8 @@
 #                             shorter wrk run (strace slows the system down, so the CPU
 #                             figures never come from that run)
 #   --duration TIME           length of the measured wrk run (wrk syntax, default 10s)
+#   --tls12                   offer TLS 1.2 only (the seeds' cipher names are TLS 1.2 suites);
+#                             the default offers TLS 1.2 and 1.3, and clients choose 1.3
 #   --rounds N                alternate the systems N times (default 3); medians are reported,
 #                             the ratio is the median of the per-round ratios
 #   --keep                    keep the work directory (config, logs, wrk output) and print it
@@ -78,6 +80,7 @@ keep=false
 header=true
 scenario=""
 rounds=3
+tls_protocols="TLSv1.2 TLSv1.3"
 
 while (($# > 0)); do
     case $1 in
@@ -101,6 +104,10 @@ while (($# > 0)); do
         ;;
     --duration=*)
         duration=${1#--duration=}
+        shift
+        ;;
+    --tls12)
+        tls_protocols="TLSv1.2"
         shift
         ;;
     --keep)
@@ -344,8 +351,8 @@ ssl_lines() {
     ecdsa) cipher=ECDHE-ECDSA-AES256-GCM-SHA384 ;;
     rsa) cipher=ECDHE-RSA-AES256-GCM-SHA384 ;;
     esac
-    printf '        ssl_certificate %s;\n        ssl_certificate_key %s;\n        ssl_ciphers %s;\n' \
-        "$work/ssl/$1.crt" "$work/ssl/$1.key" "$cipher"
+    printf '        ssl_certificate %s;\n        ssl_certificate_key %s;\n        ssl_ciphers %s;\n        ssl_protocols %s;\n' \
+        "$work/ssl/$1.crt" "$work/ssl/$1.key" "$cipher" "$tls_protocols"
 }
 
 listen_ssl=""

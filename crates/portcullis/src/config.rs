@@ -75,7 +75,7 @@ impl Setup {
         let loaded = match &self.source {
             Source::File(path) => portcullis_config::load(path, &self.load_options)?,
             Source::BuiltIn => portcullis_config::load_str(
-                default_config::TEXT,
+                &default_config::text(&mut warn),
                 default_config::name(),
                 &self.load_options,
             )?,

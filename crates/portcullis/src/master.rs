@@ -96,8 +96,9 @@ fn serve(setup: &Setup, compiled: Compiled, startup: Option<Startup>) -> Result<
     }
     if setup.is_built_in() {
         say(format!(
-            "serving the built-in default on {}",
-            default_config::URL
+            "serving the built-in default on {} and {}",
+            default_config::URL,
+            default_config::HTTPS_HINT
         ));
     }
 

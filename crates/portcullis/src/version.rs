@@ -38,7 +38,7 @@ enum Kind {
 /// index, log) have no entry, as nginx has no flag for them.
 const MODULES: &[(&str, Kind, bool)] = &[
     // Optional modules, printed only when present.
-    ("http_ssl_module", Kind::Optional, false),
+    ("http_ssl_module", Kind::Optional, true),
     ("http_v2_module", Kind::Optional, false),
     ("http_realip_module", Kind::Optional, false),
     ("http_stub_status_module", Kind::Optional, false),

@@ -46,7 +46,6 @@ const MEANINGLESS: &[&str] = &[
     "lingering_time",
     "lingering_timeout",
     "reset_timedout_connection",
-    "ssl_session_cache",
     "timer_resolution",
     "worker_shutdown_timeout",
     "thread_pool",
@@ -155,6 +154,12 @@ pub(crate) struct ServerNames {
 }
 
 impl ServerNames {
+    /// The address's default server: its TLS settings serve a handshake whose SNI names no
+    /// server with its own.
+    pub fn default_server(&self) -> &Arc<ServerConf> {
+        &self.default
+    }
+
     pub fn find(&self, host: Option<&str>) -> &Arc<ServerConf> {
         // A request without a host is matched against the empty name (nginx's default
         // `server_name ""`), else it goes to the default server.
@@ -193,6 +198,8 @@ pub(crate) struct ServerConf {
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
     pub client_header_timeout: Duration,
+    /// Certificates and the rest of `ssl_*`, when the server has them.
+    pub tls: Option<Arc<crate::tls_conf::ServerTlsConf>>,
 }
 
 impl ServerConf {
@@ -358,6 +365,7 @@ fn compile_declared(
         logs: HashMap::new(),
         hostname: hostname(),
         groups: Arc::default(),
+        tls: crate::tls_conf::TlsBuilder::default(),
     };
     let mut main = MainConf {
         daemon: true,
@@ -457,6 +465,7 @@ struct Builder {
     hostname: String,
     /// `upstream` blocks by name.
     groups: Arc<crate::proxy::Groups>,
+    tls: crate::tls_conf::TlsBuilder,
 }
 
 /// Per-server settings collected while walking a server block.
@@ -560,6 +569,7 @@ impl Builder {
             match d.name.as_str() {
                 "server" => servers.push(d),
                 "log_format" | "upstream" => {}
+                name if crate::tls_conf::is_ssl_directive(name) => self.tls.http_directive(d),
                 "types" => {
                     if !types_set {
                         types = MimeTypes::new();
@@ -627,9 +637,11 @@ impl Builder {
                 .trailing
                 .sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
             let ssl = list.iter().any(|e| e.spec.ssl);
-            if ssl {
-                self.warnings.push(format!(
-                    "TLS is not supported yet: connections to {addr}, a \"listen ... ssl\" address, are closed at once"
+            // As nginx, the default server must be able to answer a handshake; another server
+            // without certificates is served with the default server's.
+            if ssl && compiled[main.server].0.tls.is_none() {
+                return Err(crate::tls_conf::no_certificate(
+                    &compiled[main.server].2.span,
                 ));
             }
             listens.push(Listen {
@@ -664,8 +676,10 @@ impl Builder {
         let mut server_sets = Vec::new();
         let mut touched = HashSet::new();
         let mut locations = Vec::new();
+        let mut ssl = Vec::new();
         for d in s.children() {
             match d.name.as_str() {
+                name if crate::tls_conf::is_ssl_directive(name) => ssl.push(d),
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
@@ -697,6 +711,22 @@ impl Builder {
         if bits.names.is_empty() {
             bits.names.push(String::new());
         }
+        let prefix = self.prefix.clone();
+        let resolve = move |p: &str| {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                prefix.join(p)
+            }
+        };
+        let h2 = conf.http2.enabled || bits.listens.iter().any(|l| l.http2);
+        let tls = self.tls.server(&ssl, s, h2, &resolve, &mut self.warnings)?;
+        if tls.ssl_on {
+            for l in &mut bits.listens {
+                l.ssl = true;
+            }
+        }
         let name = bits.names[0].replace("$hostname", &self.hostname);
         let conf = Arc::new(conf);
         let mut tree = LocationTree::new();
@@ -713,6 +743,7 @@ impl Builder {
                 merge_slashes,
                 head_limits,
                 client_header_timeout,
+                tls: tls.conf,
             },
             bits,
         ))

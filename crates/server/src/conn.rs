@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 
 use crate::conf::{Listen, ServerConf};
 use crate::request::{Body, Request, Response};
+use crate::tls::{Start, Stream, TlsInfo};
 use crate::vars::Var;
 use crate::worker::{ActiveGuard, Generation, Worker};
 use crate::Level;
@@ -31,14 +32,20 @@ const FIRST_OUT: usize = 512;
 const LINGERING_TIME: Duration = Duration::from_secs(30);
 /// Largest request body read and dropped to keep a connection alive; past it we close.
 const DISCARD_MAX: u64 = 1 << 30;
+/// The most plaintext one TLS record carries.
+const TLS_RECORD: usize = 16 * 1024;
+/// nginx's code for a plain HTTP request sent to a TLS port, answered as 400.
+const TO_HTTPS: u16 = 497;
 
 /// What the connection knows of itself, for variables and the error log.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct ConnInfo {
     pub id: u64,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub requests: u64,
+    /// The handshake's outcome, on a TLS connection.
+    pub tls: Option<Rc<TlsInfo>>,
 }
 
 pub(crate) async fn serve(
@@ -52,25 +59,60 @@ pub(crate) async fn serve(
     let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
         return;
     };
+    let (stream, tls, refuse) = if listen.ssl {
+        let timeout = listen.servers.default_server().client_header_timeout;
+        match crate::tls::accept(stream, listen, timeout).await {
+            Start::Tls(s, info) => {
+                let refuse = info.refuse;
+                (s, Some(info), refuse)
+            }
+            Start::PlainHttp(s) => (Stream::Plain(s), None, Some(TO_HTTPS)),
+            Start::Closed(why) => {
+                let log = &worker.shared.error_log;
+                if let Some(why) = why.filter(|_| log.enabled(Level::Info)) {
+                    let id = worker.shared.next_connection();
+                    log.write(
+                        Level::Info,
+                        Some(id),
+                        &format!("{why}, client: {}, server: {addr}", peer.ip()),
+                    );
+                }
+                return;
+            }
+        }
+    } else {
+        (Stream::Plain(stream), None, None)
+    };
     let info = ConnInfo {
-        id: guard.0.shared.next_connection(),
+        id: worker.shared.next_connection(),
         peer,
         local: addr,
         requests: 0,
+        tls,
     };
-    let buf = BytesMut::with_capacity(FIRST_READ);
-    let (stream, buf) = if crate::h2::offered(listen) {
-        match crate::h2::sniff(&worker, listen, stream, buf, info).await {
-            Some(http1) => http1,
-            None => return,
+    let mut buf = BytesMut::with_capacity(FIRST_READ);
+    // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
+    let stream = match stream {
+        Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
+            crate::h2::serve(&worker, listen, tls, info).await;
+            return;
         }
-    } else {
-        (stream, buf)
+        Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => {
+            match crate::h2::sniff(&worker, listen, tcp, buf, info.clone()).await {
+                Some((tcp, read)) => {
+                    buf = read;
+                    Stream::Plain(tcp)
+                }
+                None => return,
+            }
+        }
+        other => other,
     };
     let mut conn = Connection {
         worker,
         listen,
         stream,
+        refuse,
         buf,
         out: BytesMut::with_capacity(FIRST_OUT),
         nodelay: false,
@@ -83,7 +125,10 @@ pub(crate) async fn serve(
 struct Connection<'g> {
     worker: Rc<Worker>,
     listen: &'g Listen,
-    stream: TcpStream,
+    stream: Stream,
+    /// nginx's code for refusing every request of the connection: 497 for plain HTTP on a
+    /// TLS port, 495 or 496 for a client certificate that is bad or missing.
+    refuse: Option<u16>,
     /// Bytes read and not yet parsed: a head in progress, a body, or pipelined requests.
     buf: BytesMut,
     /// The response head being written; reused for every response.
@@ -132,9 +177,12 @@ impl Connection<'_> {
                 .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
                 .clone();
             let worker = self.worker.clone();
-            let info = self.info;
+            let info = self.info.clone();
             let mut req = Request::new(&worker, &server, &info, head, start);
-            let mut resp = req.process();
+            let mut resp = match self.refuse {
+                Some(code) => Response::error_page(code, 400, server.conf.server_tokens),
+                None => req.process(),
+            };
             if let Body::Proxy(_) = resp.body {
                 let plan = match std::mem::replace(&mut resp.body, Body::Empty) {
                     Body::Proxy(plan) => plan,
@@ -378,7 +426,7 @@ impl Connection<'_> {
                 self.write_out(None, timeout).await?;
                 tokio::time::timeout(
                     send_deadline(timeout, len),
-                    crate::static_files::send_file(&self.stream, &file.file, offset, len),
+                    crate::tls::send_file(&mut self.stream, &file.file, offset, len),
                 )
                 .await
                 .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
@@ -405,18 +453,17 @@ impl Connection<'_> {
                             sent += len;
                             tokio::time::timeout(
                                 send_deadline(timeout, len),
-                                crate::static_files::send_file(
-                                    &self.stream,
-                                    &file.file,
-                                    offset,
-                                    len,
-                                ),
+                                crate::tls::send_file(&mut self.stream, &file.file, offset, len),
                             )
                             .await
                             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
                         }
                     }
                 }
+                // Over TLS, the last records may still wait in rustls.
+                tokio::time::timeout(timeout, self.stream.flush())
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
                 Ok(sent)
             }
         }
@@ -495,18 +542,29 @@ impl Connection<'_> {
     fn set_nodelay(&mut self) {
         if !self.nodelay {
             self.nodelay = true;
-            let _ = self.stream.set_nodelay(true);
+            let _ = self.stream.tcp().set_nodelay(true);
         }
     }
 
-    /// Writes `self.out` and then `body`, in one writev when the socket takes them at once.
+    /// Writes `self.out` and then `body`, in one writev when the socket takes them at once;
+    /// over TLS, in as few records as rustls makes of them.
     async fn write_out(&mut self, body: Option<Bytes>, timeout: Duration) -> std::io::Result<()> {
-        let body = body.unwrap_or_default();
+        let mut body = body.unwrap_or_default();
+        // rustls makes a record of each buffer it is given: a small body joins the head so
+        // that the response goes out in one record, as nginx's SSL buffer sends it.
+        if matches!(self.stream, Stream::Tls(_)) && self.out.len() + body.len() <= TLS_RECORD {
+            self.out.extend_from_slice(&body);
+            body = Bytes::new();
+        }
         // Most responses fit in the socket buffer: try once without arming a timer.
-        let mut written = match self.stream.try_write_vectored(&[
-            std::io::IoSlice::new(&self.out),
-            std::io::IoSlice::new(&body),
-        ]) {
+        let first = match &self.stream {
+            Stream::Plain(s) => s.try_write_vectored(&[
+                std::io::IoSlice::new(&self.out),
+                std::io::IoSlice::new(&body),
+            ]),
+            Stream::Tls(_) => Ok(0),
+        };
+        let mut written = match first {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
             Err(e) => {
@@ -529,7 +587,8 @@ impl Connection<'_> {
                     }
                     written += n;
                 }
-                Ok(())
+                // rustls may hold records that the socket did not take yet.
+                self.stream.flush().await
             };
             tokio::time::timeout(timeout, write)
                 .await

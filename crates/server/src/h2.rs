@@ -313,6 +313,7 @@ where
                 let guard = StreamGuard::new(&streams);
                 let worker = worker.clone();
                 let server = default.clone();
+                let info = info.clone();
                 tokio::task::spawn_local(async move {
                     refuse(&worker, &server, &info, &line, e, respond).await;
                     drop(guard);
@@ -326,6 +327,7 @@ where
             .clone();
         let guard = StreamGuard::new(&streams);
         let worker = worker.clone();
+        let info = info.clone();
         tokio::task::spawn_local(async move {
             answer(&worker, &server, &info, head, start, respond).await;
             drop(guard);

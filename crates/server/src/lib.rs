@@ -19,6 +19,8 @@ mod log;
 mod proxy;
 mod request;
 pub mod static_files;
+mod tls;
+mod tls_conf;
 mod vars;
 mod worker;
 

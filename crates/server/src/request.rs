@@ -200,6 +200,7 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
         }
         Var::TimeLocal => crate::log::fmt_time_local(SystemTime::now(), out),
         Var::TimeIso8601 => crate::log::fmt_time_iso8601(SystemTime::now(), out),
+        Var::Ssl(s) => crate::tls::ssl_var(*s, conn.tls.as_deref(), out),
         _ => {}
     }
 }
@@ -733,7 +734,8 @@ impl<'a> Request<'a> {
     fn absolute_location(&self, location: &[u8]) -> Vec<u8> {
         if location.starts_with(b"/") && self.loc.absolute_redirect {
             let mut v = Vec::with_capacity(location.len() + 32);
-            v.extend_from_slice(b"http://");
+            let tls = self.conn.tls.is_some();
+            v.extend_from_slice(if tls { b"https://" } else { b"http://" });
             let host = if self.loc.server_name_in_redirect && !self.server.name.is_empty() {
                 self.server.name.as_bytes()
             } else {
@@ -747,7 +749,8 @@ impl<'a> Request<'a> {
                 v.extend_from_slice(host);
             }
             let port = self.conn.local.port();
-            if self.loc.port_in_redirect && port != 80 {
+            // The scheme's own port is left out, as nginx does.
+            if self.loc.port_in_redirect && port != if tls { 443 } else { 80 } {
                 let _ = write!(v, ":{port}");
             }
             v.extend_from_slice(location);
@@ -911,7 +914,11 @@ impl<'a> Request<'a> {
             }
             Var::ServerName => out.extend_from_slice(self.server.name.as_bytes()),
             Var::ServerProtocol => out.extend_from_slice(self.protocol().as_bytes()),
-            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Scheme => out.extend_from_slice(if self.conn.tls.is_some() {
+                b"https"
+            } else {
+                b"http"
+            }),
             Var::Request => out.extend_from_slice(self.request_line().as_bytes()),
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
             Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
@@ -954,7 +961,8 @@ impl<'a> Request<'a> {
             | Var::NginxVersion
             | Var::Msec
             | Var::TimeLocal
-            | Var::TimeIso8601 => connection_var(v, self.conn, out),
+            | Var::TimeIso8601
+            | Var::Ssl(_) => connection_var(v, self.conn, out),
             Var::ProxyHost => out.extend_from_slice(&self.proxy_host),
             Var::ProxyPort => {
                 if self.proxy_port != 0 {

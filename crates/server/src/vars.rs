@@ -55,6 +55,21 @@ pub enum Var {
     UpstreamResponseTime,
     UpstreamConnectTime,
     UpstreamHeaderTime,
+    /// `$https` and the `$ssl_*` variables of the connection's TLS.
+    Ssl(SslVar),
+}
+
+/// The TLS variables, from the connection's handshake; empty on a plain connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslVar {
+    /// `$https`: "on" over TLS.
+    Https,
+    Protocol,
+    Cipher,
+    ServerName,
+    ClientVerify,
+    ClientSDn,
+    SessionReused,
 }
 
 thread_local! {
@@ -136,6 +151,13 @@ impl Var {
             "upstream_response_time" => Var::UpstreamResponseTime,
             "upstream_connect_time" => Var::UpstreamConnectTime,
             "upstream_header_time" => Var::UpstreamHeaderTime,
+            "https" => Var::Ssl(SslVar::Https),
+            "ssl_protocol" => Var::Ssl(SslVar::Protocol),
+            "ssl_cipher" => Var::Ssl(SslVar::Cipher),
+            "ssl_server_name" => Var::Ssl(SslVar::ServerName),
+            "ssl_client_verify" => Var::Ssl(SslVar::ClientVerify),
+            "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),
+            "ssl_session_reused" => Var::Ssl(SslVar::SessionReused),
             _ => return None,
         })
     }

@@ -448,16 +448,6 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let generation = worker.generation.borrow().clone();
-                if generation
-                    .http
-                    .listens
-                    .iter()
-                    .any(|l| l.addr == addr && l.ssl)
-                {
-                    // Serving plain HTTP where the configuration asks for TLS would expose
-                    // what the user meant to protect; until TLS is built in, refuse.
-                    continue;
-                }
                 if worker.active.get() >= generation.worker_connections {
                     worker.shared.error_log.write(
                         Level::Alert,

@@ -1,0 +1,665 @@
+//! Black-box tests of TLS termination: handshakes with the seeds' keys and cipher strings,
+//! certificate choice by signature scheme and by SNI, refused handshakes, resumption, client
+//! certificates, plain HTTP on a TLS port, configuration errors and the `$ssl_*` variables.
+//!
+//! Where nginx's behaviour is the expectation, the test runs against nginx first and then
+//! against portcullis (see `support::kinds`).
+
+mod support;
+#[path = "support/tls.rs"]
+mod tls_support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::{kinds, main_config, read_lossy, skip, wait_until, Kind, Server};
+use tls_support::{openssl_available, request, s_client, KeyKind, Pair, Pki};
+
+/// The seeds' cipher strings, by key type.
+const ECDSA_CIPHER: &str = "ECDHE-ECDSA-AES256-GCM-SHA384";
+const RSA_CIPHER: &str = "ECDHE-RSA-AES256-GCM-SHA384";
+/// How long an access log line may take to be written.
+const LOG_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A TLS server block on `{PORT0}` serving `{PREFIX}/html`, with `extra` directives.
+fn server_block(pair: &Pair, extra: &str) -> String {
+    format!(
+        "    server {{\n\
+         \x20       listen 127.0.0.1:{{PORT0}} ssl;\n\
+         \x20       server_name localhost;\n\
+         \x20       ssl_certificate {};\n\
+         \x20       ssl_certificate_key {};\n\
+         \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\
+         {extra}\n\
+         \x20       location / {{ return 200 \"secure\\n\"; }}\n\
+         \x20   }}\n",
+        pair.cert.display(),
+        pair.key.display()
+    )
+}
+
+fn start(kind: Kind, http_body: &str) -> Option<Server> {
+    Server::start(kind, 1, &main_config(http_body))
+}
+
+fn need_openssl() -> bool {
+    if openssl_available() {
+        return true;
+    }
+    skip("the openssl command is not installed");
+    false
+}
+
+#[test]
+fn seed_keys_and_ciphers_over_tls12_and_tls13() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let cases = [
+        (KeyKind::P256, ECDSA_CIPHER),
+        (KeyKind::P384, ECDSA_CIPHER),
+        (KeyKind::Rsa2048, RSA_CIPHER),
+    ];
+    for (i, (kind_of_key, cipher)) in cases.into_iter().enumerate() {
+        let pair = pki.self_signed(&format!("k{i}"), kind_of_key, "localhost");
+        let body = server_block(&pair, &format!("        ssl_ciphers {cipher};"));
+        for kind in kinds() {
+            let Some(server) = start(kind, &body) else {
+                continue;
+            };
+            let port = server.port(0);
+            let out = s_client(port, &["-tls1_2"], &request("localhost", "/"));
+            assert!(
+                out.contains(&format!("Cipher is {cipher}")),
+                "{kind} {kind_of_key:?} TLS 1.2:\n{out}"
+            );
+            assert!(
+                out.contains("secure"),
+                "{kind} {kind_of_key:?}: no body\n{out}"
+            );
+            let out = s_client(port, &["-tls1_3"], &request("localhost", "/"));
+            assert!(
+                out.contains("TLSv1.3") && out.contains("TLS_AES_256_GCM_SHA384"),
+                "{kind} {kind_of_key:?} TLS 1.3:\n{out}"
+            );
+            assert!(
+                out.contains("secure"),
+                "{kind} {kind_of_key:?}: no body\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ecdsa_and_rsa_pair_chosen_by_client_signature_schemes() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let ec = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let rsa = pki.self_signed("rsa", KeyKind::Rsa2048, "localhost");
+    let extra = format!(
+        "        ssl_certificate {};\n        ssl_certificate_key {};",
+        rsa.cert.display(),
+        rsa.key.display()
+    );
+    let body = server_block(&ec, &extra);
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let port = server.port(0);
+        let out = s_client(port, &["-tls1_3", "-sigalgs", "RSA-PSS+SHA256"], "");
+        assert!(
+            out.contains("Peer signature type: RSA-PSS"),
+            "{kind} RSA:\n{out}"
+        );
+        let out = s_client(port, &["-tls1_3", "-sigalgs", "ECDSA+SHA256"], "");
+        assert!(
+            out.contains("Peer signature type: ECDSA"),
+            "{kind} ECDSA:\n{out}"
+        );
+        let out = s_client(port, &["-tls1_2", "-cipher", RSA_CIPHER], "");
+        assert!(
+            out.contains(&format!("Cipher is {RSA_CIPHER}")),
+            "{kind} RSA suite:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn sni_selects_server_block_and_certificate() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let a = pki.self_signed("a", KeyKind::P256, "a.test");
+    let b = pki.self_signed("b", KeyKind::P256, "b.test");
+    let block = |pair: &Pair, name: &str| {
+        format!(
+            "    server {{\n\
+             \x20       listen 127.0.0.1:{{PORT0}} ssl;\n\
+             \x20       server_name {name};\n\
+             \x20       ssl_certificate {};\n\
+             \x20       ssl_certificate_key {};\n\
+             \x20       location / {{ return 200 \"server $server_name sni $ssl_server_name\\n\"; }}\n\
+             \x20   }}\n",
+            pair.cert.display(),
+            pair.key.display()
+        )
+    };
+    let body = format!("{}{}", block(&a, "a.test"), block(&b, "b.test"));
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let port = server.port(0);
+        let out = s_client(port, &["-servername", "b.test"], &request("b.test", "/"));
+        assert!(out.contains("CN = b.test"), "{kind}: certificate\n{out}");
+        assert!(
+            out.contains("server b.test sni b.test"),
+            "{kind}: server\n{out}"
+        );
+        let out = s_client(port, &["-noservername"], &request("a.test", "/"));
+        assert!(
+            out.contains("CN = a.test"),
+            "{kind}: default certificate\n{out}"
+        );
+    }
+}
+
+#[test]
+fn reject_handshake_sends_unrecognized_name() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let good = pki.self_signed("good", KeyKind::P256, "good.test");
+    let body = format!(
+        "    server {{\n\
+         \x20       listen 127.0.0.1:{{PORT0}} ssl default_server;\n\
+         \x20       ssl_reject_handshake on;\n\
+         \x20   }}\n\
+         \x20   server {{\n\
+         \x20       listen 127.0.0.1:{{PORT0}} ssl;\n\
+         \x20       server_name good.test;\n\
+         \x20       ssl_certificate {};\n\
+         \x20       ssl_certificate_key {};\n\
+         \x20       location / {{ return 200 \"good\\n\"; }}\n\
+         \x20   }}\n",
+        good.cert.display(),
+        good.key.display()
+    );
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let port = server.port(0);
+        let out = s_client(port, &["-servername", "other.test"], "");
+        assert!(out.contains("unrecognized name"), "{kind}: refused\n{out}");
+        let out = s_client(
+            port,
+            &["-servername", "good.test"],
+            &request("good.test", "/"),
+        );
+        assert!(out.contains("good"), "{kind}: named server\n{out}");
+    }
+}
+
+/// Connects once saving the session, then again with it; returns the second run's output.
+fn resume(port: u16, pki: &Pki, version: &str) -> String {
+    let sess = pki.path(&format!("session-{port}-{version}"));
+    let sess = sess.display().to_string();
+    let first = s_client(
+        port,
+        &[version, "-sess_out", &sess],
+        &request("localhost", "/"),
+    );
+    assert!(first.contains("secure"), "first connection:\n{first}");
+    s_client(
+        port,
+        &[version, "-sess_in", &sess],
+        &request("localhost", "/"),
+    )
+}
+
+#[test]
+fn sessions_resume_with_tickets_and_with_the_cache() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let configs = [
+        ("tickets", ""),
+        (
+            "cache",
+            "        ssl_session_tickets off;\n        ssl_session_cache shared:SSL:1m;",
+        ),
+    ];
+    for (what, extra) in configs {
+        let body = server_block(&pair, extra);
+        for kind in kinds() {
+            let Some(server) = start(kind, &body) else {
+                continue;
+            };
+            for version in ["-tls1_2", "-tls1_3"] {
+                let out = resume(server.port(0), &pki, version);
+                assert!(out.contains("Reused,"), "{kind} {what} {version}:\n{out}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sessions_resume_across_workers() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    for tickets in ["on", "off"] {
+        let extra = format!(
+            "        ssl_session_cache shared:SSL:1m;\n        ssl_session_tickets {tickets};"
+        );
+        let body = server_block(&pair, &extra).replace("ssl;\n", "ssl reuseport;\n");
+        let config = main_config(&body).replace("worker_processes 1;", "worker_processes 2;");
+        let Some(server) = Server::start(Kind::Portcullis, 1, &config) else {
+            return;
+        };
+        let port = server.port(0);
+        for version in ["-tls1_3", "-tls1_2"] {
+            let sess = pki
+                .path(&format!("s-{tickets}{version}"))
+                .display()
+                .to_string();
+            let first = s_client(
+                port,
+                &[version, "-sess_out", &sess],
+                &request("localhost", "/"),
+            );
+            assert!(first.contains("secure"), "{first}");
+            // With reuseport, the kernel spreads connections over both workers: every one of
+            // several resumptions must succeed, whichever worker takes it.
+            for _ in 0..6 {
+                let out = s_client(
+                    port,
+                    &[version, "-sess_in", &sess],
+                    &request("localhost", "/"),
+                );
+                assert!(
+                    out.contains("Reused,"),
+                    "tickets {tickets} {version}:\n{out}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn client_certificates_accepted_and_refused() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    let ca = pki.self_signed("ca", KeyKind::P256, "Test CA");
+    let client = pki.signed(
+        "client",
+        KeyKind::P256,
+        "/C=US/O=Example/CN=client one",
+        &ca,
+    );
+    let stranger_ca = pki.self_signed("stranger-ca", KeyKind::P256, "Other CA");
+    let stranger = pki.signed("stranger", KeyKind::P256, "/CN=stranger", &stranger_ca);
+    let body = |mode: &str| {
+        let extra = format!(
+            "        ssl_verify_client {mode};\n        ssl_client_certificate {};\n        location /who {{ return 200 \"verify $ssl_client_verify dn $ssl_client_s_dn\\n\"; }}",
+            ca.cert.display()
+        );
+        server_block(&server_pair, &extra)
+    };
+    let with = |p: &Pair| {
+        vec![
+            "-cert".to_string(),
+            p.cert.display().to_string(),
+            "-key".to_string(),
+            p.key.display().to_string(),
+        ]
+    };
+    for kind in kinds() {
+        let Some(server) = start(kind, &body("on")) else {
+            continue;
+        };
+        let port = server.port(0);
+        let args = with(&client);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = s_client(port, &args, &request("localhost", "/who"));
+        assert!(
+            out.contains("verify SUCCESS dn CN=client one,O=Example,C=US"),
+            "{kind}: good certificate\n{out}"
+        );
+        let out = s_client(port, &[], &request("localhost", "/who"));
+        assert!(
+            out.contains("HTTP/1.1 400 Bad Request")
+                && out.contains("No required SSL certificate was sent"),
+            "{kind}: no certificate\n{out}"
+        );
+        let args = with(&stranger);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = s_client(port, &args, &request("localhost", "/who"));
+        assert!(
+            out.contains("HTTP/1.1 400 Bad Request") && out.contains("The SSL certificate error"),
+            "{kind}: unknown issuer\n{out}"
+        );
+        drop(server);
+        let Some(server) = start(kind, &body("optional")) else {
+            continue;
+        };
+        let out = s_client(server.port(0), &[], &request("localhost", "/who"));
+        assert!(
+            out.contains("verify NONE dn"),
+            "{kind}: optional, none sent\n{out}"
+        );
+    }
+}
+
+#[test]
+fn plain_http_on_a_tls_port_gets_nginx_page() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let body = server_block(&pair, "");
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let mut client = server.client(0);
+        client
+            .send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("send");
+        let resp = client.read_response(false).expect("response");
+        assert_eq!(resp.status, 400, "{kind}");
+        assert_eq!(resp.header("Connection"), Some("close"), "{kind}");
+        let text = resp.body_text();
+        assert!(
+            text.contains(
+                "<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>"
+            ),
+            "{kind}: {text}"
+        );
+    }
+}
+
+#[test]
+fn bad_key_file_is_a_config_error_with_its_line() {
+    let pki = Pki::new();
+    let junk = pki.write("junk.pem", "not a key\n");
+    let body = format!(
+        "    server {{\n\
+         \x20       listen 127.0.0.1:{{PORT0}} ssl;\n\
+         \x20       ssl_certificate {junk};\n\
+         \x20       ssl_certificate_key {junk};\n\
+         \x20   }}\n",
+        junk = junk.display()
+    );
+    let config = pki.write(
+        "bad.conf",
+        &main_config(&body)
+            .replace("{PORT0}", "1")
+            .replace("{PREFIX}", &pki.path("").display().to_string()),
+    );
+    let binary = Kind::Portcullis.binary().expect("portcullis binary");
+    let out = Command::new(binary)
+        .arg("-t")
+        .arg("-p")
+        .arg(pki.path(""))
+        .arg("-c")
+        .arg(&config)
+        .output()
+        .expect("run portcullis -t");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    let want = format!(
+        "cannot load certificate \"{}\": PEM_read_bio_X509_AUX() failed",
+        junk.display()
+    );
+    assert!(text.contains(&want), "{text}");
+    assert!(
+        text.contains(&format!("in {}:", config.display())),
+        "{text}"
+    );
+
+    let missing = "    server {\n        listen 127.0.0.1:{PORT0} ssl;\n    }\n";
+    let config = pki.write(
+        "nocert.conf",
+        &main_config(missing)
+            .replace("{PORT0}", "1")
+            .replace("{PREFIX}", &pki.path("").display().to_string()),
+    );
+    let out = Command::new(Kind::Portcullis.binary().expect("portcullis binary"))
+        .arg("-t")
+        .arg("-p")
+        .arg(pki.path(""))
+        .arg("-c")
+        .arg(&config)
+        .output()
+        .expect("run portcullis -t");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ssl_variables_in_the_access_log() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let body = format!(
+        "    log_format tls '$ssl_protocol|$ssl_cipher|$ssl_server_name|$ssl_session_reused|$https|$scheme';\n\
+         \x20   access_log {{PREFIX}}/tls.log tls;\n{}",
+        server_block(&pair, &format!("        ssl_ciphers {ECDSA_CIPHER};"))
+    );
+    let Some(server) = start(Kind::Portcullis, &body) else {
+        return;
+    };
+    let port = server.port(0);
+    let out = s_client(
+        port,
+        &["-tls1_2", "-servername", "localhost"],
+        &request("localhost", "/"),
+    );
+    assert!(out.contains("secure"), "{out}");
+    let log = server.path("tls.log");
+    let want = format!("TLSv1.2|{ECDSA_CIPHER}|localhost|.|on|https");
+    assert!(
+        wait_until(LOG_DEADLINE, || read_lossy(&log).contains(&want)),
+        "{}",
+        read_lossy(&log)
+    );
+}
+
+#[test]
+fn reload_with_a_missing_certificate_keeps_the_old_configuration() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let Some(server) = start(Kind::Portcullis, &server_block(&pair, "")) else {
+        return;
+    };
+    let gone = Pair {
+        cert: pki.path("gone.crt"),
+        key: pair.key.clone(),
+    };
+    server.write_config(&main_config(&server_block(&gone, "")));
+    server.signal(libc::SIGHUP);
+    let want = format!("cannot load certificate \"{}\"", gone.cert.display());
+    assert!(
+        wait_until(LOG_DEADLINE, || server.error_log().contains(&want)),
+        "{}",
+        server.error_log()
+    );
+    let out = s_client(server.port(0), &[], &request("localhost", "/"));
+    assert!(
+        out.contains("secure"),
+        "the old configuration should still serve:\n{out}"
+    );
+}
+
+#[test]
+fn files_and_ranges_over_tls_arrive_whole() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let html = pki.path("html");
+    std::fs::create_dir_all(&html).expect("mkdir html");
+    std::fs::write(html.join("big"), &big).expect("write big");
+    let body = format!(
+        "    server {{\n\
+         \x20       listen 127.0.0.1:{{PORT0}} ssl;\n\
+         \x20       ssl_certificate {};\n\
+         \x20       ssl_certificate_key {};\n\
+         \x20       root {};\n\
+         \x20   }}\n",
+        pair.cert.display(),
+        pair.key.display(),
+        html.display()
+    );
+    let Some(server) = start(Kind::Portcullis, &body) else {
+        return;
+    };
+    let url = format!("https://127.0.0.1:{}/big", server.port(0));
+    let out = Command::new("curl")
+        .args(["-sk", "--http1.1", &url])
+        .output()
+        .expect("run curl");
+    assert!(
+        out.stdout == big,
+        "got {} bytes of {}",
+        out.stdout.len(),
+        big.len()
+    );
+    let out = Command::new("curl")
+        .args([
+            "-sk",
+            "--http1.1",
+            "-H",
+            "Range: bytes=0-9,299990-299999",
+            &url,
+        ])
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Content-Range: bytes 299990-299999/300000"),
+        "{text}"
+    );
+    assert!(
+        text.trim_end().ends_with("--"),
+        "multipart body cut short: {text}"
+    );
+}
+
+#[test]
+fn failed_handshake_is_logged_at_info() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let body = server_block(&pair, &format!("        ssl_ciphers {ECDSA_CIPHER};"));
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let out = s_client(server.port(0), &["-tls1_2", "-cipher", RSA_CIPHER], "");
+        assert!(
+            out.contains("Cipher is (NONE)"),
+            "{kind}: should fail\n{out}"
+        );
+        assert!(
+            wait_until(LOG_DEADLINE, || {
+                let log = server.error_log();
+                log.contains("[info]")
+                    && log.contains("SSL_do_handshake() failed (")
+                    && log.contains("while SSL handshaking, client: 127.0.0.1")
+            }),
+            "{kind}:\n{}",
+            server.error_log()
+        );
+    }
+}
+
+#[test]
+fn redirects_over_tls_name_https() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let body = server_block(&pair, "        location = /r { return 301 /target; }");
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let port = server.port(0);
+        let out = s_client(port, &[], &request("localhost", "/r"));
+        assert!(
+            out.contains(&format!("Location: https://localhost:{port}/target\r\n")),
+            "{kind}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn shared_session_cache_survives_a_reload() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let config = |answer: &str| {
+        let extra = format!(
+            "        ssl_session_tickets off;\n        ssl_session_cache shared:SSL:1m;\n        location = /a {{ return 200 \"{answer}\\n\"; }}"
+        );
+        main_config(&server_block(&pair, &extra))
+    };
+    let Some(server) = Server::start(Kind::Portcullis, 1, &config("before")) else {
+        return;
+    };
+    let port = server.port(0);
+    let sess = pki.path("reload-session").display().to_string();
+    let first = s_client(
+        port,
+        &["-tls1_2", "-sess_out", &sess],
+        &request("localhost", "/a"),
+    );
+    assert!(first.contains("before"), "{first}");
+    server.write_config(&config("after"));
+    server.signal(libc::SIGHUP);
+    assert!(
+        wait_until(LOG_DEADLINE, || {
+            s_client(port, &[], &request("localhost", "/a")).contains("after")
+        }),
+        "the reload did not take effect:\n{}",
+        server.error_log()
+    );
+    let out = s_client(
+        port,
+        &["-tls1_2", "-sess_in", &sess],
+        &request("localhost", "/a"),
+    );
+    assert!(out.contains("Reused,") && out.contains("after"), "{out}");
+}

@@ -1,0 +1,288 @@
+//! TLS on a connection: telling a handshake from plain HTTP sent to a TLS port, choosing the
+//! server block by SNI, the handshake, and the stream the connection loop then reads and
+//! writes, plain TCP or TLS.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use portcullis_tls::{ClientVerify, VerifyClient};
+use rustls::HandshakeKind;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::LazyConfigAcceptor;
+
+use crate::conf::{Listen, ServerConf};
+use crate::vars::SslVar;
+
+/// Bytes of a file read per TLS write: a full record's worth.
+const FILE_CHUNK: usize = 16 * 1024;
+/// The first byte of a TLS handshake record.
+const HANDSHAKE_RECORD: u8 = 0x16;
+/// A fatal `unrecognized_name` alert in a TLS 1.2-framed record: what OpenSSL sends when
+/// nginx's `ssl_reject_handshake` refuses a ClientHello.
+const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
+
+/// A connection's byte stream.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The TCP socket under the stream, for socket options.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// What a TLS connection reports through `$ssl_*`, found once after its handshake.
+pub(crate) struct TlsInfo {
+    /// `$ssl_protocol`: "TLSv1.3" or "TLSv1.2".
+    pub protocol: &'static str,
+    /// `$ssl_cipher`, OpenSSL's name.
+    pub cipher: &'static str,
+    /// `$ssl_server_name`.
+    pub server_name: Option<Box<str>>,
+    /// `$ssl_session_reused`.
+    pub reused: bool,
+    /// `$ssl_client_verify`.
+    pub verify: ClientVerify,
+    /// `$ssl_client_s_dn`.
+    pub client_s_dn: Option<Box<str>>,
+    /// Whether a request on this connection is refused for its client certificate, and with
+    /// which of nginx's codes (495 bad certificate, 496 none sent).
+    pub refuse: Option<u16>,
+    /// Whether ALPN chose HTTP/2.
+    pub h2: bool,
+}
+
+/// How a connection to a TLS address starts.
+pub(crate) enum Start {
+    Tls(Stream, Rc<TlsInfo>),
+    /// The first byte is not a TLS record: plain HTTP sent to the TLS port, answered with
+    /// nginx's 400 page.
+    PlainHttp(TcpStream),
+    /// Closed, timed out, refused or failed: nothing more to do but log what nginx logs (at
+    /// info level), if anything.
+    Closed(Option<String>),
+}
+
+/// Runs the server side of a handshake on a connection to `listen`, within `timeout` (nginx's
+/// client_header_timeout, which starts at accept).
+pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration) -> Start {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut first = [0u8; 1];
+    match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == HANDSHAKE_RECORD => {}
+        Ok(Ok(1)) => return Start::PlainHttp(stream),
+        Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
+        _ => return Start::Closed(None),
+    }
+    let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+    let mut start = match tokio::time::timeout_at(deadline, acceptor).await {
+        Ok(Ok(start)) => start,
+        Ok(Err(e)) => return Start::Closed(Some(handshake_failed(&e))),
+        Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
+    };
+    let hello = start.client_hello();
+    let sni: Option<Box<str>> = hello.server_name().map(Box::from);
+    let server = match sni.as_deref() {
+        Some(name) => listen.servers.find(Some(name)),
+        None => listen.servers.default_server(),
+    };
+    let Some((conf, tls)) = server_tls(server, listen) else {
+        return Start::Closed(None);
+    };
+    if conf.reject_handshake {
+        let _ =
+            tokio::time::timeout_at(deadline, start.io.write_all(&UNRECOGNIZED_NAME_ALERT)).await;
+        return Start::Closed(None);
+    }
+    let Some(tls) = tls else {
+        return Start::Closed(None);
+    };
+    let stream =
+        match tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone())).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Start::Closed(Some(handshake_failed(&e))),
+            Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
+        };
+    let (_, session) = stream.get_ref();
+    let protocol = match session.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        _ => "TLSv1.2",
+    };
+    let cipher = session
+        .negotiated_cipher_suite()
+        .map_or("", |s| portcullis_tls::openssl_name(s.suite()));
+    let reused = session.handshake_kind() == Some(HandshakeKind::Resumed);
+    let certs = session.peer_certificates();
+    let (verify, refuse) = match &tls.client {
+        None => (ClientVerify::None, None),
+        Some(check) => {
+            let verify = check.verify(certs);
+            let refuse = match (&verify, check.mode) {
+                (ClientVerify::None, VerifyClient::On) => Some(496),
+                (ClientVerify::Failed(_), VerifyClient::On | VerifyClient::Optional) => Some(495),
+                _ => None,
+            };
+            (verify, refuse)
+        }
+    };
+    let client_s_dn = certs
+        .and_then(|c| c.first())
+        .and_then(|c| portcullis_tls::dn::subject_rfc2253(c))
+        .map(Box::from);
+    let info = TlsInfo {
+        protocol,
+        cipher,
+        server_name: sni,
+        reused,
+        verify,
+        client_s_dn,
+        refuse,
+        h2: session.alpn_protocol() == Some(b"h2"),
+    };
+    Start::Tls(Stream::Tls(Box::new(stream)), Rc::new(info))
+}
+
+/// nginx's line for a handshake that took too long.
+const TIMED_OUT: &str = "client timed out (110: Connection timed out) while SSL handshaking";
+
+/// nginx's line for a failed handshake, with rustls's reason where OpenSSL's would be.
+fn handshake_failed(e: &io::Error) -> String {
+    format!("SSL_do_handshake() failed ({e}) while SSL handshaking")
+}
+
+/// The TLS settings a handshake for `server` uses: its own, else the default server's.
+fn server_tls<'a>(
+    server: &'a ServerConf,
+    listen: &'a Listen,
+) -> Option<(
+    &'a crate::tls_conf::ServerTlsConf,
+    Option<&'a portcullis_tls::ServerTls>,
+)> {
+    let conf = server
+        .tls
+        .as_deref()
+        .or(listen.servers.default_server().tls.as_deref())?;
+    Some((conf, conf.tls.as_ref()))
+}
+
+/// Sends `len` bytes of `file` from `offset`: with sendfile on plain TCP, else read into a
+/// buffer and written through TLS.
+pub(crate) async fn send_file(
+    stream: &mut Stream,
+    file: &std::fs::File,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    let tls = match stream {
+        Stream::Plain(s) => return crate::static_files::send_file(s, file, offset, len).await,
+        Stream::Tls(s) => s,
+    };
+    let mut buf = vec![0u8; FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK))];
+    let mut done = 0u64;
+    while done < len {
+        let want = buf
+            .len()
+            .min(usize::try_from(len - done).unwrap_or(buf.len()));
+        let n = file.read_at(&mut buf[..want], offset + done)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "file was truncated while being sent",
+            ));
+        }
+        tls.write_all(&buf[..n]).await?;
+        done += n as u64;
+    }
+    tls.flush().await
+}
+
+/// Writes a TLS variable's value; nothing on a plain connection.
+pub(crate) fn ssl_var(v: SslVar, tls: Option<&TlsInfo>, out: &mut Vec<u8>) {
+    let Some(t) = tls else {
+        return;
+    };
+    match v {
+        SslVar::Https => out.extend_from_slice(b"on"),
+        SslVar::Protocol => out.extend_from_slice(t.protocol.as_bytes()),
+        SslVar::Cipher => out.extend_from_slice(t.cipher.as_bytes()),
+        SslVar::ServerName => {
+            if let Some(n) = &t.server_name {
+                out.extend_from_slice(n.as_bytes());
+            }
+        }
+        SslVar::ClientVerify => out.extend_from_slice(t.verify.as_text().as_bytes()),
+        SslVar::ClientSDn => {
+            if let Some(dn) = &t.client_s_dn {
+                out.extend_from_slice(dn.as_bytes());
+            }
+        }
+        SslVar::SessionReused => out.push(if t.reused { b'r' } else { b'.' }),
+    }
+}

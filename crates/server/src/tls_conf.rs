@@ -1,0 +1,629 @@
+//! The `ssl_*` directives of the http and server levels, read into each server block's TLS
+//! configuration when the configuration loads. A server-level directive replaces the
+//! http-level one of the same name, as nginx merges them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis_config::{value, ConfigError, Directive, Span};
+use portcullis_tls::{
+    ClientAuth, ServerSettings, ServerTls, VerifyClient, DEFAULT_SESSION_TIMEOUT,
+};
+use rustls::server::{NoServerSessionStorage, ProducesTickets, StoresServerSessions};
+use rustls::sign::CertifiedKey;
+
+use crate::conf::err;
+
+/// nginx's default `ssl_ciphers`.
+const DEFAULT_CIPHERS: &str = "HIGH:!aNULL:!MD5";
+/// nginx's default `ssl_verify_depth`.
+const DEFAULT_VERIFY_DEPTH: usize = 1;
+/// Largest `ssl_buffer_size` that means anything: a TLS record holds at most 16 KiB.
+const MAX_RECORD: usize = 16 * 1024;
+/// Smallest record rustls can write with its framing.
+const MIN_RECORD: usize = 32;
+/// The `builtin` cache's size without `:size`, in sessions, as nginx's default.
+const BUILTIN_SESSIONS: usize = 20480;
+
+/// Whether a directive belongs to this module.
+pub(crate) fn is_ssl_directive(name: &str) -> bool {
+    name == "ssl" || name.starts_with("ssl_")
+}
+
+/// A server block's TLS, as the connection needs it.
+pub(crate) struct ServerTlsConf {
+    /// `None` when the server has no certificate and refuses handshakes.
+    pub tls: Option<ServerTls>,
+    /// `ssl_reject_handshake on`: a handshake naming this server is refused.
+    pub reject_handshake: bool,
+}
+
+/// What the server-level pass learns of a server block's TLS.
+pub(crate) struct ServerTlsBits {
+    pub conf: Option<Arc<ServerTlsConf>>,
+    /// `ssl on` (deprecated): every listen of the server speaks TLS.
+    pub ssl_on: bool,
+}
+
+/// State of one configuration load: the http-level directives, the ticket keys, and the
+/// certificates already read (a certificate set at http level is read once, not once per
+/// server).
+#[derive(Default)]
+pub(crate) struct TlsBuilder {
+    http: Vec<Directive>,
+    ticketers: HashMap<Vec<PathBuf>, Arc<dyn ProducesTickets>>,
+    keys: HashMap<(PathBuf, PathBuf), CertifiedKey>,
+}
+
+impl TlsBuilder {
+    pub fn http_directive(&mut self, d: &Directive) {
+        self.http.push(d.clone());
+    }
+
+    /// Reads a server block's `ssl_*` directives (with the http level's beneath them).
+    /// `resolve` turns a relative path into the one nginx would open.
+    /// `h2`: whether ALPN offers HTTP/2 (`listen ... http2` or `http2 on`).
+    pub fn server(
+        &mut self,
+        own: &[&Directive],
+        block: &Directive,
+        h2: bool,
+        resolve: &dyn Fn(&str) -> PathBuf,
+        warnings: &mut Vec<String>,
+    ) -> Result<ServerTlsBits, ConfigError> {
+        // Taken out while the server's settings are built, which needs `self` mutably.
+        let http_level = std::mem::take(&mut self.http);
+        let result = self.server_with(own, &http_level, block, h2, resolve, warnings);
+        self.http = http_level;
+        result
+    }
+
+    fn server_with(
+        &mut self,
+        own: &[&Directive],
+        http_level: &[Directive],
+        block: &Directive,
+        h2: bool,
+        resolve: &dyn Fn(&str) -> PathBuf,
+        warnings: &mut Vec<String>,
+    ) -> Result<ServerTlsBits, ConfigError> {
+        let http: Vec<&Directive> = http_level.iter().collect();
+        let merged = Merged { own, http: &http };
+        let mut ssl_on = false;
+        if let Some(d) = merged.last("ssl") {
+            // The loader has already warned that it is deprecated.
+            ssl_on = value::flag(d, 0)?;
+        }
+        let reject_handshake = match merged.last("ssl_reject_handshake") {
+            Some(d) => value::flag(d, 0)?,
+            None => false,
+        };
+        let certs = merged.all("ssl_certificate");
+        if certs.is_empty() {
+            let conf = reject_handshake.then(|| {
+                Arc::new(ServerTlsConf {
+                    tls: None,
+                    reject_handshake,
+                })
+            });
+            return Ok(ServerTlsBits { conf, ssl_on });
+        }
+        let keys = merged.all("ssl_certificate_key");
+        let mut loaded = Vec::with_capacity(certs.len());
+        for (i, c) in certs.iter().enumerate() {
+            let cert_path = resolve(c.arg(0));
+            let Some(k) = keys.get(i) else {
+                return Err(err(
+                    c,
+                    format!(
+                        "no \"ssl_certificate_key\" is defined for certificate \"{}\"",
+                        c.arg(0)
+                    ),
+                ));
+            };
+            let key_path = resolve(k.arg(0));
+            loaded.push(self.certified_key(c, &cert_path, &key_path)?);
+        }
+        let settings = self.settings(&merged, loaded, block, h2, resolve, warnings)?;
+        let tls = ServerTls::build(settings).map_err(|e| err(block, e.to_string()))?;
+        Ok(ServerTlsBits {
+            conf: Some(Arc::new(ServerTlsConf {
+                tls: Some(tls),
+                reject_handshake,
+            })),
+            ssl_on,
+        })
+    }
+
+    fn certified_key(
+        &mut self,
+        d: &Directive,
+        cert: &Path,
+        key: &Path,
+    ) -> Result<CertifiedKey, ConfigError> {
+        let id = (cert.to_path_buf(), key.to_path_buf());
+        if let Some(k) = self.keys.get(&id) {
+            return Ok(k.clone());
+        }
+        let k = portcullis_tls::load_certified_key(cert, key).map_err(|e| err(d, e.to_string()))?;
+        self.keys.insert(id, k.clone());
+        Ok(k)
+    }
+
+    fn settings(
+        &mut self,
+        m: &Merged<'_>,
+        certs: Vec<CertifiedKey>,
+        block: &Directive,
+        h2: bool,
+        resolve: &dyn Fn(&str) -> PathBuf,
+        warnings: &mut Vec<String>,
+    ) -> Result<ServerSettings, ConfigError> {
+        let versions = match m.last("ssl_protocols") {
+            Some(d) => {
+                let names: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
+                let choice =
+                    portcullis_tls::protocol_versions(&names).map_err(|e| err(d, e.to_string()))?;
+                for name in &choice.not_offered {
+                    warnings.push(format!(
+                        "the \"{name}\" protocol of \"ssl_protocols\" is not offered: only TLSv1.2 and TLSv1.3 are, in {}",
+                        d.span
+                    ));
+                }
+                if choice.versions.is_empty() {
+                    return Err(err(d, "no protocol left in \"ssl_protocols\""));
+                }
+                choice.versions
+            }
+            None => rustls::ALL_VERSIONS.to_vec(),
+        };
+        let tls12 = versions
+            .iter()
+            .any(|v| v.version == rustls::ProtocolVersion::TLSv1_2);
+        let (spec, cipher_d) = match m.last("ssl_ciphers") {
+            Some(d) => (d.arg(0), d),
+            None => (DEFAULT_CIPHERS, block),
+        };
+        let tls12_suites = match portcullis_tls::tls12_suites(spec) {
+            Ok(s) if !s.is_empty() || !tls12 => s,
+            Ok(_) => {
+                return Err(err(
+                    cipher_d,
+                    format!("SSL_CTX_set_cipher_list(\"{spec}\") failed (no cipher match)"),
+                ))
+            }
+            Err(e) if tls12 => return Err(err(cipher_d, e.to_string())),
+            Err(_) => Vec::new(),
+        };
+        let kx_groups = match m.last("ssl_ecdh_curve") {
+            Some(d) => {
+                Some(portcullis_tls::kx_groups(d.arg(0)).map_err(|e| err(d, e.to_string()))?)
+            }
+            None => None,
+        };
+        let prefer_server_ciphers = match m.last("ssl_prefer_server_ciphers") {
+            Some(d) => value::flag(d, 0)?,
+            None => false,
+        };
+        if let Some(d) = m.last("ssl_dhparam") {
+            warnings.push(format!(
+                "\"ssl_dhparam\" is accepted, but DHE cipher suites are not offered in {}",
+                d.span
+            ));
+        }
+        if let Some(d) = m.last("ssl_early_data") {
+            if value::flag(d, 0)? {
+                warnings.push(format!(
+                    "\"ssl_early_data on\" is not supported: early data is refused in {}",
+                    d.span
+                ));
+            }
+        }
+        for name in [
+            "ssl_stapling",
+            "ssl_crl",
+            "ssl_ocsp",
+            "ssl_password_file",
+            "ssl_conf_command",
+        ] {
+            // A flag left off asks for nothing that is missing.
+            if let Some(d) = m
+                .last(name)
+                .filter(|d| d.args.len() != 1 || d.arg(0) != "off")
+            {
+                warnings.push(format!(
+                    "the \"{name}\" directive is not supported yet and is ignored in {}",
+                    d.span
+                ));
+            }
+        }
+        let max_fragment_size = match m.last("ssl_buffer_size") {
+            Some(d) => {
+                let n = usize::try_from(value::size(d, 0)?).unwrap_or(usize::MAX);
+                // rustls counts the record header in the fragment size.
+                Some(n.clamp(MIN_RECORD, MAX_RECORD) + 5)
+            }
+            None => None,
+        };
+        let timeout = match m.last("ssl_session_timeout") {
+            Some(d) => Duration::from_secs(value::time_s(d, 0)?),
+            None => DEFAULT_SESSION_TIMEOUT,
+        };
+        let (session_storage, session_cache) = self.session_cache(m, timeout)?;
+        let tickets_on = match m.last("ssl_session_tickets") {
+            Some(d) => value::flag(d, 0)?,
+            None => true,
+        };
+        let ticketer = if tickets_on {
+            let files: Vec<PathBuf> = m
+                .all("ssl_session_ticket_key")
+                .iter()
+                .map(|d| resolve(d.arg(0)))
+                .collect();
+            Some(self.ticketer(files, timeout, m)?)
+        } else {
+            None
+        };
+        let client_auth = self.client_auth(m, resolve)?;
+        Ok(ServerSettings {
+            certs,
+            versions,
+            tls12_suites,
+            kx_groups,
+            prefer_server_ciphers,
+            session_storage,
+            session_cache,
+            ticketer,
+            client_auth,
+            alpn: if h2 {
+                vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+            } else {
+                vec![b"http/1.1".to_vec()]
+            },
+            max_fragment_size,
+        })
+    }
+
+    /// `ssl_session_cache off | none | [builtin[:size]] [shared:name:size]`.
+    fn session_cache(
+        &mut self,
+        m: &Merged<'_>,
+        timeout: Duration,
+    ) -> Result<(Arc<dyn StoresServerSessions>, bool), ConfigError> {
+        let none = || -> Arc<dyn StoresServerSessions> { Arc::new(NoServerSessionStorage {}) };
+        let Some(d) = m.last("ssl_session_cache") else {
+            return Ok((none(), false));
+        };
+        let mut storage = None;
+        for a in &d.args {
+            let v = a.value.as_str();
+            match v {
+                "off" | "none" if d.args.len() == 1 => return Ok((none(), false)),
+                "builtin" => {
+                    storage.get_or_insert_with(|| {
+                        portcullis_tls::session_cache_of(BUILTIN_SESSIONS, timeout)
+                    });
+                }
+                _ => {
+                    if let Some(size) = v.strip_prefix("builtin:") {
+                        let n: usize = size
+                            .parse()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| invalid_cache(d, v))?;
+                        storage.get_or_insert_with(|| portcullis_tls::session_cache_of(n, timeout));
+                    } else if let Some(rest) = v.strip_prefix("shared:") {
+                        let (name, size) =
+                            rest.split_once(':').ok_or_else(|| invalid_cache(d, v))?;
+                        let bytes = parse_size(size)
+                            .filter(|b| *b > 0 && !name.is_empty())
+                            .ok_or_else(|| invalid_cache(d, v))?;
+                        // Every server naming the zone shares it, as nginx's shared memory.
+                        storage = Some(portcullis_tls::shared_session_cache(name, bytes, timeout));
+                    } else {
+                        return Err(invalid_cache(d, v));
+                    }
+                }
+            }
+        }
+        Ok(match storage {
+            Some(s) => (s, true),
+            None => (none(), false),
+        })
+    }
+
+    fn ticketer(
+        &mut self,
+        files: Vec<PathBuf>,
+        lifetime: Duration,
+        m: &Merged<'_>,
+    ) -> Result<Arc<dyn ProducesTickets>, ConfigError> {
+        if let Some(t) = self.ticketers.get(&files) {
+            return Ok(t.clone());
+        }
+        let made = if files.is_empty() {
+            portcullis_tls::new_ticketer(lifetime)
+        } else {
+            portcullis_tls::load_ticket_keys(&files, lifetime)
+        };
+        let t = made.map_err(|e| {
+            let d = m
+                .last("ssl_session_ticket_key")
+                .or(m.last("ssl_session_tickets"));
+            ConfigError {
+                message: e.to_string(),
+                span: d.map(|d| d.span.clone()),
+            }
+        })?;
+        self.ticketers.insert(files, t.clone());
+        Ok(t)
+    }
+
+    fn client_auth(
+        &self,
+        m: &Merged<'_>,
+        resolve: &dyn Fn(&str) -> PathBuf,
+    ) -> Result<Option<ClientAuth>, ConfigError> {
+        let Some(d) = m.last("ssl_verify_client") else {
+            return Ok(None);
+        };
+        let mode = match d.arg(0) {
+            "off" => return Ok(None),
+            "on" => VerifyClient::On,
+            "optional" => VerifyClient::Optional,
+            "optional_no_ca" => VerifyClient::OptionalNoCa,
+            other => {
+                return Err(err(
+                    d,
+                    format!("invalid value \"{other}\" in \"ssl_verify_client\" directive, it must be \"on\", \"off\", \"optional\" or \"optional_no_ca\""),
+                ))
+            }
+        };
+        let mut roots = Vec::new();
+        for name in ["ssl_client_certificate", "ssl_trusted_certificate"] {
+            if let Some(c) = m.last(name) {
+                let what = if name == "ssl_client_certificate" {
+                    "client certificate"
+                } else {
+                    "trusted certificate"
+                };
+                roots.extend(
+                    portcullis_tls::load_certs(&resolve(c.arg(0)), what)
+                        .map_err(|e| err(c, e.to_string()))?,
+                );
+            }
+        }
+        let depth = match m.last("ssl_verify_depth") {
+            Some(v) => usize::try_from(value::number(v, 0)?).unwrap_or(usize::MAX),
+            None => DEFAULT_VERIFY_DEPTH,
+        };
+        if roots.is_empty() && mode != VerifyClient::OptionalNoCa {
+            return Err(err(d, "no ssl_client_certificate for ssl_verify_client"));
+        }
+        Ok(Some(ClientAuth { mode, roots, depth }))
+    }
+}
+
+fn invalid_cache(d: &Directive, v: &str) -> ConfigError {
+    err(d, format!("invalid session cache \"{v}\""))
+}
+
+/// A server's directives over the http level's.
+struct Merged<'a> {
+    own: &'a [&'a Directive],
+    http: &'a [&'a Directive],
+}
+
+impl<'a> Merged<'a> {
+    /// The level that sets `name`: the server's if it does, else the http level's.
+    fn level(&self, name: &str) -> &'a [&'a Directive] {
+        if self.own.iter().any(|d| d.name == name) {
+            self.own
+        } else {
+            self.http
+        }
+    }
+
+    fn last(&self, name: &str) -> Option<&'a Directive> {
+        self.level(name)
+            .iter()
+            .rev()
+            .find(|d| d.name == name)
+            .copied()
+    }
+
+    fn all(&self, name: &str) -> Vec<&'a Directive> {
+        self.level(name)
+            .iter()
+            .filter(|d| d.name == name)
+            .copied()
+            .collect()
+    }
+}
+
+/// nginx's error for a `listen ... ssl` whose server has no certificate.
+pub(crate) fn no_certificate(listen: &Span) -> ConfigError {
+    ConfigError {
+        message: "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive".into(),
+        span: Some(listen.clone()),
+    }
+}
+
+/// A size as nginx writes it: bytes, or with `k` or `m`.
+fn parse_size(v: &str) -> Option<u64> {
+    let (digits, unit) = match v.as_bytes().last()? {
+        b'k' | b'K' => (&v[..v.len() - 1], 1024),
+        b'm' | b'M' => (&v[..v.len() - 1], 1024 * 1024),
+        _ => (v, 1),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile_http(http: &str) -> Result<crate::Compiled, ConfigError> {
+        let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
+        let dir = std::env::temp_dir();
+        let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::compile(&loaded, &dir, None)
+    }
+
+    fn message(http: &str) -> String {
+        match compile_http(http) {
+            Ok(_) => panic!("compiled: {http}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn ssl_listen_without_certificate_names_the_server() {
+        let m = message("server {\nlisten 127.0.0.1:1 ssl;\n}");
+        assert!(
+            m.starts_with(
+                "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in "
+            ) && m.ends_with("t.conf:4"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn reject_handshake_needs_no_certificate() {
+        let c = compile_http("server {\nlisten 127.0.0.1:1 ssl;\nssl_reject_handshake on;\n}")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let server = c.http.listens[0].servers.default_server();
+        let tls = server.tls.as_ref().expect("tls settings");
+        assert!(tls.reject_handshake && tls.tls.is_none());
+    }
+
+    #[test]
+    fn missing_certificate_file_is_an_error_at_its_line() {
+        let m = message(
+            "server {\nlisten 127.0.0.1:1 ssl;\nssl_certificate /nonexistent.crt;\nssl_certificate_key /nonexistent.key;\n}",
+        );
+        assert_eq!(
+            m,
+            format!(
+                "cannot load certificate \"/nonexistent.crt\": BIO_new_file() failed (2: No such file or directory) in {}:6",
+                std::env::temp_dir().join("t.conf").display()
+            )
+        );
+    }
+
+    #[test]
+    fn certificate_without_key_is_an_error() {
+        let m = message("server {\nssl_certificate /x.crt;\n}");
+        assert!(
+            m.starts_with("no \"ssl_certificate_key\" is defined for certificate \"/x.crt\""),
+            "{m}"
+        );
+    }
+
+    /// A certificate and key written for one test, removed when dropped.
+    struct Certificate {
+        dir: PathBuf,
+        /// The directives naming them.
+        directives: String,
+    }
+
+    impl Drop for Certificate {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn certificate(label: &str) -> Certificate {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let dir = std::env::temp_dir().join(format!(
+            "portcullis-tls-conf-{label}-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("c.crt"), cert.pem()).expect("write cert");
+        std::fs::write(dir.join("c.key"), key.serialize_pem()).expect("write key");
+        let directives = format!(
+            "ssl_certificate {0}/c.crt;\nssl_certificate_key {0}/c.key;",
+            dir.display()
+        );
+        Certificate { dir, directives }
+    }
+
+    #[test]
+    fn session_cache_values_are_checked() {
+        let certificate = certificate("cache");
+        let cert = &certificate.directives;
+        for bad in [
+            "shared:SSL",
+            "shared::1m",
+            "builtin:x",
+            "bogus",
+            "shared:SSL:0",
+        ] {
+            let m = message(&format!("server {{\n{cert}\nssl_session_cache {bad};\n}}"));
+            assert!(
+                m.starts_with(&format!("invalid session cache \"{bad}\"")),
+                "{bad}: {m}"
+            );
+        }
+        for good in [
+            "off",
+            "none",
+            "builtin",
+            "builtin:1000 shared:SSL:10m",
+            "shared:SSL:512k",
+        ] {
+            let http = format!("server {{\n{cert}\nssl_session_cache {good};\n}}");
+            if let Err(e) = compile_http(&http) {
+                panic!("{good}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn ciphers_that_select_nothing_are_an_error() {
+        let certificate = certificate("ciphers");
+        let cert = &certificate.directives;
+        let m = message(&format!(
+            "server {{\n{cert}\nssl_protocols TLSv1.2;\nssl_ciphers NOTHING-AT-ALL;\n}}"
+        ));
+        assert!(m.contains("NOTHING-AT-ALL"), "{m}");
+    }
+
+    #[test]
+    fn protocols_and_dhparam_not_offered_are_warned_about() {
+        let certificate = certificate("warn");
+        let http = format!(
+            "server {{\n{}\nssl_protocols TLSv1 TLSv1.1 TLSv1.2;\nssl_dhparam /x.pem;\nssl_stapling off;\n}}",
+            certificate.directives
+        );
+        let c = compile_http(&http).unwrap_or_else(|e| panic!("{e}"));
+        let w = c.warnings().join("\n");
+        assert!(
+            w.contains("the \"TLSv1\" protocol of \"ssl_protocols\" is not offered"),
+            "{w}"
+        );
+        assert!(w.contains("the \"TLSv1.1\" protocol"), "{w}");
+        assert!(
+            w.contains("\"ssl_dhparam\" is accepted, but DHE cipher suites are not offered"),
+            "{w}"
+        );
+        assert!(!w.contains("ssl_stapling"), "{w}");
+    }
+
+    #[test]
+    fn sizes_take_nginx_units() {
+        assert_eq!(parse_size("10m"), Some(10 * 1024 * 1024));
+        assert_eq!(parse_size("512k"), Some(512 * 1024));
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("m"), None);
+        assert_eq!(parse_size(""), None);
+    }
+}
