@@ -3,17 +3,25 @@
 //! `portcullis-bench size` prints the seeds' price tables from measured maximum RPS per
 //! instance type (`--measured`) or from a worker sweep (`--from-run`), priced from an
 //! instance catalog (`--catalog`, by default every instance type priced in the seeds).
+//!
+//! `portcullis-bench run` measures portcullis, nginx and HAProxy on the seeds' scenarios
+//! with wrk, CPU per request from /proc, and writes JSON lines (which `size --from-run`
+//! reads), CSV and an HTML report.
 
+use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::bail;
 use clap::{Args, Parser, Subcommand};
 
 use portcullis_bench::data::{self, Priced};
 use portcullis_bench::model::Instance;
+use portcullis_bench::rig::{self, Kind, Plan, System};
 use portcullis_bench::size::{self, Options, SEED_TARGETS};
-use portcullis_bench::{run, Format, Policy, SEEDS_CATALOG};
+use portcullis_bench::{results, run, scenario, Format, Policy, RunRecord, SEEDS_CATALOG};
 
 /// How errors and reports name the built-in catalog.
 const SEEDS_CATALOG_NAME: &str = "catalog-seeds.csv (built in)";
@@ -33,6 +41,65 @@ struct Cli {
 enum Command {
     /// Price tables: the cheapest fleet per instance family for each target load.
     Size(SizeArgs),
+    /// Measure the systems on the seeds' scenarios: RPS, latency, CPU per request.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Scenarios, comma-separated, or `all`; `--scenarios list` prints them.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    scenarios: Vec<String>,
+    /// Systems under test, comma-separated; one not found is skipped with a message.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "portcullis,nginx,haproxy"
+    )]
+    systems: Vec<String>,
+    /// portcullis binary [default: portcullis on PATH].
+    #[arg(long, value_name = "PATH")]
+    portcullis: Option<PathBuf>,
+    /// nginx binary, also the upstream file servers' [default: nginx on PATH or /usr/sbin].
+    #[arg(long, value_name = "PATH")]
+    nginx: Option<PathBuf>,
+    /// HAProxy binary [default: haproxy on PATH or /usr/sbin].
+    #[arg(long, value_name = "PATH")]
+    haproxy: Option<PathBuf>,
+    /// wrk binary [default: wrk on PATH].
+    #[arg(long, value_name = "PATH")]
+    wrk: Option<PathBuf>,
+    /// wrk threads [default: one per load CPU].
+    #[arg(long)]
+    threads: Option<u32>,
+    /// wrk connections.
+    #[arg(long, default_value_t = 50)]
+    connections: u32,
+    /// Length of each measured run (`10s`, `1m`).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Warm-up before each measured run, not counted (`0` for none).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Measured runs of each system, scenario and worker count; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    repeats: u32,
+    /// CPUs of the system under test (`1`, `2,3`, `4-7`); wrk and the upstream servers get
+    /// the others [default: the upper half of the online CPUs].
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Worker processes (or threads) of the system under test: a sweep, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    workers: Vec<u32>,
+    /// Also count syscalls per request with strace, in a separate short run.
+    #[arg(long)]
+    syscalls: bool,
+    /// Directory for results.jsonl, results.csv, report.html and the work files.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: PathBuf,
+    /// Instance catalog (CSV as for `size`): adds requests/s per dollar to the report.
+    #[arg(long, value_name = "FILE")]
+    catalog: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -83,6 +150,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Size(args) => size(args),
+        Command::Run(args) => run_command(args),
     };
     match result {
         Ok(text) => {
@@ -178,6 +246,241 @@ fn estimate(sweep: &run::Sweep, catalog: &[Priced]) -> Vec<Instance> {
             usd_per_hour: p.usd_per_hour,
         })
         .collect()
+}
+
+/// Limits of the run options: beyond them a run is a mistake rather than a benchmark.
+const MAX_WORKERS: u32 = 1024;
+const MAX_REPEATS: u32 = 100;
+
+fn run_command(args: RunArgs) -> anyhow::Result<String> {
+    if args.scenarios.iter().any(|s| s == "list") {
+        let mut out = String::new();
+        for s in scenario::SCENARIOS {
+            out.push_str(&format!("{:<16} {}\n", s.name, s.about));
+        }
+        return Ok(out);
+    }
+    let scenarios = if args.scenarios.iter().any(|s| s == "all") {
+        scenario::SCENARIOS.iter().collect()
+    } else {
+        args.scenarios
+            .iter()
+            .map(|name| {
+                scenario::find(name).ok_or_else(|| {
+                    anyhow::anyhow!("unknown scenario {name:?} (--scenarios list shows them)")
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    if args.workers.iter().any(|&w| w == 0 || w > MAX_WORKERS) {
+        bail!("--workers must be between 1 and {MAX_WORKERS}");
+    }
+    if args.repeats == 0 || args.repeats > MAX_REPEATS {
+        bail!("--repeats must be between 1 and {MAX_REPEATS}");
+    }
+    if args.duration.is_zero() {
+        bail!("--duration must be at least 1s");
+    }
+    let online = online_cpus();
+    let sut_cpus = match &args.cpus {
+        Some(list) => parse_cpus(list)?,
+        None => online[online.len() / 2..].to_vec(),
+    };
+    if let Some(cpu) = sut_cpus.iter().find(|c| !online.contains(c)) {
+        bail!(
+            "--cpus: CPU {cpu} is not online (online: {})",
+            rig::cpu_list(&online)
+        );
+    }
+    let load_cpus: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|c| !sut_cpus.contains(c))
+        .collect();
+    if load_cpus.is_empty() || sut_cpus.is_empty() {
+        bail!(
+            "the method needs CPUs for the system under test and others for the load; \
+             online: {}, --cpus {}",
+            rig::cpu_list(&online),
+            rig::cpu_list(&sut_cpus)
+        );
+    }
+    let threads = args.threads.unwrap_or(load_cpus.len() as u32).max(1);
+    if args.connections < threads {
+        bail!(
+            "--connections ({}) must be at least --threads ({threads})",
+            args.connections
+        );
+    }
+    let wrk = args
+        .wrk
+        .clone()
+        .or_else(|| find_binary("wrk"))
+        .ok_or_else(|| {
+            anyhow::anyhow!("wrk not found; install it (apt-get install wrk) or give --wrk")
+        })?;
+    let nginx = args.nginx.clone().or_else(|| find_binary("nginx"));
+    let mut systems = Vec::new();
+    for name in &args.systems {
+        let kind = Kind::parse(name).ok_or_else(|| {
+            anyhow::anyhow!("unknown system {name:?} (portcullis, nginx or haproxy)")
+        })?;
+        let binary = match kind {
+            Kind::Portcullis => args
+                .portcullis
+                .clone()
+                .or_else(|| find_binary("portcullis")),
+            Kind::Nginx => nginx.clone(),
+            Kind::Haproxy => args.haproxy.clone().or_else(|| find_binary("haproxy")),
+        };
+        match binary {
+            Some(binary) if binary.is_file() => systems.push(System { kind, binary }),
+            _ => eprintln!("portcullis-bench: {name} not found (give --{name} PATH); skipping it"),
+        }
+    }
+    if systems.is_empty() {
+        bail!("no system under test found");
+    }
+    let needs_upstreams = scenarios
+        .iter()
+        .any(|s: &&scenario::Scenario| s.needs_upstreams());
+    let upstream_nginx = match nginx {
+        Some(path) => path,
+        None if needs_upstreams => {
+            bail!("the upstream file servers are nginx, which was not found (give --nginx)")
+        }
+        None => PathBuf::from("nginx"),
+    };
+    let catalog = match &args.catalog {
+        Some(path) => Some(data::parse_catalog(&data::read(path)?, &name(path))?),
+        None => None,
+    };
+    fs::create_dir_all(&args.out)?;
+    let out = fs::canonicalize(&args.out)?;
+    let plan = Plan {
+        scenarios,
+        systems,
+        workers: args.workers.clone(),
+        threads,
+        connections: args.connections,
+        duration: args.duration,
+        warmup: args.warmup,
+        repeats: args.repeats,
+        sut_cpus,
+        load_cpus,
+        syscalls: args.syscalls,
+        out: out.clone(),
+        upstream_nginx,
+        wrk,
+        machine: machine(),
+    };
+    let method =
+        format!(
+        "System under test pinned to CPUs {}, wrk ({} threads, {} connections) and the upstream \
+         file servers to CPUs {}; {}s warm-up, then {}s measured, {} repeats; CPU per request is \
+         utime+stime of the system's processes over the requests wrk completed.{}",
+        rig::cpu_list(&plan.sut_cpus),
+        plan.threads,
+        plan.connections,
+        rig::cpu_list(&plan.load_cpus),
+        plan.warmup.as_secs(),
+        plan.duration.as_secs(),
+        plan.repeats,
+        plan.machine.as_deref().map(|m| format!(" CPU: {m}.")).unwrap_or_default()
+    );
+    let jsonl_path = out.join("results.jsonl");
+    let mut jsonl = fs::File::create(&jsonl_path)?;
+    let mut records: Vec<RunRecord> = Vec::new();
+    let mut write_error = None;
+    rig::run(&plan, |record| {
+        let line = serde_json::to_string(record).map_err(std::io::Error::from);
+        if let Err(e) = line.and_then(|l| writeln!(jsonl, "{l}")) {
+            write_error.get_or_insert(e);
+        }
+        records.push(record.clone());
+    })?;
+    if let Some(e) = write_error {
+        bail!("{}: {e}", jsonl_path.display());
+    }
+    fs::write(out.join("results.csv"), results::csv(&records))?;
+    fs::write(
+        out.join("report.html"),
+        results::html(&records, catalog.as_deref(), &method),
+    )?;
+    let summaries = results::summarize(&records);
+    Ok(format!(
+        "{}\nResults in {}: results.jsonl, results.csv, report.html\n",
+        results::text_table(&summaries),
+        out.display()
+    ))
+}
+
+/// `10`, `10s`, `2m`, `1h` as a duration.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, scale) = match text.char_indices().last() {
+        Some((i, 's')) => (&text[..i], 1),
+        Some((i, 'm')) => (&text[..i], 60),
+        Some((i, 'h')) => (&text[..i], 3600),
+        _ => (text, 1),
+    };
+    let value: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 10s, 2m or 1h"))?;
+    Ok(Duration::from_secs(value.saturating_mul(scale)))
+}
+
+/// `1`, `2,3`, `4-7` as CPU numbers.
+fn parse_cpus(text: &str) -> anyhow::Result<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || anyhow::anyhow!("--cpus: {part:?} is not a CPU number or range");
+        match part.split_once('-') {
+            Some((low, high)) => {
+                let (low, high): (usize, usize) = (
+                    low.parse().map_err(|_| bad())?,
+                    high.parse().map_err(|_| bad())?,
+                );
+                if low > high {
+                    return Err(bad());
+                }
+                cpus.extend(low..=high);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// The online CPUs, from sysfs; all of `available_parallelism` when it cannot be read.
+fn online_cpus() -> Vec<usize> {
+    fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| parse_cpus(t.trim()).ok())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (0..n).collect()
+        })
+}
+
+/// The CPU model, as /proc/cpuinfo names it.
+fn machine() -> Option<String> {
+    let info = fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+/// `name` on PATH, else in /usr/sbin (where Debian installs nginx and HAProxy).
+fn find_binary(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 fn name(path: &Path) -> String {

@@ -38,6 +38,40 @@ pub struct RunRecord {
     /// The CPU the run was measured on, as /proc/cpuinfo names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// Which repetition of the measurement this is, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
+    /// CPUs the system under test was pinned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// Requests per second as the load generator measured them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_s: Option<f64>,
+    /// Bytes read per second by the load generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_per_s: Option<f64>,
+    /// Latency percentiles and maximum, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p90_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_max_ms: Option<f64>,
+    /// Answers that were not 2xx/3xx (part of `errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_2xx: Option<u64>,
+    /// Connect, read, write and timeout errors (part of `errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_errors: Option<u64>,
+    /// System calls per request, from a separate run under strace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls_per_request: Option<f64>,
+    /// Why the system could not be measured at all (bad config, no answer); such a record
+    /// has no requests and is kept so that reports show the failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl RunRecord {
@@ -45,9 +79,41 @@ impl RunRecord {
     pub fn cpu_per_request(&self) -> f64 {
         self.cpu_s / self.requests as f64
     }
+
+    /// Whether the run's figures count: it completed requests and every one succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none() && self.errors == 0 && self.requests > 0
+    }
+
+    /// A record with the run's identity and nothing measured yet.
+    pub fn new(scenario: &str, system: &str, workers: u32) -> RunRecord {
+        RunRecord {
+            scenario: scenario.to_owned(),
+            system: system.to_owned(),
+            workers,
+            duration_s: 0.0,
+            requests: 0,
+            errors: 0,
+            cpu_s: 0.0,
+            machine: None,
+            round: None,
+            cpus: None,
+            requests_per_s: None,
+            transfer_per_s: None,
+            latency_p50_ms: None,
+            latency_p90_ms: None,
+            latency_p99_ms: None,
+            latency_max_ms: None,
+            non_2xx: None,
+            socket_errors: None,
+            syscalls_per_request: None,
+            failure: None,
+        }
+    }
 }
 
-/// Reads JSON lines of [`RunRecord`]; blank lines are skipped.
+/// Reads JSON lines of [`RunRecord`]; blank lines are skipped. Records of failed runs (a
+/// `failure`, or errors) are kept as they are; the figures of the others are checked.
 pub fn parse(text: &str, file: &str) -> Result<Vec<RunRecord>, DataError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -64,6 +130,10 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<RunRecord>, DataError> {
         if record.workers == 0 {
             return Err(error("workers must be at least 1".to_owned()));
         }
+        if record.failure.is_some() || record.errors > 0 {
+            out.push(record);
+            continue;
+        }
         if record.requests == 0 {
             return Err(error("a run with no requests measures nothing".to_owned()));
         }
@@ -72,12 +142,6 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<RunRecord>, DataError> {
         }
         if !(record.duration_s.is_finite() && record.duration_s > 0.0) {
             return Err(error(format!("invalid duration_s {}", record.duration_s)));
-        }
-        if record.errors > 0 {
-            return Err(error(format!(
-                "the run had {} errors; its figures do not count",
-                record.errors
-            )));
         }
         out.push(record);
     }
@@ -106,13 +170,16 @@ pub struct Sweep {
 pub enum SweepError {
     #[error("no run record matches --system/--scenario")]
     NoMatch,
+    #[error("every run of {0} failed or had errors; its figures do not count")]
+    AllFailed(String),
     #[error("the run records hold several systems or scenarios ({0}); choose one with --system and --scenario")]
     Ambiguous(String),
 }
 
 impl Sweep {
     /// The sweep of the records matching `system` and `scenario` (any when `None`). Runs
-    /// with the same worker count are pooled: total CPU over total requests.
+    /// with the same worker count are pooled: total CPU over total requests. Failed runs
+    /// and runs with errors are left out.
     pub fn from_records(
         records: &[RunRecord],
         system: Option<&str>,
@@ -124,7 +191,9 @@ impl Sweep {
                 system.map_or(true, |s| r.system == s) && scenario.map_or(true, |s| r.scenario == s)
             })
             .collect();
-        let first = chosen.first().ok_or(SweepError::NoMatch)?;
+        if chosen.is_empty() {
+            return Err(SweepError::NoMatch);
+        }
         let mut kinds: Vec<String> = chosen
             .iter()
             .map(|r| format!("{} {}", r.system, r.scenario))
@@ -134,6 +203,10 @@ impl Sweep {
         if kinds.len() > 1 {
             return Err(SweepError::Ambiguous(kinds.join(", ")));
         }
+        let chosen: Vec<&RunRecord> = chosen.into_iter().filter(|r| r.succeeded()).collect();
+        let first = chosen
+            .first()
+            .ok_or_else(|| SweepError::AllFailed(kinds.join(", ")))?;
         let mut workers: Vec<u32> = chosen.iter().map(|r| r.workers).collect();
         workers.sort_unstable();
         workers.dedup();
@@ -240,9 +313,11 @@ mod tests {
             "a run with no requests measures nothing in r:1"
         );
         let errors = zero.replace("\"requests\":0", "\"requests\":5,\"errors\":2");
+        let kept = parse(&errors, "r").unwrap();
+        assert!(!kept[0].succeeded());
         assert_eq!(
-            parse(&errors, "r").unwrap_err().to_string(),
-            "the run had 2 errors; its figures do not count in r:1"
+            Sweep::from_records(&kept, None, None),
+            Err(SweepError::AllFailed("nginx static-1k".into()))
         );
         assert_eq!(
             parse("\n", "r").unwrap_err().to_string(),

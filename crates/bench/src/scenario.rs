@@ -1,0 +1,648 @@
+//! The seeds' scenarios and the configuration files each one runs on.
+//!
+//! A scenario is what the load generator asks for (one URL, keepalive or one request per
+//! connection, an `Authorization` header or not) and what the system under test must do to
+//! answer it (serve a file itself, or proxy to the upstream file servers over HTTP or HTTPS,
+//! with or without the API gateway's rewrite and JWT check). Every scenario generates one
+//! nginx.conf that nginx and portcullis both run unchanged, the upstream file servers'
+//! nginx.conf, and where HAProxy can do the same work, an equivalent haproxy.cfg.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// The certificate of a TLS listener, as the seeds chose them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cert {
+    /// ECDSA P-256 with ECDHE-ECDSA-AES256-GCM-SHA384: seeds 000 and 001.
+    Ecdsa,
+    /// RSA-2048 with ECDHE-RSA-AES256-GCM-SHA384: seed 004.
+    Rsa,
+}
+
+impl Cert {
+    /// The file stem of the certificate and key (`ecdsa.crt`, `ecdsa.key`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Cert::Ecdsa => "ecdsa",
+            Cert::Rsa => "rsa",
+        }
+    }
+
+    fn cipher(self) -> &'static str {
+        match self {
+            Cert::Ecdsa => "ECDHE-ECDSA-AES256-GCM-SHA384",
+            Cert::Rsa => "ECDHE-RSA-AES256-GCM-SHA384",
+        }
+    }
+}
+
+/// How the system under test finds the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// It serves the file from its own root.
+    Files,
+    /// It proxies to the upstream file servers, over TLS when `tls` is set.
+    Proxy { tls: bool },
+}
+
+/// The JWT algorithm the API gateway verifies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jwt {
+    Hs256,
+    Rs256,
+}
+
+impl Jwt {
+    pub fn alg(self) -> &'static str {
+        match self {
+            Jwt::Hs256 => "HS256",
+            Jwt::Rs256 => "RS256",
+        }
+    }
+}
+
+/// One scenario of the seeds' method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// The path wrk requests.
+    pub path: &'static str,
+    /// TLS on the listener the load generator talks to.
+    pub tls: Option<Cert>,
+    pub content: Content,
+    /// One request per connection (`Connection: close`): connections or TLS handshakes per
+    /// second rather than requests.
+    pub close: bool,
+    pub jwt: Option<Jwt>,
+}
+
+const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scenario {
+    Scenario {
+        name,
+        about: "web server: GET of a file over keepalive connections (seed 004)",
+        path,
+        tls,
+        content: Content::Files,
+        close: false,
+        jwt: None,
+    }
+}
+
+const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Scenario {
+    Scenario {
+        name,
+        about,
+        path: "/api_old/1kb",
+        tls: Some(Cert::Ecdsa),
+        content: Content::Proxy { tls: true },
+        close: false,
+        jwt,
+    }
+}
+
+/// Every scenario, in the order `--scenarios all` runs them.
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "rp",
+        about: "reverse proxy: HTTPS in, HTTPS to two upstream ports, least_conn, keepalive, \
+                1 KB file (seeds 000/001 Appendix D)",
+        path: "/1kb",
+        tls: Some(Cert::Ecdsa),
+        content: Content::Proxy { tls: true },
+        close: false,
+        jwt: None,
+    },
+    Scenario {
+        name: "rp-http",
+        about: "reverse proxy as rp, plain HTTP in and to the upstreams",
+        path: "/1kb",
+        tls: None,
+        content: Content::Proxy { tls: false },
+        close: false,
+        jwt: None,
+    },
+    apigw(
+        "apigw",
+        "API gateway: regex location, rewrite ... last to an internal location, proxy_pass to \
+         an upstream named by a variable (seed 000 Appendix D)",
+        None,
+    ),
+    apigw(
+        "apigw-jwt-hs256",
+        "API gateway with auth_jwt, HS256 token checked against a JWK file (seed 001)",
+        Some(Jwt::Hs256),
+    ),
+    apigw(
+        "apigw-jwt-rs256",
+        "API gateway with auth_jwt, RS256 token checked against a JWK file (seed 002)",
+        Some(Jwt::Rs256),
+    ),
+    web("web-0k", "/0kb", None),
+    web("web-1k", "/1kb", None),
+    web("web-10k", "/10kb", None),
+    web("web-100k", "/100kb", None),
+    web("web-https-0k", "/0kb", Some(Cert::Rsa)),
+    web("web-https-1k", "/1kb", Some(Cert::Rsa)),
+    web("web-https-10k", "/10kb", Some(Cert::Rsa)),
+    web("web-https-100k", "/100kb", Some(Cert::Rsa)),
+    Scenario {
+        name: "cps",
+        about: "connections per second: HTTP, one request per connection, empty file (seed 004)",
+        path: "/0kb",
+        tls: None,
+        content: Content::Files,
+        close: true,
+        jwt: None,
+    },
+    Scenario {
+        name: "tps-ecdsa",
+        about: "SSL TPS: HTTPS, one request per connection, ECDSA P-256 certificate",
+        path: "/0kb",
+        tls: Some(Cert::Ecdsa),
+        content: Content::Files,
+        close: true,
+        jwt: None,
+    },
+    Scenario {
+        name: "tps-rsa",
+        about: "SSL TPS: HTTPS, one request per connection, RSA-2048 certificate (seed 004)",
+        path: "/0kb",
+        tls: Some(Cert::Rsa),
+        content: Content::Files,
+        close: true,
+        jwt: None,
+    },
+    Scenario {
+        name: "throughput-100k",
+        about: "throughput: HTTP, keepalive, 100 KB file (seed 004)",
+        path: "/100kb",
+        tls: None,
+        content: Content::Files,
+        close: false,
+        jwt: None,
+    },
+    Scenario {
+        name: "throughput-1m",
+        about: "throughput: HTTP, keepalive, 1 MB file (seed 004)",
+        path: "/1mb",
+        tls: None,
+        content: Content::Files,
+        close: false,
+        jwt: None,
+    },
+    Scenario {
+        name: "throughput-10m",
+        about: "throughput: HTTP, keepalive, 10 MB file (seed 004)",
+        path: "/10mb",
+        tls: None,
+        content: Content::Files,
+        close: false,
+        jwt: None,
+    },
+];
+
+/// The files every docroot holds, made as the seeds' `dd if=/dev/urandom ... bs=1024`:
+/// name and size in bytes.
+pub const FILES: &[(&str, usize)] = &[
+    ("0kb", 0),
+    ("1kb", 1024),
+    ("10kb", 10 * 1024),
+    ("100kb", 100 * 1024),
+    ("1mb", 1024 * 1024),
+    ("10mb", 10 * 1024 * 1024),
+];
+
+/// The scenario named `name`.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+/// Connections each system may hold per worker, as nginx's `worker_connections`: above
+/// wrk's connections plus the upstream keepalive pool, with room to spare.
+const WORKER_CONNECTIONS: u32 = 16384;
+/// HAProxy's `maxconn`: its FD limit must hold two descriptors per connection, and a
+/// container's hard limit may be as low as 20000.
+const HAPROXY_MAXCONN: u32 = 8000;
+/// Idle keepalive connections to the upstreams each worker keeps (seed 000's value).
+const UPSTREAM_KEEPALIVE: u32 = 512;
+
+/// Where a scenario's files are and which ports it uses: everything a generated config
+/// names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The work directory; configs, docroot (`html/`), certificates (`ssl/`), JWK (`jwk/`)
+    /// and logs (`logs/`) live under it.
+    pub dir: PathBuf,
+    /// The port the system under test listens on.
+    pub port: u16,
+    /// The upstream file servers' ports: two for the reverse proxy's group, two for the API
+    /// gateway's, as seed 000's 443-446.
+    pub upstream_ports: [u16; 4],
+}
+
+impl Layout {
+    pub fn html(&self) -> PathBuf {
+        self.dir.join("html")
+    }
+
+    pub fn cert(&self, cert: Cert) -> PathBuf {
+        self.dir.join("ssl").join(format!("{}.crt", cert.name()))
+    }
+
+    pub fn key(&self, cert: Cert) -> PathBuf {
+        self.dir.join("ssl").join(format!("{}.key", cert.name()))
+    }
+
+    /// Certificate and key in one file, as HAProxy's `crt` takes them.
+    pub fn pem(&self, cert: Cert) -> PathBuf {
+        self.dir.join("ssl").join(format!("{}.pem", cert.name()))
+    }
+
+    pub fn jwk(&self) -> PathBuf {
+        self.dir.join("jwk").join("keys.jwk")
+    }
+
+    /// The RS256 public key as PEM, for HAProxy's `jwt_verify`.
+    pub fn jwt_public_pem(&self) -> PathBuf {
+        self.dir.join("jwk").join("rs256.pub.pem")
+    }
+
+    pub fn logs(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+}
+
+/// The seeds' http settings (seed 000 Appendix D), shared by the system under test and the
+/// upstream file servers.
+const HTTP_SETTINGS: &str = "    default_type application/octet-stream;
+    access_log off;
+
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+
+    keepalive_timeout 65;
+    keepalive_requests 1000000000;
+";
+
+fn main_context(out: &mut String, workers: u32, logs: &Path, name: &str) {
+    let logs = logs.display();
+    let _ = write!(
+        out,
+        "worker_processes {workers};
+worker_rlimit_nofile 1000000;
+error_log {logs}/{name}-error.log crit;
+pid {logs}/{name}.pid;
+
+events {{
+    worker_connections {WORKER_CONNECTIONS};
+}}
+
+http {{
+{HTTP_SETTINGS}"
+    );
+}
+
+fn ssl_lines(out: &mut String, layout: &Layout, cert: Cert) {
+    let _ = write!(
+        out,
+        "        ssl_certificate {};
+        ssl_certificate_key {};
+        ssl_ciphers {};
+",
+        layout.cert(cert).display(),
+        layout.key(cert).display(),
+        cert.cipher()
+    );
+}
+
+impl Scenario {
+    /// The URL wrk and the readiness probe request.
+    pub fn url(&self, port: u16) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{port}{}", self.path)
+    }
+
+    /// Bytes of a successful answer's body.
+    pub fn body_len(&self) -> usize {
+        let file = self.path.rsplit('/').next().unwrap_or_default();
+        FILES
+            .iter()
+            .find(|(name, _)| *name == file)
+            .map_or(0, |&(_, len)| len)
+    }
+
+    pub fn needs_upstreams(&self) -> bool {
+        matches!(self.content, Content::Proxy { .. })
+    }
+
+    /// The certificates the scenario's configs name.
+    pub fn certs(&self) -> Vec<Cert> {
+        let mut certs: Vec<Cert> = self.tls.into_iter().collect();
+        if self.content == (Content::Proxy { tls: true }) && !certs.contains(&Cert::Ecdsa) {
+            certs.push(Cert::Ecdsa);
+        }
+        certs
+    }
+
+    /// The nginx.conf of the system under test, which nginx and portcullis both run.
+    pub fn nginx_conf(&self, layout: &Layout, workers: u32) -> String {
+        let mut out = String::new();
+        main_context(&mut out, workers, &layout.logs(), "server");
+        if let Content::Proxy { tls } = self.content {
+            let [a, b, c, d] = layout.upstream_ports;
+            for (group, ports) in [("file_servers", [a, b]), ("api_file_servers", [c, d])] {
+                let _ = write!(
+                    out,
+                    "
+    upstream {group} {{
+        least_conn;
+        server 127.0.0.1:{};
+        server 127.0.0.1:{};
+        keepalive {UPSTREAM_KEEPALIVE};
+        keepalive_requests 1000000;
+    }}
+",
+                    ports[0], ports[1]
+                );
+            }
+            let scheme = if tls { "https" } else { "http" };
+            if let Some(jwt) = self.jwt {
+                let _ = write!(
+                    out,
+                    "
+    auth_jwt \"Performance Test API {}\";
+    auth_jwt_key_file {};
+",
+                    jwt.alg(),
+                    layout.jwk().display()
+                );
+            }
+            let ssl = if self.tls.is_some() { " ssl" } else { "" };
+            let _ = writeln!(
+                out,
+                "
+    server {{
+        listen 127.0.0.1:{}{ssl} reuseport backlog=65535;",
+                layout.port
+            );
+            if let Some(cert) = self.tls {
+                ssl_lines(&mut out, layout, cert);
+            }
+            let _ = write!(
+                out,
+                "
+        location ~ ^/api_old/(.*)*$ {{
+            limit_except GET {{
+                deny all;
+            }}
+            set $upstream api_file_servers;
+            rewrite ^/api_old/(.*)$ /api_new/$1 last;
+        }}
+
+        location /api_new {{
+            internal;
+            proxy_pass {scheme}://$upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+
+        location / {{
+            proxy_pass {scheme}://file_servers;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+    }}
+}}
+"
+            );
+        } else {
+            let ssl = if self.tls.is_some() { " ssl" } else { "" };
+            let _ = writeln!(
+                out,
+                "
+    server {{
+        listen 127.0.0.1:{}{ssl} reuseport backlog=65535;",
+                layout.port
+            );
+            if let Some(cert) = self.tls {
+                ssl_lines(&mut out, layout, cert);
+            }
+            let _ = write!(
+                out,
+                "        root {};
+
+        location / {{
+        }}
+    }}
+}}
+",
+                layout.html().display()
+            );
+        }
+        out
+    }
+
+    /// The upstream file servers' nginx.conf: one nginx, `workers` processes, four ports
+    /// serving the docroot to GET only (seed 000 Appendix D), or `None` when the scenario
+    /// has no upstreams.
+    pub fn upstream_conf(&self, layout: &Layout, workers: u32) -> Option<String> {
+        let Content::Proxy { tls } = self.content else {
+            return None;
+        };
+        let mut out = String::new();
+        main_context(&mut out, workers, &layout.logs(), "upstream");
+        let ssl = if tls { " ssl" } else { "" };
+        out.push_str("\n    server {\n");
+        for port in layout.upstream_ports {
+            let _ = writeln!(out, "        listen 127.0.0.1:{port}{ssl} reuseport;");
+        }
+        if tls {
+            ssl_lines(&mut out, layout, Cert::Ecdsa);
+        }
+        let _ = write!(
+            out,
+            "        root {};
+
+        location / {{
+            limit_except GET {{
+                deny all;
+            }}
+        }}
+    }}
+}}
+",
+            layout.html().display()
+        );
+        Some(out)
+    }
+
+    /// An haproxy.cfg doing the same work as [`Scenario::nginx_conf`], or `None` when the
+    /// scenario serves files, which HAProxy does not do.
+    pub fn haproxy_cfg(&self, layout: &Layout, workers: u32, hs256_secret: &str) -> Option<String> {
+        let Content::Proxy { tls } = self.content else {
+            return None;
+        };
+        let mut out = format!(
+            "global
+    nbthread {workers}
+    maxconn {HAPROXY_MAXCONN}
+    ssl-default-bind-ciphers {}
+    tune.ssl.default-dh-param 2048
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 65s
+    timeout server 65s
+    timeout http-keep-alive 65s
+    option http-keep-alive
+    http-reuse always
+
+frontend gateway
+",
+            Cert::Ecdsa.cipher()
+        );
+        match self.tls {
+            Some(cert) => {
+                let _ = writeln!(
+                    out,
+                    "    bind 127.0.0.1:{} ssl crt {}",
+                    layout.port,
+                    layout.pem(cert).display()
+                );
+            }
+            None => {
+                let _ = writeln!(out, "    bind 127.0.0.1:{}", layout.port);
+            }
+        }
+        if let Some(jwt) = self.jwt {
+            let key = match jwt {
+                Jwt::Hs256 => format!("\"{hs256_secret}\""),
+                Jwt::Rs256 => format!("\"{}\"", layout.jwt_public_pem().display()),
+            };
+            let _ = write!(
+                out,
+                "    http-request set-var(txn.bearer) http_auth_bearer
+    http-request set-var(txn.jwt_alg) var(txn.bearer),jwt_header_query('$.alg')
+    http-request deny deny_status 401 unless {{ var(txn.jwt_alg) -m str {} }}
+    http-request deny deny_status 401 unless {{ var(txn.bearer),jwt_verify(txn.jwt_alg,{key}) -m int 1 }}
+",
+                jwt.alg()
+            );
+        }
+        let server_ssl = if tls { " ssl verify none" } else { "" };
+        let [a, b, c, d] = layout.upstream_ports;
+        let _ = write!(
+            out,
+            "    acl api path_reg ^/api_old/
+    http-request deny deny_status 403 if api !METH_GET
+    http-request replace-path ^/api_old/(.*)$ /api_new/\\1 if api
+    use_backend api_file_servers if api
+    default_backend file_servers
+
+backend file_servers
+    balance leastconn
+    server a 127.0.0.1:{a}{server_ssl}
+    server b 127.0.0.1:{b}{server_ssl}
+
+backend api_file_servers
+    balance leastconn
+    server c 127.0.0.1:{c}{server_ssl}
+    server d 127.0.0.1:{d}{server_ssl}
+"
+        );
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout {
+            dir: PathBuf::from("/tmp/bench"),
+            port: 8443,
+            upstream_ports: [9001, 9002, 9003, 9004],
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_found() {
+        for s in SCENARIOS {
+            assert_eq!(find(s.name), Some(s));
+            assert!(s.path.starts_with('/'), "{}", s.name);
+        }
+        assert_eq!(find("web-2k"), None);
+    }
+
+    #[test]
+    fn urls_and_bodies_follow_the_scenario() {
+        let rp = find("rp").unwrap();
+        assert_eq!(rp.url(8443), "https://127.0.0.1:8443/1kb");
+        assert_eq!(rp.body_len(), 1024);
+        assert_eq!(rp.certs(), vec![Cert::Ecdsa]);
+        assert_eq!(find("apigw").unwrap().body_len(), 1024);
+        assert_eq!(find("cps").unwrap().url(80), "http://127.0.0.1:80/0kb");
+        assert_eq!(find("throughput-10m").unwrap().body_len(), 10 << 20);
+        assert!(find("web-1k").unwrap().certs().is_empty());
+    }
+
+    #[test]
+    fn apigw_config_is_seed_000s() {
+        let conf = find("apigw").unwrap().nginx_conf(&layout(), 2);
+        assert!(conf.starts_with("worker_processes 2;\n"), "{conf}");
+        assert!(conf.contains("location ~ ^/api_old/(.*)*$ {"), "{conf}");
+        assert!(conf.contains("rewrite ^/api_old/(.*)$ /api_new/$1 last;"));
+        assert!(conf.contains("proxy_pass https://$upstream;"));
+        assert!(conf.contains("server 127.0.0.1:9003;"));
+        assert!(conf.contains("ssl_ciphers ECDHE-ECDSA-AES256-GCM-SHA384;"));
+        assert!(!conf.contains("auth_jwt"));
+        let jwt = find("apigw-jwt-rs256").unwrap().nginx_conf(&layout(), 1);
+        assert!(
+            jwt.contains("auth_jwt_key_file /tmp/bench/jwk/keys.jwk;"),
+            "{jwt}"
+        );
+    }
+
+    #[test]
+    fn web_configs_serve_the_docroot() {
+        let conf = find("web-https-1k").unwrap().nginx_conf(&layout(), 1);
+        assert!(
+            conf.contains("listen 127.0.0.1:8443 ssl reuseport"),
+            "{conf}"
+        );
+        assert!(conf.contains("root /tmp/bench/html;"));
+        assert!(conf.contains("ssl_certificate /tmp/bench/ssl/rsa.crt;"));
+        assert!(!conf.contains("upstream"));
+        assert_eq!(find("web-1k").unwrap().upstream_conf(&layout(), 1), None);
+        assert_eq!(find("web-1k").unwrap().haproxy_cfg(&layout(), 1, "s"), None);
+    }
+
+    #[test]
+    fn upstream_config_listens_on_four_ports() {
+        let conf = find("rp-http")
+            .unwrap()
+            .upstream_conf(&layout(), 1)
+            .unwrap();
+        for port in layout().upstream_ports {
+            assert!(conf.contains(&format!("listen 127.0.0.1:{port} reuseport;")));
+        }
+        assert!(!conf.contains("ssl"), "{conf}");
+    }
+
+    #[test]
+    fn haproxy_verifies_the_token() {
+        let cfg = find("apigw-jwt-hs256")
+            .unwrap()
+            .haproxy_cfg(&layout(), 2, "sekrit")
+            .unwrap();
+        assert!(cfg.contains("nbthread 2"), "{cfg}");
+        assert!(cfg.contains("jwt_verify(txn.jwt_alg,\"sekrit\")"), "{cfg}");
+        assert!(cfg.contains("-m str HS256"));
+        assert!(cfg.contains("bind 127.0.0.1:8443 ssl crt /tmp/bench/ssl/ecdsa.pem"));
+        assert!(cfg.contains("server c 127.0.0.1:9003 ssl verify none"));
+    }
+}

@@ -1,0 +1,232 @@
+//! `portcullis-bench run` against the real programs: every generated config is one nginx
+//! (and HAProxy) accepts, and a short run writes the records `size --from-run` reads.
+//!
+//! nginx, HAProxy, wrk and the portcullis binary are found as a user's machine has them; a
+//! missing one skips its part with a visible message (a failure when `CI` is set).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use portcullis_bench::assets;
+use portcullis_bench::run;
+use portcullis_bench::scenario::{Jwt, Layout, SCENARIOS};
+
+/// Environment variable naming the portcullis binary; by default the one built beside this
+/// test in the same target directory.
+const PORTCULLIS_ENV: &str = "PORTCULLIS_BIN";
+
+fn skip(message: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{message}");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {message}");
+}
+
+fn tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+fn portcullis() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(PORTCULLIS_ENV) {
+        return Some(PathBuf::from(path));
+    }
+    // target/<profile>/deps/run-<hash> -> target/<profile>/portcullis
+    let exe = std::env::current_exe().ok()?;
+    let candidate = exe.parent()?.parent()?.join("portcullis");
+    candidate.is_file().then_some(candidate)
+}
+
+/// A fresh directory, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("portcullis-bench-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn check(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what}:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn nginx_t(nginx: &Path, layout: &Layout, conf: &str, name: &str) {
+    let path = layout.dir.join(name);
+    std::fs::write(&path, conf).unwrap();
+    let output = Command::new(nginx)
+        .arg("-p")
+        .arg(format!("{}/", layout.dir.display()))
+        .arg("-c")
+        .arg(&path)
+        .arg("-e")
+        .arg(layout.logs().join("t-error.log"))
+        .arg("-t")
+        .output()
+        .unwrap();
+    check(&output, &format!("nginx -t on {name}\n{conf}"));
+}
+
+#[test]
+fn every_scenario_config_passes_nginx_t() {
+    let Some(nginx) = tool("nginx") else {
+        return skip("nginx not installed");
+    };
+    let haproxy = tool("haproxy");
+    if haproxy.is_none() {
+        skip("haproxy not installed: its configs are not checked");
+    }
+    let dir = TempDir::new("configs");
+    let layout = Layout {
+        dir: dir.0.clone(),
+        port: 18080,
+        upstream_ports: [18081, 18082, 18083, 18084],
+    };
+    assets::docroot(&layout).unwrap();
+    for s in SCENARIOS {
+        for cert in s.certs() {
+            if !layout.cert(cert).exists() {
+                assets::certificate(&layout, cert).unwrap();
+            }
+        }
+        let secret = match s.jwt {
+            Some(jwt) => {
+                let made = assets::jwt(&layout, jwt).unwrap();
+                assert_eq!(made.token.split('.').count(), 3);
+                assert_eq!(made.secret.is_empty(), jwt == Jwt::Rs256);
+                made.secret
+            }
+            None => String::new(),
+        };
+        let mut conf = s.nginx_conf(&layout, 2);
+        if s.jwt.is_some() {
+            // auth_jwt is NGINX Plus's; nginx open source checks the rest of the config.
+            conf = conf
+                .lines()
+                .filter(|l| !l.contains("auth_jwt"))
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        nginx_t(&nginx, &layout, &conf, &format!("{}.conf", s.name));
+        if let Some(upstream) = s.upstream_conf(&layout, 1) {
+            nginx_t(
+                &nginx,
+                &layout,
+                &upstream,
+                &format!("{}-upstream.conf", s.name),
+            );
+        }
+        if let (Some(haproxy), Some(cfg)) = (&haproxy, s.haproxy_cfg(&layout, 2, &secret)) {
+            let path = layout.dir.join(format!("{}.cfg", s.name));
+            std::fs::write(&path, &cfg).unwrap();
+            let output = Command::new(haproxy)
+                .arg("-c")
+                .arg("-f")
+                .arg(&path)
+                .output()
+                .unwrap();
+            check(&output, &format!("haproxy -c on {}\n{cfg}", s.name));
+        }
+    }
+}
+
+#[test]
+fn web_1k_run_writes_records_size_reads() {
+    let (Some(nginx), Some(_wrk)) = (tool("nginx"), tool("wrk")) else {
+        return skip("nginx or wrk not installed");
+    };
+    let Some(portcullis) = portcullis() else {
+        return skip(&format!(
+            "no portcullis binary: build it (cargo build -p portcullis) or set {PORTCULLIS_ENV}"
+        ));
+    };
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    if cpus.trim() == "0" {
+        return skip("the method needs two CPUs");
+    }
+    let out = TempDir::new("e2e");
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis-bench"))
+        .args([
+            "run",
+            "--scenarios",
+            "web-1k",
+            "--systems",
+            "portcullis,nginx",
+        ])
+        .args(["--duration", "2s", "--warmup", "0", "--repeats", "1"])
+        .arg("--portcullis")
+        .arg(&portcullis)
+        .arg("--nginx")
+        .arg(&nginx)
+        .arg("--out")
+        .arg(&out.0)
+        .output()
+        .unwrap();
+    check(&output, "portcullis-bench run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("web-1k portcullis workers=1 round 1/1"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("results.jsonl"), "{stdout}");
+
+    let text = std::fs::read_to_string(out.0.join("results.jsonl")).unwrap();
+    let records = run::parse(&text, "results.jsonl").unwrap();
+    let systems: Vec<&str> = records.iter().map(|r| r.system.as_str()).collect();
+    assert_eq!(systems, ["portcullis", "nginx"], "{text}");
+    for r in &records {
+        assert_eq!(
+            (r.scenario.as_str(), r.workers, r.round),
+            ("web-1k", 1, Some(1))
+        );
+        assert_eq!(r.failure, None, "{text}");
+        assert!(r.requests > 0, "{text}");
+        assert_eq!(
+            (r.errors, r.non_2xx, r.socket_errors),
+            (0, Some(0), Some(0)),
+            "{text}"
+        );
+        assert!(r.cpu_s > 0.0 && r.duration_s > 1.0, "{text}");
+        assert!(r.requests_per_s.is_some_and(|v| v > 0.0), "{text}");
+        assert!(
+            r.latency_p99_ms.is_some() && r.latency_max_ms.is_some(),
+            "{text}"
+        );
+    }
+    let csv = std::fs::read_to_string(out.0.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let html = std::fs::read_to_string(out.0.join("report.html")).unwrap();
+    assert!(html.contains("<svg"), "{html}");
+
+    // The records feed the sizing model as they are.
+    let sized = Command::new(env!("CARGO_BIN_EXE_portcullis-bench"))
+        .args([
+            "size",
+            "--system",
+            "nginx",
+            "--scenario",
+            "web-1k",
+            "--from-run",
+        ])
+        .arg(out.0.join("results.jsonl"))
+        .output()
+        .unwrap();
+    check(&sized, "portcullis-bench size --from-run");
+}
