@@ -74,6 +74,8 @@ const MEANINGLESS: &[&str] = &[
     "include",
     "log_subrequest",
     "open_log_file_cache",
+    "map_hash_max_size",
+    "map_hash_bucket_size",
 ];
 
 /// Directives that are meaningless here only while they keep nginx's default value (the
@@ -191,9 +193,10 @@ pub(crate) struct ServerConf {
     pub name: String,
     /// Server-level settings: used when no location matches, and inherited by locations.
     pub conf: Arc<LocConf>,
-    /// Server-level rewrite-phase `set`s and `return`, run before the location search.
-    pub sets: Vec<SetVar>,
-    pub ret: Option<Return>,
+    /// The server-level rewrite directives, run before the location search.
+    pub rewrite: Arc<crate::rewrite::Program>,
+    /// The `map` variables of the `http` block.
+    pub maps: Arc<crate::map::Maps>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -297,9 +300,8 @@ pub(crate) struct LocConf {
     pub types: Arc<MimeTypes>,
     pub default_type: Arc<str>,
     pub error_pages: Vec<ErrorPage>,
-    pub ret: Option<Return>,
-    /// The location's own `set`s (rewrite-phase directives are not inherited).
-    pub sets: Vec<SetVar>,
+    /// The rewrite directives of this level (not inherited) and the rewrite module's flags.
+    pub rewrite: crate::rewrite::RewriteConf,
     pub limit_except: Option<Arc<LimitExcept>>,
     pub access: Vec<AccessRule>,
     pub internal: bool,
@@ -338,7 +340,15 @@ pub fn compile(
 ) -> Result<Compiled, ConfigError> {
     let mut declared = Vec::new();
     collect_set_names(&loaded.directives, &mut declared);
-    crate::vars::with_declared(declared, || compile_declared(loaded, prefix, error_log))
+    crate::rewrite::collect_named_groups(&loaded.directives, &mut declared);
+    let maps = loaded
+        .directives
+        .iter()
+        .find(|d| d.name == "http")
+        .map_or_else(Vec::new, |h| crate::map::target_names(h.children()));
+    crate::vars::with_declared(declared, maps, || {
+        compile_declared(loaded, prefix, error_log)
+    })
 }
 
 /// The variable names of every `set` in the configuration.
@@ -366,6 +376,7 @@ fn compile_declared(
         hostname: hostname(),
         groups: Arc::default(),
         tls: crate::tls_conf::TlsBuilder::default(),
+        maps: Arc::default(),
     };
     let mut main = MainConf {
         daemon: true,
@@ -466,6 +477,7 @@ struct Builder {
     /// `upstream` blocks by name.
     groups: Arc<crate::proxy::Groups>,
     tls: crate::tls_conf::TlsBuilder,
+    maps: Arc<crate::map::Maps>,
 }
 
 /// Per-server settings collected while walking a server block.
@@ -563,12 +575,13 @@ impl Builder {
             }
         }
         self.groups = Arc::new(groups);
+        self.maps = Arc::new(crate::map::Maps::compile(h.children())?);
         let mut servers = Vec::new();
         let mut touched = HashSet::new();
         for d in h.children() {
             match d.name.as_str() {
                 "server" => servers.push(d),
-                "log_format" | "upstream" => {}
+                "log_format" | "upstream" | "map" => {}
                 name if crate::tls_conf::is_ssl_directive(name) => self.tls.http_directive(d),
                 "types" => {
                     if !types_set {
@@ -672,8 +685,6 @@ impl Builder {
             listens: Vec::new(),
             names: Vec::new(),
         };
-        let mut ret = None;
-        let mut server_sets = Vec::new();
         let mut touched = HashSet::new();
         let mut locations = Vec::new();
         let mut ssl = Vec::new();
@@ -683,8 +694,7 @@ impl Builder {
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
-                "return" => ret = Some(compile_return(d)?),
-                "set" => server_sets.push(compile_set(d)?),
+                name if crate::rewrite::DIRECTIVES.contains(&name) => {}
                 "types" => {
                     let mut t = MimeTypes::new();
                     add_types(&mut t, d);
@@ -728,6 +738,7 @@ impl Builder {
             }
         }
         let name = bits.names[0].replace("$hostname", &self.hostname);
+        let rewrite = Arc::new(crate::rewrite::compile(s.children(), None)?);
         let conf = Arc::new(conf);
         let mut tree = LocationTree::new();
         for l in locations {
@@ -737,8 +748,8 @@ impl Builder {
             ServerConf {
                 name,
                 conf,
-                sets: server_sets,
-                ret,
+                rewrite,
+                maps: self.maps.clone(),
                 locations: tree,
                 merge_slashes,
                 head_limits,
@@ -775,8 +786,7 @@ impl Builder {
         let mut conf = parent.clone();
         conf.name = name.to_string();
         conf.is_regex = modifier.starts_with('~');
-        conf.ret = None;
-        conf.sets = Vec::new();
+        conf.rewrite.program = Arc::default();
         conf.internal = false;
         conf.try_files = None;
         conf.unsupported = None;
@@ -787,25 +797,11 @@ impl Builder {
         for d in l.children() {
             match d.name.as_str() {
                 "location" => nested.push(d),
-                "return" => conf.ret = Some(compile_return(d)?),
-                "set" => conf.sets.push(compile_set(d)?),
+                name if crate::rewrite::DIRECTIVES.contains(&name) => {}
                 "internal" => conf.internal = true,
                 "proxy_pass" => {
                     let fixed_uri_forbidden = conf.is_regex || name.starts_with('@');
-                    let pass =
-                        crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups)?;
-                    if pass.https {
-                        self.warnings.push(format!(
-                            "TLS to upstreams is not supported yet: requests to \"{}\" get 502 in {}",
-                            d.arg(0),
-                            d.span
-                        ));
-                        conf.unsupported = Some(Unsupported {
-                            directive: "proxy_pass https".into(),
-                        });
-                    } else {
-                        conf.proxy_pass = Some(Arc::new(pass));
-                    }
+                    self.proxy_pass(&mut conf, d, name, fixed_uri_forbidden)?;
                 }
                 "limit_except" => {
                     if conf.limit_except.is_some() {
@@ -846,6 +842,14 @@ impl Builder {
             // every URI to one file.
             return Err(err(l, format!("\"alias\" cannot be used in location \"{name}\" where URI was defined by regular expression")));
         }
+        // The rewrite directives last: an `if` block's configuration inherits every other
+        // setting of the location, wherever it is written.
+        let program = {
+            let parent = &conf;
+            let mut if_conf = |d: &Directive| self.if_conf(parent, d);
+            crate::rewrite::compile(l.children(), Some(&mut if_conf))?
+        };
+        conf.rewrite.program = Arc::new(program);
         let conf_arc = Arc::new(conf);
         let mut children = LocationTree::new();
         for n in nested {
@@ -853,6 +857,47 @@ impl Builder {
         }
         tree.add(modifier, name, conf_arc, children)
             .map_err(|m| err(l, m))
+    }
+
+    /// `proxy_pass` of a location or an `if` block in one.
+    fn proxy_pass(
+        &mut self,
+        conf: &mut LocConf,
+        d: &Directive,
+        name: &str,
+        fixed_uri_forbidden: bool,
+    ) -> Result<(), ConfigError> {
+        let pass = crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups)?;
+        if pass.https {
+            self.warnings.push(format!(
+                "TLS to upstreams is not supported yet: requests to \"{}\" get 502 in {}",
+                d.arg(0),
+                d.span
+            ));
+            conf.unsupported = Some(Unsupported {
+                directive: "proxy_pass https".into(),
+            });
+        } else {
+            conf.proxy_pass = Some(Arc::new(pass));
+        }
+        Ok(())
+    }
+
+    /// The configuration of an `if` block in a location: the location's, with the block's own
+    /// settings on top (nginx makes a nameless nested location of it).
+    fn if_conf(&mut self, parent: &LocConf, d: &Directive) -> Result<Arc<LocConf>, ConfigError> {
+        let mut conf = parent.clone();
+        conf.rewrite.program = Arc::default();
+        let mut touched = HashSet::new();
+        for c in d.children() {
+            match c.name.as_str() {
+                name if crate::rewrite::DIRECTIVES.contains(&name) => {}
+                // nginx refuses a URI part in an `if` block's proxy_pass.
+                "proxy_pass" => self.proxy_pass(&mut conf, c, &parent.name, true)?,
+                _ => self.loc_directive(&mut conf, c, &mut touched)?,
+            }
+        }
+        Ok(Arc::new(conf))
     }
 
     /// A directive that may appear at http, server or location level.
@@ -950,6 +995,8 @@ impl Builder {
             "server_name_in_redirect" => c.server_name_in_redirect = value::flag(d, 0)?,
             "log_not_found" => c.log_not_found = value::flag(d, 0)?,
             "recursive_error_pages" => c.recursive_error_pages = value::flag(d, 0)?,
+            "rewrite_log" => c.rewrite.log = value::flag(d, 0)?,
+            "uninitialized_variable_warn" => c.rewrite.uninitialized_warn = value::flag(d, 0)?,
             "access_log" => {
                 if first("access_log") {
                     c.access_log.clear();
@@ -1076,8 +1123,7 @@ impl LocConf {
             types: Arc::new(default_types()),
             default_type: Arc::from("text/plain"),
             error_pages: Vec::new(),
-            ret: None,
-            sets: Vec::new(),
+            rewrite: crate::rewrite::RewriteConf::default(),
             limit_except: None,
             access: Vec::new(),
             internal: false,
@@ -1293,7 +1339,7 @@ fn add_server_name(
     Ok(())
 }
 
-fn compile_set(d: &Directive) -> Result<SetVar, ConfigError> {
+pub(crate) fn compile_set(d: &Directive) -> Result<SetVar, ConfigError> {
     let name = d
         .arg(0)
         .strip_prefix('$')
@@ -1305,7 +1351,7 @@ fn compile_set(d: &Directive) -> Result<SetVar, ConfigError> {
     })
 }
 
-fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
+pub(crate) fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
     let first = d.arg(0);
     match first.parse::<u16>() {
         Ok(code) if d.args.len() == 1 || !matches!(code, 301 | 302 | 303 | 307 | 308) => {

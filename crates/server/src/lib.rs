@@ -5,9 +5,10 @@
 //! listeners and starts one worker thread per `worker_processes`, each with its own
 //! current-thread runtime. A worker accepts on its sockets (`worker`), runs each connection's
 //! HTTP/1.1 loop (`conn`) or its HTTP/2 streams (`h2`), and takes each request through nginx's
-//! phases (`request`): location
-//! search (`location`), `return`, access rules, `try_files`, index and static files
-//! (`static_files`), `error_page`, and the access log (`log`, with variables from `vars`).
+//! phases (`request`): the rewrite phase (`rewrite`: `rewrite`, `set`, `if`, `return`,
+//! `break`), location search (`location`), access rules, `try_files`, index and static files
+//! (`static_files`), `error_page`, and the access log (`log`, with variables from `vars` and
+//! `map`).
 //! A reload compiles a new configuration and hands it to the workers; connections keep the
 //! one they started with.
 
@@ -16,8 +17,10 @@ mod conn;
 mod h2;
 mod location;
 mod log;
+mod map;
 mod proxy;
 mod request;
+mod rewrite;
 pub mod static_files;
 mod tls;
 mod tls_conf;

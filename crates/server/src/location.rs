@@ -13,6 +13,13 @@ pub struct Captures {
 }
 
 impl Captures {
+    /// The groups of a match, as byte ranges into its subject.
+    pub fn from_match(c: &regex::bytes::Captures<'_>) -> Captures {
+        Captures {
+            groups: c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect(),
+        }
+    }
+
     pub fn get<'u>(&self, uri: &'u [u8], n: usize) -> &'u [u8] {
         match self.groups.get(n) {
             Some(Some((s, e))) => &uri[*s..*e],
@@ -157,7 +164,7 @@ impl<T> LocationTree<T> {
             for r in &self.regexes {
                 if let Some(c) = r.re.captures(uri) {
                     *best = Some(&r.conf);
-                    caps.groups = c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect();
+                    *caps = Captures::from_match(&c);
                     r.nested.search(uri, best, caps);
                     return Found::Final;
                 }

@@ -1,5 +1,6 @@
-//! A request's trip through nginx's phases: find the location (again after each internal
-//! redirect, at most [`MAX_REDIRECTS`] times), rewrite (`return`), access (`limit_except`,
+//! A request's trip through nginx's phases: the server's rewrite directives, find the location
+//! (again after each internal redirect or `rewrite ... last`, at most [`MAX_REDIRECTS`] times),
+//! the location's rewrite directives (`crate::rewrite`), access (`limit_except`,
 //! `allow`/`deny`), `try_files`, then content (index, static files), and `error_page` for an
 //! error status.
 
@@ -16,6 +17,7 @@ use portcullis_http::{Method, RequestHead};
 use crate::conf::{access_allowed, ErrorTarget, LocConf, Return, ServerConf, TryLast};
 use crate::conn::ConnInfo;
 use crate::location::Captures;
+use crate::rewrite::Outcome;
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
 use crate::worker::Worker;
@@ -212,22 +214,26 @@ pub(crate) struct Request<'a> {
     pub head: RequestHead,
     method: Method,
     /// `$uri`: normalised, decoded; changes on internal redirects.
-    uri: Vec<u8>,
+    pub(crate) uri: Vec<u8>,
     /// `$args`.
-    args: Option<Vec<u8>>,
+    pub(crate) args: Option<Vec<u8>>,
     pub loc: Arc<LocConf>,
-    captures: Captures,
-    /// The URI the captures refer to.
-    capture_uri: Vec<u8>,
+    pub(crate) captures: Captures,
+    /// The value the captures refer to: the URI, or the subject of the last regex test.
+    pub(crate) capture_uri: Vec<u8>,
     named: Option<String>,
-    internal: bool,
+    pub(crate) internal: bool,
+    /// The server's rewrite directives are due: at the start and after an internal redirect.
+    server_rewrite: bool,
     redirects: u32,
     error_page_used: bool,
     start: Instant,
     /// The file path last mapped, for `$request_filename` and error messages.
     filename: PathBuf,
     /// Values of `set` variables, by name; few per request, so a list.
-    vars: Vec<(String, Vec<u8>)>,
+    pub(crate) vars: Vec<(String, Vec<u8>)>,
+    /// The `map` values computed so far.
+    map_cache: crate::map::MapCache,
     /// The status decided so far, for `$status` before the response exists.
     status: u16,
     /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
@@ -264,11 +270,13 @@ impl<'a> Request<'a> {
             capture_uri: Vec::new(),
             named: None,
             internal: false,
+            server_rewrite: true,
             redirects: 0,
             error_page_used: false,
             start,
             filename: PathBuf::new(),
             vars: Vec::new(),
+            map_cache: crate::map::MapCache::default(),
             status: 0,
             err_status: None,
             http2: false,
@@ -312,12 +320,7 @@ impl<'a> Request<'a> {
                 return r;
             }
         }
-        let server = self.server.clone();
-        self.run_sets(&server.sets);
-        let mut step = match &server.ret {
-            Some(ret) => self.do_return(ret),
-            None => Step::Again,
-        };
+        let mut step = Step::Again;
         loop {
             step = match step {
                 Step::Again => self.run_location(),
@@ -335,6 +338,14 @@ impl<'a> Request<'a> {
             return Step::Status(500);
         }
         self.redirects += 1;
+        if self.named.is_none() && std::mem::take(&mut self.server_rewrite) {
+            let server: &Arc<ServerConf> = self.server;
+            self.loc = server.conf.clone();
+            match self.run_rewrite(&server.rewrite) {
+                Outcome::Next | Outcome::Reroute => {}
+                other => return self.rewrite_step(other),
+            }
+        }
         if let Some(name) = self.named.take() {
             match self.server.named_location(&name) {
                 Some(l) => self.loc = l.clone(),
@@ -380,11 +391,23 @@ impl<'a> Request<'a> {
             !(le.methods.contains(m) || (m == "HEAD" && le.methods.contains("GET")))
         });
         if restricted.is_none() {
-            self.run_sets(&loc.sets);
-            if let Some(ret) = &loc.ret {
-                return self.do_return(ret);
+            match self.run_rewrite(&loc.rewrite.program) {
+                Outcome::Next => {}
+                Outcome::Reroute if self.redirects > MAX_REDIRECTS => {
+                    let uri = String::from_utf8_lossy(&self.uri).into_owned();
+                    self.log(
+                        Level::Error,
+                        &format!(
+                            "rewrite or internal redirection cycle while processing \"{uri}\""
+                        ),
+                    );
+                    return Step::Status(500);
+                }
+                other => return self.rewrite_step(other),
             }
         }
+        // An `if` that held may have switched the request to its block's configuration.
+        let loc = self.loc.clone();
         let rules = match restricted {
             Some(le) if !le.access.is_empty() => &le.access,
             _ => &loc.access,
@@ -446,15 +469,17 @@ impl<'a> Request<'a> {
             }
         }
         self.internal = true;
+        self.server_rewrite = true;
     }
 
-    fn run_sets(&mut self, sets: &[crate::conf::SetVar]) {
-        for set in sets {
-            let value = self.eval(&set.value);
-            match self.vars.iter_mut().find(|(n, _)| *n == set.name) {
-                Some((_, v)) => *v = value,
-                None => self.vars.push((set.name.clone(), value)),
-            }
+    /// The step a level's rewrite directives decided.
+    fn rewrite_step(&mut self, outcome: Outcome<'_>) -> Step {
+        match outcome {
+            // Callers go on with the phases themselves after these two.
+            Outcome::Next | Outcome::Reroute => Step::Again,
+            Outcome::Return(ret) => self.do_return(ret),
+            Outcome::Redirect { code, location } => self.redirect_response(code, &location),
+            Outcome::Status(code) => Step::Status(code),
         }
     }
 
@@ -856,14 +881,14 @@ impl<'a> Request<'a> {
         }
     }
 
-    fn eval(&self, t: &Template) -> Vec<u8> {
+    pub(crate) fn eval(&self, t: &Template) -> Vec<u8> {
         let mut out = Vec::new();
         t.eval_into(&mut out, &mut |v, out| self.var(v, out, None));
         out
     }
 
     /// Appends the value of `v`; `resp` gives the response-side values for the access log.
-    fn var(&self, v: &Var, out: &mut Vec<u8>, resp: Option<(&Response, u64)>) {
+    pub(crate) fn var(&self, v: &Var, out: &mut Vec<u8>, resp: Option<(&Response, u64)>) {
         let h = &self.head;
         match v {
             Var::Args => out.extend_from_slice(self.args.as_deref().unwrap_or(b"")),
@@ -981,9 +1006,22 @@ impl<'a> Request<'a> {
             | Var::UpstreamResponseTime
             | Var::UpstreamConnectTime
             | Var::UpstreamHeaderTime => self.upstream_var(v, out),
-            Var::Set(name) => {
-                if let Some((_, v)) = self.vars.iter().find(|(n, _)| n == name) {
-                    out.extend_from_slice(v);
+            Var::Set(name) => match self.vars.iter().find(|(n, _)| n == name) {
+                Some((_, v)) => out.extend_from_slice(v),
+                None if self.loc.rewrite.uninitialized_warn => self.log(
+                    Level::Warn,
+                    &format!("using uninitialized \"{name}\" variable"),
+                ),
+                None => {}
+            },
+            Var::Map(i) => {
+                let maps = &self.server.maps;
+                let found = maps.value(*i, &self.map_cache, out, &mut |v, o| self.var(v, o, resp));
+                if let Err(crate::map::Cycle(name)) = found {
+                    self.log(
+                        Level::Error,
+                        &format!("cycle while evaluating variable \"{name}\""),
+                    );
                 }
             }
             Var::BytesSent => {

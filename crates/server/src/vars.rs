@@ -47,6 +47,8 @@ pub enum Var {
     Uri,
     /// A variable of `set`, by name.
     Set(String),
+    /// The target of the i-th `map`.
+    Map(usize),
     ProxyHost,
     ProxyPort,
     ProxyAddXForwardedFor,
@@ -76,18 +78,27 @@ thread_local! {
     /// The names `set` assigns anywhere in the configuration being compiled: nginx knows them
     /// before it compiles any argument, so a `$name` may be used above its `set`.
     static DECLARED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The targets of the `map` blocks, in order.
+    static MAPS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` (a configuration compile) with `names` declared by `set`.
-pub fn with_declared<R>(names: Vec<String>, f: impl FnOnce() -> R) -> R {
+/// Runs `f` (a configuration compile) with `names` declared by `set` and `maps` the targets of
+/// the `map` blocks.
+pub fn with_declared<R>(names: Vec<String>, maps: Vec<String>, f: impl FnOnce() -> R) -> R {
     DECLARED.with(|d| *d.borrow_mut() = names);
+    MAPS.with(|m| *m.borrow_mut() = maps);
     let result = f();
     DECLARED.with(|d| d.borrow_mut().clear());
+    MAPS.with(|m| m.borrow_mut().clear());
     result
 }
 
 impl Var {
     fn from_name(name: &str) -> Option<Var> {
+        // A later map of the same name replaces an earlier one, as in nginx.
+        if let Some(i) = MAPS.with(|m| m.borrow().iter().rposition(|n| n == name)) {
+            return Some(Var::Map(i));
+        }
         if DECLARED.with(|d| d.borrow().iter().any(|n| n == name)) {
             return Some(Var::Set(name.to_string()));
         }

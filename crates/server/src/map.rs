@@ -1,0 +1,343 @@
+//! `map $source $target { ... }`: a variable whose value is looked up from another's.
+//!
+//! Keys are matched as nginx does: exact strings (case-insensitively), then with `hostnames`
+//! the wildcard names (`*.example.com` and `.example.com`, most specific first, then
+//! `www.example.*`), then the `~` and `~*` regexes in the order written (their captures usable
+//! in the value), else `default`. A value is computed when the variable is first used and kept
+//! for the rest of the request, unless the map is `volatile`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use portcullis_config::{ConfigError, Directive};
+use regex::bytes::{Regex, RegexBuilder};
+
+use crate::conf::err;
+use crate::location::Captures;
+use crate::vars::{Template, Var};
+
+/// Every `map` of the `http` block; `Var::Map(i)` is the i-th.
+#[derive(Default)]
+pub(crate) struct Maps {
+    maps: Vec<Map>,
+}
+
+struct Map {
+    /// The target's name, for the cycle message.
+    name: String,
+    source: Template,
+    hostnames: bool,
+    volatile: bool,
+    /// Lowercased keys.
+    exact: HashMap<Vec<u8>, Template>,
+    /// `*.example.com` and `.example.com` as ".example.com", longest first; `true` when the
+    /// bare name matches too.
+    leading: Vec<(Vec<u8>, bool, Template)>,
+    /// `www.example.*` as "www.example.", longest first.
+    trailing: Vec<(Vec<u8>, Template)>,
+    regexes: Vec<(Regex, Template)>,
+    default: Option<Template>,
+}
+
+/// The target names of the `map` blocks among `directives`, in order: the index is the map's.
+pub(crate) fn target_names(directives: &[Directive]) -> Vec<String> {
+    directives
+        .iter()
+        .filter(|d| d.name == "map")
+        .map(|d| d.arg(1).strip_prefix('$').unwrap_or("").to_string())
+        .collect()
+}
+
+impl Maps {
+    /// Compiles the `map` blocks among the `http` block's `directives`.
+    pub fn compile(directives: &[Directive]) -> Result<Maps, ConfigError> {
+        let maps = directives
+            .iter()
+            .filter(|d| d.name == "map")
+            .map(Map::compile)
+            .collect::<Result<_, _>>()?;
+        Ok(Maps { maps })
+    }
+
+    /// Appends the value of map `i`, computing it with `lookup` unless `cache` has it.
+    pub fn value(
+        &self,
+        i: usize,
+        cache: &MapCache,
+        out: &mut Vec<u8>,
+        lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
+    ) -> Result<(), Cycle> {
+        let Some(map) = self.maps.get(i) else {
+            return Ok(());
+        };
+        {
+            let mut slots = cache.slots.borrow_mut();
+            if slots.len() <= i {
+                slots.resize(i + 1, Slot::Empty);
+            }
+            match &slots[i] {
+                Slot::Done(v) => {
+                    out.extend_from_slice(v);
+                    return Ok(());
+                }
+                Slot::Evaluating => return Err(Cycle(map.name.clone())),
+                Slot::Empty => slots[i] = Slot::Evaluating,
+            }
+        }
+        let value = map.evaluate(lookup);
+        out.extend_from_slice(&value);
+        cache.slots.borrow_mut()[i] = if map.volatile {
+            Slot::Empty
+        } else {
+            Slot::Done(value)
+        };
+        Ok(())
+    }
+}
+
+/// A map whose value needs itself: nginx's "cycle while evaluating variable".
+#[derive(Debug)]
+pub(crate) struct Cycle(pub String);
+
+/// A request's computed map values.
+#[derive(Default)]
+pub(crate) struct MapCache {
+    slots: RefCell<Vec<Slot>>,
+}
+
+#[derive(Clone)]
+enum Slot {
+    Empty,
+    Evaluating,
+    Done(Vec<u8>),
+}
+
+impl Map {
+    fn compile(d: &Directive) -> Result<Map, ConfigError> {
+        let name = d
+            .arg(1)
+            .strip_prefix('$')
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(1))))?;
+        let mut map = Map {
+            name: name.to_string(),
+            source: Template::compile(d.arg(0), d)?,
+            hostnames: false,
+            volatile: false,
+            exact: HashMap::new(),
+            leading: Vec::new(),
+            trailing: Vec::new(),
+            regexes: Vec::new(),
+            default: None,
+        };
+        // `hostnames` changes how every key reads, wherever it is written.
+        map.hostnames = d
+            .children()
+            .iter()
+            .any(|e| e.name == "hostnames" && e.args.is_empty());
+        for e in d.children() {
+            if e.args.is_empty() {
+                // The loader allows only `hostnames` and `volatile` without a value.
+                map.volatile |= e.name == "volatile";
+                continue;
+            }
+            let value = Template::compile(e.arg(0), e)?;
+            let key = e.name.as_str();
+            if key == "default" {
+                if map.default.is_some() {
+                    return Err(err(e, "duplicate default map parameter"));
+                }
+                map.default = Some(value);
+            } else if let Some(re) = key.strip_prefix('~') {
+                let (re, caseless) = match re.strip_prefix('*') {
+                    Some(rest) => (rest, true),
+                    None => (re, false),
+                };
+                let regex = RegexBuilder::new(re)
+                    .case_insensitive(caseless)
+                    .build()
+                    .map_err(|x| {
+                        err(
+                            e,
+                            format!(
+                                "pcre2_compile() failed: {} in \"{re}\"",
+                                crate::rewrite::regex_reason(&x)
+                            ),
+                        )
+                    })?;
+                map.regexes.push((regex, value));
+            } else {
+                let key = key.strip_prefix('\\').unwrap_or(key).to_ascii_lowercase();
+                map.add_key(e, key, value)?;
+            }
+        }
+        map.leading
+            .sort_by_key(|(k, _, _)| std::cmp::Reverse(k.len()));
+        map.trailing
+            .sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+        Ok(map)
+    }
+
+    fn add_key(&mut self, e: &Directive, key: String, value: Template) -> Result<(), ConfigError> {
+        let conflict = || err(e, format!("conflicting parameter \"{key}\""));
+        if self.hostnames {
+            if let Some(rest) = key.strip_prefix("*.") {
+                self.leading
+                    .push((format!(".{rest}").into_bytes(), false, value));
+                return Ok(());
+            }
+            if key.starts_with('.') {
+                self.leading.push((key.into_bytes(), true, value));
+                return Ok(());
+            }
+            if let Some(rest) = key.strip_suffix(".*") {
+                self.trailing.push((format!("{rest}.").into_bytes(), value));
+                return Ok(());
+            }
+        }
+        if self.exact.contains_key(key.as_bytes()) {
+            return Err(conflict());
+        }
+        self.exact.insert(key.into_bytes(), value);
+        Ok(())
+    }
+
+    fn evaluate(&self, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) -> Vec<u8> {
+        let mut source = Vec::new();
+        self.source.eval_into(&mut source, lookup);
+        if self.hostnames && source.last() == Some(&b'.') {
+            source.pop();
+        }
+        let mut out = Vec::new();
+        match self.find(&source) {
+            Found::Plain(t) => t.eval_into(&mut out, lookup),
+            Found::Regex(t, caps) => t.eval_into(&mut out, &mut |v, o| match v {
+                Var::Capture(n) => o.extend_from_slice(caps.get(&source, *n)),
+                _ => lookup(v, o),
+            }),
+            Found::None => {}
+        }
+        out
+    }
+
+    fn find(&self, source: &[u8]) -> Found<'_> {
+        // An empty value matches nothing but the default, as in nginx.
+        if !source.is_empty() {
+            let low = source.to_ascii_lowercase();
+            if let Some(t) = self.exact.get(&low) {
+                return Found::Plain(t);
+            }
+            for (suffix, bare, t) in &self.leading {
+                let sub = low.len() > suffix.len() && low.ends_with(suffix);
+                if sub || (*bare && low == suffix[1..]) {
+                    return Found::Plain(t);
+                }
+            }
+            for (prefix, t) in &self.trailing {
+                if low.len() > prefix.len() && low.starts_with(prefix) {
+                    return Found::Plain(t);
+                }
+            }
+            for (re, t) in &self.regexes {
+                if let Some(c) = re.captures(source) {
+                    return Found::Regex(t, Captures::from_match(&c));
+                }
+            }
+        }
+        match &self.default {
+            Some(t) => Found::Plain(t),
+            None => Found::None,
+        }
+    }
+}
+
+enum Found<'a> {
+    Plain(&'a Template),
+    Regex(&'a Template, Captures),
+    None,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn maps(body: &str) -> Result<Maps, ConfigError> {
+        let text = format!("events {{}}\nhttp {{\nmap $http_x $out {{\n{body}\n}}\n}}\n");
+        let dir = std::env::temp_dir();
+        let loaded = portcullis_config::load_str(&text, &dir.join("m.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let http = loaded.directives[1].children().to_vec();
+        crate::vars::with_declared(Vec::new(), target_names(&http), || Maps::compile(&http))
+    }
+
+    /// The value of the map for source `x`; each variable other than a capture reads as `x`.
+    fn lookup(m: &Maps, x: &str) -> String {
+        let mut out = Vec::new();
+        let cache = MapCache::default();
+        m.value(0, &cache, &mut out, &mut |v, o| match v {
+            Var::HttpHeader(_) => o.extend_from_slice(x.as_bytes()),
+            other => o.extend_from_slice(format!("<{other:?}>").as_bytes()),
+        })
+        .unwrap_or_else(|c| panic!("cycle {c:?}"));
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    #[test]
+    fn exact_then_regex_then_default() {
+        let m = maps("default d;\nAbc exact;\n~^a(.)c$ re-$1;\n~*^X x;").unwrap();
+        assert_eq!(lookup(&m, "abc"), "exact");
+        assert_eq!(lookup(&m, "ABC"), "exact");
+        assert_eq!(lookup(&m, "azc"), "re-z");
+        assert_eq!(lookup(&m, "xyz"), "x");
+        assert_eq!(lookup(&m, "q"), "d");
+        assert_eq!(lookup(&m, ""), "d");
+    }
+
+    #[test]
+    fn hostnames_forms() {
+        let m = maps(
+            "hostnames;\ndefault none;\n.example.com dot;\n*.a.example.com star;\nwww.example.* tail;",
+        )
+        .unwrap();
+        assert_eq!(lookup(&m, "example.com"), "dot");
+        assert_eq!(lookup(&m, "x.example.com."), "dot");
+        assert_eq!(lookup(&m, "b.a.example.com"), "star");
+        assert_eq!(lookup(&m, "www.example.org"), "tail");
+        assert_eq!(lookup(&m, "example.org"), "none");
+    }
+
+    #[test]
+    fn values_with_variables_and_no_default() {
+        let m = maps("a $uri;").unwrap();
+        assert_eq!(lookup(&m, "a"), "<Uri>");
+        assert_eq!(lookup(&m, "b"), "");
+    }
+
+    #[test]
+    fn a_map_that_needs_itself_is_a_cycle() {
+        let m = maps("default $out;").unwrap();
+        let cache = MapCache::default();
+        let mut out = Vec::new();
+        let mut inner = |v: &Var, o: &mut Vec<u8>| {
+            if let Var::Map(i) = v {
+                assert!(m.value(*i, &cache, o, &mut |_, _| {}).is_err());
+            }
+        };
+        assert!(m.value(0, &cache, &mut out, &mut inner).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_place() {
+        let e = |body: &str| maps(body).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e("~( x;").starts_with("pcre2_compile() failed: "));
+        assert!(e("~( x;").ends_with("in \"(\" in /tmp/m.conf:4"));
+        assert_eq!(
+            e("a 1;\nA 2;"),
+            "conflicting parameter \"a\" in /tmp/m.conf:5"
+        );
+        assert_eq!(
+            e("a $nosuch;"),
+            "unknown \"nosuch\" variable in /tmp/m.conf:4"
+        );
+    }
+}

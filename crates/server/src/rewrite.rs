@@ -1,0 +1,770 @@
+//! nginx's rewrite module: `rewrite`, `set`, `if`, `return` and `break`, compiled once per
+//! level (server, location) into one [`Program`] that keeps the order they were written in, and
+//! run per request in the rewrite phase.
+//!
+//! nginx compiles a level's rewrite directives into one code array; an `if` is a jump over the
+//! codes of its block. Here an `if` holds its block's program, which runs in the same pass: a
+//! `break`, `return` or a `rewrite ... last` inside it stops the whole level, as in nginx. An
+//! `if` at location level also carries the location configuration its block defines (nginx
+//! makes a nameless nested location of it); when the condition holds, the request switches to
+//! that configuration, so `root`, `add_header` or `proxy_pass` inside the block apply.
+
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use portcullis_config::{ConfigError, Directive};
+use regex::bytes::{Regex, RegexBuilder};
+
+use crate::conf::{err, LocConf, Return, SetVar};
+use crate::location::Captures;
+use crate::request::Request;
+use crate::vars::{Template, Var};
+use crate::Level;
+
+/// The directives that make up a level's program.
+pub(crate) const DIRECTIVES: &[&str] = &["rewrite", "set", "if", "return", "break"];
+
+/// The rewrite module's settings of a level.
+#[derive(Clone)]
+pub(crate) struct RewriteConf {
+    /// This level's own program; not inherited by nested locations.
+    pub program: Arc<Program>,
+    /// `rewrite_log`: regex matches and rewritten URIs at notice level.
+    pub log: bool,
+    /// `uninitialized_variable_warn`.
+    pub uninitialized_warn: bool,
+}
+
+impl Default for RewriteConf {
+    fn default() -> Self {
+        RewriteConf {
+            program: Arc::default(),
+            log: false,
+            uninitialized_warn: true,
+        }
+    }
+}
+
+/// The rewrite directives of one level (or one `if` block), in the order written.
+#[derive(Default)]
+pub(crate) struct Program {
+    ops: Vec<Op>,
+}
+
+enum Op {
+    Rewrite(Box<Rewrite>),
+    Set(SetVar),
+    If(Box<If>),
+    Return(Return),
+    Break,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flag {
+    /// No flag: go on with the level's next directive, then search the location again.
+    None,
+    Last,
+    Break,
+}
+
+struct Rewrite {
+    regex: Regex,
+    /// The regex as written, for rewrite_log.
+    source: String,
+    replacement: Replacement,
+    /// `redirect`, `permanent`, or a replacement that is an absolute URL: the status.
+    redirect: Option<u16>,
+    flag: Flag,
+}
+
+/// A rewrite's replacement, split at its first literal `?` as nginx's script compiler does.
+#[derive(Debug)]
+struct Replacement {
+    path: Template,
+    args: Option<Template>,
+    /// The request's arguments are appended, unless the replacement ends with `?`.
+    add_args: bool,
+}
+
+struct If {
+    cond: Cond,
+    body: Program,
+    /// The block's configuration, for an `if` in a location.
+    conf: Option<Arc<LocConf>>,
+}
+
+enum Cond {
+    /// `($var)`: true unless empty or "0".
+    Truth(Template),
+    Equal {
+        value: Template,
+        other: Template,
+        negate: bool,
+    },
+    Regex {
+        value: Template,
+        regex: Regex,
+        source: String,
+        negate: bool,
+    },
+    File {
+        path: Template,
+        test: FileTest,
+        negate: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileTest {
+    Plain,
+    Dir,
+    Exists,
+    Exec,
+}
+
+/// Builds the configuration of an `if` block in a location.
+pub(crate) type IfConf<'a> = &'a mut dyn FnMut(&Directive) -> Result<Arc<LocConf>, ConfigError>;
+
+/// Compiles the rewrite directives among `directives` into a program. `if_conf` builds the
+/// configuration of an `if` block at location level; at server level it is `None`.
+pub(crate) fn compile(
+    directives: &[Directive],
+    mut if_conf: Option<IfConf<'_>>,
+) -> Result<Program, ConfigError> {
+    let mut ops = Vec::new();
+    for d in directives {
+        let op = match d.name.as_str() {
+            "rewrite" => Op::Rewrite(Box::new(compile_rewrite(d)?)),
+            "set" => Op::Set(crate::conf::compile_set(d)?),
+            "return" => Op::Return(crate::conf::compile_return(d)?),
+            "break" => Op::Break,
+            "if" => {
+                let conf = match if_conf.as_mut() {
+                    Some(f) => Some(f(d)?),
+                    None => None,
+                };
+                Op::If(Box::new(If {
+                    cond: compile_condition(d)?,
+                    body: compile(d.children(), None)?,
+                    conf,
+                }))
+            }
+            _ => continue,
+        };
+        ops.push(op);
+    }
+    Ok(Program { ops })
+}
+
+/// A regex of the rewrite module, with nginx's error text.
+fn compile_regex(d: &Directive, source: &str, caseless: bool) -> Result<Regex, ConfigError> {
+    RegexBuilder::new(source)
+        .case_insensitive(caseless)
+        .build()
+        .map_err(|e| {
+            err(
+                d,
+                format!(
+                    "pcre2_compile() failed: {} in \"{source}\"",
+                    regex_reason(&e)
+                ),
+            )
+        })
+}
+
+/// The one-line reason of a regex error (its display spans several lines with a caret).
+pub(crate) fn regex_reason(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or(text.lines().last().unwrap_or(""))
+        .to_string()
+}
+
+fn compile_rewrite(d: &Directive) -> Result<Rewrite, ConfigError> {
+    let source = d.arg(0).to_string();
+    let regex = compile_regex(d, &source, false)?;
+    let mut text = d.arg(1);
+    let mut redirect = if text.starts_with("http://")
+        || text.starts_with("https://")
+        || text.starts_with("$scheme")
+    {
+        Some(302)
+    } else {
+        None
+    };
+    let flag = match d.args.get(2).map(|a| a.value.as_str()) {
+        None => {
+            if redirect.is_some() {
+                Flag::Last
+            } else {
+                Flag::None
+            }
+        }
+        Some("last") => Flag::Last,
+        Some("break") => Flag::Break,
+        Some("redirect") => {
+            redirect = Some(302);
+            Flag::Last
+        }
+        Some("permanent") => {
+            redirect = Some(301);
+            Flag::Last
+        }
+        Some(other) => return Err(err(d, format!("invalid parameter \"{other}\""))),
+    };
+    // A final "?" drops the request's arguments and is not part of the replacement.
+    let add_args = match text.strip_suffix('?') {
+        Some(rest) => {
+            text = rest;
+            false
+        }
+        None => true,
+    };
+    let replacement = match text.split_once('?') {
+        Some((path, args)) => Replacement {
+            path: Template::compile(path, d)?,
+            args: Some(Template::compile(args, d)?),
+            add_args,
+        },
+        None => Replacement {
+            path: Template::compile(text, d)?,
+            args: None,
+            add_args,
+        },
+    };
+    Ok(Rewrite {
+        regex,
+        source,
+        replacement,
+        redirect,
+        flag,
+    })
+}
+
+/// `if (...)`: the loader has checked the parentheses; this reads the condition's parts.
+fn compile_condition(d: &Directive) -> Result<Cond, ConfigError> {
+    let mut args: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
+    if let Some(first) = args.first_mut() {
+        *first = first.strip_prefix('(').unwrap_or(first);
+    }
+    if let Some(last) = args.last_mut() {
+        *last = last.strip_suffix(')').unwrap_or(last);
+    }
+    args.retain(|a| !a.is_empty());
+    let invalid = |s: &str| err(d, format!("invalid condition \"{s}\""));
+    let variable = |s: &str| {
+        if s.len() > 1 && s.starts_with('$') {
+            Template::compile(s, d)
+        } else {
+            Err(invalid(s))
+        }
+    };
+    match args.as_slice() {
+        [v] => Ok(Cond::Truth(variable(v)?)),
+        [op, path] if op.trim_start_matches('!').starts_with('-') => {
+            let negate = op.starts_with('!');
+            let test = match op.trim_start_matches('!') {
+                "-f" => FileTest::Plain,
+                "-d" => FileTest::Dir,
+                "-e" => FileTest::Exists,
+                "-x" => FileTest::Exec,
+                _ => return Err(invalid(op)),
+            };
+            Ok(Cond::File {
+                path: Template::compile(path, d)?,
+                test,
+                negate,
+            })
+        }
+        [v, op, other] => {
+            let value = variable(v)?;
+            match *op {
+                "=" | "!=" => Ok(Cond::Equal {
+                    value,
+                    other: Template::compile(other, d)?,
+                    negate: *op == "!=",
+                }),
+                "~" | "~*" | "!~" | "!~*" => Ok(Cond::Regex {
+                    value,
+                    regex: compile_regex(d, other, op.ends_with('*'))?,
+                    source: other.to_string(),
+                    negate: op.starts_with('!'),
+                }),
+                _ => Err(err(d, format!("unexpected \"{op}\" in condition"))),
+            }
+        }
+        [first, ..] => Err(invalid(first)),
+        [] => Err(invalid("")),
+    }
+}
+
+/// The named groups of `pattern`, which nginx makes variables; an invalid pattern has none
+/// (it is reported where it is compiled).
+pub(crate) fn named_groups(pattern: &str, out: &mut Vec<String>) {
+    if !pattern.contains("(?") {
+        return;
+    }
+    if let Ok(re) = Regex::new(pattern) {
+        out.extend(re.capture_names().flatten().map(str::to_string));
+    }
+}
+
+/// The regexes of the rewrite module among `directives` and their blocks: their named groups
+/// are variables.
+pub(crate) fn collect_named_groups(directives: &[Directive], out: &mut Vec<String>) {
+    for d in directives {
+        match d.name.as_str() {
+            "rewrite" => named_groups(d.arg(0), out),
+            "if" => {
+                for a in &d.args {
+                    named_groups(a.value.trim_end_matches(')'), out);
+                }
+            }
+            "location" => named_groups(d.args.last().map_or("", |a| &a.value), out),
+            _ => {}
+        }
+        collect_named_groups(d.children(), out);
+    }
+}
+
+/// How a level's program ended.
+pub(crate) enum Outcome<'p> {
+    /// On to the next phase, in the current location.
+    Next,
+    /// The URI changed: search the location again.
+    Reroute,
+    Return(&'p Return),
+    Redirect {
+        code: u16,
+        location: Vec<u8>,
+    },
+    Status(u16),
+}
+
+enum Flow<'p> {
+    Continue,
+    Stop(Outcome<'p>),
+}
+
+impl Request<'_> {
+    /// Runs a level's program: nginx's rewrite phase for that level.
+    pub(crate) fn run_rewrite<'p>(&mut self, program: &'p Program) -> Outcome<'p> {
+        let mut uri_changed = false;
+        match self.run_ops(&program.ops, &mut uri_changed) {
+            Flow::Stop(outcome) => outcome,
+            Flow::Continue if uri_changed => Outcome::Reroute,
+            Flow::Continue => Outcome::Next,
+        }
+    }
+
+    fn run_ops<'p>(&mut self, ops: &'p [Op], uri_changed: &mut bool) -> Flow<'p> {
+        for op in ops {
+            match op {
+                Op::Set(set) => {
+                    let value = self.eval(&set.value);
+                    self.set_var(&set.name, value);
+                }
+                Op::Return(ret) => return Flow::Stop(Outcome::Return(ret)),
+                Op::Break => return Flow::Stop(Outcome::Next),
+                Op::If(i) => {
+                    if self.condition(&i.cond) {
+                        if let Some(conf) = &i.conf {
+                            self.loc = conf.clone();
+                        }
+                        if let Flow::Stop(o) = self.run_ops(&i.body.ops, uri_changed) {
+                            return Flow::Stop(o);
+                        }
+                    }
+                }
+                Op::Rewrite(rw) => {
+                    if let Some(outcome) = self.rewrite(rw, uri_changed) {
+                        return Flow::Stop(outcome);
+                    }
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    fn set_var(&mut self, name: &str, value: Vec<u8>) {
+        match self.vars.iter_mut().find(|(n, _)| n == name) {
+            Some((_, v)) => *v = value,
+            None => self.vars.push((name.to_string(), value)),
+        }
+    }
+
+    /// Matches `regex` against `subject` as nginx's script regex code does: a match of a regex
+    /// with groups replaces the captures; a failed match clears them.
+    fn regex_match(&mut self, regex: &Regex, source: &str, subject: Vec<u8>) -> bool {
+        let caps = regex.captures(&subject);
+        if self.loc.rewrite.log {
+            let verb = if caps.is_some() {
+                "matches"
+            } else {
+                "does not match"
+            };
+            self.log(
+                Level::Notice,
+                &format!(
+                    "\"{source}\" {verb} \"{}\"",
+                    String::from_utf8_lossy(&subject)
+                ),
+            );
+        }
+        let Some(caps) = caps else {
+            self.captures = Captures::default();
+            return false;
+        };
+        if regex.captures_len() > 1 {
+            let named: Vec<(String, Vec<u8>)> = regex
+                .capture_names()
+                .enumerate()
+                .filter_map(|(i, n)| {
+                    let n = n?;
+                    Some((
+                        n.to_string(),
+                        caps.get(i).map_or(&[][..], |m| m.as_bytes()).to_vec(),
+                    ))
+                })
+                .collect();
+            self.captures = Captures::from_match(&caps);
+            drop(caps);
+            for (n, v) in named {
+                self.set_var(&n, v);
+            }
+            self.capture_uri = subject;
+        }
+        true
+    }
+
+    fn condition(&mut self, cond: &Cond) -> bool {
+        match cond {
+            Cond::Truth(t) => {
+                let v = self.eval(t);
+                !v.is_empty() && v != b"0"
+            }
+            Cond::Equal {
+                value,
+                other,
+                negate,
+            } => (self.eval(value) == self.eval(other)) != *negate,
+            Cond::Regex {
+                value,
+                regex,
+                source,
+                negate,
+            } => {
+                let subject = self.eval(value);
+                self.regex_match(regex, source, subject) != *negate
+            }
+            Cond::File { path, test, negate } => {
+                let path = self.eval(path);
+                file_test(
+                    std::path::Path::new(std::ffi::OsStr::from_bytes(&path)),
+                    *test,
+                ) != *negate
+            }
+        }
+    }
+
+    /// One `rewrite`: `None` when the level goes on with its next directive.
+    fn rewrite<'p>(&mut self, rw: &Rewrite, uri_changed: &mut bool) -> Option<Outcome<'p>> {
+        let subject = self.uri.clone();
+        if !self.regex_match(&rw.regex, &rw.source, subject) {
+            return None;
+        }
+        // nginx escapes captures for the arguments (and all of a redirect) only when the
+        // request's own URI was escaped or had a "+": their decoded form would change meaning.
+        let raw = self.head.path();
+        let quoted = raw.contains(&b'%') || raw.contains(&b'+');
+        let redirect = rw.redirect.is_some();
+        let rep = &rw.replacement;
+        let path = self.expand(&rep.path, redirect && quoted);
+        let args = rep.args.as_ref().map(|t| self.expand(t, quoted));
+        let old_args = self.args.take().filter(|a| !a.is_empty());
+        if let Some(code) = rw.redirect {
+            let mut location = path;
+            if let Some(a) = args {
+                location.push(b'?');
+                location.extend_from_slice(&a);
+            }
+            let mut location = unescape_redirect(&location);
+            if let Some(old) = old_args.filter(|_| rep.add_args) {
+                location.push(if rep.args.is_some() { b'&' } else { b'?' });
+                location.extend_from_slice(&old);
+            }
+            if self.loc.rewrite.log {
+                self.log(
+                    Level::Notice,
+                    &format!(
+                        "rewritten redirect: \"{}\"",
+                        String::from_utf8_lossy(&location)
+                    ),
+                );
+            }
+            return Some(Outcome::Redirect { code, location });
+        }
+        self.args = new_args(args, old_args, rep.add_args);
+        if self.loc.rewrite.log {
+            self.log(
+                Level::Notice,
+                &format!(
+                    "rewritten data: \"{}\", args: \"{}\"",
+                    String::from_utf8_lossy(&path),
+                    String::from_utf8_lossy(self.args.as_deref().unwrap_or(b""))
+                ),
+            );
+        }
+        if path.is_empty() {
+            self.log(Level::Error, "the rewritten URI has a zero length");
+            return Some(Outcome::Status(500));
+        }
+        self.uri = path;
+        self.internal = true;
+        match rw.flag {
+            Flag::None => {
+                *uri_changed = true;
+                None
+            }
+            Flag::Last => Some(Outcome::Reroute),
+            Flag::Break => {
+                *uri_changed = false;
+                Some(Outcome::Next)
+            }
+        }
+    }
+
+    /// A replacement part; `escape` escapes the captures as nginx's NGX_ESCAPE_ARGS does.
+    fn expand(&self, t: &Template, escape: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        t.eval_into(&mut out, &mut |v, out| match v {
+            Var::Capture(n) if escape => {
+                escape_args(self.captures.get(&self.capture_uri, *n), out);
+            }
+            _ => self.var(v, out, None),
+        });
+        out
+    }
+}
+
+/// The arguments after an internal rewrite: the replacement's own, then `&` and the request's
+/// unless the replacement ended with `?`; without its own, the request's or none.
+fn new_args(own: Option<Vec<u8>>, old: Option<Vec<u8>>, add_args: bool) -> Option<Vec<u8>> {
+    let args = match (own, old.filter(|_| add_args)) {
+        (Some(mut own), Some(old)) => {
+            own.push(b'&');
+            own.extend_from_slice(&old);
+            own
+        }
+        (Some(own), None) => own,
+        (None, old) => old?,
+    };
+    (!args.is_empty()).then_some(args)
+}
+
+/// nginx's NGX_ESCAPE_ARGS: space, `#`, `%`, `&`, `+`, `;`, `?`, control bytes and bytes
+/// from 0x7f up become `%XX`.
+fn escape_args(value: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in value {
+        if b <= 0x20 || b >= 0x7f || b"#%&+;?".contains(&b) {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+/// nginx's NGX_UNESCAPE_REDIRECT over a rewritten redirect: before the first `?`, `%XX` is
+/// decoded when it stands for a printable byte above `%`; everything else stays as written.
+fn unescape_redirect(s: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        match s[i] {
+            b'?' => {
+                out.extend_from_slice(&s[i..]);
+                return out;
+            }
+            b'%' => {
+                if let (Some(h), Some(l)) = (
+                    s.get(i + 1).copied().and_then(hex),
+                    s.get(i + 2).copied().and_then(hex),
+                ) {
+                    let c = h << 4 | l;
+                    if c > b'%' && c < 0x7f {
+                        out.push(c);
+                    } else {
+                        out.extend_from_slice(&s[i..i + 3]);
+                    }
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn file_test(path: &std::path::Path, test: FileTest) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    match test {
+        FileTest::Plain => m.is_file(),
+        FileTest::Dir => m.is_dir(),
+        FileTest::Exists => true,
+        FileTest::Exec => m.permissions().mode() & 0o100 != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn directive(name: &str, args: &[&str]) -> Directive {
+        Directive {
+            name: name.into(),
+            args: args
+                .iter()
+                .map(|a| portcullis_config::Arg {
+                    value: (*a).into(),
+                    quoted: false,
+                })
+                .collect(),
+            span: portcullis_config::Span {
+                file: Arc::from(Path::new("/x.conf")),
+                line: 3,
+            },
+            block: None,
+        }
+    }
+
+    fn literal(t: &Template) -> &str {
+        t.as_literal().unwrap_or("<vars>")
+    }
+
+    #[test]
+    fn replacement_splits_at_the_first_question_mark() {
+        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?b=1?c"])).unwrap();
+        assert_eq!(literal(&rw.replacement.path), "/a");
+        assert_eq!(rw.replacement.args.as_ref().map(literal), Some("b=1?c"));
+        assert!(rw.replacement.add_args);
+        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?"])).unwrap();
+        assert!(rw.replacement.args.is_none());
+        assert!(!rw.replacement.add_args);
+        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?x=1?"])).unwrap();
+        assert_eq!(rw.replacement.args.as_ref().map(literal), Some("x=1"));
+        assert!(!rw.replacement.add_args);
+    }
+
+    #[test]
+    fn flags_and_absolute_replacements() {
+        let c = |args: &[&str]| compile_rewrite(&directive("rewrite", args)).unwrap();
+        let rw = c(&["^", "/a"]);
+        assert_eq!((rw.redirect, rw.flag), (None, Flag::None));
+        let rw = c(&["^", "/a", "break"]);
+        assert_eq!((rw.redirect, rw.flag), (None, Flag::Break));
+        let rw = c(&["^", "/a", "permanent"]);
+        assert_eq!((rw.redirect, rw.flag), (Some(301), Flag::Last));
+        let rw = c(&["^", "http://x/", "last"]);
+        assert_eq!((rw.redirect, rw.flag), (Some(302), Flag::Last));
+        let rw = c(&["^", "$scheme://x/"]);
+        assert_eq!(rw.redirect, Some(302));
+        let e = compile_rewrite(&directive("rewrite", &["^", "/a", "lats"])).err();
+        assert_eq!(
+            e.map(|e| e.to_string()).as_deref(),
+            Some("invalid parameter \"lats\" in /x.conf:3")
+        );
+    }
+
+    #[test]
+    fn bad_regex_is_a_config_error_with_place() {
+        let e = compile_rewrite(&directive("rewrite", &["(", "/a"]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.starts_with("pcre2_compile() failed: "), "{e}");
+        assert!(e.ends_with(" in \"(\" in /x.conf:3"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn conditions_parse_like_nginx() {
+        let c = |args: &[&str]| compile_condition(&directive("if", args));
+        assert!(matches!(c(&["($uri)"]), Ok(Cond::Truth(_))));
+        assert!(matches!(
+            c(&["($uri", "!=", "/a)"]),
+            Ok(Cond::Equal { negate: true, .. })
+        ));
+        assert!(matches!(
+            c(&["(", "$uri", "~*", "^/A", ")"]),
+            Ok(Cond::Regex { negate: false, .. })
+        ));
+        assert!(matches!(
+            c(&["(!-d", "/tmp)"]),
+            Ok(Cond::File {
+                test: FileTest::Dir,
+                negate: true,
+                ..
+            })
+        ));
+        let msg = |r: Result<Cond, ConfigError>| r.err().map(|e| e.message).unwrap_or_default();
+        assert_eq!(msg(c(&["(abc)"])), "invalid condition \"abc\"");
+        assert_eq!(
+            msg(c(&["($uri", "<", "x)"])),
+            "unexpected \"<\" in condition"
+        );
+        assert_eq!(msg(c(&["(-q", "x)"])), "invalid condition \"-q\"");
+    }
+
+    #[test]
+    fn args_after_an_internal_rewrite() {
+        let v = |s: &str| Some(s.as_bytes().to_vec());
+        assert_eq!(new_args(None, v("a=1"), true), v("a=1"));
+        assert_eq!(new_args(None, v("a=1"), false), None);
+        assert_eq!(new_args(v("b=2"), v("a=1"), true), v("b=2&a=1"));
+        assert_eq!(new_args(v("b=2"), v("a=1"), false), v("b=2"));
+        assert_eq!(new_args(v("b=2"), None, true), v("b=2"));
+        assert_eq!(new_args(v(""), None, true), None);
+    }
+
+    #[test]
+    fn escapes_and_unescapes_as_nginx() {
+        let mut out = Vec::new();
+        escape_args(b"a b&c+d;e?f#g%h/i=j\x01\xc3", &mut out);
+        assert_eq!(out, b"a%20b%26c%2Bd%3Be%3Ff%23g%25h/i=j%01%C3");
+        assert_eq!(
+            unescape_redirect(b"/a%41%20%2F%7e?x=%41"),
+            b"/aA%20/~?x=%41"
+        );
+        assert_eq!(unescape_redirect(b"/100%"), b"/100%");
+        assert_eq!(unescape_redirect(b"/%zz"), b"/%zz");
+    }
+
+    #[test]
+    fn named_groups_are_found() {
+        let mut out = Vec::new();
+        named_groups("^/(?<id>\\d+)/(?P<rest>.*)$", &mut out);
+        named_groups("^/(plain)$", &mut out);
+        named_groups("(", &mut out);
+        assert_eq!(out, ["id", "rest"]);
+    }
+
+    #[test]
+    fn file_tests() {
+        let dir = std::env::temp_dir();
+        assert!(file_test(&dir, FileTest::Dir));
+        assert!(file_test(&dir, FileTest::Exists));
+        assert!(!file_test(&dir, FileTest::Plain));
+        assert!(!file_test(&dir.join("no-such-file-here"), FileTest::Exists));
+    }
+}
