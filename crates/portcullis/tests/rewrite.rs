@@ -57,6 +57,15 @@ const HTTP_BLOCK: &str = r#"
             rewrite ^/chain/(.*)$ /tmp/$1;
             rewrite ^/tmp/(.*)$ /show/chained-$1;
         }
+        location /reqfile/ {
+            if (!-f $request_filename) {
+                return 200 "no file $request_filename\n";
+            }
+            return 200 "file\n";
+        }
+        location /isargs/ {
+            return 200 "[$is_args] [$args]\n";
+        }
         location /redir/ {
             rewrite ^/redir/(.*)$ /show/$1 redirect;
         }
@@ -213,6 +222,11 @@ const fn with(name: &'static str, path: &'static str, headers: &'static str, sta
 fn cases() -> Vec<Case> {
     vec![
         case("server-level rewrite", "/srv/a?x=1", 200),
+        case("request_filename of a missing file", "/reqfile/none", 200),
+        case("request_filename of a file", "/reqfile/here", 200),
+        case("is_args with args", "/isargs/?a=1", 200),
+        case("is_args with a bare ?", "/isargs/?", 200),
+        case("is_args without args", "/isargs/", 200),
         with("server-level if", "/show/a", "X-Srv: stop\r\n", 403),
         case("last keeps args", "/last/a/b?x=1&y=2", 200),
         case("break stays in the location", "/brk/a", 200),
@@ -289,6 +303,7 @@ fn cases() -> Vec<Case> {
 }
 
 fn make_docroot(dir: &TempDir) {
+    dir.write("reqfile/here", "here\n");
     dir.write("brk/file.txt", "brk file\n");
     dir.write("show/a", "show file\n");
     dir.write("break/file.txt", "break file\n");

@@ -228,8 +228,6 @@ pub(crate) struct Request<'a> {
     redirects: u32,
     error_page_used: bool,
     start: Instant,
-    /// The file path last mapped, for `$request_filename` and error messages.
-    filename: PathBuf,
     /// Values of `set` variables, by name; few per request, so a list.
     pub(crate) vars: Vec<(String, Vec<u8>)>,
     /// The `map` values computed so far.
@@ -274,7 +272,6 @@ impl<'a> Request<'a> {
             redirects: 0,
             error_page_used: false,
             start,
-            filename: PathBuf::new(),
             vars: Vec::new(),
             map_cache: crate::map::MapCache::default(),
             status: 0,
@@ -506,7 +503,6 @@ impl<'a> Request<'a> {
             return Step::Status(405);
         }
         let path = self.map_path(&self.uri.clone());
-        self.filename.clone_from(&path);
         let lookup = self.worker.files.borrow_mut().lookup(&path);
         match lookup {
             Lookup::NotFound => {
@@ -855,7 +851,7 @@ impl<'a> Request<'a> {
 
     /// The file system path for `uri` in the current location: root + uri, or alias in place of
     /// the location's prefix (a regex location's alias is the whole path).
-    fn map_path(&mut self, uri: &[u8]) -> PathBuf {
+    fn map_path(&self, uri: &[u8]) -> PathBuf {
         let loc = self.loc.clone();
         let mut out = Vec::with_capacity(64 + uri.len());
         match &loc.alias {
@@ -892,8 +888,9 @@ impl<'a> Request<'a> {
         let h = &self.head;
         match v {
             Var::Args => out.extend_from_slice(self.args.as_deref().unwrap_or(b"")),
+            // nginx looks at the length: a bare "?" has no args.
             Var::IsArgs => {
-                if self.args.is_some() {
+                if self.args.as_ref().is_some_and(|a| !a.is_empty()) {
                     out.push(b'?')
                 }
             }
@@ -947,7 +944,11 @@ impl<'a> Request<'a> {
             Var::Request => out.extend_from_slice(self.request_line().as_bytes()),
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
             Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
-            Var::RequestFilename => out.extend_from_slice(self.filename.as_os_str().as_bytes()),
+            // Mapped from the current URI whenever it is read, as nginx does, so that
+            // `if (-f $request_filename)` works in the rewrite phase.
+            Var::RequestFilename => {
+                out.extend_from_slice(self.map_path(&self.uri).as_os_str().as_bytes())
+            }
             Var::DocumentRoot => out.extend_from_slice(&self.eval(&self.loc.root)),
             Var::ContentLength => {
                 if let Some(v) = h.header("content-length") {
