@@ -6,12 +6,10 @@
 //! plain TCP and TLS connections are kept the same way. Nothing here locks: a pool belongs to
 //! one worker.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
-
-use tokio::io::{AsyncRead, ReadBuf};
 
 /// How long and how much a connection may be reused; nginx's `keepalive`,
 /// `keepalive_requests`, `keepalive_timeout` and `keepalive_time` of an upstream block.
@@ -55,15 +53,17 @@ struct Idle<S> {
 /// The idle connections of one upstream group in one worker, per peer.
 pub struct Pool<S> {
     limits: PoolLimits,
-    /// Indexed by the peer's position in the group; the last entry is the most recent.
-    peers: Vec<Vec<Idle<S>>>,
+    /// Indexed by the peer's position in the group. Each list is in the order connections
+    /// went idle: the front is the oldest (the first to time out or be evicted), the back the
+    /// most recent (the first taken).
+    peers: Vec<VecDeque<Idle<S>>>,
 }
 
-impl<S: AsyncRead + Unpin> Pool<S> {
+impl<S: AsFd> Pool<S> {
     pub fn new(limits: PoolLimits, peers: usize) -> Pool<S> {
         Pool {
             limits,
-            peers: (0..peers).map(|_| Vec::new()).collect(),
+            peers: (0..peers).map(|_| VecDeque::new()).collect(),
         }
     }
 
@@ -77,10 +77,9 @@ impl<S: AsyncRead + Unpin> Pool<S> {
     /// retry a request whose connection turns out closed.
     pub fn take(&mut self, peer: usize, check: bool, now: Instant) -> Option<Conn<S>> {
         let list = self.peers.get_mut(peer)?;
-        let timeout = self.limits.timeout;
-        list.retain(|i| now.saturating_duration_since(i.since) < timeout);
-        while let Some(mut idle) = list.pop() {
-            if !check || is_open(&mut idle.conn.stream) {
+        expire(list, self.limits.timeout, now);
+        while let Some(idle) = list.pop_back() {
+            if !check || is_open(&idle.conn.stream) {
                 return Some(idle.conn);
             }
         }
@@ -106,35 +105,45 @@ impl<S: AsyncRead + Unpin> Pool<S> {
             return;
         };
         if list.len() >= max {
-            list.remove(0);
+            list.pop_front();
         }
-        list.push(Idle { conn, since: now });
+        list.push_back(Idle { conn, since: now });
     }
 
     /// Closes every idle connection past the idle timeout.
     pub fn sweep(&mut self, now: Instant) {
         let timeout = self.limits.timeout;
         for list in &mut self.peers {
-            list.retain(|i| now.saturating_duration_since(i.since) < timeout);
+            expire(list, timeout, now);
         }
     }
 
     /// Idle connections to `peer`.
     pub fn idle(&self, peer: usize) -> usize {
-        self.peers.get(peer).map_or(0, Vec::len)
+        self.peers.get(peer).map_or(0, VecDeque::len)
     }
 }
 
-/// Whether an idle connection is still usable: reading would block. EOF, an error or bytes
-/// the upstream sent unasked all mean it must not carry a request.
-fn is_open<S: AsyncRead + Unpin>(stream: &mut S) -> bool {
-    let mut byte = [0u8; 1];
-    let mut buf = ReadBuf::new(&mut byte);
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut read = std::pin::pin!(std::future::poll_fn(|cx| {
-        Pin::new(&mut *stream).poll_read(cx, &mut buf)
-    }));
-    matches!(read.as_mut().poll(&mut cx), Poll::Pending)
+/// Drops the connections idle for `timeout` or longer: a prefix of the list, which is in
+/// the order they went idle, so only the expired ones are looked at.
+fn expire<S>(list: &mut VecDeque<Idle<S>>, timeout: Duration, now: Instant) {
+    while list
+        .front()
+        .is_some_and(|i| now.saturating_duration_since(i.since) >= timeout)
+    {
+        list.pop_front();
+    }
+}
+
+/// Whether an idle connection is still usable: a peek at its socket would block. EOF, an
+/// error or bytes the upstream sent unasked all mean it must not carry a request. The kernel
+/// is asked directly: the runtime's cached readiness may not have seen a close yet.
+fn is_open<S: AsFd>(stream: &S) -> bool {
+    let mut byte = [MaybeUninit::<u8>::uninit()];
+    match socket2::SockRef::from(stream).peek(&mut byte) {
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! exchange.
 
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -15,6 +16,16 @@ pub enum Stream {
     Plain(TcpStream),
     /// Boxed: the TLS state is large and most pools hold one kind only.
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsFd for Stream {
+    /// The TCP socket, under TLS too: for looking at the connection's state, never for I/O.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Plain(s) => s.as_fd(),
+            Stream::Tls(s) => s.get_ref().0.as_fd(),
+        }
+    }
 }
 
 impl AsyncRead for Stream {

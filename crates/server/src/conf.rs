@@ -567,11 +567,12 @@ impl Builder {
         let mut groups = crate::proxy::Groups::new();
         for d in h.children() {
             if d.name == "upstream" {
-                let u = portcullis_proxy::upstream::Upstream::compile(d)?;
-                if groups.contains_key(u.name()) {
-                    return Err(err(d, format!("duplicate upstream \"{}\"", u.name())));
+                let g = crate::proxy::Group::compile(d)?;
+                let name = g.upstream.name();
+                if groups.contains_key(name) {
+                    return Err(err(d, format!("duplicate upstream \"{name}\"")));
                 }
-                groups.insert(u.name().to_string(), Arc::new(u));
+                groups.insert(name.to_string(), g);
             }
         }
         self.groups = Arc::new(groups);
@@ -1024,7 +1025,6 @@ impl Builder {
                         "proxy_redirect" => first("proxy_redirect"),
                         _ => true,
                     },
-                    &mut self.warnings,
                 )? => {}
             "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass" => {
                 self.warnings.push(format!(

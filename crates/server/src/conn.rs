@@ -147,6 +147,17 @@ enum Discard {
     Chunked(ChunkedDecoder),
 }
 
+/// How a proxied request ended, for the connection loop.
+enum Proxied {
+    /// The response was sent and logged; the connection carries the next request.
+    Done,
+    /// The connection must close: the response was sent in part or without keepalive, or
+    /// the client went away.
+    Close,
+    /// Nothing was sent: this response goes out the usual way (through error_page).
+    Answer(Response),
+}
+
 enum HeadRead {
     Head(RequestHead),
     /// Closed, timed out, or told to stop while idle: close quietly.
@@ -189,13 +200,13 @@ impl Connection<'_> {
                     _ => continue,
                 };
                 match self.proxy(&mut req, *plan).await {
-                    Some(r) => resp = r,
-                    None => return,
-                }
-                if resp.status == 0 {
-                    keepalive_timeout = req.loc.keepalive_timeout;
-                    self.set_nodelay();
-                    continue;
+                    Proxied::Answer(r) => resp = r,
+                    Proxied::Close => return,
+                    Proxied::Done => {
+                        keepalive_timeout = req.loc.keepalive_timeout;
+                        self.set_nodelay();
+                        continue;
+                    }
                 }
             }
             let loc = req.loc.clone();
@@ -469,13 +480,32 @@ impl Connection<'_> {
         }
     }
 
-    /// Runs a proxied request. `None`: the connection must close. A response with status 0:
-    /// the request is finished and logged and the connection goes on. Any other response is
-    /// an error to send the usual way (the request body is then already read).
-    async fn proxy(&mut self, req: &mut Request<'_>, plan: crate::proxy::Plan) -> Option<Response> {
+    /// Runs a proxied request. A [`Proxied::Answer`] is an error whose request body, if
+    /// any, is already read.
+    async fn proxy(&mut self, req: &mut Request<'_>, plan: crate::proxy::Plan) -> Proxied {
         let loc = req.loc.clone();
-        let mut body = None;
-        if plan.pass_body {
+        let kind = req.head.body();
+        // As nginx, a client waiting to be asked for its body is asked once it is read.
+        if plan.pass_body && req.head.expect_continue() && req.head.version() == Version::Http11 {
+            let ask = self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+            if !matches!(
+                tokio::time::timeout(loc.send_timeout, ask).await,
+                Ok(Ok(()))
+            ) {
+                return Proxied::Close;
+            }
+        }
+        let mut body = crate::proxy::ReqBody::None;
+        if plan.pass_body
+            && plan.streams_body(kind)
+            && !crate::proxy::preread_whole(kind, &self.buf)
+        {
+            body = crate::proxy::ReqBody::Streamed(crate::proxy::Streamed {
+                kind,
+                timeout: loc.client_body_timeout,
+                max: loc.client_max_body_size,
+            });
+        } else if plan.pass_body {
             let max = loc.client_max_body_size;
             match crate::proxy::collect_body(
                 &mut self.stream,
@@ -486,11 +516,11 @@ impl Connection<'_> {
             )
             .await
             {
-                Ok(b) => body = Some(b),
+                Ok(b) => body = crate::proxy::ReqBody::Whole(b),
                 Err(code) => {
                     let mut r = req.finalize_error(code);
                     r.close = true;
-                    return Some(r);
+                    return Proxied::Answer(r);
                 }
             }
         }
@@ -498,10 +528,11 @@ impl Connection<'_> {
             && !loc.keepalive_timeout.is_zero()
             && self.info.requests < loc.keepalive_requests
             && !*self.worker.stopping.borrow()
-            && (body.is_some() || matches!(req.head.body(), BodyKind::None));
+            && (plan.pass_body || matches!(kind, BodyKind::None));
         let client = crate::proxy::Client {
             stream: &mut self.stream,
             out: &mut self.out,
+            read: &mut self.buf,
             keep_alive,
             send_timeout: loc.send_timeout,
         };
@@ -517,11 +548,11 @@ impl Connection<'_> {
                 let mut r = Response::new(status);
                 r.content_length = Some(body);
                 req.log_access(&r, sent);
-                if !keep_alive {
-                    return None;
+                if keep_alive {
+                    Proxied::Done
+                } else {
+                    Proxied::Close
                 }
-                r.status = 0;
-                Some(r)
             }
             crate::proxy::Finish::Status {
                 code,
@@ -534,7 +565,7 @@ impl Connection<'_> {
                 if !body_read || !matches!(req.head.body(), BodyKind::None) {
                     r.close = true;
                 }
-                Some(r)
+                Proxied::Answer(r)
             }
         }
     }

@@ -3,10 +3,12 @@
 //! caller sends through error_page; after that, the client connection is closed.
 
 use std::io::IoSlice;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use portcullis_http::{
     chunk_header, parse_response_head, BodyKind, Chunk, ChunkedDecoder, Framing, ResponseHead,
     UpstreamHeadError, LAST_CHUNK,
@@ -30,6 +32,9 @@ pub(crate) struct Client<'c, S> {
     pub stream: &'c mut S,
     /// The connection's response-head buffer.
     pub out: &'c mut BytesMut,
+    /// Bytes read from the client past the request (and its body): the first bytes of a
+    /// tunnel after an upgrade.
+    pub read: &'c mut BytesMut,
     /// Whether the client connection may carry another request after this one.
     pub keep_alive: bool,
     pub send_timeout: Duration,
@@ -54,12 +59,76 @@ pub(crate) enum Finish {
     },
 }
 
+/// The request body the upstream gets.
+pub(crate) enum ReqBody {
+    None,
+    /// Read whole before the exchange, so a retry can send it again.
+    Whole(Bytes),
+    /// Read from the client while it is sent (`proxy_request_buffering off`): sent once, so
+    /// no other peer is tried after the request went out.
+    Streamed(Streamed),
+}
+
+/// How a streamed body is read from the client.
+pub(crate) struct Streamed {
+    pub kind: BodyKind,
+    /// client_body_timeout, between two reads.
+    pub timeout: Duration,
+    /// client_max_body_size, for a chunked body (a length is checked before); 0: no limit.
+    pub max: u64,
+}
+
+/// Whether a body of `kind` is all in `buf` already. nginx then handles it as buffered,
+/// whatever `proxy_request_buffering` says: nothing is left to stream.
+pub(crate) fn preread_whole(kind: BodyKind, buf: &BytesMut) -> bool {
+    match kind {
+        BodyKind::None => true,
+        BodyKind::Length(n) => buf.len() as u64 >= n,
+        BodyKind::Chunked => {
+            let mut copy = buf.clone();
+            let mut decoder = ChunkedDecoder::new();
+            loop {
+                match decoder.decode(&mut copy) {
+                    Ok(Chunk::Data(_)) => {}
+                    Ok(Chunk::Done) => return true,
+                    Ok(Chunk::NeedMore) | Err(_) => return false,
+                }
+            }
+        }
+    }
+}
+
 /// Why an attempt failed, as `proxy_next_upstream` names it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Failure {
     Error,
     Timeout,
     InvalidHeader,
+    /// The client's body could not be read while it was sent: answered with this status,
+    /// never retried.
+    Client(u16),
+}
+
+/// A failed attempt: why, and whether the request was sent (after which nginx retries a
+/// non-idempotent method only with `non_idempotent`).
+struct Failed {
+    why: Failure,
+    request_sent: bool,
+}
+
+impl Failed {
+    fn unsent(why: Failure) -> Failed {
+        Failed {
+            why,
+            request_sent: false,
+        }
+    }
+    fn sent(why: Failure) -> Failed {
+        Failed {
+            why,
+            request_sent: true,
+        }
+    }
 }
 
 impl Failure {
@@ -68,11 +137,13 @@ impl Failure {
             Failure::Error => next::ERROR,
             Failure::Timeout => next::TIMEOUT,
             Failure::InvalidHeader => next::INVALID_HEADER,
+            Failure::Client(_) => 0,
         }
     }
     fn status(self) -> u16 {
         match self {
             Failure::Timeout => 504,
+            Failure::Client(code) => code,
             _ => 502,
         }
     }
@@ -82,38 +153,54 @@ impl Failure {
 pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     client: Client<'_, S>,
     req: &Request<'_>,
-    plan: Plan,
-    body: Option<Bytes>,
+    mut plan: Plan,
+    body: ReqBody,
 ) -> Finish {
     let mut attempts = Vec::new();
-    let body = plan
-        .set_body
-        .as_deref()
-        .map(Bytes::copy_from_slice)
-        .or(body);
+    let body = match &plan.set_body {
+        Some(b) => ReqBody::Whole(Bytes::copy_from_slice(b)),
+        None => body,
+    };
     let Client {
         stream,
         out,
+        read,
         keep_alive,
         send_timeout,
     } = client;
-    let mut head = plan.head.clone();
-    match &body {
-        Some(b) => {
-            head.put_slice(b"Content-Length: ");
-            head.put_slice(b.len().to_string().as_bytes());
-            head.put_slice(b"\r\n\r\n");
-        }
-        None => head.put_slice(b"\r\n"),
+    let mut head = std::mem::take(&mut plan.head);
+    let length = match &body {
+        ReqBody::None => None,
+        ReqBody::Whole(b) => Some(b.len() as u64),
+        ReqBody::Streamed(s) => match s.kind {
+            BodyKind::Length(n) => Some(n),
+            BodyKind::Chunked => {
+                head.put_slice(b"Transfer-Encoding: chunked\r\n");
+                None
+            }
+            BodyKind::None => Some(0),
+        },
+    };
+    if let Some(n) = length {
+        use std::io::Write as _;
+        head.put_slice(b"Content-Length: ");
+        let _ = write!((&mut head).writer(), "{n}");
+        head.put_slice(b"\r\n");
     }
+    head.put_slice(b"\r\n");
     let head = head.freeze();
-    let body = body.unwrap_or_default();
+    let (whole, mut streamed) = match body {
+        ReqBody::Whole(b) => (b, None),
+        ReqBody::Streamed(s) => (Bytes::new(), Some(s)),
+        ReqBody::None => (Bytes::new(), None),
+    };
+    let streams = streamed.is_some();
     let upstream = plan.upstream.clone();
     let worker = req.worker();
     let local = worker.upstreams.borrow_mut().local(&upstream);
     let mut tried = upstream.tried();
     let settings = plan.settings.clone();
-    let start = Instant::now();
+    let start = req.start();
     // As nginx, a request tries each peer of the group at most once.
     let peers = u32::try_from(upstream.peers().len()).unwrap_or(u32::MAX);
     let max_tries = match settings.next_upstream_tries {
@@ -121,15 +208,11 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         n => n.min(peers),
     };
     let mut tries = 0u32;
-    let hash_key = match upstream.key_kind() {
-        KeyKind::Hash(_) => req.hash_key(&upstream),
-        _ => Vec::new(),
-    };
     loop {
         tries += 1;
         let key = match upstream.key_kind() {
             KeyKind::None => Key::None,
-            KeyKind::Hash(_) => Key::Bytes(&hash_key),
+            KeyKind::Hash(_) => Key::Bytes(&plan.hash_key),
             KeyKind::ClientAddr => Key::ClientAddr(req.client_ip()),
         };
         let now = Instant::now();
@@ -141,7 +224,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             req.log_upstream(
                 Level::Error,
                 "no live upstreams while connecting to upstream",
-                &upstream_url(&plan, upstream.name()),
+                &Url::new(&plan, &head, upstream.name()),
             );
             attempts.push(Attempt {
                 addr: Arc::from(upstream.name()),
@@ -157,8 +240,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             };
         };
         let peer_ref = upstream.peer(peer);
-        let url = upstream_url(&plan, &peer_ref.name);
-        let attempt_start = Instant::now();
+        let url = Url::new(&plan, &head, &peer_ref.name);
+        let attempt_start = now;
         let mut attempt = Attempt {
             addr: peer_ref.name.clone(),
             status: None,
@@ -172,24 +255,30 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             peer,
             peer_ref.addr,
             &head,
-            &body,
+            &whole,
+            streamed
+                .as_mut()
+                .map(|s| (&mut *stream, &mut *read, s, send_timeout)),
             req,
-            &url,
+            url,
+            now,
             &mut attempt,
         )
         .await;
-        attempt.response = attempt_start.elapsed();
         let (mut conn, resp_head, ubuf) = match result {
             Ok(r) => r,
-            Err(f) => {
-                upstream.release(peer, Outcome::Failed, Instant::now());
-                attempt.status = Some(f.status());
+            Err(Failed { why, request_sent }) => {
+                let end = Instant::now();
+                attempt.response = end - attempt_start;
+                upstream.release(peer, Outcome::Failed, end);
+                attempt.status = Some(why.status());
                 attempts.push(attempt);
-                if may_retry(&plan, f.bit(), tries, max_tries, start) {
+                let once = request_sent && streams;
+                if !once && may_retry(&plan, why.bit(), request_sent, tries, max_tries, start) {
                     continue;
                 }
                 return Finish::Status {
-                    code: f.status(),
+                    code: why.status(),
                     body_read: true,
                     attempts,
                 };
@@ -198,19 +287,51 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         let status = resp_head.status();
         attempt.status = Some(status);
         let bit = next::status_bit(status);
-        if bit & settings.next_upstream != 0 && may_retry(&plan, bit, tries, max_tries, start) {
+        if bit & settings.next_upstream != 0
+            && !streams
+            && may_retry(&plan, bit, true, tries, max_tries, start)
+        {
             let failed = bit & next::FAILURE_STATUSES != 0;
+            let end = Instant::now();
+            attempt.response = end - attempt_start;
             upstream.release(
                 peer,
                 if failed { Outcome::Failed } else { Outcome::Ok },
-                Instant::now(),
+                end,
             );
             attempts.push(attempt);
-            put_back(&local, peer, None::<Conn<Stream>>);
+            put_back(&local, peer, None::<Conn<Stream>>, end);
             continue;
         }
+        if status == 101 && plan.upgrade {
+            out.clear();
+            req.write_proxied_head(out, &plan, &resp_head, false, false);
+            let sent = tunnel(
+                stream,
+                &mut conn.stream,
+                out,
+                read,
+                ubuf,
+                settings.read_timeout,
+                send_timeout,
+            )
+            .await;
+            let end = Instant::now();
+            attempt.response = end - attempt_start;
+            attempts.push(attempt);
+            upstream.release(peer, Outcome::Ok, end);
+            return Finish::Sent {
+                status,
+                sent,
+                body: 0,
+                keep_alive: false,
+                attempts,
+            };
+        }
         if settings.intercept_errors && status >= 300 && req.has_error_page(status) {
-            upstream.release(peer, Outcome::Ok, Instant::now());
+            let end = Instant::now();
+            attempt.response = end - attempt_start;
+            upstream.release(peer, Outcome::Ok, end);
             attempts.push(attempt);
             return Finish::Status {
                 code: status,
@@ -230,14 +351,15 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             &mut conn,
             keep_alive,
             send_timeout,
-            &url,
+            url,
         )
         .await;
-        attempt.response = attempt_start.elapsed();
+        let end = Instant::now();
+        attempt.response = end - attempt_start;
         attempts.push(attempt);
-        upstream.release(peer, outcome, Instant::now());
+        upstream.release(peer, outcome, end);
         let reusable = forwarded.upstream_done && plan.keepalive && !resp_head.connection_close();
-        put_back(&local, peer, reusable.then_some(conn));
+        put_back(&local, peer, reusable.then_some(conn), end);
         return Finish::Sent {
             status,
             sent: forwarded.sent,
@@ -248,11 +370,19 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Whether another peer may be tried after a failure of kind `bit`.
-fn may_retry(plan: &Plan, bit: u16, tries: u32, max_tries: u32, start: Instant) -> bool {
+/// Whether another peer may be tried after a failure of kind `bit`; `sent` says whether the
+/// request reached the failed peer.
+fn may_retry(
+    plan: &Plan,
+    bit: u16,
+    sent: bool,
+    tries: u32,
+    max_tries: u32,
+    start: Instant,
+) -> bool {
     let s = &plan.settings;
     s.next_upstream & bit != 0
-        && (plan.idempotent || s.next_upstream & next::NON_IDEMPOTENT != 0)
+        && (plan.idempotent || !sent || s.next_upstream & next::NON_IDEMPOTENT != 0)
         && tries < max_tries
         && (s.next_upstream_timeout.is_zero() || start.elapsed() < s.next_upstream_timeout)
 }
@@ -261,22 +391,44 @@ fn put_back(
     local: &std::rc::Rc<std::cell::RefCell<super::Local>>,
     peer: PeerId,
     conn: Option<Conn<Stream>>,
+    now: Instant,
 ) {
     let Some(conn) = conn else { return };
     let mut l = local.borrow_mut();
     if let Some(pool) = l.pool.as_mut() {
-        pool.put(peer.0, conn, Instant::now());
+        pool.put(peer.0, conn, now);
     }
 }
 
-/// `http://peer/uri` for the error log.
-fn upstream_url(plan: &Plan, peer: &str) -> String {
-    format!(
-        "{}://{}{}",
-        if plan.https { "https" } else { "http" },
-        peer,
-        String::from_utf8_lossy(&plan.uri)
-    )
+/// `http://peer/uri` for the error log, formatted only when a line is written.
+#[derive(Clone, Copy)]
+struct Url<'a> {
+    https: bool,
+    peer: &'a str,
+    uri: &'a [u8],
+}
+
+impl<'a> Url<'a> {
+    /// The URL of `plan` on `peer`; `head` is the request head sent, which holds the URI.
+    fn new(plan: &Plan, head: &'a [u8], peer: &'a str) -> Url<'a> {
+        Url {
+            https: plan.https,
+            peer,
+            uri: head.get(plan.uri.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for Url<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(
+            f,
+            "{scheme}://{}{}",
+            self.peer,
+            String::from_utf8_lossy(self.uri)
+        )
+    }
 }
 
 /// Reads the request body whole (bounded by `max`, client_max_body_size), before the
@@ -324,6 +476,96 @@ pub(crate) async fn collect_body<S: AsyncRead + Unpin>(
     Ok(body.freeze())
 }
 
+/// Why a streamed body stopped.
+enum BodyError {
+    /// The client's side: the status to answer.
+    Client(u16),
+    Upstream(std::io::Error),
+}
+
+/// Sends the client's body to the upstream as it arrives: a length as is, a chunked body
+/// re-chunked (chunk extensions and trailers dropped, as nginx does).
+async fn send_body<C: AsyncRead + Unpin, U: AsyncWrite + Unpin>(
+    client: &mut C,
+    buf: &mut BytesMut,
+    upstream: &mut U,
+    body: &Streamed,
+    send_timeout: Duration,
+) -> Result<(), BodyError> {
+    match body.kind {
+        BodyKind::None => Ok(()),
+        BodyKind::Length(n) => {
+            let mut left = n;
+            while left > 0 {
+                if buf.is_empty() {
+                    read_body(client, buf, body.timeout).await?;
+                }
+                let take = left.min(buf.len() as u64) as usize;
+                send_up(upstream, &buf[..take], send_timeout).await?;
+                let _ = buf.split_to(take);
+                left -= take as u64;
+            }
+            Ok(())
+        }
+        BodyKind::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            let mut total = 0u64;
+            let mut pending = BytesMut::new();
+            loop {
+                match decoder.decode(buf) {
+                    Ok(Chunk::Data(d)) => {
+                        total += d.len() as u64;
+                        if body.max != 0 && total > body.max {
+                            return Err(BodyError::Client(413));
+                        }
+                        let (h, len) = chunk_header(d.len());
+                        pending.put_slice(&h[..len]);
+                        pending.put_slice(&d);
+                        pending.put_slice(b"\r\n");
+                    }
+                    Ok(Chunk::Done) => {
+                        pending.put_slice(LAST_CHUNK);
+                        return send_up(upstream, &pending, send_timeout).await;
+                    }
+                    Ok(Chunk::NeedMore) => {
+                        // What was decoded goes out before waiting for the client again.
+                        if !pending.is_empty() {
+                            send_up(upstream, &pending, send_timeout).await?;
+                            pending.clear();
+                        }
+                        read_body(client, buf, body.timeout).await?;
+                    }
+                    Err(_) => return Err(BodyError::Client(400)),
+                }
+            }
+        }
+    }
+}
+
+async fn send_up<U: AsyncWrite + Unpin>(
+    upstream: &mut U,
+    bytes: &[u8],
+    timeout: Duration,
+) -> Result<(), BodyError> {
+    timeout_io(timeout, upstream.write_all(bytes))
+        .await
+        .map_err(BodyError::Upstream)
+}
+
+/// Reads more of a streamed body: a close is nginx's 400, a timeout its 408.
+async fn read_body<C: AsyncRead + Unpin>(
+    client: &mut C,
+    buf: &mut BytesMut,
+    timeout: Duration,
+) -> Result<(), BodyError> {
+    buf.reserve(READ_CHUNK);
+    match tokio::time::timeout(timeout, client.read_buf(buf)).await {
+        Ok(Ok(n)) if n > 0 => Ok(()),
+        Err(_) => Err(BodyError::Client(408)),
+        Ok(_) => Err(BodyError::Client(400)),
+    }
+}
+
 async fn read_some<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut BytesMut, t: Duration) -> bool {
     buf.reserve(READ_CHUNK);
     matches!(tokio::time::timeout(t, stream.read_buf(buf)).await, Ok(Ok(n)) if n > 0)
@@ -331,69 +573,80 @@ async fn read_some<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut BytesMut, t: 
 
 type Attempted = (Conn<Stream>, ResponseHead, BytesMut);
 
+/// The client's connection, its read buffer, and how to read the body from them.
+type Source<'a, S> = (&'a mut S, &'a mut BytesMut, &'a mut Streamed, Duration);
+
 /// One attempt on `peer`: a pooled connection (retried once on a fresh one if it turns out
-/// closed before any response byte) or a new one, the request, the response head.
+/// closed before any response byte) or a new one, the request, the response head. With a
+/// streamed body, the body follows the head as the client sends it.
 #[allow(clippy::too_many_arguments)]
-async fn attempt_once(
+async fn attempt_once<S: AsyncRead + Unpin>(
     plan: &Plan,
     local: &std::rc::Rc<std::cell::RefCell<super::Local>>,
     peer: PeerId,
     addr: std::net::SocketAddr,
     head: &Bytes,
     body: &Bytes,
+    mut source: Option<Source<'_, S>>,
     req: &Request<'_>,
-    url: &str,
+    url: Url<'_>,
+    start: Instant,
     attempt: &mut Attempt,
-) -> Result<Attempted, Failure> {
+) -> Result<Attempted, Failed> {
     let settings = &plan.settings;
-    // A pooled connection is checked before use only when a failure could not be retried.
-    let pooled = {
+    // A pooled connection is checked before use only when a failure could not be retried:
+    // a streamed body is read once, so neither can its request be sent again.
+    let once = source.is_some();
+    let mut pooled = {
         let mut l = local.borrow_mut();
         l.pool
             .as_mut()
-            .and_then(|p| p.take(peer.0, !plan.idempotent, Instant::now()))
+            .and_then(|p| p.take(peer.0, !plan.idempotent || once, start))
     };
-    let mut candidates = [pooled, None];
-    for (i, slot) in candidates.iter_mut().enumerate() {
-        let reused = slot.is_some();
-        if i == 1 && slot.is_none() && attempt.connect.is_some() {
-            // The fresh connection already failed.
-            break;
-        }
-        let mut conn = match slot.take() {
-            Some(c) => c,
+    // At most twice: a pooled connection found closed is replaced by a fresh one, whose
+    // failure is final.
+    loop {
+        let reused = pooled.is_some();
+        let mut conn = match pooled.take() {
+            Some(c) => {
+                attempt.connect = Some(Duration::ZERO);
+                c
+            }
             None => {
-                let t = Instant::now();
-                let stream = connect(addr, settings.connect_timeout, req, url).await?;
-                attempt.connect = Some(t.elapsed());
-                Conn::new(stream, Instant::now())
+                let stream = connect(addr, settings.connect_timeout, req, url)
+                    .await
+                    .map_err(Failed::unsent)?;
+                let connected = Instant::now();
+                attempt.connect = Some(connected - start);
+                Conn::new(stream, connected)
             }
         };
-        if attempt.connect.is_none() {
-            attempt.connect = Some(Duration::ZERO);
-        }
         conn.requests += 1;
-        let t = Instant::now();
-        let sent = timeout_io(
-            settings.send_timeout,
-            write_two(&mut conn.stream, head, body),
-        )
-        .await;
-        match sent {
-            Ok(()) => {}
-            Err(_) if reused => continue,
-            Err(e) => {
-                let f = io_failure(&e);
-                req.log_upstream(
-                    Level::Error,
-                    &format!(
-                        "{} while sending request to upstream",
-                        describe(&e, "writev()")
-                    ),
-                    url,
-                );
-                return Err(f);
+        let sent = send_two(&mut conn.stream, head, body, settings.send_timeout).await;
+        let sent = match (sent, source.as_mut()) {
+            (Ok(()), Some((client, read, streamed, send_timeout))) => {
+                match send_body(*client, read, &mut conn.stream, streamed, *send_timeout).await {
+                    Ok(()) => Ok(()),
+                    Err(BodyError::Client(code)) => {
+                        return Err(Failed::sent(Failure::Client(code)));
+                    }
+                    Err(BodyError::Upstream(e)) => Err(e),
+                }
             }
+            (Ok(()), None) => Ok(()),
+            (Err(_), _) if reused => continue,
+            (Err(e), _) => Err(e),
+        };
+        if let Err(e) = sent {
+            req.log_upstream(
+                Level::Error,
+                &format!(
+                    "{} while sending request to upstream",
+                    describe(&e, "writev()")
+                ),
+                &url,
+            );
+            return Err(Failed::sent(io_failure(&e)));
         }
         let mut ubuf = {
             let mut w = req.worker().upstreams.borrow_mut();
@@ -410,19 +663,22 @@ async fn attempt_once(
         .await
         {
             Ok(h) => {
-                attempt.header = Some(t.elapsed());
+                // As nginx's $upstream_header_time, from the start of the attempt.
+                attempt.header = Some(start.elapsed());
                 return Ok((conn, h, ubuf));
             }
-            Err(HeadFailure::Closed) if reused => continue,
+            Err(HeadFailure::Closed) if reused && !once => continue,
             Err(HeadFailure::Closed) => {
                 req.log_upstream(
                     Level::Error,
                     "upstream prematurely closed connection while reading response header from upstream",
-                    url,
+                    &url,
                 );
-                return Err(Failure::Error);
+                return Err(Failed::sent(Failure::Error));
             }
-            Err(HeadFailure::Io(e)) if reused && e.kind() != std::io::ErrorKind::TimedOut => {
+            Err(HeadFailure::Io(e))
+                if reused && !once && e.kind() != std::io::ErrorKind::TimedOut =>
+            {
                 continue
             }
             Err(HeadFailure::Io(e)) => {
@@ -435,28 +691,27 @@ async fn attempt_once(
                 req.log_upstream(
                     Level::Error,
                     &format!("{what} while reading response header from upstream"),
-                    url,
+                    &url,
                 );
-                return Err(f);
+                return Err(Failed::sent(f));
             }
             Err(HeadFailure::Invalid(e)) => {
                 req.log_upstream(
                     Level::Error,
                     &format!("{e} while reading response header from upstream"),
-                    url,
+                    &url,
                 );
-                return Err(Failure::InvalidHeader);
+                return Err(Failed::sent(Failure::InvalidHeader));
             }
         }
     }
-    Err(Failure::Error)
 }
 
 async fn connect(
     addr: std::net::SocketAddr,
     timeout: Duration,
     req: &Request<'_>,
-    url: &str,
+    url: Url<'_>,
 ) -> Result<Stream, Failure> {
     match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => {
@@ -470,7 +725,7 @@ async fn connect(
                     "connect() failed {} while connecting to upstream",
                     crate::log::os_error(&e)
                 ),
-                url,
+                &url,
             );
             Err(Failure::Error)
         }
@@ -478,7 +733,7 @@ async fn connect(
             req.log_upstream(
                 Level::Error,
                 "upstream timed out (110: Connection timed out) while connecting to upstream",
-                url,
+                &url,
             );
             Err(Failure::Timeout)
         }
@@ -508,6 +763,31 @@ async fn timeout_io<T>(
     tokio::time::timeout(t, f)
         .await
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+}
+
+/// Writes `a` then `b`, vectored, within `timeout`. Most writes complete at once, so the
+/// first try arms no timer (and reads no clock); only a write that would block waits.
+async fn send_two<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    a: &[u8],
+    b: &[u8],
+    timeout: Duration,
+) -> std::io::Result<()> {
+    let mut cx = Context::from_waker(Waker::noop());
+    let n =
+        match Pin::new(&mut *w).poll_write_vectored(&mut cx, &[IoSlice::new(a), IoSlice::new(b)]) {
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => 0,
+        };
+    if n == a.len() + b.len() {
+        return Ok(());
+    }
+    let (a, b) = match a.get(n..) {
+        Some(rest) => (rest, b),
+        None => (&[][..], &b[n - a.len()..]),
+    };
+    timeout_io(timeout, write_two(w, a, b)).await
 }
 
 /// Writes `a` then `b`, vectored.
@@ -585,7 +865,7 @@ async fn forward<S: AsyncWrite + Unpin>(
     conn: &mut Conn<Stream>,
     mut keep_alive: bool,
     send_timeout: Duration,
-    url: &str,
+    url: Url<'_>,
 ) -> Forwarded {
     let status = head.status();
     let no_body = plan.head_request || status == 204 || status == 304 || status < 200;
@@ -612,19 +892,17 @@ async fn forward<S: AsyncWrite + Unpin>(
     match framing {
         Framing::Length(n) => {
             let mut left = n;
-            let first = ubuf.split_to(left.min(ubuf.len() as u64) as usize).freeze();
-            left -= first.len() as u64;
-            let first_len = first.len() as u64;
-            if timeout_io(send_timeout, write_two(client, out, &first))
-                .await
-                .is_err()
-            {
+            let first_len = left.min(ubuf.len() as u64);
+            let first = &ubuf[..first_len as usize];
+            left -= first_len;
+            if send_two(client, out, first, send_timeout).await.is_err() {
                 fw.keep_alive = false;
                 out.clear();
                 return_buffer(req, ubuf);
                 return fw;
             }
             out.clear();
+            ubuf.advance(first_len as usize);
             fw.sent = head_len + first_len;
             fw.body = first_len;
             while left > 0 {
@@ -640,7 +918,7 @@ async fn forward<S: AsyncWrite + Unpin>(
                     }
                 }
                 let take = left.min(ubuf.len() as u64) as usize;
-                if timeout_io(send_timeout, client.write_all(&ubuf[..take]))
+                if send_two(client, &ubuf[..take], &[], send_timeout)
                     .await
                     .is_err()
                 {
@@ -688,9 +966,9 @@ async fn forward<S: AsyncWrite + Unpin>(
                             req.log_upstream(
                                 Level::Error,
                                 "upstream sent invalid chunked response while reading upstream",
-                                url,
+                                &url,
                             );
-                            let _ = timeout_io(send_timeout, client.write_all(&pending)).await;
+                            let _ = send_two(client, &pending, &[], send_timeout).await;
                             fw.keep_alive = false;
                             return_buffer(req, ubuf);
                             return fw;
@@ -698,10 +976,7 @@ async fn forward<S: AsyncWrite + Unpin>(
                     }
                 }
                 if !pending.is_empty() {
-                    if timeout_io(send_timeout, client.write_all(&pending))
-                        .await
-                        .is_err()
-                    {
+                    if send_two(client, &pending, &[], send_timeout).await.is_err() {
                         fw.keep_alive = false;
                         return_buffer(req, ubuf);
                         return fw;
@@ -747,10 +1022,7 @@ async fn forward<S: AsyncWrite + Unpin>(
                     pending.put_slice(LAST_CHUNK);
                 }
                 if !pending.is_empty() {
-                    if timeout_io(send_timeout, client.write_all(&pending))
-                        .await
-                        .is_err()
-                    {
+                    if send_two(client, &pending, &[], send_timeout).await.is_err() {
                         fw.keep_alive = false;
                         return_buffer(req, ubuf);
                         return fw;
@@ -779,8 +1051,79 @@ async fn forward<S: AsyncWrite + Unpin>(
     fw
 }
 
+/// Which side a tunnel read came from.
+enum Side {
+    Client,
+    Upstream,
+}
+
+/// After a 101: sends the client `head` and whatever either side sent early, then relays
+/// bytes both ways until one side closes or nothing moves for `idle` (proxy_read_timeout).
+/// Returns the bytes sent to the client.
+async fn tunnel<C, U>(
+    client: &mut C,
+    upstream: &mut U,
+    head: &mut BytesMut,
+    client_early: &mut BytesMut,
+    mut upstream_early: BytesMut,
+    idle: Duration,
+    send_timeout: Duration,
+) -> u64
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut sent = (head.len() + upstream_early.len()) as u64;
+    if send_two(client, head, &upstream_early, send_timeout)
+        .await
+        .is_err()
+    {
+        head.clear();
+        return 0;
+    }
+    head.clear();
+    if !client_early.is_empty() {
+        if timeout_io(send_timeout, upstream.write_all(client_early))
+            .await
+            .is_err()
+        {
+            return sent;
+        }
+        client_early.clear();
+    }
+    // Both directions share one buffer each way, kept from the early bytes' allocations.
+    let mut up = std::mem::take(client_early);
+    up.resize(READ_CHUNK, 0);
+    upstream_early.clear();
+    upstream_early.resize(READ_CHUNK, 0);
+    let mut down = upstream_early;
+    loop {
+        let read = tokio::time::timeout(idle, async {
+            tokio::select! {
+                r = client.read(&mut up) => (Side::Client, r),
+                r = upstream.read(&mut down) => (Side::Upstream, r),
+            }
+        })
+        .await;
+        let written = match read {
+            Ok((_, Ok(0) | Err(_))) | Err(_) => break,
+            Ok((Side::Client, Ok(n))) => {
+                timeout_io(send_timeout, upstream.write_all(&up[..n])).await
+            }
+            Ok((Side::Upstream, Ok(n))) => {
+                sent += n as u64;
+                timeout_io(send_timeout, client.write_all(&down[..n])).await
+            }
+        };
+        if written.is_err() {
+            break;
+        }
+    }
+    sent
+}
+
 /// Logs why reading the body stopped early; `Some(Ok(0))` is a close, `None` a timeout.
-fn log_body_failure(req: &Request<'_>, url: &str, read: Option<std::io::Result<usize>>) {
+fn log_body_failure(req: &Request<'_>, url: Url<'_>, read: Option<std::io::Result<usize>>) {
     let what = match read {
         None => "upstream timed out (110: Connection timed out) while reading upstream".to_string(),
         Some(Ok(_)) => "upstream prematurely closed connection while reading upstream".to_string(),
@@ -789,7 +1132,7 @@ fn log_body_failure(req: &Request<'_>, url: &str, read: Option<std::io::Result<u
             crate::log::os_error(&e)
         ),
     };
-    req.log_upstream(Level::Error, &what, url);
+    req.log_upstream(Level::Error, &what, &url);
 }
 
 /// Gives the upstream read buffer back to the worker for the next exchange.

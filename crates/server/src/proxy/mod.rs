@@ -18,17 +18,46 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
-use portcullis_proxy::upstream::{LocalState, Upstream};
+use portcullis_config::{ConfigError, Directive};
+use portcullis_proxy::upstream::{KeyKind, LocalState, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
 
+use crate::vars::Template;
 pub(crate) use exchange::collect_body;
-pub(crate) use exchange::{serve, Client, Finish};
+pub(crate) use exchange::{preread_whole, serve, Client, Finish, ReqBody, Streamed};
 pub(crate) use settings::{
     directive, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect, Target,
 };
 
 /// The upstream groups of a configuration, by name.
-pub(crate) type Groups = HashMap<String, Arc<Upstream>>;
+pub(crate) type Groups = HashMap<String, Group>;
+
+/// An upstream group with what the server adds to it: its `hash` key compiled.
+#[derive(Clone)]
+pub(crate) struct Group {
+    pub upstream: Arc<Upstream>,
+    /// The key of `hash $key`, evaluated per request.
+    pub key: Option<Arc<Template>>,
+}
+
+impl Group {
+    /// Compiles an `upstream` block.
+    pub fn compile(d: &Directive) -> Result<Group, ConfigError> {
+        let upstream = Upstream::compile(d)?;
+        let key = match upstream.key_kind() {
+            KeyKind::Hash(text) => {
+                // The error names the `hash` line when the key's variables are wrong.
+                let at = d.children().iter().find(|c| c.name == "hash").unwrap_or(d);
+                Some(Arc::new(Template::compile(text, at)?))
+            }
+            _ => None,
+        };
+        Ok(Group {
+            upstream: Arc::new(upstream),
+            key,
+        })
+    }
+}
 
 /// Everything the exchange needs, evaluated by the request in the content phase.
 pub(crate) struct Plan {
@@ -39,23 +68,36 @@ pub(crate) struct Plan {
     /// The request head to send, up to and without the final empty line: the framing
     /// header of the body is added once the body is read.
     pub head: BytesMut,
-    /// The URI sent, for the error log's `upstream: "http://peer/uri"`.
-    pub uri: Vec<u8>,
+    /// Where in `head` the URI sent is, for the error log's `upstream: "http://peer/uri"`.
+    pub uri: std::ops::Range<usize>,
     /// Whether the client's body goes to the upstream.
     pub pass_body: bool,
     /// A body that replaces the client's (`proxy_set_body`).
     pub set_body: Option<Vec<u8>>,
+    /// The value of the group's `hash` key.
+    pub hash_key: Vec<u8>,
     /// The method sent may be retried on another peer after it was sent (nginx's
     /// idempotent methods, unless `non_idempotent`).
     pub idempotent: bool,
     /// The method sent is HEAD: the response has no body whatever it says.
     pub head_request: bool,
-    /// `Connection: upgrade` is sent: a 101 turns the connection into a tunnel.
+    /// The client sent `Upgrade`: a 101 turns the connection into a tunnel.
     pub upgrade: bool,
     /// The upstream connection may be kept: HTTP/1.1 without `Connection: close` sent.
     pub keepalive: bool,
-    /// The location prefix and replacement of `proxy_redirect default`, evaluated.
-    pub redirects: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The location's proxy_pass, for proxy_redirect's rules.
+    pub pass: Arc<ProxyPass>,
+}
+
+impl Plan {
+    /// Whether a client body of `kind` is sent as it arrives rather than read whole first:
+    /// `proxy_request_buffering off`, except for a chunked body to an HTTP/1.0 upstream,
+    /// which needs its length first, as in nginx.
+    pub fn streams_body(&self, kind: portcullis_http::BodyKind) -> bool {
+        !self.settings.request_buffering
+            && self.set_body.is_none()
+            && (self.settings.http11 || !matches!(kind, portcullis_http::BodyKind::Chunked))
+    }
 }
 
 /// One attempt as `$upstream_*` variables report it.
@@ -153,6 +195,31 @@ pub(crate) fn escape_uri(uri: &[u8], out: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Compiles the one `upstream` block of `upstream`, put in an http block from line 3.
+    fn group(upstream: &str) -> Result<Group, ConfigError> {
+        let dir = std::env::temp_dir();
+        let text = format!("events {{}}\nhttp {{\n{upstream}\n}}\n");
+        let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let http = loaded.directives.iter().find(|d| d.name == "http");
+        let up = http.and_then(|h| h.children().iter().find(|d| d.name == "upstream"));
+        Group::compile(up.unwrap_or_else(|| panic!("no upstream in {text}")))
+    }
+
+    #[test]
+    fn hash_keys_compile_with_the_place_of_an_error() {
+        let g = group("upstream u {\n server 127.0.0.1:1;\n hash $arg_k$uri consistent;\n}\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(g.key.is_some());
+        assert!(group("upstream u { ip_hash; server 127.0.0.1:1; }").is_ok_and(|g| g.key.is_none()));
+        let e = group("upstream u {\n server 127.0.0.1:1;\n hash $nosuch;\n}\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("unknown \"nosuch\" variable in"), "{e}");
+        assert!(e.ends_with("t.conf:5"), "{e}");
+    }
 
     #[test]
     fn escapes_like_nginx() {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_proxy::upstream::Upstream;
 
-use super::Groups;
+use super::{Group, Groups};
 use crate::conf::err;
 use crate::vars::Template;
 
@@ -125,7 +125,7 @@ impl Default for ProxySettings {
 pub(crate) enum Target {
     /// A group known at load: an `upstream` block, or the implicit group of `host:port`.
     Group {
-        upstream: Arc<Upstream>,
+        group: Group,
         /// `$proxy_host`: the group's name, or `host[:port]` without a default port.
         host: String,
         port: u16,
@@ -153,7 +153,6 @@ pub(crate) fn directive(
     s: &mut ProxySettings,
     d: &Directive,
     first: bool,
-    warnings: &mut Vec<String>,
 ) -> Result<bool, ConfigError> {
     match d.name.as_str() {
         "proxy_http_version" => {
@@ -205,15 +204,7 @@ pub(crate) fn directive(
             // Responses stream through one buffer of proxy_buffer_size, never to disk: the
             // sizes of nginx's further buffers have nothing to tune here.
         }
-        "proxy_request_buffering" => {
-            s.request_buffering = value::flag(d, 0)?;
-            if !s.request_buffering {
-                warnings.push(format!(
-                    "\"proxy_request_buffering off\" is not supported yet: request bodies are read whole before they are sent in {}",
-                    d.span
-                ));
-            }
-        }
+        "proxy_request_buffering" => s.request_buffering = value::flag(d, 0)?,
         "proxy_redirect" => {
             s.redirect = match (d.arg(0), d.args.len()) {
                 ("default", 1) => Redirect::Default,
@@ -352,8 +343,8 @@ pub(crate) fn proxy_pass(
     }
     let default_port = if https { 443 } else { 80 };
     let target = match groups.get(authority) {
-        Some(u) => Target::Group {
-            upstream: u.clone(),
+        Some(g) => Target::Group {
+            group: g.clone(),
             host: authority.to_string(),
             port: default_port,
         },
@@ -369,7 +360,10 @@ pub(crate) fn proxy_pass(
                 name.clone()
             };
             Target::Group {
-                upstream: Arc::new(Upstream::implicit(&name, addrs)),
+                group: Group {
+                    upstream: Arc::new(Upstream::implicit(&name, addrs)),
+                    key: None,
+                },
                 host: proxy_host,
                 port,
             }

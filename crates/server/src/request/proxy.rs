@@ -9,7 +9,7 @@ use portcullis_http::{ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
-use crate::proxy::{escape_uri, Plan, ProxyPass, Redirect, Target};
+use crate::proxy::{escape_uri, Group, Plan, ProxyPass, Redirect, Target};
 use crate::Level;
 
 /// Request headers nginx's proxy sets itself (or clears) unless proxy_set_header names them:
@@ -43,18 +43,17 @@ impl Request<'_> {
         self.worker
     }
 
+    /// When the request's head was read.
+    pub(crate) fn start(&self) -> std::time::Instant {
+        self.start
+    }
+
     pub(crate) fn client_ip(&self) -> std::net::IpAddr {
         self.conn.peer.ip()
     }
 
     pub(crate) fn is_http11(&self) -> bool {
         self.head.version() == Version::Http11
-    }
-
-    /// The `hash` key of `upstream`'s balancer. Keys are not compiled yet, so a hashed group
-    /// balances by round robin, as nginx does for an empty key.
-    pub(crate) fn hash_key(&self, _upstream: &Upstream) -> Vec<u8> {
-        Vec::new()
     }
 
     /// Whether the location has an error_page for `status` (for proxy_intercept_errors).
@@ -66,7 +65,12 @@ impl Request<'_> {
     }
 
     /// An error-log line about the upstream, with nginx's `upstream: "..."` part.
-    pub(crate) fn log_upstream(&self, level: Level, message: &str, upstream: &str) {
+    pub(crate) fn log_upstream(
+        &self,
+        level: Level,
+        message: &str,
+        upstream: &dyn std::fmt::Display,
+    ) {
         let log = &self.worker.shared.error_log;
         if !log.enabled(level) {
             return;
@@ -86,15 +90,11 @@ impl Request<'_> {
     /// The content phase of a proxy_pass location: a response whose body is the plan.
     pub(super) fn proxy(&mut self, pass: &Arc<ProxyPass>) -> Step {
         let settings = self.loc.proxy.clone();
-        let (upstream, dynamic_uri) = match &pass.target {
-            Target::Group {
-                upstream,
-                host,
-                port,
-            } => {
+        let (group, dynamic_uri) = match &pass.target {
+            Target::Group { group, host, port } => {
                 self.proxy_host = host.clone().into_bytes();
                 self.proxy_port = *port;
-                (upstream.clone(), None)
+                (group.clone(), None)
             }
             Target::Dynamic { url, groups } => {
                 let value = self.eval(url);
@@ -121,8 +121,8 @@ impl Request<'_> {
                 let default_port = if https { 443 } else { 80 };
                 self.proxy_host = authority.clone().into_bytes();
                 self.proxy_port = default_port;
-                let upstream = match groups.get(&authority) {
-                    Some(u) => u.clone(),
+                let group = match groups.get(&authority) {
+                    Some(g) => g.clone(),
                     None => {
                         let addr = crate::proxy::split_host_port(&authority, default_port)
                             .and_then(|(h, p)| {
@@ -133,7 +133,10 @@ impl Request<'_> {
                                     .map(|ip| std::net::SocketAddr::new(ip, p))
                             });
                         match addr {
-                            Some(a) => Arc::new(Upstream::implicit(&a.to_string(), vec![a])),
+                            Some(a) => Group {
+                                upstream: Arc::new(Upstream::implicit(&a.to_string(), vec![a])),
+                                key: None,
+                            },
                             None => {
                                 self.log(
                                     Level::Error,
@@ -144,13 +147,15 @@ impl Request<'_> {
                         }
                     }
                 };
-                (upstream, Some(uri))
+                (group, Some(uri))
             }
         };
-        let method_token: Vec<u8> = match &settings.method {
-            Some(t) => self.eval(t),
-            None if self.method == self.head.method() => self.head.method_str().as_bytes().to_vec(),
-            None => b"GET".to_vec(),
+        let Group { upstream, key } = group;
+        let hash_key = key.map_or_else(Vec::new, |k| self.eval(&k));
+        let method_token: std::borrow::Cow<'_, [u8]> = match &settings.method {
+            Some(t) => self.eval(t).into(),
+            None if self.method == self.head.method() => self.head.method_str().as_bytes().into(),
+            None => b"GET"[..].into(),
         };
         let mut head = BytesMut::with_capacity(512 + self.head.raw().len());
         head.put_slice(&method_token);
@@ -185,20 +190,20 @@ impl Request<'_> {
                 }
             }
         }
-        let uri = head[uri_start..].to_vec();
+        let uri = uri_start..head.len();
         head.put_slice(if settings.http11 {
             b" HTTP/1.1\r\n"
         } else {
             b" HTTP/1.0\r\n"
         });
-        let mut connection_value = b"close".to_vec();
+        let mut connection_close = true;
         let mut value = Vec::new();
         for h in &settings.set_headers {
             value.clear();
             h.value
                 .eval_into(&mut value, &mut |v, out| self.var(v, out, None));
             if h.lower == "connection" {
-                connection_value.clone_from(&value);
+                connection_close = value.eq_ignore_ascii_case(b"close");
             }
             if !value.is_empty() {
                 portcullis_http::write_header(&mut head, &h.name, &value);
@@ -231,34 +236,12 @@ impl Request<'_> {
                 }
             }
         }
-        let redirects = match (&settings.redirect, &pass.target) {
-            (Redirect::Default, Target::Group { .. }) => {
-                let mut from = pass.url.as_bytes().to_vec();
-                let to = match &pass.uri {
-                    Some(u) => {
-                        from.extend_from_slice(u);
-                        pass.location.as_bytes().to_vec()
-                    }
-                    None => {
-                        from.push(b'/');
-                        b"/".to_vec()
-                    }
-                };
-                vec![(from, to)]
-            }
-            (Redirect::List(list), _) => list
-                .iter()
-                .map(|(f, t)| (self.eval(f), self.eval(t)))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let idempotent = matches!(
-            method_token.as_slice(),
-            b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
-        );
+        // nginx's non-idempotent methods; any other may be sent again to another peer.
+        let idempotent = !matches!(&*method_token, b"POST" | b"LOCK" | b"PATCH");
         let set_body = settings.set_body.as_ref().map(|t| self.eval(t));
-        let keepalive = settings.http11 && !connection_value.eq_ignore_ascii_case(b"close");
-        let upgrade = settings.http11 && connection_value.eq_ignore_ascii_case(b"upgrade");
+        let keepalive = settings.http11 && !connection_close;
+        // As nginx, a 101 becomes a tunnel when the client asked for an upgrade.
+        let upgrade = self.head.header("upgrade").is_some();
         let mut r = Response::new(200);
         r.body = Body::Proxy(Box::new(Plan {
             upstream,
@@ -268,11 +251,12 @@ impl Request<'_> {
             head,
             uri,
             set_body,
+            hash_key,
             idempotent,
-            head_request: method_token == b"HEAD",
+            head_request: *method_token == *b"HEAD",
             upgrade,
             keepalive,
-            redirects,
+            pass: pass.clone(),
             settings,
         }));
         Step::Done(r)
@@ -366,9 +350,32 @@ impl Request<'_> {
         out.put_slice(b"\r\n");
     }
 
-    /// proxy_redirect applied to a Location value.
+    /// proxy_redirect applied to a Location value. The rules are evaluated here, for the
+    /// few responses that have a Location.
     fn rewrite_location(&self, plan: &Plan, value: &[u8]) -> Vec<u8> {
-        for (from, to) in &plan.redirects {
+        let pass = &plan.pass;
+        let redirects = match (&plan.settings.redirect, &pass.target) {
+            (Redirect::Default, Target::Group { .. }) => {
+                let mut from = pass.url.as_bytes().to_vec();
+                let to = match &pass.uri {
+                    Some(u) => {
+                        from.extend_from_slice(u);
+                        pass.location.as_bytes().to_vec()
+                    }
+                    None => {
+                        from.push(b'/');
+                        b"/".to_vec()
+                    }
+                };
+                vec![(from, to)]
+            }
+            (Redirect::List(list), _) => list
+                .iter()
+                .map(|(f, t)| (self.eval(f), self.eval(t)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (from, to) in &redirects {
             if let Some(rest) = value.strip_prefix(from.as_slice()) {
                 let mut v = to.clone();
                 v.extend_from_slice(rest);
