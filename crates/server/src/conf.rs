@@ -794,18 +794,7 @@ impl Builder {
                     let fixed_uri_forbidden = conf.is_regex || name.starts_with('@');
                     let pass =
                         crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups)?;
-                    if pass.https {
-                        self.warnings.push(format!(
-                            "TLS to upstreams is not supported yet: requests to \"{}\" get 502 in {}",
-                            d.arg(0),
-                            d.span
-                        ));
-                        conf.unsupported = Some(Unsupported {
-                            directive: "proxy_pass https".into(),
-                        });
-                    } else {
-                        conf.proxy_pass = Some(Arc::new(pass));
-                    }
+                    conf.proxy_pass = Some(Arc::new(pass));
                 }
                 "limit_except" => {
                     if conf.limit_except.is_some() {
@@ -834,6 +823,11 @@ impl Builder {
                 }
                 _ => self.loc_directive(&mut conf, d, &mut touched)?,
             }
+        }
+        if let Some(pass) = &conf.proxy_pass {
+            crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| {
+                self.path(&p.to_string_lossy())
+            })?;
         }
         if conf.alias.is_some()
             && conf.is_regex

@@ -24,7 +24,8 @@ use portcullis_proxy::{Pool, PoolLimits, Stream};
 pub(crate) use exchange::collect_body;
 pub(crate) use exchange::{serve, Client, Finish};
 pub(crate) use settings::{
-    directive, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect, Target,
+    directive, finish_tls, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect,
+    Target,
 };
 
 /// The upstream groups of a configuration, by name.
