@@ -2,14 +2,17 @@
 //! and the per-worker keepalive pools of idle connections to them.
 //!
 //! Modules: `upstream` (groups, peers, balancers), `pool` (idle connections per peer, generic
-//! over plain and TLS streams), `stream` (an upstream connection, plain or TLS).
+//! over plain and TLS streams), `stream` (an upstream connection, plain or TLS), `tls` (the
+//! handshake of `proxy_pass https://`).
 
 pub mod pool;
 mod stream;
+mod tls;
 pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
 pub use stream::Stream;
+pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{
     Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerId, Tried, Upstream,
 };

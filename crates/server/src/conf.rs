@@ -832,6 +832,11 @@ impl Builder {
                 _ => self.loc_directive(&mut conf, d, &mut touched)?,
             }
         }
+        if let Some(pass) = &conf.proxy_pass {
+            crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| {
+                self.path(&p.to_string_lossy())
+            })?;
+        }
         if conf.alias.is_some()
             && conf.is_regex
             && conf
@@ -869,18 +874,7 @@ impl Builder {
         fixed_uri_forbidden: bool,
     ) -> Result<(), ConfigError> {
         let pass = crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups)?;
-        if pass.https {
-            self.warnings.push(format!(
-                "TLS to upstreams is not supported yet: requests to \"{}\" get 502 in {}",
-                d.arg(0),
-                d.span
-            ));
-            conf.unsupported = Some(Unsupported {
-                directive: "proxy_pass https".into(),
-            });
-        } else {
-            conf.proxy_pass = Some(Arc::new(pass));
-        }
+        conf.proxy_pass = Some(Arc::new(pass));
         Ok(())
     }
 
@@ -897,6 +891,11 @@ impl Builder {
                 "proxy_pass" => self.proxy_pass(&mut conf, c, &parent.name, true)?,
                 _ => self.loc_directive(&mut conf, c, &mut touched)?,
             }
+        }
+        if let Some(pass) = &conf.proxy_pass {
+            crate::proxy::finish_tls(&mut conf.proxy, pass, d, &|p| {
+                self.path(&p.to_string_lossy())
+            })?;
         }
         Ok(Arc::new(conf))
     }
@@ -1025,6 +1024,7 @@ impl Builder {
                         "proxy_redirect" => first("proxy_redirect"),
                         _ => true,
                     },
+                    &mut self.warnings,
                 )? => {}
             "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass" => {
                 self.warnings.push(format!(

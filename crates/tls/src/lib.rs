@@ -1,14 +1,17 @@
-//! TLS for portcullis: rustls server configurations built from nginx's `ssl_*` directives.
+//! TLS for portcullis: rustls server configurations built from nginx's `ssl_*` directives,
+//! and client configurations for upstreams built from its `proxy_ssl_*` directives.
 //!
 //! A server block's settings become a [`ServerTls`] once, when the configuration loads
 //! ([`server`]): its certificates ([`certs`], several pairs chosen per client by the
 //! signature schemes it offers), protocols, cipher suites and groups, session resumption and
 //! client-certificate checking. A connection then reads the ClientHello, picks the server
 //! block by SNI and runs the handshake with that block's configuration. [`dn`] writes a
-//! certificate's subject as nginx's `$ssl_client_s_dn`.
+//! certificate's subject as nginx's `$ssl_client_s_dn`. [`client`] builds the configuration a
+//! `proxy_pass https://` location connects with, shared by the locations that set alike.
 
 mod certs;
 mod ciphers;
+pub mod client;
 pub mod dn;
 mod server;
 mod tickets;
@@ -22,6 +25,7 @@ pub use certs::{load_certified_key, load_certs, CertChoice};
 pub use ciphers::{
     kx_groups, openssl_name, protocol_versions, tls12_suites, CipherError, ProtocolChoice,
 };
+pub use client::{client_config, handshake_failure, ClientSpec};
 pub use server::{ClientAuth, ClientCheck, ClientVerify, ServerSettings, ServerTls, VerifyClient};
 pub use tickets::{load_ticket_keys, new_ticketer, TicketKeyError};
 

@@ -613,7 +613,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                 c
             }
             None => {
-                let stream = connect(addr, settings.connect_timeout, req, url)
+                let stream = connect(plan, addr, settings.connect_timeout, req, url)
                     .await
                     .map_err(Failed::unsent)?;
                 let connected = Instant::now();
@@ -708,15 +708,20 @@ async fn attempt_once<S: AsyncRead + Unpin>(
 }
 
 async fn connect(
+    plan: &Plan,
     addr: std::net::SocketAddr,
     timeout: Duration,
     req: &Request<'_>,
     url: Url<'_>,
 ) -> Result<Stream, Failure> {
-    match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+    let deadline = tokio::time::Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => {
             let _ = s.set_nodelay(true);
-            Ok(Stream::Plain(s))
+            match plan.settings.tls.as_deref().filter(|_| plan.https) {
+                Some(tls) => handshake(plan, tls, s, addr, deadline, req, url).await,
+                None => Ok(Stream::Plain(s)),
+            }
         }
         Ok(Err(e)) => {
             req.log_upstream(
@@ -736,6 +741,36 @@ async fn connect(
                 &url,
             );
             Err(Failure::Timeout)
+        }
+    }
+}
+
+/// The TLS handshake of `proxy_pass https://` on a new connection, within what is left of
+/// proxy_connect_timeout; a failure counts as `error` (or `timeout`) for proxy_next_upstream.
+async fn handshake(
+    plan: &Plan,
+    tls: &portcullis_proxy::UpstreamTls,
+    tcp: TcpStream,
+    addr: std::net::SocketAddr,
+    deadline: tokio::time::Instant,
+    req: &Request<'_>,
+    url: Url<'_>,
+) -> Result<Stream, Failure> {
+    match tls
+        .connect(tcp, plan.upstream.name(), addr.ip(), deadline)
+        .await
+    {
+        Ok(stream) => Ok(stream),
+        Err(e) => {
+            req.log_upstream(
+                Level::Error,
+                &format!("{e} while SSL handshaking to upstream"),
+                &url,
+            );
+            Err(match e {
+                portcullis_proxy::HandshakeError::TimedOut => Failure::Timeout,
+                portcullis_proxy::HandshakeError::Failed(_) => Failure::Error,
+            })
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::vars::Template;
 pub(crate) use exchange::collect_body;
 pub(crate) use exchange::{preread_whole, serve, Client, Finish, ReqBody, Streamed};
 pub(crate) use settings::{
-    directive, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect, Target,
+    directive, finish_tls, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect, Target,
 };
 
 /// The upstream groups of a configuration, by name.

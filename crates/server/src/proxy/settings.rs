@@ -1,10 +1,15 @@
 //! The `proxy_*` directives, typed once at load with nginx's defaults, and `proxy_pass`.
+//! The `proxy_ssl_*` ones are collected as written and become the location's TLS client
+//! configuration once its `proxy_pass` is known ([`finish_tls`]).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_proxy::upstream::Upstream;
+use portcullis_proxy::UpstreamTls;
+use portcullis_tls::ClientSpec;
 
 use super::{Group, Groups};
 use crate::conf::err;
@@ -92,6 +97,21 @@ pub(crate) struct ProxySettings {
     pub intercept_errors: bool,
     pub ignore_client_abort: bool,
     pub set_body: Option<Template>,
+    /// The `proxy_ssl_*` directives.
+    pub ssl: SslSettings,
+    /// How `proxy_pass https://` connects; set at load for a location that proxies over TLS.
+    pub tls: Option<Arc<UpstreamTls>>,
+}
+
+/// The `proxy_ssl_*` directives as written, inherited like the others.
+#[derive(Clone, Default)]
+pub(crate) struct SslSettings {
+    /// Paths as written: made absolute when the location is finished.
+    pub spec: ClientSpec,
+    pub certificate: Option<PathBuf>,
+    pub certificate_key: Option<PathBuf>,
+    /// `proxy_ssl_name` without variables; `None` is nginx's default, `$proxy_host`.
+    pub name: Option<String>,
 }
 
 impl Default for ProxySettings {
@@ -117,6 +137,8 @@ impl Default for ProxySettings {
             intercept_errors: false,
             ignore_client_abort: false,
             set_body: None,
+            ssl: SslSettings::default(),
+            tls: None,
         }
     }
 }
@@ -153,6 +175,7 @@ pub(crate) fn directive(
     s: &mut ProxySettings,
     d: &Directive,
     first: bool,
+    warnings: &mut Vec<String>,
 ) -> Result<bool, ConfigError> {
     match d.name.as_str() {
         "proxy_http_version" => {
@@ -228,6 +251,7 @@ pub(crate) fn directive(
         "proxy_intercept_errors" => s.intercept_errors = value::flag(d, 0)?,
         "proxy_ignore_client_abort" => s.ignore_client_abort = value::flag(d, 0)?,
         "proxy_set_body" => s.set_body = Some(Template::compile(d.arg(0), d)?),
+        name if name.starts_with("proxy_ssl") => return ssl_directive(&mut s.ssl, d, warnings),
         "proxy_ignore_headers" => {
             // Expires, Cache-Control and X-Accel-Expires only steer a cache, which this
             // server does not have; the other X-Accel-* headers are not acted on either.
@@ -254,6 +278,109 @@ pub(crate) fn directive(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// Applies one `proxy_ssl_*` directive.
+fn ssl_directive(
+    s: &mut SslSettings,
+    d: &Directive,
+    warnings: &mut Vec<String>,
+) -> Result<bool, ConfigError> {
+    match d.name.as_str() {
+        "proxy_ssl_session_reuse" => s.spec.session_reuse = value::flag(d, 0)?,
+        "proxy_ssl_protocols" => {
+            let names: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
+            let choice = portcullis_tls::protocol_versions(&names)
+                .map_err(|e| err(d, format!("{e} in \"{}\" directive", d.name)))?;
+            if !choice.not_offered.is_empty() {
+                warnings.push(format!(
+                    "protocols {} are not offered to upstreams in {}",
+                    choice.not_offered.join(" "),
+                    d.span
+                ));
+            }
+            s.spec.protocols = names.iter().map(|n| n.to_string()).collect();
+        }
+        "proxy_ssl_ciphers" => {
+            portcullis_tls::tls12_suites(d.arg(0)).map_err(|e| {
+                err(
+                    d,
+                    format!("SSL_CTX_set_cipher_list(\"{}\") failed ({e})", d.arg(0)),
+                )
+            })?;
+            s.spec.ciphers = d.arg(0).to_string();
+        }
+        "proxy_ssl_name" => {
+            let name = Template::compile(d.arg(0), d)?;
+            s.name = match name.as_literal() {
+                Some(literal) => Some(literal.to_string()),
+                None if d.arg(0) == "$proxy_host" => None,
+                None => {
+                    warnings.push(format!(
+                        "variables in \"proxy_ssl_name\" are not supported yet: the name is the proxy_pass host in {}",
+                        d.span
+                    ));
+                    None
+                }
+            };
+        }
+        "proxy_ssl_server_name" => s.spec.server_name = value::flag(d, 0)?,
+        "proxy_ssl_verify" => s.spec.verify = value::flag(d, 0)?,
+        "proxy_ssl_verify_depth" => {
+            s.spec.depth = usize::try_from(value::number(d, 0)?).map_err(|_| invalid(d, 0))?
+        }
+        "proxy_ssl_trusted_certificate" => s.spec.trusted = Some(PathBuf::from(d.arg(0))),
+        "proxy_ssl_certificate" => s.certificate = Some(PathBuf::from(d.arg(0))),
+        "proxy_ssl_certificate_key" => s.certificate_key = Some(PathBuf::from(d.arg(0))),
+        "proxy_ssl_crl" | "proxy_ssl_password_file" | "proxy_ssl_conf_command" => {
+            warnings.push(format!(
+                "the \"{}\" directive is not supported yet and is ignored in {}",
+                d.name, d.span
+            ));
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Builds the TLS client configuration of location `l` once its directives are all read,
+/// if its `proxy_pass` may go over TLS (`https://`, or a URL with variables, as nginx
+/// prepares one for it too). `resolve` makes a relative path the one nginx would open.
+pub(crate) fn finish_tls(
+    settings: &mut Arc<ProxySettings>,
+    pass: &ProxyPass,
+    l: &Directive,
+    resolve: &dyn Fn(&Path) -> PathBuf,
+) -> Result<(), ConfigError> {
+    let dynamic = matches!(pass.target, Target::Dynamic { .. });
+    if !pass.https && !dynamic {
+        return Ok(());
+    }
+    let d = l
+        .children()
+        .iter()
+        .find(|d| d.name == "proxy_pass")
+        .unwrap_or(l);
+    let ssl = &settings.ssl;
+    let mut spec = ssl.spec.clone();
+    spec.trusted = spec.trusted.as_deref().map(resolve);
+    spec.certificate = match (&ssl.certificate, &ssl.certificate_key) {
+        (None, _) => None,
+        (Some(cert), Some(key)) => Some((resolve(cert), resolve(key))),
+        (Some(cert), None) => {
+            return Err(err(
+                d,
+                format!(
+                    "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
+                    cert.display()
+                ),
+            ))
+        }
+    };
+    let config = portcullis_tls::client_config(&spec).map_err(|e| err(d, e.to_string()))?;
+    let name = ssl.name.clone();
+    Arc::make_mut(settings).tls = Some(Arc::new(UpstreamTls::new(config, name)));
+    Ok(())
 }
 
 fn invalid(d: &Directive, i: usize) -> ConfigError {

@@ -1,0 +1,596 @@
+//! rustls client configurations for connections to upstreams, built from nginx's
+//! `proxy_ssl_*` directives once when the configuration loads.
+//!
+//! As nginx, the upstream's certificate is accepted whatever it is unless `proxy_ssl_verify`
+//! is on; then it must chain to `proxy_ssl_trusted_certificate` within `proxy_ssl_verify_depth`
+//! and name the host. Failures carry OpenSSL's verify code and text, so the error log reads as
+//! nginx's (`upstream SSL certificate verify error: (21:unable to verify the first
+//! certificate)`).
+//!
+//! Locations with the same settings share one configuration, and with it one session store:
+//! every worker's connections to an upstream resume the sessions any of them made. The
+//! configuration is found again by a reload that keeps the settings and files, so sessions
+//! outlive it.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{Resumption, WebPkiServerVerifier};
+use rustls::crypto::{aws_lc_rs, CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::sign::SingleCertAndKey;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, OtherError, RootCertStore,
+    SignatureScheme, SupportedCipherSuite,
+};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+use crate::{load_certified_key, load_certs, protocol_versions, tls12_suites, TlsError};
+
+/// nginx's default `proxy_ssl_verify_depth`.
+pub const DEFAULT_VERIFY_DEPTH: usize = 1;
+
+/// Sessions a client configuration remembers: rustls keeps them per server name, and a
+/// name holds a few TLS 1.3 tickets, so this covers hundreds of upstream names.
+const CLIENT_SESSIONS: usize = 1024;
+
+/// The `proxy_ssl_*` settings of a location, as written (paths already made absolute).
+/// Two locations with equal specs share a configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientSpec {
+    /// `proxy_ssl_protocols`.
+    pub protocols: Vec<String>,
+    /// `proxy_ssl_ciphers`, an OpenSSL cipher string.
+    pub ciphers: String,
+    /// `proxy_ssl_verify`.
+    pub verify: bool,
+    /// `proxy_ssl_trusted_certificate`.
+    pub trusted: Option<PathBuf>,
+    /// `proxy_ssl_verify_depth`.
+    pub depth: usize,
+    /// `proxy_ssl_certificate` and `proxy_ssl_certificate_key`.
+    pub certificate: Option<(PathBuf, PathBuf)>,
+    /// `proxy_ssl_session_reuse`.
+    pub session_reuse: bool,
+    /// `proxy_ssl_server_name`: whether SNI is sent.
+    pub server_name: bool,
+}
+
+impl Default for ClientSpec {
+    /// nginx's defaults.
+    fn default() -> Self {
+        ClientSpec {
+            protocols: vec!["TLSv1.2".into(), "TLSv1.3".into()],
+            ciphers: "DEFAULT".into(),
+            verify: false,
+            trusted: None,
+            depth: DEFAULT_VERIFY_DEPTH,
+            certificate: None,
+            session_reuse: true,
+            server_name: false,
+        }
+    }
+}
+
+/// The configuration for `spec`: the one already built for an equal spec over the same file
+/// contents if one is in use, else a new one. Errors are in nginx's words.
+pub fn client_config(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
+    /// Configurations in use, by spec and the bytes of the files it names. Weak: a
+    /// configuration lives as long as a loaded configuration uses it.
+    static SHARED: Mutex<Vec<SharedClient>> = Mutex::new(Vec::new());
+    let files = file_contents(spec);
+    let Ok(mut shared) = SHARED.lock() else {
+        return build(spec);
+    };
+    shared.retain(|s| s.config.strong_count() > 0);
+    if let Some(config) = shared
+        .iter()
+        .find(|s| s.spec == *spec && s.files == files)
+        .and_then(|s| s.config.upgrade())
+    {
+        return Ok(config);
+    }
+    let config = build(spec)?;
+    shared.push(SharedClient {
+        spec: spec.clone(),
+        files,
+        config: Arc::downgrade(&config),
+    });
+    Ok(config)
+}
+
+/// A configuration of [`client_config`], with what it was built from.
+struct SharedClient {
+    spec: ClientSpec,
+    files: Vec<Option<Vec<u8>>>,
+    config: Weak<ClientConfig>,
+}
+
+/// The contents of the files `spec` names, so that a reload after a file changed builds anew.
+fn file_contents(spec: &ClientSpec) -> Vec<Option<Vec<u8>>> {
+    let (cert, key) = match &spec.certificate {
+        Some((c, k)) => (Some(c), Some(k)),
+        None => (None, None),
+    };
+    [spec.trusted.as_ref(), cert, key]
+        .into_iter()
+        .map(|p| p.and_then(|p| std::fs::read(p).ok()))
+        .collect()
+}
+
+/// Builds the configuration for `spec`.
+pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
+    let names: Vec<&str> = spec.protocols.iter().map(String::as_str).collect();
+    let versions = protocol_versions(&names).map_err(|e| TlsError::Config(e.to_string()))?;
+    let tls12 = tls12_suites(&spec.ciphers).map_err(|e| TlsError::Config(e.to_string()))?;
+    let base = aws_lc_rs::default_provider();
+    let mut suites: Vec<SupportedCipherSuite> = base
+        .cipher_suites
+        .iter()
+        .filter(|c| matches!(c, SupportedCipherSuite::Tls13(_)))
+        .copied()
+        .collect();
+    suites.extend(tls12);
+    let provider = Arc::new(CryptoProvider {
+        cipher_suites: suites,
+        ..base
+    });
+    let algs = provider.signature_verification_algorithms;
+    let verifier: Arc<dyn ServerCertVerifier> = if spec.verify {
+        let Some(trusted) = &spec.trusted else {
+            return Err(TlsError::Config(
+                "no proxy_ssl_trusted_certificate for proxy_ssl_verify".into(),
+            ));
+        };
+        let mut roots = RootCertStore::empty();
+        for c in load_certs(trusted, "certificate")? {
+            roots.add(c).map_err(|e| TlsError::Certificate {
+                what: "certificate",
+                path: trusted.display().to_string(),
+                cause: e.to_string(),
+            })?;
+        }
+        let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        Arc::new(Verified {
+            chain,
+            depth: spec.depth,
+        })
+    } else {
+        Arc::new(AnyServerCert { algs })
+    };
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions.versions)
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match &spec.certificate {
+        Some((cert, key)) => {
+            let certified = load_certified_key(cert, key)?;
+            builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.enable_sni = spec.server_name;
+    config.resumption = if spec.session_reuse {
+        Resumption::in_memory_sessions(CLIENT_SESSIONS)
+    } else {
+        Resumption::disabled()
+    };
+    Ok(Arc::new(config))
+}
+
+/// A certificate refused by `proxy_ssl_verify`, with OpenSSL's verify code and text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifyError {
+    pub code: u32,
+    pub text: &'static str,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.code, self.text)
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+/// Why a handshake with an upstream failed, in nginx's words, without the
+/// " while SSL handshaking to upstream" that the caller adds.
+pub fn handshake_failure(e: &rustls::Error, name: &str) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(other))) => {
+            match other.downcast_ref::<VerifyError>() {
+                Some(v) => format!("upstream SSL certificate verify error: ({v})"),
+                None => format!("SSL_do_handshake() failed (SSL: {e})"),
+            }
+        }
+        rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => format!("upstream SSL certificate does not match \"{name}\""),
+        rustls::Error::InvalidMessage(_) => {
+            // What OpenSSL says of bytes that are no TLS record, such as a plain HTTP reply.
+            "SSL_do_handshake() failed (SSL: error:0A00010B:SSL routines::wrong version number)"
+                .into()
+        }
+        rustls::Error::AlertReceived(alert) => format!(
+            "SSL_do_handshake() failed (SSL: error:0A000410:SSL routines::ssl/tls alert {}:SSL alert number {})",
+            alert_text(*alert),
+            u8::from(*alert)
+        ),
+        other => format!("SSL_do_handshake() failed (SSL: {other})"),
+    }
+}
+
+/// OpenSSL's words for an alert the upstream sent.
+fn alert_text(alert: rustls::AlertDescription) -> String {
+    use rustls::AlertDescription as A;
+    match alert {
+        A::HandshakeFailure => "handshake failure".into(),
+        A::ProtocolVersion => "protocol version".into(),
+        A::BadCertificate => "bad certificate".into(),
+        A::CertificateRequired => "certificate required".into(),
+        A::UnknownCA => "unknown ca".into(),
+        A::InternalError => "internal error".into(),
+        A::UnrecognisedName => "unrecognized name".into(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// `proxy_ssl_verify on`: the chain must reach a trusted certificate with at most `depth`
+/// intermediates, and name the host.
+struct Verified {
+    chain: Arc<WebPkiServerVerifier>,
+    depth: usize,
+}
+
+impl fmt::Debug for Verified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verified")
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerCertVerifier for Verified {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // A chain is sent leaf first, issuers after: the first `depth` intermediates are the
+        // ones a path within the depth can use; a longer path fails as OpenSSL's does.
+        let allowed = &intermediates[..intermediates.len().min(self.depth)];
+        match self
+            .chain
+            .verify_server_cert(end_entity, allowed, server_name, ocsp, now)
+        {
+            Ok(v) => Ok(v),
+            Err(e) if allowed.len() < intermediates.len() => {
+                match self.chain.verify_server_cert(
+                    end_entity,
+                    intermediates,
+                    server_name,
+                    ocsp,
+                    now,
+                ) {
+                    Ok(_) => Err(refused(VerifyError {
+                        code: 22,
+                        text: "certificate chain too long",
+                    })),
+                    Err(_) => Err(openssl_verify_error(e, intermediates.is_empty())),
+                }
+            }
+            Err(e) => Err(openssl_verify_error(e, intermediates.is_empty())),
+        }
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+fn refused(v: VerifyError) -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(v))))
+}
+
+/// A webpki refusal as OpenSSL's verify code. A name mismatch stays as it is: nginx reports
+/// it apart, naming the host.
+fn openssl_verify_error(e: rustls::Error, leaf_only: bool) -> rustls::Error {
+    let rustls::Error::InvalidCertificate(c) = &e else {
+        return e;
+    };
+    let (code, text) = match c {
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            return e
+        }
+        CertificateError::UnknownIssuer if leaf_only => {
+            (21, "unable to verify the first certificate")
+        }
+        CertificateError::UnknownIssuer => (20, "unable to get local issuer certificate"),
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+            (10, "certificate has expired")
+        }
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            (9, "certificate is not yet valid")
+        }
+        CertificateError::BadSignature => (7, "certificate signature failure"),
+        CertificateError::Revoked => (23, "certificate revoked"),
+        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+            (26, "unsupported certificate purpose")
+        }
+        _ => (1, "unspecified certificate verification error"),
+    };
+    refused(VerifyError { code, text })
+}
+
+/// `proxy_ssl_verify off`: any certificate is accepted, as nginx does, while the handshake's
+/// signatures are still checked against it.
+struct AnyServerCert {
+    algs: WebPkiSupportedAlgorithms,
+}
+
+impl fmt::Debug for AnyServerCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AnyServerCert")
+    }
+}
+
+impl ServerCertVerifier for AnyServerCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use rustls::{ClientConnection, ServerConfig, ServerConnection};
+    use rustls_pki_types::PrivateKeyDer;
+
+    /// A directory for one test's PEM files, removed at the end.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(label: &str) -> Dir {
+            let p = std::env::temp_dir().join(format!(
+                "portcullis-tls-client-{label}-{}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&p).expect("temp dir");
+            Dir(p)
+        }
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let p = self.0.join(name);
+            std::fs::write(&p, text).expect("write");
+            p
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A CA, and what it signed.
+    struct Issued {
+        cert: rcgen::Certificate,
+        key: KeyPair,
+    }
+
+    fn ca(name: &str) -> Issued {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let cert = params.self_signed(&key).expect("ca");
+        Issued { cert, key }
+    }
+
+    fn issue(names: &[&str], is_ca: bool, issuer: &Issued) -> Issued {
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .expect("params");
+        if is_ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        }
+        let cert = params
+            .signed_by(&key, &issuer.cert, &issuer.key)
+            .expect("signed");
+        Issued { cert, key }
+    }
+
+    /// Runs a handshake in memory between `client` and a server sending `chain`.
+    fn handshake(
+        client: Arc<ClientConfig>,
+        name: &str,
+        chain: &[&Issued],
+        key: &KeyPair,
+    ) -> Result<(), rustls::Error> {
+        let certs = chain.iter().map(|c| c.cert.der().clone()).collect();
+        let key = PrivateKeyDer::try_from(key.serialize_der()).expect("key der");
+        let server = ServerConfig::builder_with_provider(Arc::new(aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config");
+        let mut s = ServerConnection::new(Arc::new(server)).expect("server");
+        let server_name = ServerName::try_from(name.to_string()).expect("name");
+        let mut c = ClientConnection::new(client, server_name).expect("client");
+        let mut buf = Vec::new();
+        while c.is_handshaking() || s.is_handshaking() {
+            buf.clear();
+            c.write_tls(&mut buf).expect("client writes");
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                s.read_tls(&mut rd).expect("server reads");
+            }
+            s.process_new_packets()?;
+            buf.clear();
+            s.write_tls(&mut buf).expect("server writes");
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                c.read_tls(&mut rd).expect("client reads");
+            }
+            c.process_new_packets()?;
+        }
+        Ok(())
+    }
+
+    fn verifying(dir: &Dir, ca: &Issued, depth: usize) -> Arc<ClientConfig> {
+        let trusted = dir.write("ca.crt", &ca.cert.pem());
+        build(&ClientSpec {
+            verify: true,
+            trusted: Some(trusted),
+            depth,
+            ..ClientSpec::default()
+        })
+        .expect("builds")
+    }
+
+    #[test]
+    fn verify_off_accepts_any_certificate() {
+        let root = ca("any");
+        let leaf = issue(&["elsewhere.test"], false, &root);
+        let config = build(&ClientSpec::default()).expect("builds");
+        assert!(!config.enable_sni);
+        handshake(config, "upstream.test", &[&leaf], &leaf.key).expect("accepted");
+    }
+
+    #[test]
+    fn verify_on_checks_the_ca_and_the_name() {
+        let dir = Dir::new("verify");
+        let root = ca("root");
+        let leaf = issue(&["upstream.test"], false, &root);
+        let config = verifying(&dir, &root, DEFAULT_VERIFY_DEPTH);
+        handshake(config.clone(), "upstream.test", &[&leaf], &leaf.key).expect("verified");
+        let e = handshake(config, "other.test", &[&leaf], &leaf.key).expect_err("name");
+        assert_eq!(
+            handshake_failure(&e, "other.test"),
+            "upstream SSL certificate does not match \"other.test\""
+        );
+        let stranger = ca("stranger");
+        let config = verifying(&dir, &stranger, DEFAULT_VERIFY_DEPTH);
+        let e = handshake(config, "upstream.test", &[&leaf], &leaf.key).expect_err("ca");
+        assert_eq!(
+            handshake_failure(&e, "upstream.test"),
+            "upstream SSL certificate verify error: (21:unable to verify the first certificate)"
+        );
+    }
+
+    #[test]
+    fn verify_depth_limits_intermediates() {
+        let dir = Dir::new("depth");
+        let root = ca("root");
+        let intermediate = issue(&[], true, &root);
+        let leaf = issue(&["upstream.test"], false, &intermediate);
+        let chain = [&leaf, &intermediate];
+        handshake(
+            verifying(&dir, &root, 1),
+            "upstream.test",
+            &chain,
+            &leaf.key,
+        )
+        .expect("one intermediate within depth 1");
+        let e = handshake(
+            verifying(&dir, &root, 0),
+            "upstream.test",
+            &chain,
+            &leaf.key,
+        )
+        .expect_err("too deep");
+        assert_eq!(
+            handshake_failure(&e, "upstream.test"),
+            "upstream SSL certificate verify error: (22:certificate chain too long)"
+        );
+    }
+
+    #[test]
+    fn verify_needs_a_trusted_certificate() {
+        let spec = ClientSpec {
+            verify: true,
+            ..ClientSpec::default()
+        };
+        let e = build(&spec).expect_err("no CA");
+        assert_eq!(
+            e.to_string(),
+            "no proxy_ssl_trusted_certificate for proxy_ssl_verify"
+        );
+    }
+
+    #[test]
+    fn equal_settings_share_one_configuration() {
+        let a = client_config(&ClientSpec::default()).expect("builds");
+        let b = client_config(&ClientSpec::default()).expect("builds");
+        assert!(Arc::ptr_eq(&a, &b));
+        let no_reuse = ClientSpec {
+            session_reuse: false,
+            server_name: true,
+            ..ClientSpec::default()
+        };
+        let c = client_config(&no_reuse).expect("builds");
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert!(c.enable_sni);
+    }
+
+    #[test]
+    fn plain_http_reply_reads_as_openssl_wrong_version() {
+        let e = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        assert_eq!(
+            handshake_failure(&e, "x"),
+            "SSL_do_handshake() failed (SSL: error:0A00010B:SSL routines::wrong version number)"
+        );
+    }
+}
