@@ -6,7 +6,8 @@
 //! then compares the whole token, so a hit is never a different token. Eviction is CLOCK:
 //! a hit sets the entry's reference bit, and the hand, looking for room, clears bits until it
 //! finds an entry without one. A hit re-checks `exp` and `nbf`, so a cached token expires on
-//! time. There are no locks: each worker thread owns its cache.
+//! time, and [`VerifiedCache::verify_within`] can also bound how long a verification is
+//! trusted. There are no locks: each worker thread owns its cache.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -24,6 +25,8 @@ struct Entry {
     hash: u64,
     token: Box<[u8]>,
     verified: Arc<Verified>,
+    /// When the signature was checked, for a maximum age.
+    verified_at: SystemTime,
     referenced: bool,
 }
 
@@ -72,13 +75,29 @@ impl VerifiedCache {
         now: SystemTime,
         leeway: Duration,
     ) -> Option<Arc<Verified>> {
+        self.get_within(token, keys, now, leeway, None)
+    }
+
+    /// As [`get`](Self::get), and only if the entry was verified less than `max_age` ago.
+    pub fn get_within(
+        &mut self,
+        token: &[u8],
+        keys: &KeySet,
+        now: SystemTime,
+        leeway: Duration,
+        max_age: Option<Duration>,
+    ) -> Option<Arc<Verified>> {
         let hash = token_hash(token, keys.id());
         let slot = *self.index.get(&hash)?;
         let entry = self.slots.get_mut(slot)?.as_mut()?;
         if entry.key_set != keys.id() || *entry.token != *token {
             return None;
         }
-        if entry.verified.check_time(now, leeway).is_err() {
+        let too_old = max_age.is_some_and(|max| {
+            now.duration_since(entry.verified_at)
+                .is_ok_and(|age| age >= max)
+        });
+        if too_old || entry.verified.check_time(now, leeway).is_err() {
             self.index.remove(&hash);
             self.slots[slot] = None;
             return None;
@@ -89,6 +108,16 @@ impl VerifiedCache {
 
     /// Remembers that `token` verified under `keys`.
     pub fn insert(&mut self, token: &[u8], keys: &KeySet, verified: Arc<Verified>) {
+        self.insert_at(token, keys, verified, SystemTime::now());
+    }
+
+    fn insert_at(
+        &mut self,
+        token: &[u8],
+        keys: &KeySet,
+        verified: Arc<Verified>,
+        verified_at: SystemTime,
+    ) {
         if self.capacity == 0 || token.len() > MAX_TOKEN_LEN {
             return;
         }
@@ -98,6 +127,7 @@ impl VerifiedCache {
             hash,
             token: token.into(),
             verified,
+            verified_at,
             referenced: false,
         };
         if let Some(&slot) = self.index.get(&hash) {
@@ -117,12 +147,29 @@ impl VerifiedCache {
         now: SystemTime,
         leeway: Duration,
     ) -> Result<Arc<Verified>, JwtError> {
-        if let Some(hit) = self.get(token, keys, now, leeway) {
+        self.verify_within(token, keys, now, leeway, None)
+    }
+
+    /// As [`verify`](Self::verify), trusting a cached verification only for `max_age`.
+    pub fn verify_within(
+        &mut self,
+        token: &[u8],
+        keys: &KeySet,
+        now: SystemTime,
+        leeway: Duration,
+        max_age: Option<Duration>,
+    ) -> Result<Arc<Verified>, JwtError> {
+        if let Some(hit) = self.get_within(token, keys, now, leeway, max_age) {
             return Ok(hit);
         }
         let verified = Arc::new(verify(token, keys, now, leeway)?);
-        self.insert(token, keys, Arc::clone(&verified));
+        self.insert_at(token, keys, Arc::clone(&verified), now);
         Ok(verified)
+    }
+
+    /// How many tokens the cache may hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// A slot to write into: a new one while under capacity, else the CLOCK victim's.
@@ -239,6 +286,21 @@ mod tests {
         assert!(cache.get(b"one", &keys, at(0), Duration::ZERO).is_some());
         assert!(cache.get(b"two", &keys, at(0), Duration::ZERO).is_none());
         assert!(cache.get(b"three", &keys, at(0), Duration::ZERO).is_some());
+    }
+
+    #[test]
+    fn max_age_forces_a_fresh_verification() {
+        let keys = KeySet::default();
+        let mut cache = VerifiedCache::new(4);
+        cache.insert_at(b"t", &keys, verified(None), at(100));
+        let ten = Some(Duration::from_secs(10));
+        assert!(cache
+            .get_within(b"t", &keys, at(109), Duration::ZERO, ten)
+            .is_some());
+        assert!(cache
+            .get_within(b"t", &keys, at(110), Duration::ZERO, ten)
+            .is_none());
+        assert!(cache.is_empty());
     }
 
     #[test]

@@ -130,6 +130,8 @@ pub(crate) struct HttpConf {
     pub hostname: String,
     /// `-p`: relative paths in variables resolve against it at request time.
     pub prefix: PathBuf,
+    /// The size of each worker's cache of verified JWTs.
+    pub jwt_cache_entries: usize,
 }
 
 /// One listening address and the servers reachable through it.
@@ -234,6 +236,8 @@ pub(crate) struct LimitExcept {
     /// The allowed methods by name; GET implies HEAD.
     pub methods: HashSet<String>,
     pub access: Vec<AccessRule>,
+    /// The block's `auth_jwt*` settings over the location's, when it has any.
+    pub jwt: Option<crate::auth_jwt::JwtConf>,
 }
 
 #[derive(Clone)]
@@ -304,6 +308,10 @@ pub(crate) struct LocConf {
     pub rewrite: crate::rewrite::RewriteConf,
     pub limit_except: Option<Arc<LimitExcept>>,
     pub access: Vec<AccessRule>,
+    /// `satisfy any`: allow/deny or auth_jwt admitting the request is enough.
+    pub satisfy_any: bool,
+    /// `auth_jwt` and its settings.
+    pub jwt: crate::auth_jwt::JwtConf,
     pub internal: bool,
     pub keepalive_timeout: Duration,
     pub keepalive_requests: u64,
@@ -346,8 +354,11 @@ pub fn compile(
         .iter()
         .find(|d| d.name == "http")
         .map_or_else(Vec::new, |h| crate::map::target_names(h.children()));
-    crate::vars::with_declared(declared, maps, || {
-        compile_declared(loaded, prefix, error_log)
+    let http = loaded.directives.iter().find(|d| d.name == "http");
+    crate::auth_jwt::with_variables(http.map_or(&[], |h| h.children()), || {
+        crate::vars::with_declared(declared, maps, || {
+            compile_declared(loaded, prefix, error_log)
+        })
     })
 }
 
@@ -377,6 +388,7 @@ fn compile_declared(
         groups: Arc::default(),
         tls: crate::tls_conf::TlsBuilder::default(),
         maps: Arc::default(),
+        jwt: crate::auth_jwt::Loader::default(),
     };
     let mut main = MainConf {
         daemon: true,
@@ -432,6 +444,7 @@ fn compile_declared(
             access_logs: Vec::new(),
             hostname: b.hostname.clone(),
             prefix: prefix.to_path_buf(),
+            jwt_cache_entries: b.jwt.cache_entries(),
         },
     };
     main.warnings = b.warnings;
@@ -478,6 +491,8 @@ struct Builder {
     groups: Arc<crate::proxy::Groups>,
     tls: crate::tls_conf::TlsBuilder,
     maps: Arc<crate::map::Maps>,
+    /// Key files read so far, and the verified-token cache size.
+    jwt: crate::auth_jwt::Loader,
 }
 
 /// Per-server settings collected while walking a server block.
@@ -672,6 +687,7 @@ impl Builder {
             access_logs: self.logs.values().cloned().collect(),
             hostname: self.hostname.clone(),
             prefix: self.prefix.clone(),
+            jwt_cache_entries: self.jwt.cache_entries(),
         })
     }
 
@@ -795,6 +811,7 @@ impl Builder {
         conf.limit_except = None;
         let mut touched = HashSet::new();
         let mut nested = Vec::new();
+        let mut limit_except = None;
         for d in l.children() {
             match d.name.as_str() {
                 "location" => nested.push(d),
@@ -812,9 +829,12 @@ impl Builder {
                     for a in d.children() {
                         match a.name.as_str() {
                             "allow" | "deny" => access.push(access_rule(a)?),
+                            // After the loop: the block inherits the whole location's.
+                            other if other.starts_with("auth_jwt") => {}
                             other => self.check_meaning(a, other),
                         }
                     }
+                    limit_except = Some(d);
                     conf.limit_except = Some(Arc::new(LimitExcept {
                         methods: d
                             .args
@@ -822,6 +842,7 @@ impl Builder {
                             .map(|a| a.value.to_ascii_uppercase())
                             .collect(),
                         access,
+                        jwt: None,
                     }));
                 }
                 "types" => {
@@ -836,6 +857,9 @@ impl Builder {
             crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| {
                 self.path(&p.to_string_lossy())
             })?;
+        }
+        if let (Some(d), Some(le)) = (limit_except, conf.limit_except.as_mut()) {
+            Arc::make_mut(le).jwt = self.limit_except_jwt(&conf.jwt, d)?;
         }
         if conf.alias.is_some()
             && conf.is_regex
@@ -863,6 +887,28 @@ impl Builder {
         }
         tree.add(modifier, name, conf_arc, children)
             .map_err(|m| err(l, m))
+    }
+
+    /// The `auth_jwt*` settings of a `limit_except` block over its location's, if it has any.
+    fn limit_except_jwt(
+        &mut self,
+        location: &crate::auth_jwt::JwtConf,
+        d: &Directive,
+    ) -> Result<Option<crate::auth_jwt::JwtConf>, ConfigError> {
+        let mut jwt = None;
+        let mut touched = HashSet::new();
+        for a in d
+            .children()
+            .iter()
+            .filter(|a| a.name.starts_with("auth_jwt"))
+        {
+            let conf = jwt.get_or_insert_with(|| location.clone());
+            let first = touched.insert(a.name.as_str());
+            let prefix = self.prefix.clone();
+            let path = move |p: &str| prefix.join(p);
+            self.jwt.directive(conf, a, first, &path)?;
+        }
+        Ok(jwt)
     }
 
     /// `proxy_pass` of a location or an `if` block in one.
@@ -948,6 +994,25 @@ impl Builder {
                     c.error_pages.clear();
                 }
                 c.error_pages.push(error_page(d)?);
+            }
+            "satisfy" => {
+                c.satisfy_any = match d.arg(0) {
+                    "all" => false,
+                    "any" => true,
+                    _ => return Err(invalid_value(d, 0)),
+                }
+            }
+            name if name.starts_with("auth_jwt") => {
+                let first = match name {
+                    "auth_jwt_key_file" => first("auth_jwt_key_file"),
+                    "auth_jwt_require" => first("auth_jwt_require"),
+                    _ => true,
+                };
+                let prefix = self.prefix.clone();
+                let path = move |p: &str| prefix.join(p);
+                if !self.jwt.directive(&mut c.jwt, d, first, &path)? {
+                    self.check_meaning(d, name);
+                }
             }
             "allow" | "deny" => {
                 if first("access") {
@@ -1126,6 +1191,8 @@ impl LocConf {
             rewrite: crate::rewrite::RewriteConf::default(),
             limit_except: None,
             access: Vec::new(),
+            satisfy_any: false,
+            jwt: crate::auth_jwt::JwtConf::default(),
             internal: false,
             keepalive_timeout: Duration::from_secs(75),
             keepalive_requests: 1000,

@@ -6,12 +6,14 @@
 //! current-thread runtime. A worker accepts on its sockets (`worker`), runs each connection's
 //! HTTP/1.1 loop (`conn`) or its HTTP/2 streams (`h2`), and takes each request through nginx's
 //! phases (`request`): the rewrite phase (`rewrite`: `rewrite`, `set`, `if`, `return`,
-//! `break`), location search (`location`), access rules, `try_files`, index and static files
+//! `break`), location search (`location`), access rules and JWT authentication (`auth_jwt`),
+//! `try_files`, index and static files
 //! (`static_files`), `error_page`, and the access log (`log`, with variables from `vars` and
 //! `map`).
 //! A reload compiles a new configuration and hands it to the workers; connections keep the
 //! one they started with.
 
+mod auth_jwt;
 mod conf;
 mod conn;
 mod h2;

@@ -1,7 +1,7 @@
 //! A request's trip through nginx's phases: the server's rewrite directives, find the location
 //! (again after each internal redirect or `rewrite ... last`, at most [`MAX_REDIRECTS`] times),
 //! the location's rewrite directives (`crate::rewrite`), access (`limit_except`,
-//! `allow`/`deny`), `try_files`, then content (index, static files), and `error_page` for an
+//! `allow`/`deny`, then `auth_jwt`, combined as `satisfy` says), `try_files`, then content (index, static files), and `error_page` for an
 //! error status.
 
 use std::io::Write as _;
@@ -244,6 +244,10 @@ pub(crate) struct Request<'a> {
     proxy_port: u16,
     /// The upstream attempts, for `$upstream_*`.
     pub upstream_attempts: Vec<crate::proxy::Attempt>,
+    /// The token `auth_jwt` accepted, for the `$jwt_*` variables.
+    pub(crate) jwt: Option<Arc<portcullis_jwt::Verified>>,
+    /// `WWW-Authenticate` of a 401 from `auth_jwt`; it survives an error_page redirect.
+    www_authenticate: Option<Vec<u8>>,
 }
 
 impl<'a> Request<'a> {
@@ -280,6 +284,8 @@ impl<'a> Request<'a> {
             proxy_host: Vec::new(),
             proxy_port: 0,
             upstream_attempts: Vec::new(),
+            jwt: None,
+            www_authenticate: None,
             head,
         }
     }
@@ -318,13 +324,19 @@ impl<'a> Request<'a> {
             }
         }
         let mut step = Step::Again;
-        loop {
+        let mut resp = loop {
             step = match step {
                 Step::Again => self.run_location(),
-                Step::Done(r) => return r,
-                Step::Status(code) => return self.finalize_error(code),
+                Step::Done(r) => break r,
+                Step::Status(code) => break self.finalize_error(code),
             };
+        };
+        if let Some(challenge) = self.www_authenticate.take() {
+            if resp.status == 401 {
+                resp.header("WWW-Authenticate", &challenge);
+            }
         }
+        resp
     }
 
     /// One pass: find the location, then rewrite, access, try_files and content.
@@ -409,9 +421,28 @@ impl<'a> Request<'a> {
             Some(le) if !le.access.is_empty() => &le.access,
             _ => &loc.access,
         };
-        if !access_allowed(rules, self.conn.peer.ip()) {
+        let allowed = access_allowed(rules, self.conn.peer.ip());
+        if !allowed {
             self.log(Level::Error, "access forbidden by rule");
-            return Step::Status(403);
+            if !loc.satisfy_any {
+                return Step::Status(403);
+            }
+        }
+        // As nginx's access phase: the access module first; with `satisfy any` the first
+        // module to admit the request ends the phase, and a 401 outranks a 403.
+        let jwt = restricted
+            .and_then(|le| le.jwt.as_ref())
+            .unwrap_or(&loc.jwt);
+        match &jwt.auth {
+            Some(auth) if !(allowed && loc.satisfy_any) => {
+                let worker = self.worker;
+                if let Err(denied) = crate::auth_jwt::authenticate(self, &worker.jwt, jwt, auth) {
+                    self.www_authenticate = denied.challenge;
+                    return Step::Status(denied.status);
+                }
+            }
+            _ if !allowed => return Step::Status(403),
+            _ => {}
         }
         if let Some(tf) = &loc.try_files {
             for t in &tf.files {
@@ -1007,6 +1038,7 @@ impl<'a> Request<'a> {
             | Var::UpstreamResponseTime
             | Var::UpstreamConnectTime
             | Var::UpstreamHeaderTime => self.upstream_var(v, out),
+            Var::Jwt(j) => crate::auth_jwt::eval_var(self.jwt.as_deref(), j, out),
             Var::Set(name) => match self.vars.iter().find(|(n, _)| n == name) {
                 Some((_, v)) => out.extend_from_slice(v),
                 None if self.loc.rewrite.uninitialized_warn => self.log(

@@ -59,6 +59,9 @@ pub enum Var {
     UpstreamHeaderTime,
     /// `$https` and the `$ssl_*` variables of the connection's TLS.
     Ssl(SslVar),
+    /// `$jwt_claim_*`, `$jwt_header_*`, `$jwt_payload` and the `auth_jwt_claim_set` /
+    /// `auth_jwt_header_set` variables.
+    Jwt(crate::auth_jwt::JwtVar),
 }
 
 /// The TLS variables, from the connection's handshake; empty on a plain connection.
@@ -101,6 +104,9 @@ impl Var {
         }
         if DECLARED.with(|d| d.borrow().iter().any(|n| n == name)) {
             return Some(Var::Set(name.to_string()));
+        }
+        if let Some(v) = crate::auth_jwt::variable(name) {
+            return Some(Var::Jwt(v));
         }
         if let Ok(n) = name.parse::<usize>() {
             return (n <= 9).then_some(Var::Capture(n));

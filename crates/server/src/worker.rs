@@ -73,6 +73,8 @@ pub(crate) struct Worker {
     pub drained: Notify,
     /// Balancer state and keepalive pools of the upstream groups in use.
     pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
+    /// Verified JWTs.
+    pub jwt: RefCell<crate::auth_jwt::WorkerJwt>,
 }
 
 /// Counts a connection as open for as long as it lives.
@@ -353,6 +355,7 @@ fn run_worker(
     };
     let local = LocalSet::new();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let jwt_cache_entries = generation.http.jwt_cache_entries;
     let worker = Rc::new(Worker {
         shared,
         generation: RefCell::new(generation),
@@ -366,6 +369,7 @@ fn run_worker(
         stopping: stop_rx,
         drained: Notify::new(),
         upstreams: RefCell::default(),
+        jwt: RefCell::new(crate::auth_jwt::WorkerJwt::new(jwt_cache_entries)),
     });
     let graceful = local.block_on(&rt, async {
         let mut accepting: HashMap<SocketAddr, AbortHandle> = HashMap::new();
@@ -389,8 +393,10 @@ fn run_worker(
                     added,
                     removed,
                 }) => {
+                    let jwt_cache_entries = generation.http.jwt_cache_entries;
                     *worker.generation.borrow_mut() = generation;
                     worker.upstreams.borrow_mut().clear();
+                    worker.jwt.borrow_mut().reset(jwt_cache_entries);
                     for a in removed {
                         if let Some(h) = accepting.remove(&a) {
                             h.abort();
