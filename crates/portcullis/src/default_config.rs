@@ -22,28 +22,89 @@ pub const URL: &str = "http://127.0.0.1:8080/";
 pub const HTTPS_HINT: &str =
     "https://127.0.0.1:8443/ (self-signed certificate: curl -k https://127.0.0.1:8443/)";
 
-/// The HTTPS server added to [`TEXT`] once its certificate exists; `{DIR}` is where it is.
-const TLS_SERVER: &str = r#"
+/// The seeds' topology on loopback, added to [`TEXT`] once its files exist (`{DIR}` is where):
+/// two HTTPS file servers, and in front of them an HTTPS reverse proxy and API gateway with a
+/// least_conn keepalive pool, the `/api_old/` rewrite to an internal `/api_new` location that
+/// proxies to a group named by a variable, and a JWT-protected path (HS256, a JWK file).
+const TOPOLOGY: &str = r#"
+    # The upstream file servers, as in the seeds: HTTPS, GET only.
     server {
-        listen 127.0.0.1:8443 ssl;
+        listen 127.0.0.1:8081 ssl;
+        listen 127.0.0.1:8082 ssl;
         server_name localhost;
         ssl_certificate {DIR}/cert.pem;
         ssl_certificate_key {DIR}/key.pem;
+        ssl_ciphers ECDHE-ECDSA-AES256-GCM-SHA384;
+        root {DIR}/html;
+
+        location / {
+            limit_except GET {
+                deny all;
+            }
+        }
+    }
+
+    upstream file_servers {
+        least_conn;
+        server 127.0.0.1:8081;
+        server 127.0.0.1:8082;
+        keepalive 64;
+    }
+
+    # The reverse proxy and API gateway.
+    server {
+        listen 127.0.0.1:8443 ssl http2;
+        server_name localhost;
+        ssl_certificate {DIR}/cert.pem;
+        ssl_certificate_key {DIR}/key.pem;
+        ssl_ciphers ECDHE-ECDSA-AES256-GCM-SHA384;
 
         location = / {
             return 200 '<!DOCTYPE html>
 <html><head><title>Welcome to portcullis</title></head>
 <body><h1>Welcome to portcullis</h1>
 <p>This page came over HTTPS, with the certificate portcullis made for itself at start.
-The page on http://127.0.0.1:8080/ says what to do next.</p></body></html>
+Try /1kb (reverse proxy), /api_old/1kb (API gateway) and /api_jwt/1kb (JWT); the
+page on http://127.0.0.1:8080/ says more.</p></body></html>
 ';
         }
 
+        location ~ ^/api_old/(.*)$ {
+            limit_except GET {
+                deny all;
+            }
+            set $upstream file_servers;
+            rewrite ^/api_old/(.*)$ /api_new/$1 last;
+        }
+
+        location /api_new {
+            internal;
+            proxy_pass https://$upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+
+        location /api_jwt/ {
+            auth_jwt "portcullis demo";
+            auth_jwt_key_file {DIR}/demo.jwk;
+            proxy_pass https://file_servers/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+
         location / {
-            return 404;
+            limit_except GET {
+                deny all;
+            }
+            proxy_pass https://file_servers;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
         }
     }
 "#;
+
+/// The files the seeds serve, made as their `dd if=/dev/urandom bs=1024 count=N` commands.
+const FILES: &[(&str, usize)] = &[("0kb", 0), ("1kb", 1), ("10kb", 10), ("100kb", 100)];
 
 /// The configuration text. The page is a `return` string, so it must contain no `$` (a
 /// variable), no `'` (the closing quote) and no `\`.
@@ -83,6 +144,14 @@ language: point it at the nginx.conf you already have and it serves the same tra
 <p>You are seeing this page because portcullis was started without <code>-c</code> and
 found no configuration file at <code>/etc/portcullis/portcullis.conf</code>, so it runs
 its built-in configuration, on this address only.</p>
+<h2>What runs here</h2>
+<p>The setup of the nginx sizing guides portcullis is measured by, on loopback: two HTTPS
+file servers (127.0.0.1:8081 and :8082, files 0kb, 1kb, 10kb and 100kb) and, in front of
+them on https://127.0.0.1:8443/, a reverse proxy with a least_conn keepalive pool
+(<code>/1kb</code>), an API gateway that rewrites <code>/api_old/</code> to an internal
+<code>/api_new</code> location (<code>/api_old/1kb</code>), and a path that needs a JWT
+(<code>/api_jwt/1kb</code>; the startup message prints a token and the curl command). The
+certificate is self-signed: use <code>curl -k</code>. HTTP/2 is offered there too.</p>
 <h2>Next steps</h2>
 <p>Check that portcullis accepts an existing configuration:</p>
 <pre>portcullis -t -c /etc/nginx/nginx.conf</pre>
@@ -109,12 +178,13 @@ pub fn name() -> &'static Path {
     Path::new(NAME)
 }
 
-/// The configuration to run: [`TEXT`] with the HTTPS server, whose certificate is made the
-/// first time. If it cannot be made, HTTP alone is served and `problem` says why.
+/// The configuration to run: [`TEXT`] with the seeds' topology, whose certificate, files and
+/// JWT key are made the first time. If they cannot be made, HTTP alone is served and `problem`
+/// says why.
 pub fn text(mut problem: impl FnMut(&str)) -> String {
-    match CERT_DIR.get_or_init(make_certificate) {
-        Ok(dir) => {
-            let server = TLS_SERVER.replace("{DIR}", &dir.display().to_string());
+    match DEMO.get_or_init(make_demo) {
+        Ok(demo) => {
+            let server = TOPOLOGY.replace("{DIR}", &demo.dir.display().to_string());
             let end = TEXT.rfind('}').unwrap_or(TEXT.len());
             format!("{}{server}{}", &TEXT[..end], &TEXT[end..])
         }
@@ -125,20 +195,42 @@ pub fn text(mut problem: impl FnMut(&str)) -> String {
     }
 }
 
-/// Where the certificate of this process is, once made.
-static CERT_DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+/// What the topology of this process needs, once made.
+struct Demo {
+    /// The private directory with the certificate, the files and the JWK file.
+    dir: PathBuf,
+    /// A token the JWK file's key signed, for the startup message.
+    token: String,
+}
 
-/// Removes the certificate's directory when the process exits, so that trying the built-in
+static DEMO: OnceLock<Result<Demo, String>> = OnceLock::new();
+
+/// The lines of the startup message that show the topology at work, if it runs.
+pub fn demo_hints() -> Vec<String> {
+    let Some(Ok(demo)) = DEMO.get() else {
+        return Vec::new();
+    };
+    vec![
+        "reverse proxy:  curl -k https://127.0.0.1:8443/1kb".to_string(),
+        "API gateway:    curl -k https://127.0.0.1:8443/api_old/1kb".to_string(),
+        format!(
+            "JWT (HS256):    curl -k -H 'Authorization: Bearer {}' https://127.0.0.1:8443/api_jwt/1kb",
+            demo.token
+        ),
+    ]
+}
+
+/// Removes the topology's directory when the process exits, so that trying the built-in
 /// configuration leaves nothing behind.
-extern "C" fn remove_certificate() {
-    if let Some(Ok(dir)) = CERT_DIR.get() {
-        let _ = std::fs::remove_dir_all(dir);
+extern "C" fn remove_demo() {
+    if let Some(Ok(demo)) = DEMO.get() {
+        let _ = std::fs::remove_dir_all(&demo.dir);
     }
 }
 
-/// Makes a self-signed ECDSA P-256 certificate for localhost and 127.0.0.1 in a new
-/// directory that only this user can enter.
-fn make_certificate() -> Result<PathBuf, String> {
+/// Makes, in a new directory only this user can enter: a self-signed ECDSA P-256 certificate
+/// for localhost and 127.0.0.1, the seeds' files, an HS256 JWK file and a token it verifies.
+fn make_demo() -> Result<Demo, String> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
@@ -152,22 +244,79 @@ fn make_certificate() -> Result<PathBuf, String> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| format!("mkdir {} failed: {e}", dir.display()))?;
-    // SAFETY: `remove_certificate` is a plain function that only reads a static; atexit
-    // runs it once, at normal process exit.
+    // SAFETY: `remove_demo` is a plain function that only reads a static; atexit runs it
+    // once, at normal process exit.
     unsafe {
-        libc::atexit(remove_certificate);
+        libc::atexit(remove_demo);
     }
-    for (file, contents) in [("cert.pem", cert.pem()), ("key.pem", key.serialize_pem())] {
-        let path = dir.join(file);
+    let write = |path: &Path, contents: &[u8]| {
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&path)
-            .and_then(|mut f| f.write_all(contents.as_bytes()))
-            .map_err(|e| format!("writing {} failed: {e}", path.display()))?;
+            .open(path)
+            .and_then(|mut f| f.write_all(contents))
+            .map_err(|e| format!("writing {} failed: {e}", path.display()))
+    };
+    write(&dir.join("cert.pem"), cert.pem().as_bytes())?;
+    write(&dir.join("key.pem"), key.serialize_pem().as_bytes())?;
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let random = |len: usize| -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; len];
+        aws_lc_rs::rand::SecureRandom::fill(&rng, &mut b)
+            .map_err(|_| "no random bytes".to_string())?;
+        Ok(b)
+    };
+    // The gateway's /api_new/x reaches the file servers as /api_new/x, as in the seeds.
+    for sub in ["html", "html/api_new"] {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir.join(sub))
+            .map_err(|e| format!("mkdir {sub} failed: {e}"))?;
+        for (name, kb) in FILES {
+            write(&dir.join(sub).join(name), &random(kb * 1024)?)?;
+        }
     }
-    Ok(dir)
+    let secret = random(32)?;
+    let jwk = format!(
+        r#"{{"keys":[{{"kty":"oct","kid":"demo","alg":"HS256","k":"{}"}}]}}"#,
+        base64url(&secret)
+    );
+    write(&dir.join("demo.jwk"), jwk.as_bytes())?;
+    let token = hs256_token(&secret)?;
+    Ok(Demo { dir, token })
+}
+
+/// A token for the demo key, valid for a day: `sub` "demo".
+fn hs256_token(secret: &[u8]) -> Result<String, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "the clock is before 1970".to_string())?
+        .as_secs();
+    let header = base64url(br#"{"alg":"HS256","typ":"JWT","kid":"demo"}"#);
+    let payload = base64url(format!(r#"{{"sub":"demo","exp":{}}}"#, now + 86_400).as_bytes());
+    let signing_input = format!("{header}.{payload}");
+    let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, secret);
+    let tag = aws_lc_rs::hmac::sign(&key, signing_input.as_bytes());
+    Ok(format!("{signing_input}.{}", base64url(tag.as_ref())))
+}
+
+/// base64url without padding (RFC 7515's encoding for JWS).
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -229,10 +378,28 @@ mod tests {
             let _ = std::fs::remove_dir_all(dir);
         }
         assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert!(text.contains("listen 127.0.0.1:8443 ssl;"));
+        assert!(text.contains("listen 127.0.0.1:8443 ssl http2;"));
+        assert!(text.contains("auth_jwt_key_file "));
         assert!(HTTPS_HINT.contains("curl -k https://127.0.0.1:8443/"));
         let outside = text.replace(page(), "");
         assert_eq!(outside.matches('{').count(), outside.matches('}').count());
+    }
+
+    #[test]
+    fn base64url_matches_rfc_4648() {
+        // RFC 4648 section 10's vectors, in the URL alphabet without padding.
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg"),
+            ("fo", "Zm8"),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg"),
+            ("fooba", "Zm9vYmE"),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64url(plain.as_bytes()), encoded);
+        }
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
     }
 
     #[test]

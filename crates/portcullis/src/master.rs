@@ -100,6 +100,9 @@ fn serve(setup: &Setup, compiled: Compiled, startup: Option<Startup>) -> Result<
             default_config::URL,
             default_config::HTTPS_HINT
         ));
+        for hint in default_config::demo_hints() {
+            say(hint);
+        }
     }
 
     let graceful = runtime.block_on(async {

@@ -275,6 +275,42 @@ fn embedded_default_serves_a_welcome_page() {
         TcpStream::connect(DEFAULT_ADDR).is_ok()
     });
     let response = ready.then(|| support::get(8080, "/"));
+    // The seeds' topology behind 8443: reverse proxy, API gateway rewrite, JWT. The token is
+    // the one the startup message prints.
+    let topology = ready.then(|| {
+        let token = support::read_lossy(&dir.path().join("stderr.log"))
+            .lines()
+            .find_map(|l| l.split("Bearer ").nth(1))
+            .and_then(|rest| rest.split('\'').next())
+            .map(str::to_string)
+            .unwrap_or_default();
+        let fetch = |path: &str, auth: Option<&str>| {
+            let mut curl = Command::new("curl");
+            curl.args([
+                "-sk",
+                "--http1.1",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code} %{size_download}",
+            ]);
+            if let Some(token) = auth {
+                curl.arg("-H").arg(format!("Authorization: Bearer {token}"));
+            }
+            let out = curl
+                .arg(format!("https://127.0.0.1:8443{path}"))
+                .output()
+                .expect("run curl");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        [
+            fetch("/1kb", None),
+            fetch("/api_old/10kb", None),
+            fetch("/api_jwt/1kb", None),
+            fetch("/api_jwt/1kb", Some(&token)),
+            fetch("/api_jwt/1kb", Some("x.y.z")),
+        ]
+    });
     // SAFETY: kill(2) on our own unreaped child.
     unsafe {
         libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
@@ -298,6 +334,22 @@ fn embedded_default_serves_a_welcome_page() {
         "startup message missing: {log}"
     );
     assert!(status.success(), "exit after TERM: {status}");
+    let topology = topology.expect("topology answers");
+    let [proxied, gateway, no_token, token, bad_token] = &topology;
+    assert_eq!(proxied, "200 1024", "reverse proxy; stderr:\n{log}");
+    assert_eq!(gateway, "200 10240", "API gateway; stderr:\n{log}");
+    assert!(
+        no_token.starts_with("401 "),
+        "JWT without a token: {no_token}"
+    );
+    assert_eq!(
+        token, "200 1024",
+        "JWT with the printed token; stderr:\n{log}"
+    );
+    assert!(
+        bad_token.starts_with("401 "),
+        "JWT with a bad token: {bad_token}"
+    );
 }
 
 #[test]
