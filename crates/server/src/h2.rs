@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use ::h2::server::SendResponse;
-use ::h2::{Reason, SendStream};
+use ::h2::{Reason, RecvStream, SendStream};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
@@ -38,6 +38,7 @@ use tokio::sync::Notify;
 
 use crate::conf::{Listen, ServerConf};
 use crate::conn::ConnInfo;
+use crate::h2_proxy::Proxied;
 use crate::request::{Body, Part, Request, Response, VERSION};
 use crate::static_files::CachedFile;
 use crate::vars::Var;
@@ -67,10 +68,10 @@ const FIRST_HEAD: usize = 1024;
 /// acknowledgement before it is closed.
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 /// A DATA or HEADERS frame's header, counted in `$bytes_sent`.
-const FRAME_HEADER_LEN: u64 = 9;
+pub(crate) const FRAME_HEADER_LEN: u64 = 9;
 /// Response fields that are about one HTTP/1.1 connection and have no place in HTTP/2
 /// (RFC 9113 8.2.2).
-const CONNECTION_FIELDS: [&str; 5] = [
+pub(crate) const CONNECTION_FIELDS: [&str; 5] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -299,11 +300,7 @@ where
             going_away = true;
         }
         let (parts, body) = request.into_parts();
-        // nginx skips the body of a request whose handler does not read it: the stream's
-        // DATA frames are dropped and their window given back, which `h2` does for a
-        // dropped body.
-        drop(body);
-        let line_len = rebuild_head(&mut heads, &parts);
+        let line_len = rebuild_head(&mut heads, &parts, !body.is_end_stream());
         let head = match parse_request_head(&mut heads, &limits) {
             Ok(Some(head)) => head,
             other => {
@@ -314,6 +311,7 @@ where
                 let worker = worker.clone();
                 let server = default.clone();
                 let info = info.clone();
+                drop(body);
                 tokio::task::spawn_local(async move {
                     refuse(&worker, &server, &info, &line, e, respond).await;
                     drop(guard);
@@ -329,7 +327,7 @@ where
         let worker = worker.clone();
         let info = info.clone();
         tokio::task::spawn_local(async move {
-            answer(&worker, &server, &info, head, start, respond).await;
+            answer(&worker, &server, &info, head, start, body, respond).await;
             drop(guard);
         });
     }
@@ -349,9 +347,10 @@ fn header_list_max(limits: &HeadLimits) -> u32 {
     u32::try_from(all).unwrap_or(u32::MAX)
 }
 
-/// Writes the HTTP/1.1 head a request stands for into `out`. Returns the request line's
-/// length, for logging a head that is refused.
-fn rebuild_head(out: &mut BytesMut, parts: &http::request::Parts) -> usize {
+/// Writes the HTTP/1.1 head a request stands for into `out`; `body_follows` says whether
+/// DATA frames follow the HEADERS. Returns the request line's length, for logging a head that
+/// is refused.
+fn rebuild_head(out: &mut BytesMut, parts: &http::request::Parts, body_follows: bool) -> usize {
     out.clear();
     out.extend_from_slice(parts.method.as_str().as_bytes());
     out.extend_from_slice(b" ");
@@ -393,6 +392,11 @@ fn rebuild_head(out: &mut BytesMut, parts: &http::request::Parts) -> usize {
         }
         out.extend_from_slice(b"\r\n");
     }
+    // A body of unknown length is, to nginx, a chunked one: the phases see that a body comes,
+    // and the proxy sends it with its length once it is read whole.
+    if body_follows && !parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+    }
     out.extend_from_slice(b"\r\n");
     line_len
 }
@@ -404,14 +408,28 @@ async fn answer(
     info: &ConnInfo,
     head: portcullis_http::RequestHead,
     start: Instant,
+    body: RecvStream,
     mut respond: SendResponse<Bytes>,
 ) {
     let mut req = Request::new(worker, server, info, head, start);
     req.http2 = true;
     let mut resp = req.process();
     if let Body::Proxy(_) = resp.body {
-        req.log(Level::Error, "proxy_pass over HTTP/2 is not supported yet");
-        resp = req.finalize_error(502);
+        let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
+            return;
+        };
+        match crate::h2_proxy::serve(&mut req, *plan, body, respond).await {
+            Proxied::Done => return,
+            Proxied::Answer(r, back) => {
+                resp = r;
+                respond = back;
+            }
+        }
+    } else {
+        // nginx skips the body of a request whose handler does not read it: the stream's
+        // DATA frames are dropped and their window given back, which `h2` does for a
+        // dropped body.
+        drop(body);
     }
     if resp.status == 444 {
         // nginx closes the stream without a response.
@@ -604,13 +622,13 @@ fn response_fields(
 }
 
 /// A response body on its way out through one stream's flow-control window.
-struct Out<'s> {
-    stream: &'s mut SendStream<Bytes>,
+pub(crate) struct Out<'s> {
+    pub stream: &'s mut SendStream<Bytes>,
     /// The most bytes per DATA frame (`http2_chunk_size`).
-    chunk: usize,
+    pub chunk: usize,
     /// `send_timeout`: the longest wait for the window to open.
-    timeout: Duration,
-    sent: u64,
+    pub timeout: Duration,
+    pub sent: u64,
 }
 
 impl Out<'_> {
@@ -667,6 +685,31 @@ impl Out<'_> {
                 .map_err(io::Error::other)?;
         }
         Ok(())
+    }
+
+    /// Sends bytes that come from elsewhere (a proxied body) no faster than the window
+    /// opens, so that their source is read only as fast as the client takes them.
+    pub(crate) async fn paced(&mut self, mut b: Bytes) -> io::Result<()> {
+        while !b.is_empty() {
+            let want = b.len().min(self.chunk);
+            self.stream.reserve_capacity(want);
+            let granted = tokio::time::timeout(self.timeout, self.capacity())
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            let part = b.split_to(granted.min(want));
+            self.sent += part.len() as u64;
+            self.stream
+                .send_data(part, false)
+                .map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream after a body sent by [`Out::paced`].
+    pub(crate) fn end(&mut self) -> io::Result<()> {
+        self.stream
+            .send_data(Bytes::new(), true)
+            .map_err(io::Error::other)
     }
 
     /// Waits until the stream may send at least one byte.
@@ -779,7 +822,7 @@ mod tests {
                 .header("cookie", "b=2"),
         );
         let mut buf = BytesMut::new();
-        let line_len = rebuild_head(&mut buf, &parts);
+        let line_len = rebuild_head(&mut buf, &parts, false);
         assert_eq!(&buf[..line_len], b"GET /a/b?x=1 HTTP/1.1");
         assert_eq!(
             &buf[..],
@@ -799,13 +842,35 @@ mod tests {
         // No :authority and no host: nginx 1.22 refuses it as an HTTP/1.1 request without Host.
         let parts = request(http::Request::builder().method("GET").uri("/"));
         let mut buf = BytesMut::new();
-        rebuild_head(&mut buf, &parts);
+        rebuild_head(&mut buf, &parts, false);
         let e = parse_request_head(&mut buf, &HeadLimits::default()).unwrap_err();
         assert_eq!(e, RequestError::MissingHost);
         // A lowercase method is no method to nginx.
         let parts = request(http::Request::builder().method("get").uri("http://h/"));
-        rebuild_head(&mut buf, &parts);
+        rebuild_head(&mut buf, &parts, false);
         assert!(parse_request_head(&mut buf, &HeadLimits::default()).is_err());
+    }
+
+    #[test]
+    fn body_without_length_is_chunked_to_the_phases() {
+        let parts = request(http::Request::builder().method("POST").uri("http://h/"));
+        let mut buf = BytesMut::new();
+        rebuild_head(&mut buf, &parts, true);
+        let head = parse_request_head(&mut buf, &HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.body(), portcullis_http::BodyKind::Chunked);
+        let parts = request(
+            http::Request::builder()
+                .method("POST")
+                .uri("http://h/")
+                .header("content-length", "5"),
+        );
+        rebuild_head(&mut buf, &parts, true);
+        let head = parse_request_head(&mut buf, &HeadLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(head.body(), portcullis_http::BodyKind::Length(5));
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod auth_jwt;
 mod conf;
 mod conn;
 mod h2;
+mod h2_proxy;
 mod location;
 mod log;
 mod map;
