@@ -284,11 +284,12 @@ fn embedded_default_serves_a_welcome_page() {
             .and_then(|rest| rest.split('\'').next())
             .map(str::to_string)
             .unwrap_or_default();
-        let fetch = |path: &str, auth: Option<&str>| {
+        // Over HTTP/1.1 and over HTTP/2 (ALPN h2): the proxy serves both.
+        let fetch = |version: &str, path: &str, auth: Option<&str>| {
             let mut curl = Command::new("curl");
             curl.args([
                 "-sk",
-                "--http1.1",
+                version,
                 "-o",
                 "/dev/null",
                 "-w",
@@ -303,13 +304,15 @@ fn embedded_default_serves_a_welcome_page() {
                 .expect("run curl");
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        [
-            fetch("/1kb", None),
-            fetch("/api_old/10kb", None),
-            fetch("/api_jwt/1kb", None),
-            fetch("/api_jwt/1kb", Some(&token)),
-            fetch("/api_jwt/1kb", Some("x.y.z")),
-        ]
+        ["--http1.1", "--http2"].map(|v| {
+            [
+                fetch(v, "/1kb", None),
+                fetch(v, "/api_old/10kb", None),
+                fetch(v, "/api_jwt/1kb", None),
+                fetch(v, "/api_jwt/1kb", Some(&token)),
+                fetch(v, "/api_jwt/1kb", Some("x.y.z")),
+            ]
+        })
     });
     // SAFETY: kill(2) on our own unreaped child.
     unsafe {
@@ -334,22 +337,23 @@ fn embedded_default_serves_a_welcome_page() {
         "startup message missing: {log}"
     );
     assert!(status.success(), "exit after TERM: {status}");
-    let topology = topology.expect("topology answers");
-    let [proxied, gateway, no_token, token, bad_token] = &topology;
-    assert_eq!(proxied, "200 1024", "reverse proxy; stderr:\n{log}");
-    assert_eq!(gateway, "200 10240", "API gateway; stderr:\n{log}");
-    assert!(
-        no_token.starts_with("401 "),
-        "JWT without a token: {no_token}"
-    );
-    assert_eq!(
-        token, "200 1024",
-        "JWT with the printed token; stderr:\n{log}"
-    );
-    assert!(
-        bad_token.starts_with("401 "),
-        "JWT with a bad token: {bad_token}"
-    );
+    for answers in topology.expect("topology answers") {
+        let [proxied, gateway, no_token, token, bad_token] = &answers;
+        assert_eq!(proxied, "200 1024", "reverse proxy; stderr:\n{log}");
+        assert_eq!(gateway, "200 10240", "API gateway; stderr:\n{log}");
+        assert!(
+            no_token.starts_with("401 "),
+            "JWT without a token: {no_token}"
+        );
+        assert_eq!(
+            token, "200 1024",
+            "JWT with the printed token; stderr:\n{log}"
+        );
+        assert!(
+            bad_token.starts_with("401 "),
+            "JWT with a bad token: {bad_token}"
+        );
+    }
 }
 
 #[test]
