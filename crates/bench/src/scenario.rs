@@ -304,12 +304,16 @@ http {{
     );
 }
 
+/// The ssl_* lines of a server block. The protocol is named because the defaults differ
+/// (nginx 1.22 offers up to TLS 1.2, portcullis and later nginx also 1.3) and a comparison
+/// must negotiate the same; TLS 1.2 is what the seeds' cipher names select.
 fn ssl_lines(out: &mut String, layout: &Layout, cert: Cert) {
     let _ = write!(
         out,
         "        ssl_certificate {};
         ssl_certificate_key {};
         ssl_ciphers {};
+        ssl_protocols TLSv1.2;
 ",
         layout.cert(cert).display(),
         layout.key(cert).display(),
@@ -489,6 +493,7 @@ impl Scenario {
     nbthread {workers}
     maxconn {HAPROXY_MAXCONN}
     ssl-default-bind-ciphers {}
+    ssl-default-bind-options ssl-max-ver TLSv1.2
     tune.ssl.default-dh-param 2048
 
 defaults

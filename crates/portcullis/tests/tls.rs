@@ -663,3 +663,39 @@ fn shared_session_cache_survives_a_reload() {
     );
     assert!(out.contains("Reused,") && out.contains("after"), "{out}");
 }
+
+#[test]
+fn curl_over_http2_and_http11_for_each_key_type() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let cases = [
+        (KeyKind::P256, ECDSA_CIPHER),
+        (KeyKind::P384, ECDSA_CIPHER),
+        (KeyKind::Rsa2048, RSA_CIPHER),
+    ];
+    for (i, (kind_of_key, cipher)) in cases.into_iter().enumerate() {
+        let pair = pki.self_signed(&format!("h{i}"), kind_of_key, "localhost");
+        let body = server_block(&pair, &format!("        ssl_ciphers {cipher};"))
+            .replace(" ssl;", " ssl http2;");
+        for kind in kinds() {
+            let Some(server) = start(kind, &body) else {
+                continue;
+            };
+            let url = format!("https://127.0.0.1:{}/", server.port(0));
+            for (flag, version) in [("--http2", "2"), ("--http1.1", "1.1")] {
+                let out = std::process::Command::new("curl")
+                    .args(["-sk", flag, "-w", "\n%{http_version} %{http_code}", &url])
+                    .output()
+                    .expect("run curl");
+                let out = String::from_utf8_lossy(&out.stdout);
+                assert_eq!(
+                    out,
+                    format!("secure\n\n{version} 200"),
+                    "{kind} {kind_of_key:?} {flag}"
+                );
+            }
+        }
+    }
+}
