@@ -1,5 +1,5 @@
-//! A connection to an upstream: plain TCP or TLS over it, one type for the pool and the
-//! exchange.
+//! A connection that is plain TCP or TLS over it: one type for both sides. The server's client
+//! connections and the pool's upstream connections differ only in which rustls side `T` is.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -8,48 +8,74 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 
-/// An upstream connection, plain or TLS.
+/// A connection, plain or TLS; `T` is tokio-rustls's client or server stream.
 #[derive(Debug)]
-pub enum Stream {
+pub enum MaybeTls<T> {
     Plain(TcpStream),
-    /// Boxed: the TLS state is large and most pools hold one kind only.
-    Tls(Box<TlsStream<TcpStream>>),
+    /// Boxed: the TLS state is large and most connections of a pool are of one kind.
+    Tls(Box<T>),
 }
 
-impl AsFd for Stream {
-    /// The TCP socket, under TLS too: for looking at the connection's state, never for I/O.
-    fn as_fd(&self) -> BorrowedFd<'_> {
+/// An upstream connection.
+pub type Stream = MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
+
+/// A TLS stream whose transport is a TCP socket.
+pub trait OverTcp {
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl OverTcp for tokio_rustls::client::TlsStream<TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+}
+
+impl OverTcp for tokio_rustls::server::TlsStream<TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        self.get_ref().0
+    }
+}
+
+impl<T: OverTcp> MaybeTls<T> {
+    /// The TCP socket, under TLS too: for socket options and the connection's state, never
+    /// for I/O.
+    pub fn tcp(&self) -> &TcpStream {
         match self {
-            Stream::Plain(s) => s.as_fd(),
-            Stream::Tls(s) => s.get_ref().0.as_fd(),
+            MaybeTls::Plain(s) => s,
+            MaybeTls::Tls(s) => s.tcp(),
         }
     }
 }
 
-impl AsyncRead for Stream {
+impl<T: OverTcp> AsFd for MaybeTls<T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.tcp().as_fd()
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for Stream {
+impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -59,29 +85,29 @@ impl AsyncWrite for Stream {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            MaybeTls::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Stream::Plain(s) => s.is_write_vectored(),
-            Stream::Tls(s) => s.is_write_vectored(),
+            MaybeTls::Plain(s) => s.is_write_vectored(),
+            MaybeTls::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
