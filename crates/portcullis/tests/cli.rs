@@ -615,7 +615,12 @@ fn sighup_changes_the_number_of_workers() {
         return;
     };
     let pid = server.pid();
-    assert_eq!(worker_threads(pid), 1);
+    // The port accepts from bind, before the worker threads start: wait for them.
+    assert!(
+        support::wait_until(SIGNAL_DEADLINE, || worker_threads(pid) == 1),
+        "want 1 worker at start: {}",
+        worker_threads(pid)
+    );
     for (workers, text) in [(3, "two"), (1, "three")] {
         let template = config(text).replace(
             "worker_processes 1;",
