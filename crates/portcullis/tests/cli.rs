@@ -388,6 +388,12 @@ fn signal_flag_reload_and_quit_use_the_pid_file() {
             continue;
         };
         assert_eq!(answer(&server), "one\n", "{kind}");
+        // `-s` reads the pid file, written once the workers run, just after the port accepts.
+        let pid_path = server.pid_path();
+        assert!(
+            support::wait_until(SIGNAL_DEADLINE, || pid_path.exists()),
+            "{kind}: no pid file"
+        );
         server.write_config(&config("two"));
         let prefix = server.prefix().display().to_string();
         let conf = server.conf_path().display().to_string();
