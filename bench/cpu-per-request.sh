@@ -57,6 +57,8 @@ readonly PORT_SPAN=30000
 readonly PORT_ATTEMPTS=50
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo_root/bench/lib.sh"
 
 die() {
     printf 'cpu-per-request: error: %s\n' "$*" >&2
@@ -179,10 +181,6 @@ esac
 
 # --- prerequisites ---------------------------------------------------------------------------
 
-need() {
-    command -v "$1" >/dev/null 2>&1 || die "$1 not found; $2"
-}
-
 need wrk "install it (apt-get install wrk) or run .ci/run"
 need curl "install it (apt-get install curl) or run .ci/run"
 need taskset "install util-linux"
@@ -219,30 +217,6 @@ started=()
 # PIDs of the running wrk or strace, if any; cleanup ends them first.
 helpers=()
 
-# Prints PID and every descendant of PID, one per line.
-process_tree() {
-    local root=$1 stat rest pid ppid
-    local -A children=()
-    for stat in /proc/[0-9]*/stat; do
-        # A process may exit between the glob and the read: skip it.
-        { read -r rest <"$stat"; } 2>/dev/null || continue
-        pid=${stat#/proc/}
-        pid=${pid%/stat}
-        # The command name in parentheses may contain spaces: fields start after the last ')'.
-        rest=${rest##*) }
-        read -r _ ppid _ <<<"$rest"
-        children[$ppid]+=" $pid"
-    done
-    local queue=("$root")
-    while ((${#queue[@]} > 0)); do
-        pid=${queue[0]}
-        queue=("${queue[@]:1}")
-        echo "$pid"
-        # shellcheck disable=SC2206 # the list is space-separated PIDs by construction
-        queue+=(${children[$pid]:-})
-    done
-}
-
 # Prints utime+stime+cutime+cstime, in clock ticks, summed over PID and its descendants.
 # /proc/PID/stat of a process covers all of its threads.
 cpu_ticks() {
@@ -255,23 +229,6 @@ cpu_ticks() {
         total=$((total + fields[11] + fields[12] + fields[13] + fields[14]))
     done
     echo "$total"
-}
-
-# Ends the system started as PID: QUIT (graceful stop, as in nginx), then KILL for whatever
-# of its process tree is left after the timeout.
-stop_system() {
-    local pid=$1 tree i
-    tree=$(process_tree "$pid")
-    kill -QUIT "$pid" 2>/dev/null || true
-    for ((i = 0; i < STOP_TIMEOUT_TENTHS; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    local p
-    for p in $tree; do
-        kill -KILL "$p" 2>/dev/null || true
-    done
-    wait "$pid" 2>/dev/null || true
 }
 
 cleanup() {
@@ -300,25 +257,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- the config both systems read ------------------------------------------------------------
-
-port_free() {
-    # A refused connection means nothing listens there.
-    ! (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Prints a port on 127.0.0.1 that nothing listens on and that was not handed out before.
-taken_ports=" "
-free_port() {
-    local i candidate
-    for ((i = 0; i < PORT_ATTEMPTS; i++)); do
-        candidate=$((PORT_LOW + RANDOM % PORT_SPAN))
-        if [[ $taken_ports != *" $candidate "* ]] && port_free "$candidate"; then
-            echo "$candidate"
-            return
-        fi
-    done
-    die "no free port found on 127.0.0.1"
-}
 
 port=$(free_port)
 taken_ports+="$port "

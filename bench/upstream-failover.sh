@@ -42,6 +42,8 @@ readonly PORT_SPAN=30000
 readonly PORT_ATTEMPTS=50
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo_root/bench/lib.sh"
 
 die() {
     printf 'upstream-failover: error: %s\n' "$*" >&2
@@ -125,10 +127,6 @@ esac
 
 # --- prerequisites ---------------------------------------------------------------------------
 
-need() {
-    command -v "$1" >/dev/null 2>&1 || die "$1 not found; $2"
-}
-
 need wrk "install it (apt-get install wrk) or run .ci/run"
 need curl "install it (apt-get install curl) or run .ci/run"
 need taskset "install util-linux"
@@ -156,43 +154,6 @@ started=()
 # PID of the running wrk, if any; cleanup ends it first.
 helpers=()
 
-# Prints PID and every descendant of PID, one per line.
-process_tree() {
-    local root=$1 stat rest pid ppid
-    local -A children=()
-    for stat in /proc/[0-9]*/stat; do
-        { read -r rest <"$stat"; } 2>/dev/null || continue
-        pid=${stat#/proc/}
-        pid=${pid%/stat}
-        rest=${rest##*) }
-        read -r _ ppid _ <<<"$rest"
-        children[$ppid]+=" $pid"
-    done
-    local queue=("$root")
-    while ((${#queue[@]} > 0)); do
-        pid=${queue[0]}
-        queue=("${queue[@]:1}")
-        echo "$pid"
-        # shellcheck disable=SC2206 # the list is space-separated PIDs by construction
-        queue+=(${children[$pid]:-})
-    done
-}
-
-# Ends the server started as PID: QUIT, then KILL for whatever of its tree is left.
-stop_server() {
-    local pid=$1 tree i p
-    tree=$(process_tree "$pid")
-    kill -QUIT "$pid" 2>/dev/null || true
-    for ((i = 0; i < STOP_TIMEOUT_TENTHS; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    for p in $tree; do
-        kill -KILL "$p" 2>/dev/null || true
-    done
-    wait "$pid" 2>/dev/null || true
-}
-
 # Kills the server started as PID and its workers at once with SIGNAL, as a crash would.
 kill_server() {
     local pid=$1 sig=$2 p
@@ -210,7 +171,7 @@ cleanup() {
     done
     helpers=()
     for pid in "${started[@]}"; do
-        stop_server "$pid"
+        stop_system "$pid"
     done
     started=()
     if $keep; then
@@ -224,23 +185,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- configs ---------------------------------------------------------------------------------
-
-port_free() {
-    ! (: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-taken_ports=" "
-free_port() {
-    local i candidate
-    for ((i = 0; i < PORT_ATTEMPTS; i++)); do
-        candidate=$((PORT_LOW + RANDOM % PORT_SPAN))
-        if [[ $taken_ports != *" $candidate "* ]] && port_free "$candidate"; then
-            echo "$candidate"
-            return
-        fi
-    done
-    die "no free port found on 127.0.0.1"
-}
 
 port=$(free_port)
 taken_ports+="$port "
@@ -413,7 +357,7 @@ run_system() {
 
     local pid
     for pid in "${started[@]}"; do
-        stop_server "$pid"
+        stop_system "$pid"
     done
     started=()
     printf '| upstream-failover (SIG%s) | %s | %s | %s | %s | %s |\n' \
