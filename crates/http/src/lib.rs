@@ -35,5 +35,5 @@ pub use request::{
 };
 pub use response::{error_page_body, reason, write_header, write_status_line};
 pub use upstream_head::{
-    parse_response_head, Framing, HeaderLine, ResponseHead, UpstreamHeadError,
+    parse_response_head, Framing, HeaderLine, KnownName, ResponseHead, UpstreamHeadError,
 };

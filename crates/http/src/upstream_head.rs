@@ -3,16 +3,16 @@
 //!
 //! [`parse_response_head`] is stateless like [`crate::parse_request_head`]: it looks at the
 //! whole buffer each time, which stays cheap because a head is bounded by the caller's limit
-//! (nginx's `proxy_buffer_size`, 4k or 8k by default). A complete head is split off the buffer
-//! and frozen; [`ResponseHead`] keeps offsets into it, so a proxy forwards header lines as the
+//! (nginx's `proxy_buffer_size`, 4k or 8k by default). A complete head is copied out of the
+//! buffer once; [`ResponseHead`] keeps offsets into it, so a proxy forwards header lines as the
 //! upstream wrote them, with no copy per header.
 //!
 //! Where nginx lets a doubtful upstream head through and RFC 9112 says to refuse it (obs-fold,
 //! a space before the colon, a CR alone), this parser refuses it as an invalid header: the
 //! response is a 502 instead of a chance for response splitting.
 
-use bytes::{Bytes, BytesMut};
-use memchr::{memchr, memchr_iter};
+use bytes::{Buf, Bytes, BytesMut};
+use memchr::memchr;
 
 /// Offsets into a head are stored as `u32`; no configurable buffer comes near it.
 const MAX_HEAD_LEN: usize = u32::MAX as usize;
@@ -20,6 +20,8 @@ const MAX_HEAD_LEN: usize = u32::MAX as usize;
 const MAX_CONTENT_LENGTH: u64 = i64::MAX as u64;
 /// How much of a refused header line the error message quotes.
 const QUOTE_MAX: usize = 64;
+/// Header lines room is made for at once: what a typical upstream sends.
+const FIELDS_CAPACITY: usize = 16;
 
 /// Why an upstream head is refused. The `Display` text is nginx's error-log message (the
 /// proxy appends " while reading response header from upstream, client: ...").
@@ -84,12 +86,52 @@ impl Span {
     }
 }
 
+/// Header names a proxy treats specially, recognised once while the head is parsed so that
+/// forwarding compares a byte instead of names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KnownName {
+    ContentLength,
+    TransferEncoding,
+    Connection,
+    KeepAlive,
+    ContentType,
+    Location,
+    Date,
+    Server,
+    /// `X-Pad` or a name starting with `X-Accel-`.
+    XAccel,
+    /// Any other name.
+    Other,
+}
+
+impl KnownName {
+    /// The kind of a header name, ASCII case-insensitively.
+    pub fn of(name: &[u8]) -> KnownName {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        match name.len() {
+            4 if is(b"date") => KnownName::Date,
+            5 if is(b"x-pad") => KnownName::XAccel,
+            6 if is(b"server") => KnownName::Server,
+            8 if is(b"location") => KnownName::Location,
+            10 if is(b"connection") => KnownName::Connection,
+            10 if is(b"keep-alive") => KnownName::KeepAlive,
+            12 if is(b"content-type") => KnownName::ContentType,
+            14 if is(b"content-length") => KnownName::ContentLength,
+            17 if is(b"transfer-encoding") => KnownName::TransferEncoding,
+            n if n > 8 && name[..8].eq_ignore_ascii_case(b"x-accel-") => KnownName::XAccel,
+            _ => KnownName::Other,
+        }
+    }
+}
+
 /// One header field: the name, the trimmed value, and the whole line with its line ending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Field {
     name: Span,
     value: Span,
     line: Span,
+    known: KnownName,
 }
 
 /// A parsed upstream response head. It owns the head's bytes; every accessor borrows them.
@@ -118,6 +160,8 @@ pub struct HeaderLine<'a> {
     pub value: &'a [u8],
     /// The whole line as sent, with its line ending.
     pub line: &'a [u8],
+    /// What the name is, if it is one the proxy looks at.
+    pub known: KnownName,
 }
 
 impl ResponseHead {
@@ -162,7 +206,16 @@ impl ResponseHead {
             name: f.name.of(&self.bytes),
             value: f.value.of(&self.bytes),
             line: f.line.of(&self.bytes),
+            known: f.known,
         })
+    }
+
+    /// The value of the first header of a known name.
+    pub fn known(&self, name: KnownName) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|f| f.known == name)
+            .map(|f| f.value.of(&self.bytes))
     }
 
     /// The value of the first header with this name (ASCII case-insensitive).
@@ -192,25 +245,24 @@ pub fn parse_response_head(
         return incomplete(buf, limit);
     };
     let line = parse_status_line(&buf[..line_lf])?;
-    let Some(head_end) = find_head_end(buf, line_lf) else {
-        return incomplete(buf, limit);
-    };
-    if head_end > limit {
-        return Err(UpstreamHeadError::TooBig);
-    }
     let mut head = ResponseHead {
         bytes: Bytes::new(),
         status: line.status,
         http11: line.http11,
         reason: line.reason,
-        fields: Vec::with_capacity(memchr_iter(b'\n', &buf[..head_end]).count()),
+        fields: Vec::with_capacity(FIELDS_CAPACITY),
         framing: Framing::UntilClose,
         connection_close: false,
         connection_upgrade: false,
         keep_alive_timeout: None,
     };
-    parse_fields(&buf[..head_end], line_lf + 1, &mut head)?;
-    head.bytes = buf.split_to(head_end).freeze();
+    let Some(head_end) = parse_fields(buf, line_lf + 1, limit, &mut head)? else {
+        return incomplete(buf, limit);
+    };
+    // A copy rather than `split_to`: splitting would turn the caller's read buffer into a
+    // shared one, and the next reserve on it would allocate again.
+    head.bytes = Bytes::copy_from_slice(&buf[..head_end]);
+    buf.advance(head_end);
     Ok(Some(head))
 }
 
@@ -276,22 +328,34 @@ fn parse_status_line(line: &[u8]) -> Result<StatusLine, UpstreamHeadError> {
     })
 }
 
-/// Finds the end of the head (just past the empty line), starting at the status line's LF.
-fn find_head_end(buf: &[u8], first_lf: usize) -> Option<usize> {
-    for lf in memchr_iter(b'\n', &buf[first_lf..]).map(|i| i + first_lf) {
-        match buf.get(lf + 1..) {
-            Some([b'\n', ..]) => return Some(lf + 2),
-            Some([b'\r', b'\n', ..]) => return Some(lf + 3),
-            _ => {}
-        }
-    }
-    None
-}
-
 /// Bytes of a header name: RFC 9110's token characters.
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+static TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    t
+};
 
 fn quote(line: &[u8]) -> String {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -299,74 +363,126 @@ fn quote(line: &[u8]) -> String {
     String::from_utf8_lossy(&line[..line.len().min(QUOTE_MAX)]).into_owned()
 }
 
-/// Parses the header lines of `head` from `start` to its final empty line.
+/// The index of the first byte at or after `at` below 0x0E (NUL to CR, LF and tab among them),
+/// or `buf.len()`: eight bytes a step, as header values rarely hold any.
+fn find_control(buf: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    while let Some(chunk) = buf.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        // The classic "has a byte less than n" test: the lowest flagged byte is exact.
+        let below = word.wrapping_sub(ONES * 0x0E) & !word & HIGH;
+        if below != 0 {
+            return at + (below.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while buf.get(at).is_some_and(|&b| b >= 0x0E) {
+        at += 1;
+    }
+    at
+}
+
+/// Parses the header lines of `buf` from `start` up to the empty line that ends the head, in
+/// one pass, and returns the head's length; `None` when the head is not complete yet. A line
+/// that ends past `limit` makes the head too big.
 fn parse_fields(
-    head: &[u8],
+    buf: &[u8],
     start: usize,
+    limit: usize,
     out: &mut ResponseHead,
-) -> Result<(), UpstreamHeadError> {
+) -> Result<Option<usize>, UpstreamHeadError> {
     let mut line_start = start;
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut transfer_encoding = false;
-    for lf in memchr_iter(b'\n', &head[start..]).map(|i| i + start) {
-        let line = &head[line_start..=lf];
-        let content = line.strip_suffix(b"\n").unwrap_or(line);
-        let content = content.strip_suffix(b"\r").unwrap_or(content);
-        if content.is_empty() {
+    loop {
+        // One look at each byte: the name's token bytes up to the first other one (the colon
+        // of a valid line), then the rest of the line for its LF, noting any CR that does not
+        // end the line and any NUL.
+        let mut at = line_start;
+        while at < buf.len() && TOKEN[usize::from(buf[at])] {
+            at += 1;
+        }
+        let colon = at;
+        let mut stray = false;
+        let lf = loop {
+            at = find_control(buf, at);
+            let Some(&b) = buf.get(at) else {
+                return Ok(None);
+            };
+            if b == b'\n' {
+                break at;
+            }
+            stray |= b == 0 || (b == b'\r' && buf.get(at + 1) != Some(&b'\n'));
+            at += 1;
+        };
+        if lf >= limit {
+            return Err(UpstreamHeadError::TooBig);
+        }
+        let line = &buf[line_start..=lf];
+        let content_end = if lf > line_start && buf[lf - 1] == b'\r' {
+            lf - 1
+        } else {
+            lf
+        };
+        if content_end == line_start && !stray {
+            line_start = lf + 1;
             break;
         }
         let invalid = || UpstreamHeadError::InvalidHeader(quote(line));
-        if content.contains(&b'\r') || content.contains(&0) {
+        if stray || colon == line_start || colon >= content_end || buf[colon] != b':' {
             return Err(invalid());
         }
-        let colon = memchr(b':', content).ok_or_else(invalid)?;
+        let content = &buf[line_start..content_end];
+        let colon = colon - line_start;
+        let rest = &content[colon + 1..];
         let name = &content[..colon];
-        if name.is_empty() || !name.iter().all(|&b| is_token_byte(b)) {
-            return Err(invalid());
-        }
-        let value = content[colon + 1..].trim_ascii();
+        let value = rest.trim_ascii();
         let value_start = if value.is_empty() {
             line_start + content.len()
         } else {
-            line_start
-                + colon
-                + 1
-                + (content[colon + 1..].len() - content[colon + 1..].trim_ascii_start().len())
+            line_start + colon + 1 + (rest.len() - rest.trim_ascii_start().len())
         };
+        let known = KnownName::of(name);
         out.fields.push(Field {
             name: Span::new(line_start, line_start + colon),
             value: Span::new(value_start, value_start + value.len()),
             line: Span::new(line_start, lf + 1),
+            known,
         });
-        if name.eq_ignore_ascii_case(b"content-length") {
-            if length.is_some() {
-                return Err(UpstreamHeadError::Duplicate(quote(line)));
+        match known {
+            KnownName::ContentLength => {
+                if length.is_some() {
+                    return Err(UpstreamHeadError::Duplicate(quote(line)));
+                }
+                length = Some(parse_length(value).ok_or_else(|| {
+                    UpstreamHeadError::BadContentLength(String::from_utf8_lossy(value).into_owned())
+                })?);
             }
-            length = Some(parse_length(value).ok_or_else(|| {
-                UpstreamHeadError::BadContentLength(String::from_utf8_lossy(value).into_owned())
-            })?);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            if transfer_encoding {
-                return Err(UpstreamHeadError::Duplicate(quote(line)));
+            KnownName::TransferEncoding => {
+                if transfer_encoding {
+                    return Err(UpstreamHeadError::Duplicate(quote(line)));
+                }
+                transfer_encoding = true;
+                if !value.eq_ignore_ascii_case(b"chunked") {
+                    return Err(UpstreamHeadError::UnknownTransferEncoding(
+                        String::from_utf8_lossy(value).into_owned(),
+                    ));
+                }
+                chunked = true;
             }
-            transfer_encoding = true;
-            if !value.eq_ignore_ascii_case(b"chunked") {
-                return Err(UpstreamHeadError::UnknownTransferEncoding(
-                    String::from_utf8_lossy(value).into_owned(),
-                ));
-            }
-            chunked = true;
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    out.connection_close = true;
-                } else if token.eq_ignore_ascii_case(b"upgrade") {
-                    out.connection_upgrade = true;
+            KnownName::Connection => {
+                for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        out.connection_close = true;
+                    } else if token.eq_ignore_ascii_case(b"upgrade") {
+                        out.connection_upgrade = true;
+                    }
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"keep-alive") {
-            out.keep_alive_timeout = keep_alive_timeout(value);
+            KnownName::KeepAlive => out.keep_alive_timeout = keep_alive_timeout(value),
+            _ => {}
         }
         line_start = lf + 1;
     }
@@ -376,7 +492,7 @@ fn parse_fields(
         (None, true) => Framing::Chunked,
         (None, false) => Framing::UntilClose,
     };
-    Ok(())
+    Ok(Some(line_start))
 }
 
 fn parse_length(value: &[u8]) -> Option<u64> {
@@ -489,6 +605,22 @@ mod tests {
             Err(InvalidHeader("A: b\rc".into()))
         );
         assert_eq!(
+            parse(b"HTTP/1.1 200 OK\r\nA: b\r\r\n\r\n"),
+            Err(InvalidHeader("A: b\r".into()))
+        );
+        assert_eq!(
+            parse(b"HTTP/1.1 200 OK\r\nA: b\0\r\n\r\n"),
+            Err(InvalidHeader("A: b\0".into()))
+        );
+        assert_eq!(
+            parse(b"HTTP/1.1 200 OK\r\n\r\r\n\r\n"),
+            Err(InvalidHeader("\r".into()))
+        );
+        assert_eq!(
+            parse(b"HTTP/1.1 200 OK\r\nNoColon\r\n\r\n"),
+            Err(InvalidHeader("NoColon".into()))
+        );
+        assert_eq!(
             parse(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n"),
             Err(Duplicate("Content-Length: 1".into()))
         );
@@ -522,6 +654,57 @@ mod tests {
         assert!(parse_response_head(&mut BytesMut::from(&long[..]), 104)
             .unwrap()
             .is_some());
+    }
+
+    #[test]
+    fn names_are_recognised_in_any_case() {
+        let h = complete(
+            b"HTTP/1.1 200 OK\r\nDATE: d\r\ncontent-TYPE: t\r\nX-Accel-Redirect: /r\r\n\
+              X-Pad: p\r\nX-Accelerated: no\r\nLocation: /l\r\nServer: s\r\n\r\n",
+        );
+        let kinds: Vec<_> = h.fields().map(|f| f.known).collect();
+        use KnownName::*;
+        assert_eq!(
+            kinds,
+            [Date, ContentType, XAccel, XAccel, Other, Location, Server]
+        );
+        assert_eq!(h.known(ContentType), Some(&b"t"[..]));
+        assert_eq!(h.known(Location), Some(&b"/l"[..]));
+        assert_eq!(h.known(ContentLength), None);
+        assert_eq!(KnownName::of(b"Keep-Alive"), KeepAlive);
+        assert_eq!(KnownName::of(b"x-accel-"), Other);
+    }
+
+    #[test]
+    fn an_invalid_line_past_the_limit_is_too_big() {
+        let mut head = b"HTTP/1.1 200 OK\r\nA: b\r\n".to_vec();
+        let limit = head.len() + 4;
+        head.extend_from_slice(b"Bad Name: x\r\n\r\n");
+        assert_eq!(
+            parse_response_head(&mut BytesMut::from(&head[..]), limit),
+            Err(UpstreamHeadError::TooBig)
+        );
+        assert_eq!(
+            parse_response_head(&mut BytesMut::from(&head[..]), 4096),
+            Err(UpstreamHeadError::InvalidHeader("Bad Name: x".into()))
+        );
+    }
+
+    #[test]
+    fn control_bytes_are_found_at_any_offset() {
+        for len in 0..40 {
+            for pos in 0..=len {
+                let mut buf = vec![b'a'; len];
+                if pos < len {
+                    buf[pos] = b'\r';
+                }
+                for start in 0..=pos.min(len) {
+                    assert_eq!(find_control(&buf, start), pos, "len {len} start {start}");
+                }
+            }
+        }
+        assert_eq!(find_control(b"abcdefgh\tij\n", 0), 8);
+        assert_eq!(find_control(b"\x0e\x0f\x7f\xff abcdefg", 0), 12);
     }
 
     #[test]

@@ -286,6 +286,12 @@ impl Connection<'_> {
             if deadline.is_none() && !idle {
                 deadline = Some(Instant::now() + server.client_header_timeout);
             }
+            // Between requests, reads go to the start of the buffer again once the last
+            // request's head is gone, as nginx reuses its header buffer: the same few cache
+            // lines every time, and no allocation.
+            if idle {
+                let _ = self.buf.try_reclaim(FIRST_READ);
+            }
             // Room for a head; a longer one grows the buffer within the head limits.
             if self.buf.capacity() == self.buf.len() {
                 self.buf.reserve(READ_CHUNK);

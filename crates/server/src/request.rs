@@ -240,7 +240,7 @@ pub(crate) struct Request<'a> {
     /// `$server_protocol` and `$request` say "HTTP/2.0" from this.
     pub http2: bool,
     /// `$proxy_host` and `$proxy_port` of the proxy_pass being prepared.
-    proxy_host: Vec<u8>,
+    proxy_host: bytes::Bytes,
     proxy_port: u16,
     /// The upstream attempts, for `$upstream_*`.
     pub upstream_attempts: Vec<crate::proxy::Attempt>,
@@ -281,7 +281,7 @@ impl<'a> Request<'a> {
             status: 0,
             err_status: None,
             http2: false,
-            proxy_host: Vec::new(),
+            proxy_host: bytes::Bytes::new(),
             proxy_port: 0,
             upstream_attempts: Vec::new(),
             jwt: None,
@@ -372,7 +372,10 @@ impl<'a> Request<'a> {
                 Some(m) => {
                     self.loc = m.conf.clone();
                     self.captures = m.captures;
-                    self.capture_uri.clone_from(&self.uri);
+                    // The groups are ranges of this URI, which a rewrite may change.
+                    if !self.captures.is_empty() {
+                        self.capture_uri.clone_from(&self.uri);
+                    }
                 }
                 None => {
                     self.loc = self.server.conf.clone();

@@ -188,7 +188,6 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         head.put_slice(b"\r\n");
     }
     head.put_slice(b"\r\n");
-    let head = head.freeze();
     let (whole, mut streamed) = match body {
         ReqBody::Whole(b) => (b, None),
         ReqBody::Streamed(s) => (Bytes::new(), Some(s)),
@@ -585,7 +584,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
     local: &std::rc::Rc<std::cell::RefCell<super::Local>>,
     peer: PeerId,
     addr: std::net::SocketAddr,
-    head: &Bytes,
+    head: &[u8],
     body: &Bytes,
     mut source: Option<Source<'_, S>>,
     req: &Request<'_>,

@@ -148,8 +148,9 @@ pub(crate) enum Target {
     /// A group known at load: an `upstream` block, or the implicit group of `host:port`.
     Group {
         group: Group,
-        /// `$proxy_host`: the group's name, or `host[:port]` without a default port.
-        host: String,
+        /// `$proxy_host`: the group's name, or `host[:port]` without a default port; shared,
+        /// so a request takes it without a copy.
+        host: bytes::Bytes,
         port: u16,
     },
     /// A URL with variables, evaluated per request; its host names a group or is an address.
@@ -472,7 +473,7 @@ pub(crate) fn proxy_pass(
     let target = match groups.get(authority) {
         Some(g) => Target::Group {
             group: g.clone(),
-            host: authority.to_string(),
+            host: bytes::Bytes::copy_from_slice(authority.as_bytes()),
             port: default_port,
         },
         None => {
@@ -491,7 +492,7 @@ pub(crate) fn proxy_pass(
                     upstream: Arc::new(Upstream::implicit(&name, addrs)),
                     key: None,
                 },
-                host: proxy_host,
+                host: bytes::Bytes::from(proxy_host),
                 port,
             }
         }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use portcullis_http::{ResponseHead, Version};
+use portcullis_http::{KnownName, ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
@@ -24,8 +24,6 @@ const DEFAULT_SET: &[(&str, &[u8])] = &[
     ("Upgrade", b""),
 ];
 
-/// Response headers nginx never passes (hop-by-hop, or replaced by its own).
-const HOP_BY_HOP: &[&str] = &["connection", "keep-alive", "transfer-encoding"];
 /// Response headers `proxy_hide_header` hides by default (proxy_pass_header shows them).
 const HIDDEN: &[&str] = &[
     "date",
@@ -92,7 +90,7 @@ impl Request<'_> {
         let settings = self.loc.proxy.clone();
         let (group, dynamic_uri) = match &pass.target {
             Target::Group { group, host, port } => {
-                self.proxy_host = host.clone().into_bytes();
+                self.proxy_host = host.clone();
                 self.proxy_port = *port;
                 (group.clone(), None)
             }
@@ -119,7 +117,7 @@ impl Request<'_> {
                 let authority = String::from_utf8_lossy(&rest[..slash]).into_owned();
                 let uri = (slash < rest.len()).then(|| rest[slash..].to_vec());
                 let default_port = if https { 443 } else { 80 };
-                self.proxy_host = authority.clone().into_bytes();
+                self.proxy_host = bytes::Bytes::from(authority.clone().into_bytes());
                 self.proxy_port = default_port;
                 let group = match groups.get(&authority) {
                     Some(g) => g.clone(),
@@ -218,8 +216,7 @@ impl Request<'_> {
                 continue;
             }
             if *name == "Host" {
-                let host = self.proxy_host.clone();
-                portcullis_http::write_header(&mut head, name, &host);
+                portcullis_http::write_header(&mut head, name, &self.proxy_host);
             } else if !default.is_empty() {
                 portcullis_http::write_header(&mut head, name, default);
             }
@@ -303,11 +300,11 @@ impl Request<'_> {
             out.put_slice(self.worker.dates.borrow_mut().get());
             out.put_slice(b"\r\n");
         }
-        if let Some(t) = head.header("content-type") {
+        if let Some(t) = head.known(KnownName::ContentType) {
             portcullis_http::write_header(out, "Content-Type", t);
         }
         let location = head
-            .header("location")
+            .known(KnownName::Location)
             .map(|l| self.rewrite_location(plan, l));
         let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
         if let Some(l) = location.as_ref().filter(|_| relative) {
@@ -327,14 +324,22 @@ impl Request<'_> {
         for f in head.fields() {
             let name = f.name;
             let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-            if HOP_BY_HOP.iter().any(|n| is(n)) || is("content-type") {
+            match f.known {
+                KnownName::Connection
+                | KnownName::KeepAlive
+                | KnownName::TransferEncoding
+                | KnownName::ContentType => continue,
+                KnownName::Date | KnownName::Server | KnownName::XAccel
+                    if HIDDEN.iter().any(|n| is(n)) && !s.pass_headers.iter().any(|p| is(p)) =>
+                {
+                    continue
+                }
+                _ => {}
+            }
+            if s.hide_headers.iter().any(|h| is(h)) {
                 continue;
             }
-            let hidden = HIDDEN.iter().any(|n| is(n)) && !s.pass_headers.iter().any(|p| is(p));
-            if hidden || s.hide_headers.iter().any(|h| is(h)) {
-                continue;
-            }
-            if is("location") {
+            if f.known == KnownName::Location {
                 if let Some(l) = location.as_ref().filter(|_| !relative) {
                     out.put_slice(b"Location: ");
                     out.put_slice(l);
