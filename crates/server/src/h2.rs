@@ -67,6 +67,11 @@ const FIRST_HEAD: usize = 1024;
 /// How long a connection told to go away (idle, or a graceful stop) waits for the client's
 /// acknowledgement before it is closed.
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
+/// How much of a body nobody reads is read and dropped before the response: the stream's
+/// first window, what a client may send unasked.
+const DISCARD_MAX: usize = 64 * 1024;
+/// How long each DATA frame of such a body is waited for.
+const DISCARD_WAIT: Duration = Duration::from_millis(200);
 /// A DATA or HEADERS frame's header, counted in `$bytes_sent`.
 pub(crate) const FRAME_HEADER_LEN: u64 = 9;
 /// Response fields that are about one HTTP/1.1 connection and have no place in HTTP/2
@@ -425,11 +430,12 @@ async fn answer(
                 respond = back;
             }
         }
-    } else {
-        // nginx skips the body of a request whose handler does not read it: the stream's
-        // DATA frames are dropped and their window given back, which `h2` does for a
-        // dropped body.
-        drop(body);
+    } else if !body.is_end_stream() {
+        // nginx skips the body of a request whose handler does not read it. What the client
+        // has in flight is read and dropped first, within a bound: a client that sends its
+        // whole body before reading (curl does) then gets the response instead of a reset
+        // stream. `h2` gives the window back for the rest when the body is dropped.
+        discard(body).await;
     }
     if resp.status == 444 {
         // nginx closes the stream without a response.
@@ -447,6 +453,21 @@ async fn answer(
     )
     .await;
     req.log_access(&resp, sent);
+}
+
+/// Reads and drops at most [`DISCARD_MAX`] bytes of an unread request body, waiting at most
+/// [`DISCARD_WAIT`] for each DATA frame.
+pub(crate) async fn discard(mut body: RecvStream) {
+    let mut left = DISCARD_MAX;
+    while left > 0 && !body.is_end_stream() {
+        match tokio::time::timeout(DISCARD_WAIT, body.data()).await {
+            Ok(Some(Ok(data))) => {
+                let _ = body.flow_control().release_capacity(data.len());
+                left = left.saturating_sub(data.len());
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Answers a request whose head the HTTP/1.1 checks refused, with the status nginx gives it.

@@ -136,6 +136,7 @@ async fn read_body(req: &Request<'_>, mut body: RecvStream) -> Result<ReqBody, u
                         Level::Error,
                         &format!("client intended to send too large chunked body: {total} bytes"),
                     );
+                    crate::h2::discard(body).await;
                     return Err(413);
                 }
                 whole.extend_from_slice(&data);
