@@ -4,8 +4,16 @@
 
 #[path = "support/auth_jwt.rs"]
 mod jwt_support;
+// Only curl is used here.
+#[allow(dead_code)]
+#[path = "support/h2c.rs"]
+mod h2c;
 mod support;
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jwt_support::{echo_upstream, Material};
@@ -366,4 +374,349 @@ proxy_set_header Connection "";
     assert_eq!(r.status, 403);
     assert_eq!(with_token(&server, "/1kb", hs).status, 200);
     assert_eq!(send(&server, "GET", "/api_new/1kb", "").status, 404);
+}
+
+/// An identity provider's key endpoint: `/keys` answers `jwks` (counting the requests),
+/// `/chunked` the same in chunks, `/missing` 404 and `/garbage` text that is no JSON. Returns
+/// its port and the count of `/keys` and `/chunked` requests.
+fn jwks_upstream(jwks: String) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind jwks upstream");
+    let port = listener.local_addr().expect("addr").port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let (jwks, hits) = (jwks.clone(), counted.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        continue;
+                    };
+                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    let head = String::from_utf8_lossy(&head);
+                    let path = head.split(' ').nth(1).unwrap_or("");
+                    let resp = match path {
+                        "/keys" => {
+                            hits.fetch_add(1, Ordering::SeqCst);
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{jwks}",
+                                jwks.len()
+                            )
+                        }
+                        "/chunked" => {
+                            hits.fetch_add(1, Ordering::SeqCst);
+                            let (a, b) = jwks.split_at(jwks.len() / 2);
+                            format!(
+                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                                a.len(),
+                                b.len()
+                            )
+                        }
+                        "/garbage" => {
+                            "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\nthis is not JSON"
+                                .to_owned()
+                        }
+                        _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
+                    };
+                    if s.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, hits)
+}
+
+/// A gateway whose locations get their keys by `auth_jwt_key_request`, from the key endpoint
+/// at `idp`, from a port nothing listens on (`down`), and from a file.
+fn key_request_gateway(keys: &Material, upstream: u16, idp: u16, down: u16) -> String {
+    support::main_config(&format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        listen 127.0.0.1:{{PORT1}} http2;
+        auth_jwt "Test API";
+        location /cached/ {{
+            auth_jwt_key_request /_jwks;
+            auth_jwt_key_cache 10s;
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_set_header X-User $jwt_claim_sub;
+        }}
+        location /uncached/ {{
+            auth_jwt_key_request /_jwks;
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_set_header X-User $jwt_claim_sub;
+        }}
+        location /chunked/ {{
+            auth_jwt_key_request /_jwks_chunked;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /combined/ {{
+            auth_jwt_key_file {rsa};
+            auth_jwt_key_request /_jwks;
+            auth_jwt_key_cache 10s;
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_set_header X-User $jwt_claim_sub;
+        }}
+        location /down/ {{
+            auth_jwt_key_request /_jwks_down;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /missing/ {{
+            auth_jwt_key_request /_jwks_missing;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /garbage/ {{
+            auth_jwt_key_request /_jwks_garbage;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /file/ {{
+            auth_jwt_key_request /_jwks_file;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /failing/ {{
+            auth_jwt_key_request /_jwks_down;
+            error_page 500 = /error500;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location = /error500 {{
+            auth_jwt off;
+            return 200 "keys unavailable\n";
+        }}
+        # auth_jwt is inherited here too: the subrequests skip the access phase, as in nginx.
+        location = /_jwks {{
+            internal;
+            proxy_pass http://127.0.0.1:{idp}/keys;
+        }}
+        location = /_jwks_chunked {{
+            internal;
+            proxy_pass http://127.0.0.1:{idp}/chunked;
+        }}
+        location = /_jwks_down {{
+            internal;
+            proxy_pass http://127.0.0.1:{down}/keys;
+        }}
+        location = /_jwks_missing {{
+            internal;
+            proxy_pass http://127.0.0.1:{idp}/missing;
+        }}
+        location = /_jwks_garbage {{
+            internal;
+            proxy_pass http://127.0.0.1:{idp}/garbage;
+        }}
+        location = /_jwks_file {{
+            internal;
+            alias {hs};
+        }}
+    }}
+"#,
+        hs = keys.key("hs.jwk"),
+        rsa = keys.key("rsa.jwk"),
+    ))
+}
+
+fn start_key_request_gateway(keys: &Material) -> (Server, Arc<AtomicUsize>) {
+    let jwks = std::fs::read_to_string(keys.key("hs.jwk")).expect("hs.jwk");
+    let (idp, hits) = jwks_upstream(jwks);
+    let down = support::free_ports(1)[0];
+    let template = key_request_gateway(keys, echo_upstream(), idp, down);
+    let server = Server::start(Kind::Portcullis, 2, &template).unwrap();
+    (server, hits)
+}
+
+fn user(r: &Response) -> String {
+    r.body_text()
+        .lines()
+        .find_map(|l| l.strip_prefix("X-User: ").map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[test]
+fn key_request_fetches_keys_every_time_or_once_per_key_cache() {
+    let Some(keys) = Material::generate() else {
+        return;
+    };
+    let (server, hits) = start_key_request_gateway(&keys);
+    let hs = keys.token("hs_valid");
+
+    // Without a token nothing is fetched.
+    let r = send(&server, "GET", "/uncached/a", "");
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some(REALM));
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
+
+    // Without auth_jwt_key_cache, every request fetches the keys.
+    for i in 1..=3 {
+        let r = with_token(&server, "/uncached/a", hs);
+        assert_eq!(
+            (r.status, user(&r).as_str()),
+            (200, "alice"),
+            "{}",
+            r.body_text()
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), i);
+    }
+
+    // With it, the first request fetches them and the next ones use them.
+    for _ in 0..4 {
+        let r = with_token(&server, "/cached/a", hs);
+        assert_eq!(
+            (r.status, user(&r).as_str()),
+            (200, "alice"),
+            "{}",
+            r.body_text()
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 4);
+    }
+
+    // A token signed with a key the fetched set lacks is refused as invalid.
+    for path in ["/cached/a", "/uncached/a"] {
+        let r = with_token(&server, path, keys.token("rs_valid"));
+        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(r.header("www-authenticate"), Some(INVALID), "{path}");
+    }
+    assert!(
+        support::wait_until(WAIT, || server
+            .error_log()
+            .contains("JWT validation failed: no key with kid \"rsa1\"")),
+        "{}",
+        server.error_log()
+    );
+
+    // A key file and a key request of a level combine.
+    let r = with_token(&server, "/combined/a", keys.token("rs_valid"));
+    assert_eq!(
+        (r.status, user(&r).as_str()),
+        (200, "bob"),
+        "{}",
+        r.body_text()
+    );
+    let r = with_token(&server, "/combined/a", hs);
+    assert_eq!(
+        (r.status, user(&r).as_str()),
+        (200, "alice"),
+        "{}",
+        r.body_text()
+    );
+
+    // A chunked key set response is read whole.
+    let before = hits.load(Ordering::SeqCst);
+    assert_eq!(with_token(&server, "/chunked/a", hs).status, 200);
+    assert_eq!(hits.load(Ordering::SeqCst), before + 1);
+
+    // The key request location is internal: a client cannot reach it.
+    assert_eq!(with_token(&server, "/_jwks", hs).status, 404);
+
+    // Over HTTP/1.1 keepalive too: the second request on the connection fetches again.
+    let mut client = server.client(0);
+    let before = hits.load(Ordering::SeqCst);
+    for n in 1..=2 {
+        client
+            .send(
+                format!("GET /uncached/k HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {hs}\r\n\r\n")
+                    .as_bytes(),
+            )
+            .expect("send");
+        let r = client.read_response(false).expect("response");
+        assert_eq!((r.status, user(&r).as_str()), (200, "alice"));
+        assert_eq!(hits.load(Ordering::SeqCst), before + n);
+    }
+
+    // And over HTTP/2.
+    let url = format!("http://127.0.0.1:{}/uncached/h2", server.port(1));
+    let auth = format!("Authorization: Bearer {hs}");
+    let before = hits.load(Ordering::SeqCst);
+    if let Some(r) = h2c::curl(&["--http2-prior-knowledge", "-H", &auth], &url) {
+        assert_eq!((r.version.as_str(), r.status), ("2", 200));
+        assert!(String::from_utf8_lossy(&r.body).contains("X-User: alice\r\n"));
+        assert_eq!(hits.load(Ordering::SeqCst), before + 1);
+        let r = h2c::curl(
+            &["--http2-prior-knowledge", "-H", &auth],
+            &url.replace("/uncached/", "/down/"),
+        );
+        assert_eq!(r.map(|r| r.status), Some(500));
+    }
+}
+
+#[test]
+fn a_key_request_that_fails_is_a_500_with_the_reason_logged() {
+    let Some(keys) = Material::generate() else {
+        return;
+    };
+    let (server, _hits) = start_key_request_gateway(&keys);
+    let hs = keys.token("hs_valid");
+
+    for (path, reason) in [
+        (
+            "/down/a",
+            "JWT key request \"/_jwks_down\" failed: the response status is 502",
+        ),
+        (
+            "/missing/a",
+            "JWT key request \"/_jwks_missing\" failed: the response status is 404",
+        ),
+        (
+            "/garbage/a",
+            "JWT key request \"/_jwks_garbage\" failed: invalid JWK set in the response",
+        ),
+    ] {
+        let r = with_token(&server, path, hs);
+        assert_eq!(r.status, 500, "{path}: {}", r.body_text());
+        assert_eq!(r.header("www-authenticate"), None, "{path}");
+        assert!(
+            support::wait_until(WAIT, || server
+                .error_log()
+                .lines()
+                .any(|l| l.contains("[error]") && l.contains(reason))),
+            "{path}: no log line with {reason:?}:\n{}",
+            server.error_log()
+        );
+    }
+    // The connection refused is logged as for any proxied request.
+    assert!(
+        server.error_log().contains("connect() failed"),
+        "{}",
+        server.error_log()
+    );
+    // Without a token, the 401 comes first: no key request is made.
+    assert_eq!(send(&server, "GET", "/down/a", "").status, 401);
+
+    // The 500 goes through error_page.
+    let r = with_token(&server, "/failing/a", hs);
+    assert_eq!(
+        (r.status, r.body_text().as_str()),
+        (200, "keys unavailable\n")
+    );
+}
+
+#[test]
+fn key_request_to_a_static_file() {
+    let Some(keys) = Material::generate() else {
+        return;
+    };
+    let (server, _hits) = start_key_request_gateway(&keys);
+    let r = with_token(&server, "/file/a", keys.token("hs_valid"));
+    assert_eq!(r.status, 200, "{}", r.body_text());
+    let r = with_token(&server, "/file/a", keys.token("rs_valid"));
+    assert_eq!(r.status, 401);
+    assert_eq!(r.header("www-authenticate"), Some(INVALID));
+    // Conditions of the main request do not apply to the subrequest.
+    let r = send(
+        &server,
+        "GET",
+        "/file/a",
+        &format!(
+            "Authorization: Bearer {}\r\nIf-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\nRange: bytes=0-3\r\n",
+            keys.token("hs_valid")
+        ),
+    );
+    assert_eq!(r.status, 200, "{}", r.body_text());
 }

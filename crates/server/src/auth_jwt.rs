@@ -12,6 +12,15 @@
 //! `WWW-Authenticate: Bearer realm="..."`, a bad one 401 with `,error="invalid_token"` added
 //! (RFC 6750 §3), logged at info with the reason.
 //!
+//! `auth_jwt_key_request uri` fetches a key set by a subrequest ([`fetch`]). The access phase
+//! cannot wait, so [`authenticate`] asks for the keys it lacks ([`Refusal::Fetch`]): the
+//! request stops there, [`process`] runs the subrequest, keeps the keys with the request (and
+//! in the worker's key cache when `auth_jwt_key_cache` allows) and runs the request's phases
+//! again from the start, now finding them. A key request that fails makes the request 500.
+//! The keys of a level's files and key requests combine into one [`KeySet`]; a set fetched
+//! again is a new set, so no token verified with the old one is taken from the cache of
+//! verified tokens for it.
+//!
 //! `auth_jwt_verified_cache off | size [time]` is portcullis's own: each worker keeps up to
 //! `size` verified tokens (the largest size configured anywhere), and a level with a `time`
 //! trusts a cached verification for that long at most; `off` verifies every request.
@@ -20,15 +29,18 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
-use crate::conf::err;
-use crate::request::Request;
+use crate::conf::{err, ServerConf};
+use crate::request::{Request, Response};
 use crate::vars::Template;
 use crate::Level;
+
+mod fetch;
 
 /// Verified tokens each worker keeps when `auth_jwt_verified_cache` does not say: a gateway's
 /// clients are usually far fewer, and an entry is a few kilobytes at most.
@@ -41,18 +53,37 @@ const MAX_VERIFIED_CACHE_ENTRIES: usize = 1 << 20;
 /// own limit could never match.
 const MAX_CLAIM_PATH: usize = portcullis_jwt::MAX_DEPTH;
 
+/// Key requests one request may run: more than any level has, unless a URI's variables
+/// change on every pass.
+const MAX_KEY_FETCHES: usize = 8;
+
+/// Fetched key sets a worker keeps, and combined sets: past this the cache starts empty
+/// again (only key request URIs with variables could reach it).
+const MAX_CACHED_KEY_SETS: usize = 1024;
+
 /// The `auth_jwt*` settings of one level, merged with what it inherits.
 #[derive(Clone, Default)]
 pub(crate) struct JwtConf {
     /// `auth_jwt`: `None` when off, the default.
     pub auth: Option<Arc<Auth>>,
     /// The keys of this level's `auth_jwt_key_file`s, combined.
-    keys: Option<Arc<KeySet>>,
+    keys: Option<Arc<FileKeys>>,
     /// The files behind `keys`, so a further `auth_jwt_key_file` at the same level adds to them.
     key_files: Vec<PathBuf>,
+    /// `auth_jwt_key_request` URIs.
+    key_requests: Vec<Arc<Template>>,
+    /// `auth_jwt_key_cache`: how long fetched keys are used; zero fetches for every request.
+    key_cache: Duration,
     leeway: Duration,
     require: Vec<Arc<Require>>,
     cache: CachePolicy,
+}
+
+/// The keys of a level's key files, and the files' contents, to combine them with fetched
+/// keys.
+struct FileKeys {
+    set: Arc<KeySet>,
+    contents: Vec<Vec<u8>>,
 }
 
 /// `auth_jwt "realm" [token=$variable]`.
@@ -196,7 +227,7 @@ pub(crate) fn eval_var(verified: Option<&Verified>, var: &JwtVar, out: &mut Vec<
 /// levels becomes one shared [`KeySet`], so its tokens share cache entries.
 #[derive(Default)]
 pub(crate) struct Loader {
-    sets: HashMap<Vec<PathBuf>, Arc<KeySet>>,
+    sets: HashMap<Vec<PathBuf>, Arc<FileKeys>>,
     /// The largest `auth_jwt_verified_cache` size, for the workers' caches.
     cache_entries: usize,
 }
@@ -208,8 +239,8 @@ impl Loader {
     }
 
     /// Applies an `auth_jwt*` directive to `c`. `first` says whether it is the first
-    /// `auth_jwt_key_file` / `auth_jwt_require` of its level (it then replaces the inherited
-    /// list); `path` resolves a relative file name against the prefix. Returns false for a
+    /// `auth_jwt_key_file` / `auth_jwt_key_request` / `auth_jwt_require` of its level (it
+    /// then replaces the inherited list); `path` resolves a relative file name against the prefix. Returns false for a
     /// directive that is not one of this module's.
     pub fn directive(
         &mut self,
@@ -234,11 +265,13 @@ impl Loader {
                 c.keys = Some(self.key_set(&c.key_files, d)?);
             }
             "auth_jwt_key_request" => {
-                return Err(err(d, "\"auth_jwt_key_request\" is not supported yet"))
+                if first {
+                    c.key_requests.clear();
+                }
+                c.key_requests
+                    .push(Arc::new(Template::compile(d.arg(0), d)?));
             }
-            "auth_jwt_key_cache" => {
-                value::time_ms(d, 0)?;
-            }
+            "auth_jwt_key_cache" => c.key_cache = Duration::from_millis(value::time_ms(d, 0)?),
             "auth_jwt_leeway" => c.leeway = Duration::from_millis(value::time_ms(d, 0)?),
             "auth_jwt_type" => match d.arg(0) {
                 "signed" => {}
@@ -275,11 +308,12 @@ impl Loader {
     }
 
     /// The combined keys of `files`, each read and parsed once per compile.
-    fn key_set(&mut self, files: &[PathBuf], d: &Directive) -> Result<Arc<KeySet>, ConfigError> {
+    fn key_set(&mut self, files: &[PathBuf], d: &Directive) -> Result<Arc<FileKeys>, ConfigError> {
         if let Some(set) = self.sets.get(files) {
             return Ok(set.clone());
         }
         let mut set = KeySet::default();
+        let mut contents = Vec::with_capacity(files.len());
         for file in files {
             let content = std::fs::read(file).map_err(|e| {
                 err(
@@ -294,8 +328,12 @@ impl Loader {
             let parsed = KeySet::parse(&content)
                 .map_err(|e| err(d, format!("invalid JWK set in \"{}\": {e}", file.display())))?;
             set.extend(parsed);
+            contents.push(content);
         }
-        let set = Arc::new(set);
+        let set = Arc::new(FileKeys {
+            set: Arc::new(set),
+            contents,
+        });
         self.sets.insert(files.to_vec(), set.clone());
         Ok(set)
     }
@@ -371,33 +409,262 @@ fn cache_policy(d: &Directive) -> Result<CachePolicy, ConfigError> {
     Ok(CachePolicy::On { entries, max_age })
 }
 
-/// A worker's JWT state: its cache of verified tokens.
+/// A worker's JWT state: its cache of verified tokens and of fetched keys.
 pub(crate) struct WorkerJwt {
     cache: VerifiedCache,
+    keys: KeyCache,
 }
 
 impl WorkerJwt {
     pub fn new(entries: usize) -> WorkerJwt {
         WorkerJwt {
             cache: VerifiedCache::new(entries),
+            keys: KeyCache::default(),
         }
     }
 
-    /// A new configuration generation: its key sets are new, so no entry could hit again.
+    /// A new configuration generation: its key sets are new, so no entry could hit again, and
+    /// its key requests may go elsewhere.
     pub fn reset(&mut self, entries: usize) {
         if self.cache.capacity() == entries {
             self.cache.clear();
         } else {
             self.cache = VerifiedCache::new(entries);
         }
+        self.keys = KeyCache::default();
     }
 }
+
+/// A key set fetched by `auth_jwt_key_request`.
+#[derive(Clone)]
+pub(crate) struct Fetched {
+    keys: Arc<KeySet>,
+    /// The response body it was parsed from, to combine it with other keys.
+    body: Bytes,
+    at: Instant,
+}
+
+/// The key sets a worker fetched, for `auth_jwt_key_cache`, and the sets combining them with
+/// a level's other keys.
+#[derive(Default)]
+struct KeyCache {
+    /// By server (the same URI may be another location in another server), then URI.
+    fetched: HashMap<usize, ServerKeys>,
+    /// By the ids of the sets combined.
+    combined: HashMap<Vec<u64>, Arc<KeySet>>,
+    len: usize,
+}
+
+struct ServerKeys {
+    /// Held so that the address the entry is keyed by is not reused by another server.
+    _server: Arc<ServerConf>,
+    by_uri: HashMap<Vec<u8>, Fetched>,
+}
+
+impl KeyCache {
+    /// The keys `uri` fetched in `server` less than `max_age` ago.
+    fn get(
+        &self,
+        server: &Arc<ServerConf>,
+        uri: &[u8],
+        now: Instant,
+        max_age: Duration,
+    ) -> Option<&Fetched> {
+        let keys = self.fetched.get(&(Arc::as_ptr(server) as usize))?;
+        keys.by_uri
+            .get(uri)
+            .filter(|f| now.saturating_duration_since(f.at) < max_age)
+    }
+
+    fn put(&mut self, server: &Arc<ServerConf>, uri: Vec<u8>, fetched: Fetched) {
+        if self.len >= MAX_CACHED_KEY_SETS {
+            *self = KeyCache::default();
+        }
+        // A set fetched again is a new set: combinations with the old one are of no use.
+        self.combined.clear();
+        let keys = self
+            .fetched
+            .entry(Arc::as_ptr(server) as usize)
+            .or_insert_with(|| ServerKeys {
+                _server: server.clone(),
+                by_uri: HashMap::new(),
+            });
+        if keys.by_uri.insert(uri, fetched).is_none() {
+            self.len += 1;
+        }
+    }
+}
+
+/// A key request the access phase waits for.
+pub(crate) struct KeyFetch {
+    uri: Vec<u8>,
+    /// The level's `auth_jwt_key_cache`.
+    cache: Duration,
+}
+
+/// The key requests a request ran: the keys, or `None` for a request that failed.
+pub(crate) type Fetches = Vec<(Vec<u8>, Option<Fetched>)>;
 
 /// Why the access phase refused a request.
 pub(crate) struct Denied {
     pub status: u16,
     /// The `WWW-Authenticate` value of a 401.
     pub challenge: Option<Vec<u8>>,
+}
+
+/// Why [`authenticate`] did not admit a request.
+pub(crate) enum Refusal {
+    Denied(Denied),
+    /// Keys must be fetched first: the request stops here, to be run again with them.
+    Fetch(KeyFetch),
+}
+
+impl From<Denied> for Refusal {
+    fn from(d: Denied) -> Refusal {
+        Refusal::Denied(d)
+    }
+}
+
+/// The keys a level verifies with.
+enum Keys {
+    Ready {
+        keys: Arc<KeySet>,
+        /// Whether the set stays the same for other requests, so verified tokens may be
+        /// cached for it; a set fetched for this request only would fill the cache with
+        /// entries no other request hits.
+        lasting: bool,
+    },
+    Fetch(KeyFetch),
+    /// A key request failed (logged when it ran).
+    Failed,
+    None,
+}
+
+/// The keys of `conf` for `req`: the files' and every key request's, combined.
+fn keys(req: &Request<'_>, worker: &RefCell<WorkerJwt>, conf: &JwtConf) -> Keys {
+    if conf.key_requests.is_empty() {
+        return match &conf.keys {
+            Some(k) => Keys::Ready {
+                keys: k.set.clone(),
+                lasting: true,
+            },
+            None => Keys::None,
+        };
+    }
+    let lasting = !conf.key_cache.is_zero();
+    let now = Instant::now();
+    let mut parts: Vec<Fetched> = Vec::with_capacity(conf.key_requests.len());
+    for t in &conf.key_requests {
+        let uri = req.eval(t);
+        if let Some((_, got)) = req.key_fetches.iter().find(|(u, _)| *u == uri) {
+            match got {
+                Some(f) => parts.push(f.clone()),
+                None => return Keys::Failed,
+            }
+            continue;
+        }
+        let cached = lasting
+            .then(|| {
+                let w = worker.borrow();
+                w.keys.get(req.server, &uri, now, conf.key_cache).cloned()
+            })
+            .flatten();
+        match cached {
+            Some(f) => parts.push(f),
+            None => {
+                return Keys::Fetch(KeyFetch {
+                    uri,
+                    cache: conf.key_cache,
+                })
+            }
+        }
+    }
+    if conf.keys.is_none() && parts.len() == 1 {
+        return Keys::Ready {
+            keys: parts[0].keys.clone(),
+            lasting,
+        };
+    }
+    let ids: Vec<u64> = conf
+        .keys
+        .iter()
+        .map(|k| k.set.id())
+        .chain(parts.iter().map(|p| p.keys.id()))
+        .collect();
+    if lasting {
+        if let Some(k) = worker.borrow().keys.combined.get(&ids) {
+            return Keys::Ready {
+                keys: k.clone(),
+                lasting,
+            };
+        }
+    }
+    // Every part parsed before, so none fails now.
+    let mut set = KeySet::default();
+    let files = conf.keys.iter().flat_map(|k| k.contents.iter());
+    for content in files
+        .map(Vec::as_slice)
+        .chain(parts.iter().map(|p| &p.body[..]))
+    {
+        if let Ok(parsed) = KeySet::parse(content) {
+            set.extend(parsed);
+        }
+    }
+    let set = Arc::new(set);
+    if lasting {
+        let mut w = worker.borrow_mut();
+        if w.keys.combined.len() >= MAX_CACHED_KEY_SETS {
+            w.keys.combined.clear();
+        }
+        w.keys.combined.insert(ids, set.clone());
+    }
+    Keys::Ready { keys: set, lasting }
+}
+
+/// Runs `req` through the phases (`Request::process`), running the key requests
+/// `auth_jwt` asks for on the way.
+pub(crate) async fn process(req: &mut Request<'_>) -> Response {
+    loop {
+        let resp = req.process();
+        let Some(fetch) = req.key_fetch.take() else {
+            return resp;
+        };
+        let got = if req.key_fetches.len() >= MAX_KEY_FETCHES {
+            req.log(
+                Level::Error,
+                &format!("more than {MAX_KEY_FETCHES} JWT key requests for one request"),
+            );
+            None
+        } else {
+            match Box::pin(fetch::fetch(req, &fetch.uri)).await {
+                Ok((body, keys)) => {
+                    let fetched = Fetched {
+                        keys: Arc::new(keys),
+                        body,
+                        at: Instant::now(),
+                    };
+                    if !fetch.cache.is_zero() {
+                        let worker = req.worker();
+                        let mut w = worker.jwt.borrow_mut();
+                        w.keys.put(req.server, fetch.uri.clone(), fetched.clone());
+                    }
+                    Some(fetched)
+                }
+                Err(why) => {
+                    req.log(
+                        Level::Error,
+                        &format!(
+                            "JWT key request \"{}\" failed: {why}",
+                            String::from_utf8_lossy(&fetch.uri)
+                        ),
+                    );
+                    None
+                }
+            }
+        };
+        req.key_fetches.push((fetch.uri, got));
+        req.restart();
+    }
 }
 
 /// The access phase's JWT check for a level with `auth_jwt` on. On success the verified
@@ -407,7 +674,7 @@ pub(crate) fn authenticate(
     worker: &RefCell<WorkerJwt>,
     conf: &JwtConf,
     auth: &Auth,
-) -> Result<(), Denied> {
+) -> Result<(), Refusal> {
     let from_variable;
     let token: Option<&[u8]> = match &auth.token {
         Some(t) => {
@@ -416,31 +683,44 @@ pub(crate) fn authenticate(
         }
         None => req.head.header("authorization").and_then(bearer),
     };
+    // A request without a token is refused before any key is fetched.
     let Some(token) = token else {
-        return Err(challenge(req, auth, 401, false));
+        return Err(challenge(req, auth, 401, false).into());
     };
-    let Some(keys) = &conf.keys else {
-        req.log(Level::Error, "no JWT keys configured for \"auth_jwt\"");
-        return Err(Denied {
-            status: 500,
-            challenge: None,
-        });
+    let (keys, lasting) = match keys(req, worker, conf) {
+        Keys::Ready { keys, lasting } => (keys, lasting),
+        Keys::Fetch(f) => return Err(Refusal::Fetch(f)),
+        Keys::Failed => {
+            return Err(Denied {
+                status: 500,
+                challenge: None,
+            }
+            .into())
+        }
+        Keys::None => {
+            req.log(Level::Error, "no JWT keys configured for \"auth_jwt\"");
+            return Err(Denied {
+                status: 500,
+                challenge: None,
+            }
+            .into());
+        }
     };
     let now = SystemTime::now();
     let result = match conf.cache {
-        CachePolicy::On { max_age, .. } => {
+        CachePolicy::On { max_age, .. } if lasting => {
             worker
                 .borrow_mut()
                 .cache
-                .verify_within(token, keys, now, conf.leeway, max_age)
+                .verify_within(token, &keys, now, conf.leeway, max_age)
         }
-        CachePolicy::Off => portcullis_jwt::verify(token, keys, now, conf.leeway).map(Arc::new),
+        _ => portcullis_jwt::verify(token, &keys, now, conf.leeway).map(Arc::new),
     };
     let verified = match result {
         Ok(v) => v,
         Err(e) => {
             log_failure(req, &e);
-            return Err(challenge(req, auth, 401, true));
+            return Err(challenge(req, auth, 401, true).into());
         }
     };
     req.jwt = Some(verified);
@@ -458,7 +738,8 @@ pub(crate) fn authenticate(
                     status: r.status,
                     challenge: None,
                 }
-            });
+            }
+            .into());
         }
     }
     Ok(())
@@ -562,6 +843,74 @@ mod tests {
             assert!(e.to_string().contains(want), "{http}: {e}");
             assert!(e.to_string().ends_with("t.conf:4"), "{http}: {e}");
         }
+    }
+
+    /// The one server of `http`, compiled.
+    fn server(http: &str) -> Arc<ServerConf> {
+        let dir = std::env::temp_dir();
+        let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
+        let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
+            .unwrap_or_else(|e| panic!("{http}: {e}"));
+        let compiled = crate::compile(&loaded, &dir, None).unwrap_or_else(|e| panic!("{e}"));
+        compiled.http.listens[0].servers.find(None).clone()
+    }
+
+    #[test]
+    fn key_requests_inherit_as_a_list_and_key_cache_is_a_time() {
+        let s = server(
+            "auth_jwt_key_request /a;\nauth_jwt_key_cache 1m;\n\
+             server { listen 127.0.0.1:1; auth_jwt_key_request /b$arg_t; auth_jwt_key_request /c; }",
+        );
+        let jwt = &s.conf.jwt;
+        assert_eq!(jwt.key_requests.len(), 2);
+        assert_eq!(jwt.key_requests[1].as_literal(), Some("/c"));
+        assert_eq!(jwt.key_cache, Duration::from_secs(60));
+        let s = server("auth_jwt_key_request /a;\nserver { listen 127.0.0.1:1; }");
+        assert_eq!(s.conf.jwt.key_requests.len(), 1);
+        assert!(s.conf.jwt.key_cache.is_zero());
+    }
+
+    #[test]
+    fn fetched_keys_serve_a_level_for_its_key_cache_at_most() {
+        let one = server("server { listen 127.0.0.1:1; }");
+        let two = server("server { listen 127.0.0.1:1; }");
+        let mut cache = KeyCache::default();
+        let at = Instant::now();
+        let fetched = Fetched {
+            keys: Arc::new(KeySet::default()),
+            body: Bytes::new(),
+            at,
+        };
+        let id = fetched.keys.id();
+        cache.put(&one, b"/jwks".to_vec(), fetched);
+        cache.combined.insert(vec![id], Arc::new(KeySet::default()));
+        let ten = Duration::from_secs(10);
+        let hit = cache.get(&one, b"/jwks", at + Duration::from_secs(9), ten);
+        assert_eq!(hit.map(|f| f.keys.id()), Some(id));
+        assert!(cache.get(&one, b"/jwks", at + ten, ten).is_none());
+        // A level with a shorter key cache does not take keys older than it allows.
+        assert!(cache
+            .get(
+                &one,
+                b"/jwks",
+                at + Duration::from_secs(2),
+                Duration::from_secs(1)
+            )
+            .is_none());
+        // The same URI in another server is another location.
+        assert!(cache.get(&two, b"/jwks", at, ten).is_none());
+        assert!(cache.get(&one, b"/other", at, ten).is_none());
+        // Keys fetched again are a new set, and combinations with the old one go.
+        let again = Fetched {
+            keys: Arc::new(KeySet::default()),
+            body: Bytes::new(),
+            at,
+        };
+        cache.put(&one, b"/jwks".to_vec(), again);
+        assert!(cache.combined.is_empty());
+        let hit = cache.get(&one, b"/jwks", at, ten).map(|f| f.keys.id());
+        assert!(hit.is_some_and(|new| new != id));
+        assert_eq!(cache.len, 1);
     }
 
     #[test]

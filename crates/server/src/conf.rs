@@ -1005,6 +1005,7 @@ impl Builder {
             name if name.starts_with("auth_jwt") => {
                 let first = match name {
                     "auth_jwt_key_file" => first("auth_jwt_key_file"),
+                    "auth_jwt_key_request" => first("auth_jwt_key_request"),
                     "auth_jwt_require" => first("auth_jwt_require"),
                     _ => true,
                 };

@@ -192,7 +192,7 @@ impl Connection<'_> {
             let mut req = Request::new(&worker, &server, &info, head, start);
             let mut resp = match self.refuse {
                 Some(code) => Response::error_page(code, 400, server.conf.server_tokens),
-                None => req.process(),
+                None => crate::auth_jwt::process(&mut req).await,
             };
             if let Body::Proxy(_) = resp.body {
                 let plan = match std::mem::replace(&mut resp.body, Body::Empty) {

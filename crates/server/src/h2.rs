@@ -418,7 +418,7 @@ async fn answer(
 ) {
     let mut req = Request::new(worker, server, info, head, start);
     req.http2 = true;
-    let mut resp = req.process();
+    let mut resp = crate::auth_jwt::process(&mut req).await;
     if let Body::Proxy(_) = resp.body {
         let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
             return;

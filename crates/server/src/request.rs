@@ -1,8 +1,10 @@
 //! A request's trip through nginx's phases: the server's rewrite directives, find the location
 //! (again after each internal redirect or `rewrite ... last`, at most [`MAX_REDIRECTS`] times),
 //! the location's rewrite directives (`crate::rewrite`), access (`limit_except`,
-//! `allow`/`deny`, then `auth_jwt`, combined as `satisfy` says), `try_files`, then content (index, static files), and `error_page` for an
-//! error status.
+//! `allow`/`deny`, then `auth_jwt`, combined as `satisfy` says; a subrequest skips it, as in
+//! nginx), `try_files`, then content (index, static files), and `error_page` for an error
+//! status. When `auth_jwt` needs fetched keys the phases stop ([`Step::Suspend`]) and run
+//! again from the start once `crate::auth_jwt::process` has fetched them.
 
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
@@ -14,6 +16,7 @@ use std::time::{Instant, SystemTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use portcullis_http::{Method, RequestHead};
 
+use crate::auth_jwt::Refusal;
 use crate::conf::{access_allowed, ErrorTarget, LocConf, Return, ServerConf, TryLast};
 use crate::conn::ConnInfo;
 use crate::location::Captures;
@@ -180,6 +183,9 @@ enum Step {
     Done(Response),
     /// An error status: error_page or the built-in page.
     Status(u16),
+    /// The access phase waits for keys (`auth_jwt_key_request`): the request stops, to be
+    /// run again from the start once they are fetched.
+    Suspend,
 }
 
 /// The variables that need only the connection: also used to log a request refused before
@@ -248,6 +254,12 @@ pub(crate) struct Request<'a> {
     pub(crate) jwt: Option<Arc<portcullis_jwt::Verified>>,
     /// `WWW-Authenticate` of a 401 from `auth_jwt`; it survives an error_page redirect.
     www_authenticate: Option<Vec<u8>>,
+    /// A subrequest (an `auth_jwt_key_request`): as in nginx, it skips the access phase.
+    subrequest: bool,
+    /// The key request the access phase waits for, when the phases stopped for it.
+    pub(crate) key_fetch: Option<crate::auth_jwt::KeyFetch>,
+    /// The key requests run for this request so far.
+    pub(crate) key_fetches: crate::auth_jwt::Fetches,
 }
 
 impl<'a> Request<'a> {
@@ -286,8 +298,30 @@ impl<'a> Request<'a> {
             upstream_attempts: Vec::new(),
             jwt: None,
             www_authenticate: None,
+            subrequest: false,
+            key_fetch: None,
+            key_fetches: Vec::new(),
             head,
         }
+    }
+
+    /// A subrequest of this request with `head`, internal and without the access phase.
+    pub(crate) fn subrequest(&self, head: RequestHead) -> Request<'a> {
+        let mut sub = Request::new(self.worker, self.server, self.conn, head, Instant::now());
+        sub.http2 = self.http2;
+        sub.internal = true;
+        sub.subrequest = true;
+        sub
+    }
+
+    /// Makes the request as it was before [`process`](Self::process), keeping the keys its
+    /// key requests fetched, for the phases to run again.
+    pub(crate) fn restart(&mut self) {
+        let head = self.head.clone();
+        let mut fresh = Request::new(self.worker, self.server, self.conn, head, self.start);
+        fresh.http2 = self.http2;
+        fresh.key_fetches = std::mem::take(&mut self.key_fetches);
+        *self = fresh;
     }
 
     /// `$server_protocol`.
@@ -329,6 +363,8 @@ impl<'a> Request<'a> {
                 Step::Again => self.run_location(),
                 Step::Done(r) => break r,
                 Step::Status(code) => break self.finalize_error(code),
+                // What is answered is decided once the keys are fetched.
+                Step::Suspend => return Response::new(500),
             };
         };
         if let Some(challenge) = self.www_authenticate.take() {
@@ -420,32 +456,10 @@ impl<'a> Request<'a> {
         }
         // An `if` that held may have switched the request to its block's configuration.
         let loc = self.loc.clone();
-        let rules = match restricted {
-            Some(le) if !le.access.is_empty() => &le.access,
-            _ => &loc.access,
-        };
-        let allowed = access_allowed(rules, self.conn.peer.ip());
-        if !allowed {
-            self.log(Level::Error, "access forbidden by rule");
-            if !loc.satisfy_any {
-                return Step::Status(403);
+        if !self.subrequest {
+            if let Some(step) = self.access(&loc, restricted) {
+                return step;
             }
-        }
-        // As nginx's access phase: the access module first; with `satisfy any` the first
-        // module to admit the request ends the phase, and a 401 outranks a 403.
-        let jwt = restricted
-            .and_then(|le| le.jwt.as_ref())
-            .unwrap_or(&loc.jwt);
-        match &jwt.auth {
-            Some(auth) if !(allowed && loc.satisfy_any) => {
-                let worker = self.worker;
-                if let Err(denied) = crate::auth_jwt::authenticate(self, &worker.jwt, jwt, auth) {
-                    self.www_authenticate = denied.challenge;
-                    return Step::Status(denied.status);
-                }
-            }
-            _ if !allowed => return Step::Status(403),
-            _ => {}
         }
         if let Some(tf) = &loc.try_files {
             for t in &tf.files {
@@ -481,6 +495,50 @@ impl<'a> Request<'a> {
             };
         }
         self.content()
+    }
+
+    /// The access phase: `allow`/`deny` (of the `limit_except` block when it restricts the
+    /// method), then `auth_jwt`, combined as `satisfy` says. `None` admits the request.
+    fn access(
+        &mut self,
+        loc: &LocConf,
+        restricted: Option<&Arc<crate::conf::LimitExcept>>,
+    ) -> Option<Step> {
+        let rules = match restricted {
+            Some(le) if !le.access.is_empty() => &le.access,
+            _ => &loc.access,
+        };
+        let allowed = access_allowed(rules, self.conn.peer.ip());
+        if !allowed {
+            self.log(Level::Error, "access forbidden by rule");
+            if !loc.satisfy_any {
+                return Some(Step::Status(403));
+            }
+        }
+        // As nginx's access phase: the access module first; with `satisfy any` the first
+        // module to admit the request ends the phase, and a 401 outranks a 403.
+        let jwt = restricted
+            .and_then(|le| le.jwt.as_ref())
+            .unwrap_or(&loc.jwt);
+        match &jwt.auth {
+            Some(auth) if !(allowed && loc.satisfy_any) => {
+                let worker = self.worker;
+                match crate::auth_jwt::authenticate(self, &worker.jwt, jwt, auth) {
+                    Ok(()) => {}
+                    Err(Refusal::Denied(denied)) => {
+                        self.www_authenticate = denied.challenge;
+                        return Some(Step::Status(denied.status));
+                    }
+                    Err(Refusal::Fetch(fetch)) => {
+                        self.key_fetch = Some(fetch);
+                        return Some(Step::Suspend);
+                    }
+                }
+            }
+            _ if !allowed => return Some(Step::Status(403)),
+            _ => {}
+        }
+        None
     }
 
     /// An internal redirect to `target`, which may carry `?args`. Without them, the request's
@@ -879,6 +937,7 @@ impl<'a> Request<'a> {
                 Step::Again => self.run_location(),
                 Step::Done(r) => return r,
                 Step::Status(code) => return self.finalize_error(code),
+                Step::Suspend => return Response::new(500),
             };
         }
     }

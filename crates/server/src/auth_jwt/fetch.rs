@@ -1,0 +1,225 @@
+//! `auth_jwt_key_request`: a key set fetched by a subrequest.
+//!
+//! The subrequest is a GET of the URI with the main request's header fields, as nginx's
+//! subrequests share them, less those about the main request's body, conditions and ranges
+//! (nginx applies neither to a subrequest). It goes through the server's locations as an
+//! internal request without the access phase. A `proxy_pass` location's exchange writes its
+//! HTTP/1.1 response into an in-memory pipe read here, so every proxy rule applies unchanged;
+//! a file or `return` text is taken as is. A status other than 2xx, a body over
+//! [`MAX_BODY`] or one that is no JWK set is a failure, described for the error log.
+
+use std::os::unix::fs::FileExt;
+
+use bytes::{Bytes, BytesMut};
+use portcullis_http::{
+    parse_request_head, parse_response_head, Chunk, ChunkedDecoder, Framing, RequestHead, Version,
+};
+use portcullis_jwt::KeySet;
+use tokio::io::{AsyncReadExt, DuplexStream};
+
+use crate::proxy::{Client, Finish, Plan, ReqBody};
+use crate::request::{Body, Request};
+use crate::static_files::CachedFile;
+
+/// The largest key set response read; a provider's JWKS is a few kilobytes.
+const MAX_BODY: usize = 1 << 20;
+/// Room in the pipe between the exchange and the reader.
+const PIPE_SIZE: usize = 64 * 1024;
+/// Header fields of the main request the subrequest does without.
+const LEFT_OUT: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "expect",
+    "connection",
+    "upgrade",
+    "range",
+    "if-range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+];
+/// error_page redirects of the subrequest followed after a proxied failure, at most.
+const MAX_ANSWERS: usize = 4;
+
+/// Runs the key request for `uri` on behalf of `req`: the response body and the keys in it.
+pub(super) async fn fetch(req: &Request<'_>, uri: &[u8]) -> Result<(Bytes, KeySet), String> {
+    let head = sub_head(req, uri)?;
+    let mut sub = req.subrequest(head);
+    let mut resp = sub.process();
+    let mut answers = 0;
+    let (status, body) = loop {
+        answers += 1;
+        match std::mem::replace(&mut resp.body, Body::Empty) {
+            Body::Empty => break (resp.status, Bytes::new()),
+            Body::Bytes(b) => break (resp.status, b),
+            Body::File { file, offset, len } => {
+                break (resp.status, file_body(&file, offset, len)?)
+            }
+            Body::Parts(_) => return Err("a multipart response".to_owned()),
+            Body::Proxy(plan) => match proxied(&sub, *plan).await? {
+                Ok(answer) => break answer,
+                // Nothing came from the upstream: its status goes through error_page, as
+                // for any request.
+                Err(code) if answers < MAX_ANSWERS => resp = sub.finalize_error(code),
+                Err(code) => break (code, Bytes::new()),
+            },
+        }
+    };
+    if !(200..300).contains(&status) {
+        return Err(format!("the response status is {status}"));
+    }
+    let keys = KeySet::parse(&body).map_err(|e| format!("invalid JWK set in the response: {e}"))?;
+    Ok((body, keys))
+}
+
+/// The subrequest's head: `GET uri` with the main request's version and header fields.
+fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
+    let mut raw = BytesMut::with_capacity(uri.len() + req.head.raw().len() + 32);
+    raw.extend_from_slice(b"GET ");
+    raw.extend_from_slice(uri);
+    raw.extend_from_slice(if req.head.version() == Version::Http11 {
+        b" HTTP/1.1\r\n"
+    } else {
+        b" HTTP/1.0\r\n"
+    });
+    for (name, value) in req.head.headers() {
+        if LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
+            continue;
+        }
+        raw.extend_from_slice(name.as_bytes());
+        raw.extend_from_slice(b": ");
+        raw.extend_from_slice(value);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"\r\n");
+    match parse_request_head(&mut raw, &req.server.head_limits) {
+        Ok(Some(head)) => Ok(head),
+        Ok(None) => Err("incomplete subrequest".to_owned()),
+        Err(e) => Err(format!("invalid subrequest: {}", e.reason())),
+    }
+}
+
+/// The bytes of a file response, read whole.
+fn file_body(file: &CachedFile, offset: u64, len: u64) -> Result<Bytes, String> {
+    let size = usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= MAX_BODY)
+        .ok_or_else(|| format!("the response body is longer than {MAX_BODY} bytes"))?;
+    if let Some(contents) = &file.contents {
+        let start = offset as usize;
+        return Ok(contents.slice(start..start + size));
+    }
+    let mut buf = vec![0; size];
+    file.file
+        .read_exact_at(&mut buf, offset)
+        .map_err(|e| format!("read() failed {}", crate::log::os_error(&e)))?;
+    Ok(Bytes::from(buf))
+}
+
+/// Runs the exchange of a proxied subrequest and reads its response: `Ok(Err(code))` when
+/// nothing came from the upstream and `code` is the status to answer.
+async fn proxied(sub: &Request<'_>, plan: Plan) -> Result<Result<(u16, Bytes), u16>, String> {
+    let (near, far) = tokio::io::duplex(PIPE_SIZE);
+    let send_timeout = sub.loc.send_timeout;
+    let exchange = async move {
+        let mut near = near;
+        let mut out = BytesMut::new();
+        let mut read = BytesMut::new();
+        let client = Client {
+            stream: &mut near,
+            out: &mut out,
+            read: &mut read,
+            keep_alive: true,
+            send_timeout,
+        };
+        let finish = crate::proxy::serve(client, sub, plan, ReqBody::None).await;
+        // The end of the pipe is the end of the response for a body without framing.
+        drop(near);
+        finish
+    };
+    let (finish, read) = tokio::join!(exchange, read_response(far));
+    match finish {
+        Finish::Status { code, .. } => Ok(Err(code)),
+        Finish::Sent { .. } => read.map(Ok),
+    }
+}
+
+/// Reads the HTTP/1.1 response the exchange writes into `pipe`: its status, and its body
+/// unless the status already fails.
+async fn read_response(mut pipe: DuplexStream) -> Result<(u16, Bytes), String> {
+    let mut buf = BytesMut::with_capacity(PIPE_SIZE);
+    let head = loop {
+        match parse_response_head(&mut buf, usize::MAX) {
+            Ok(Some(head)) => break head,
+            Ok(None) => {}
+            Err(_) => return Err("invalid response head".to_owned()),
+        }
+        if !read_more(&mut pipe, &mut buf).await? {
+            return Err("no response".to_owned());
+        }
+    };
+    let status = head.status();
+    if !(200..300).contains(&status) {
+        return Ok((status, Bytes::new()));
+    }
+    let framing = match status {
+        204 => Framing::Length(0),
+        _ => head.framing(),
+    };
+    let too_long = || format!("the response body is longer than {MAX_BODY} bytes");
+    let mut body = BytesMut::new();
+    match framing {
+        Framing::Length(n) => {
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= MAX_BODY)
+                .ok_or_else(too_long)?;
+            while buf.len() < n {
+                if !read_more(&mut pipe, &mut buf).await? {
+                    return Err("the response body was cut short".to_owned());
+                }
+            }
+            body = buf.split_to(n);
+        }
+        Framing::UntilClose => loop {
+            body.extend_from_slice(&buf.split());
+            if body.len() > MAX_BODY {
+                return Err(too_long());
+            }
+            if !read_more(&mut pipe, &mut buf).await? {
+                break;
+            }
+        },
+        Framing::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            loop {
+                match decoder.decode(&mut buf) {
+                    Ok(Chunk::Data(d)) => {
+                        body.extend_from_slice(&d);
+                        if body.len() > MAX_BODY {
+                            return Err(too_long());
+                        }
+                    }
+                    Ok(Chunk::Done) => break,
+                    Ok(Chunk::NeedMore) => {
+                        if !read_more(&mut pipe, &mut buf).await? {
+                            return Err("the response body was cut short".to_owned());
+                        }
+                    }
+                    Err(_) => return Err("invalid chunked response body".to_owned()),
+                }
+            }
+        }
+    }
+    Ok((status, body.freeze()))
+}
+
+/// Reads more of the pipe into `buf`; false at its end.
+async fn read_more(pipe: &mut DuplexStream, buf: &mut BytesMut) -> Result<bool, String> {
+    buf.reserve(PIPE_SIZE);
+    match pipe.read_buf(buf).await {
+        Ok(n) => Ok(n > 0),
+        Err(e) => Err(format!("reading the response failed: {e}")),
+    }
+}
