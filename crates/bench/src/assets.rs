@@ -3,13 +3,21 @@
 //! Files are random bytes, as the seeds' `dd if=/dev/urandom bs=1024 count=N`. Certificates
 //! and keys are made with the `openssl` command, as the seeds made theirs, and so are the
 //! JWT signatures: the tokens are signed by the same library that nginx would verify them
-//! with, independently of any code under test.
+//! with, independently of any code under test. The thousands of tokens of a scenario that
+//! sends a different token with every request are the exception: one openssl process per
+//! token would take minutes, so they are signed in process with aws-lc-rs, with the key
+//! openssl made; HAProxy checks them with OpenSSL in the same scenario, and the tests with
+//! the `openssl` command.
 
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::thread;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 
 use crate::scenario::{Cert, Jwt, Layout, FILES};
 
@@ -27,6 +35,8 @@ pub enum AssetError {
     Io { path: String, source: io::Error },
     #[error("openssl {args}: {message}")]
     Openssl { args: String, message: String },
+    #[error("signing RS256 tokens: {0}")]
+    Sign(String),
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> AssetError + '_ {
@@ -155,19 +165,7 @@ pub fn jwt(layout: &Layout, jwt: Jwt) -> Result<JwtAssets, AssetError> {
         mkdir(dir)?;
         world_readable(dir, 0o755)?;
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let header = format!(r#"{{"alg":"{}","typ":"JWT"}}"#, jwt.alg());
-    let payload = format!(
-        r#"{{"iss":"portcullis-bench","sub":"bench","iat":{now},"exp":{}}}"#,
-        now + TOKEN_LIFETIME_S
-    );
-    let signing_input = format!(
-        "{}.{}",
-        base64url(header.as_bytes()),
-        base64url(payload.as_bytes())
-    );
+    let signing_input = signing_input(jwt, "bench", None);
     let (signature, secret, jwk) = match jwt {
         Jwt::Hs256 => {
             let secret: String = random_bytes(HS256_SECRET_LEN)?
@@ -188,7 +186,7 @@ pub fn jwt(layout: &Layout, jwt: Jwt) -> Result<JwtAssets, AssetError> {
             (signature, secret, jwk)
         }
         Jwt::Rs256 => {
-            let key = jwk_path.with_file_name("rs256.key");
+            let key = rs256_key(layout);
             let key_s = key.display().to_string();
             openssl(
                 &[
@@ -232,11 +230,139 @@ pub fn jwt(layout: &Layout, jwt: Jwt) -> Result<JwtAssets, AssetError> {
     })
 }
 
+/// The JOSE header and claims of a token, base64url-encoded and joined by a dot: what its
+/// signature covers. `jti`, when given, tells tokens with the same subject apart.
+fn signing_input(jwt: Jwt, sub: &str, jti: Option<usize>) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let header = format!(r#"{{"alg":"{}","typ":"JWT"}}"#, jwt.alg());
+    let jti = jti.map(|n| format!(r#","jti":"{n}""#)).unwrap_or_default();
+    let payload = format!(
+        r#"{{"iss":"portcullis-bench","sub":"{sub}"{jti},"iat":{now},"exp":{}}}"#,
+        now + TOKEN_LIFETIME_S
+    );
+    format!(
+        "{}.{}",
+        base64url(header.as_bytes()),
+        base64url(payload.as_bytes())
+    )
+}
+
+/// The RS256 private key [`jwt`] makes.
+fn rs256_key(layout: &Layout) -> std::path::PathBuf {
+    layout.jwk().with_file_name("rs256.key")
+}
+
+/// `count` distinct RS256 tokens (subjects `bench-0`, `bench-1`, ... and as many `jti`s),
+/// signed with the key [`jwt`] made for [`Jwt::Rs256`], on every CPU at once.
+pub fn rs256_tokens(layout: &Layout, count: usize) -> Result<Vec<String>, AssetError> {
+    let key = rs256_key(layout);
+    let key_s = key.display().to_string();
+    // OpenSSL 3.0 writes RSAPrivateKey (PKCS #1) as DER where other versions write PKCS #8.
+    let der = openssl(&["pkey", "-in", &key_s, "-outform", "DER"], b"")?;
+    let key_pair = RsaKeyPair::from_pkcs8(&der)
+        .or_else(|_| RsaKeyPair::from_der(&der))
+        .map_err(|e| AssetError::Sign(format!("{key_s}: {e}")))?;
+    let threads = thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = count.div_ceil(threads).max(1);
+    let indexes: Vec<usize> = (0..count).collect();
+    thread::scope(|scope| {
+        let workers: Vec<_> = indexes
+            .chunks(chunk)
+            .map(|part| {
+                let key_pair = &key_pair;
+                scope.spawn(move || {
+                    let rng = SystemRandom::new();
+                    let mut signature = vec![0; key_pair.public_modulus_len()];
+                    part.iter()
+                        .map(|&i| {
+                            let input = signing_input(Jwt::Rs256, &format!("bench-{i}"), Some(i));
+                            key_pair
+                                .sign(&RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut signature)
+                                .map_err(|e| AssetError::Sign(e.to_string()))?;
+                            Ok(format!("{input}.{}", base64url(&signature)))
+                        })
+                        .collect::<Result<Vec<String>, AssetError>>()
+                })
+            })
+            .collect();
+        let mut tokens = Vec::with_capacity(count);
+        for worker in workers {
+            let part = worker
+                .join()
+                .map_err(|_| AssetError::Sign("a signing thread panicked".to_owned()))??;
+            tokens.extend(part);
+        }
+        Ok(tokens)
+    })
+}
+
 /// A wrk script that sends the token with every request.
 pub fn wrk_script(path: &Path, token: &str) -> Result<(), AssetError> {
     let script = format!("wrk.headers[\"Authorization\"] = \"Bearer {token}\"\n");
     write(path, script.as_bytes())
 }
+
+/// A wrk script that sends a different token with every request. wrk's thread `k` of
+/// `threads` takes tokens `k`, `k + threads`, ... so no two threads send the same one, and
+/// cycles through them; a token comes back after every other one has been sent. The
+/// requests are formatted once, when a thread starts, so the per-request Lua is an index
+/// and a table lookup (wrk 4.1 calls `request()` for every request once the script
+/// defines it).
+pub fn wrk_token_cycle_script(
+    path: &Path,
+    tokens: &[String],
+    threads: u32,
+) -> Result<(), AssetError> {
+    let mut script = format!(
+        "-- {} tokens, a different one with every request.\nlocal threads = {}\nlocal tokens = {{\n",
+        tokens.len(),
+        threads.max(1)
+    );
+    for token in tokens {
+        script.push_str(&format!("\"{token}\",\n"));
+    }
+    script.push_str(TOKEN_CYCLE_LUA);
+    write(path, script.as_bytes())
+}
+
+/// The code of [`wrk_token_cycle_script`] after its token table. `setup` runs in wrk's main
+/// Lua state once per thread, before that thread's `init`.
+const TOKEN_CYCLE_LUA: &str = r#"}
+
+local started = 0
+function setup(thread)
+   started = started + 1
+   thread:set("thread_number", started)
+end
+
+local requests = {}
+local count = 0
+local last = 0
+
+function init(args)
+   local first = ((thread_number or 1) - 1) % threads + 1
+   for i = first, #tokens, threads do
+      local headers = {}
+      for name, value in pairs(wrk.headers) do
+         headers[name] = value
+      end
+      headers["Authorization"] = "Bearer " .. tokens[i]
+      count = count + 1
+      requests[count] = wrk.format(nil, nil, headers)
+   end
+   if count == 0 then
+      error("fewer tokens than wrk threads")
+   end
+   tokens = nil
+end
+
+function request()
+   last = last % count + 1
+   return requests[last]
+end
+"#;
 
 /// Base64url without padding (RFC 7515).
 pub fn base64url(bytes: &[u8]) -> String {
@@ -285,6 +411,103 @@ mod tests {
             assert_eq!(base64url(input.as_bytes()), expected);
         }
         assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    fn base64url_decode(text: &str) -> Vec<u8> {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut bits = 0u32;
+        let mut held = 0;
+        let mut out = Vec::new();
+        for c in text.bytes() {
+            let v = ALPHABET.iter().position(|&a| a == c).expect("base64url") as u32;
+            bits = bits << 6 | v;
+            held += 6;
+            if held >= 8 {
+                held -= 8;
+                out.push((bits >> held) as u8);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn base64url_round_trips() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        for len in [0, 1, 2, 3, 4, 255, 256] {
+            assert_eq!(base64url_decode(&base64url(&bytes[..len])), &bytes[..len]);
+        }
+    }
+
+    #[test]
+    fn token_cycle_script_holds_distinct_tokens_that_verify() {
+        use aws_lc_rs::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
+
+        let dir =
+            std::env::temp_dir().join(format!("portcullis-bench-tokens-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let layout = Layout {
+            dir: dir.clone(),
+            port: 0,
+            upstream_ports: [0; 4],
+        };
+        jwt(&layout, Jwt::Rs256).unwrap();
+        const COUNT: usize = 64;
+        let tokens = rs256_tokens(&layout, COUNT).unwrap();
+        let script = dir.join("token.lua");
+        wrk_token_cycle_script(&script, &tokens, 2).unwrap();
+        let text = fs::read_to_string(&script).unwrap();
+        assert!(text.contains("local threads = 2\n"), "{text}");
+        assert!(text.contains("function request()"), "{text}");
+        let in_script: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix('"')?.strip_suffix("\","))
+            .collect();
+        assert_eq!(in_script, tokens);
+        let distinct: std::collections::HashSet<&str> = in_script.iter().copied().collect();
+        assert_eq!(distinct.len(), COUNT);
+
+        // The public key as openssl wrote it for HAProxy, in the PKCS#1 form aws-lc-rs reads.
+        let public = layout.jwt_public_pem().display().to_string();
+        let der = openssl(
+            &[
+                "rsa",
+                "-pubin",
+                "-in",
+                &public,
+                "-RSAPublicKey_out",
+                "-outform",
+                "DER",
+            ],
+            b"",
+        )
+        .unwrap();
+        let key = UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, &der);
+        for (i, token) in tokens.iter().enumerate() {
+            let (input, signature) = token.rsplit_once('.').unwrap();
+            key.verify(input.as_bytes(), &base64url_decode(signature))
+                .unwrap_or_else(|_| panic!("token {i} does not verify: {token}"));
+            let (header, claims) = input.split_once('.').unwrap();
+            assert_eq!(base64url_decode(header), br#"{"alg":"RS256","typ":"JWT"}"#);
+            let claims = String::from_utf8(base64url_decode(claims)).unwrap();
+            assert!(
+                claims.contains(&format!(r#""sub":"bench-{i}","jti":"{i}","#)),
+                "{claims}"
+            );
+        }
+        // And by OpenSSL itself, as HAProxy checks them.
+        for token in [&tokens[0], &tokens[COUNT - 1]] {
+            let (input, signature) = token.rsplit_once('.').unwrap();
+            let sig = dir.join("token.sig");
+            write(&sig, &base64url_decode(signature)).unwrap();
+            let sig_s = sig.display().to_string();
+            openssl(
+                &["dgst", "-sha256", "-verify", &public, "-signature", &sig_s],
+                input.as_bytes(),
+            )
+            .unwrap();
+        }
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

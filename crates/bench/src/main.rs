@@ -75,6 +75,11 @@ struct RunArgs {
     /// wrk connections.
     #[arg(long, default_value_t = 50)]
     connections: u32,
+    /// Distinct tokens wrk cycles through in the scenarios that send a different token with
+    /// every request; above portcullis's verified-token cache (1024 per worker) times the
+    /// workers, so that the cache cannot answer.
+    #[arg(long, default_value_t = 4096)]
+    jwt_tokens: usize,
     /// Length of each measured run (`10s`, `1m`).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
@@ -251,12 +256,18 @@ fn estimate(sweep: &run::Sweep, catalog: &[Priced]) -> Vec<Instance> {
 /// Limits of the run options: beyond them a run is a mistake rather than a benchmark.
 const MAX_WORKERS: u32 = 1024;
 const MAX_REPEATS: u32 = 100;
+/// Most tokens `--jwt-tokens` may ask for: each wrk thread holds its share as formatted
+/// requests of about a kilobyte.
+const MAX_JWT_TOKENS: usize = 1 << 16;
+/// Verified tokens portcullis caches per worker when `auth_jwt_verified_cache` does not
+/// say, which the generated configs do not.
+const PORTCULLIS_VERIFIED_CACHE: usize = 1024;
 
 fn run_command(args: RunArgs) -> anyhow::Result<String> {
     if args.scenarios.iter().any(|s| s == "list") {
         let mut out = String::new();
         for s in scenario::SCENARIOS {
-            out.push_str(&format!("{:<16} {}\n", s.name, s.about));
+            out.push_str(&format!("{:<22} {}\n", s.name, s.about));
         }
         return Ok(out);
     }
@@ -312,6 +323,24 @@ fn run_command(args: RunArgs) -> anyhow::Result<String> {
             args.connections
         );
     }
+    let distinct_tokens = scenarios
+        .iter()
+        .any(|s: &&scenario::Scenario| s.distinct_tokens);
+    if distinct_tokens {
+        if args.jwt_tokens < threads as usize || args.jwt_tokens > MAX_JWT_TOKENS {
+            bail!("--jwt-tokens must be between --threads ({threads}) and {MAX_JWT_TOKENS}");
+        }
+        let most_workers = args.workers.iter().copied().max().unwrap_or(1) as usize;
+        if args.jwt_tokens <= PORTCULLIS_VERIFIED_CACHE * most_workers {
+            eprintln!(
+                "portcullis-bench: warning: with {most_workers} workers, each sees about {} \
+                 of the {} tokens before one comes back, which its verified-token cache of \
+                 {PORTCULLIS_VERIFIED_CACHE} may still hold; raise --jwt-tokens",
+                args.jwt_tokens / most_workers,
+                args.jwt_tokens
+            );
+        }
+    }
     let wrk = args
         .wrk
         .clone()
@@ -363,6 +392,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<String> {
         workers: args.workers.clone(),
         threads,
         connections: args.connections,
+        jwt_tokens: args.jwt_tokens,
         duration: args.duration,
         warmup: args.warmup,
         repeats: args.repeats,

@@ -74,6 +74,8 @@ pub struct Plan {
     pub workers: Vec<u32>,
     pub threads: u32,
     pub connections: u32,
+    /// Tokens a scenario with [`Scenario::distinct_tokens`] cycles through.
+    pub jwt_tokens: usize,
     pub duration: Duration,
     pub warmup: Duration,
     pub repeats: u32,
@@ -200,13 +202,15 @@ fn probe(url: &str, token: Option<&str>) -> Result<(u16, usize), String> {
 struct Stage {
     scenario: &'static Scenario,
     layout: Layout,
+    /// The token of the readiness probe: the one wrk sends, or the first of those it cycles
+    /// through.
     token: Option<String>,
     secret: String,
     script: Option<PathBuf>,
 }
 
 impl Stage {
-    fn prepare(scenario: &'static Scenario, dir: PathBuf) -> anyhow::Result<Stage> {
+    fn prepare(plan: &Plan, scenario: &'static Scenario, dir: PathBuf) -> anyhow::Result<Stage> {
         if dir.exists() {
             fs::remove_dir_all(&dir)?;
         }
@@ -225,8 +229,21 @@ impl Stage {
         if let Some(jwt) = scenario.jwt {
             let made = assets::jwt(&layout, jwt)?;
             let path = layout.dir.join("token.lua");
-            assets::wrk_script(&path, &made.token)?;
-            token = Some(made.token);
+            if scenario.distinct_tokens {
+                let started = Instant::now();
+                let tokens = assets::rs256_tokens(&layout, plan.jwt_tokens)?;
+                note(&format!(
+                    "{}: signed {} tokens in {:.1}s",
+                    scenario.name,
+                    tokens.len(),
+                    started.elapsed().as_secs_f64()
+                ));
+                assets::wrk_token_cycle_script(&path, &tokens, plan.threads)?;
+                token = tokens.into_iter().next();
+            } else {
+                assets::wrk_script(&path, &made.token)?;
+                token = Some(made.token);
+            }
             secret = made.secret;
             script = Some(path);
         }
@@ -252,7 +269,7 @@ pub fn run(plan: &Plan, mut sink: impl FnMut(&RunRecord)) -> anyhow::Result<()> 
     let per_run = plan.duration + plan.warmup;
     let mut done = 0usize;
     for scenario in &plan.scenarios {
-        let stage = Stage::prepare(scenario, plan.out.join("work").join(scenario.name))?;
+        let stage = Stage::prepare(plan, scenario, plan.out.join("work").join(scenario.name))?;
         note(&format!("{}: {}", scenario.name, scenario.about));
         let _upstreams = match scenario.upstream_conf(&stage.layout, plan.load_cpus.len() as u32) {
             Some(conf) => Some(start_upstreams(plan, &stage, &conf)?),

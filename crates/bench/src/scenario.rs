@@ -75,6 +75,9 @@ pub struct Scenario {
     /// second rather than requests.
     pub close: bool,
     pub jwt: Option<Jwt>,
+    /// wrk sends a different valid token with every request (see
+    /// [`crate::assets::wrk_token_cycle_script`]) instead of one token on all of them.
+    pub distinct_tokens: bool,
 }
 
 const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scenario {
@@ -86,6 +89,7 @@ const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scena
         content: Content::Files,
         close: false,
         jwt: None,
+        distinct_tokens: false,
     }
 }
 
@@ -98,6 +102,7 @@ const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Sce
         content: Content::Proxy { tls: true },
         close: false,
         jwt,
+        distinct_tokens: false,
     }
 }
 
@@ -112,6 +117,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Proxy { tls: true },
         close: false,
         jwt: None,
+        distinct_tokens: false,
     },
     Scenario {
         name: "rp-http",
@@ -121,6 +127,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Proxy { tls: false },
         close: false,
         jwt: None,
+        distinct_tokens: false,
     },
     apigw(
         "apigw",
@@ -138,6 +145,16 @@ pub const SCENARIOS: &[Scenario] = &[
         "API gateway with auth_jwt, RS256 token checked against a JWK file (seed 002)",
         Some(Jwt::Rs256),
     ),
+    Scenario {
+        distinct_tokens: true,
+        ..apigw(
+            "apigw-jwt-rs256-unique",
+            "API gateway as apigw-jwt-rs256, but every request carries a different valid token \
+             (--jwt-tokens of them): an RS256 signature verification on every request, the \
+             cost of auth_jwt without portcullis's verified-token cache",
+            Some(Jwt::Rs256),
+        )
+    },
     web("web-0k", "/0kb", None),
     web("web-1k", "/1kb", None),
     web("web-10k", "/10kb", None),
@@ -154,6 +171,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Files,
         close: true,
         jwt: None,
+        distinct_tokens: false,
     },
     Scenario {
         name: "tps-ecdsa",
@@ -163,6 +181,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Files,
         close: true,
         jwt: None,
+        distinct_tokens: false,
     },
     Scenario {
         name: "tps-rsa",
@@ -172,6 +191,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Files,
         close: true,
         jwt: None,
+        distinct_tokens: false,
     },
     Scenario {
         name: "throughput-100k",
@@ -181,6 +201,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Files,
         close: false,
         jwt: None,
+        distinct_tokens: false,
     },
     Scenario {
         name: "throughput-1m",
@@ -190,6 +211,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Files,
         close: false,
         jwt: None,
+        distinct_tokens: false,
     },
     Scenario {
         name: "throughput-10m",
@@ -199,6 +221,7 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Files,
         close: false,
         jwt: None,
+        distinct_tokens: false,
     },
 ];
 
@@ -636,6 +659,27 @@ mod tests {
             assert!(conf.contains(&format!("listen 127.0.0.1:{port} reuseport;")));
         }
         assert!(!conf.contains("ssl"), "{conf}");
+    }
+
+    #[test]
+    fn unique_tokens_run_the_rs256_configs() {
+        let unique = find("apigw-jwt-rs256-unique").unwrap();
+        let rs256 = find("apigw-jwt-rs256").unwrap();
+        assert!(unique.distinct_tokens);
+        assert!(SCENARIOS
+            .iter()
+            .all(|s| s.distinct_tokens == (s.name == unique.name)));
+        assert_eq!(unique.jwt, Some(Jwt::Rs256));
+        assert_eq!(unique.url(8443), rs256.url(8443));
+        assert_eq!(
+            unique.nginx_conf(&layout(), 2),
+            rs256.nginx_conf(&layout(), 2)
+        );
+        assert_eq!(
+            unique.haproxy_cfg(&layout(), 2, ""),
+            rs256.haproxy_cfg(&layout(), 2, "")
+        );
+        assert!(unique.about.contains("every request"), "{}", unique.about);
     }
 
     #[test]

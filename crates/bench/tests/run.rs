@@ -1,12 +1,14 @@
 //! `portcullis-bench run` against the real programs: every generated config is one nginx
-//! (and HAProxy) accepts, and a short run writes the records `size --from-run` reads.
+//! (and HAProxy) accepts, a short run writes the records `size --from-run` reads, and wrk
+//! runs the token cycle script as intended.
 //!
 //! nginx, HAProxy, wrk and the portcullis binary are found as a user's machine has them; a
 //! missing one skips its part with a visible message (a failure when `CI` is set).
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
 
 use portcullis_bench::assets;
 use portcullis_bench::run;
@@ -229,4 +231,130 @@ fn web_1k_run_writes_records_size_reads() {
         .output()
         .unwrap();
     check(&sized, "portcullis-bench size --from-run");
+}
+
+/// What a request the token cycle script sent carried: its connection, token and Host.
+struct Seen {
+    connection: usize,
+    authorization: Option<String>,
+    host: Option<String>,
+}
+
+/// Answers every request on `listener` with an empty 200 and records what it carried.
+fn record_requests(listener: std::net::TcpListener, seen: Arc<Mutex<Vec<Seen>>>) {
+    for (connection, stream) in listener.incoming().enumerate() {
+        let Ok(stream) = stream else { continue };
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut current = Seen {
+                connection,
+                authorization: None,
+                host: None,
+            };
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    let done = std::mem::replace(
+                        &mut current,
+                        Seen {
+                            connection,
+                            authorization: None,
+                            host: None,
+                        },
+                    );
+                    seen.lock().unwrap().push(done);
+                    if writer
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                        .is_err()
+                    {
+                        return;
+                    }
+                } else if let Some((name, value)) = line.split_once(": ") {
+                    match name.to_ascii_lowercase().as_str() {
+                        "authorization" => current.authorization = Some(value.to_owned()),
+                        "host" => current.host = Some(value.to_owned()),
+                        _ => {}
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn token_cycle_script_sends_a_different_token_with_every_request() {
+    let Some(wrk) = tool("wrk") else {
+        return skip("wrk not installed");
+    };
+    const TOKENS: usize = 64;
+    const THREADS: usize = 2;
+    const CONNECTIONS: usize = 4;
+    let dir = TempDir::new("cycle");
+    let tokens: Vec<String> = (0..TOKENS).map(|i| format!("token-{i}")).collect();
+    let script = dir.0.join("token.lua");
+    assets::wrk_token_cycle_script(&script, &tokens, THREADS as u32).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorder = Arc::clone(&seen);
+    std::thread::spawn(move || record_requests(listener, recorder));
+    let output = Command::new(wrk)
+        .args([
+            &format!("-t{THREADS}"),
+            &format!("-c{CONNECTIONS}"),
+            "-d1s",
+            "-s",
+        ])
+        .arg(&script)
+        .arg(format!("http://127.0.0.1:{port}/api_old/1kb"))
+        .output()
+        .unwrap();
+    check(&output, "wrk with the token cycle script");
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(seen.len() > 4 * TOKENS, "only {} requests", seen.len());
+
+    let mut counts = [0usize; TOKENS];
+    let mut thread_of_connection = std::collections::HashMap::new();
+    for s in &seen {
+        assert_eq!(
+            s.host.as_deref(),
+            Some(format!("127.0.0.1:{port}").as_str())
+        );
+        let token = s
+            .authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer token-"))
+            .unwrap_or_else(|| panic!("authorization {:?}", s.authorization));
+        let i: usize = token.parse().unwrap();
+        counts[i] += 1;
+        // A wrk thread owns its connections and sends only its share of the tokens.
+        let thread = *thread_of_connection
+            .entry(s.connection)
+            .or_insert(i % THREADS);
+        assert_eq!(
+            i % THREADS,
+            thread,
+            "connection {} mixes shares",
+            s.connection
+        );
+    }
+    // Each thread cycles through its share: the counts differ by at most one per token, plus
+    // the requests in flight when wrk stopped.
+    for share in 0..THREADS {
+        let share: Vec<usize> = counts
+            .iter()
+            .copied()
+            .skip(share)
+            .step_by(THREADS)
+            .collect();
+        let (min, max) = (share.iter().min().unwrap(), share.iter().max().unwrap());
+        assert!(*min > 0 && max - min <= 1 + CONNECTIONS, "{counts:?}");
+    }
 }
