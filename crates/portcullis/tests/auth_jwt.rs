@@ -10,8 +10,6 @@ mod jwt_support;
 mod h2c;
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -380,57 +378,34 @@ proxy_set_header Connection "";
 /// `/chunked` the same in chunks, `/missing` 404 and `/garbage` text that is no JSON. Returns
 /// its port and the count of `/keys` and `/chunked` requests.
 fn jwks_upstream(jwks: String) -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind jwks upstream");
-    let port = listener.local_addr().expect("addr").port();
     let hits = Arc::new(AtomicUsize::new(0));
     let counted = hits.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let (jwks, hits) = (jwks.clone(), counted.clone());
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                        }
-                        continue;
-                    };
-                    let head: Vec<u8> = buf.drain(..end + 4).collect();
-                    let head = String::from_utf8_lossy(&head);
-                    let path = head.split(' ').nth(1).unwrap_or("");
-                    let resp = match path {
-                        "/keys" => {
-                            hits.fetch_add(1, Ordering::SeqCst);
-                            format!(
-                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{jwks}",
-                                jwks.len()
-                            )
-                        }
-                        "/chunked" => {
-                            hits.fetch_add(1, Ordering::SeqCst);
-                            let (a, b) = jwks.split_at(jwks.len() / 2);
-                            format!(
-                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
-                                a.len(),
-                                b.len()
-                            )
-                        }
-                        "/garbage" => {
-                            "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\nthis is not JSON"
-                                .to_owned()
-                        }
-                        _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
-                    };
-                    if s.write_all(resp.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
+    let port = support::head_upstream(move |_, head| {
+        let head = String::from_utf8_lossy(head);
+        let path = head.split(' ').nth(1).unwrap_or("");
+        let resp = match path {
+            "/keys" => {
+                counted.fetch_add(1, Ordering::SeqCst);
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{jwks}",
+                    jwks.len()
+                )
+            }
+            "/chunked" => {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let (a, b) = jwks.split_at(jwks.len() / 2);
+                format!(
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                    a.len(),
+                    b.len()
+                )
+            }
+            "/garbage" => {
+                "HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\nthis is not JSON".to_owned()
+            }
+            _ => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
+        };
+        resp.into_bytes()
     });
     (port, hits)
 }

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
@@ -16,39 +15,17 @@ const LOG_WAIT: Duration = Duration::from_secs(5);
 /// An upstream that answers every request with `conn=N` and the request head it received.
 /// Returns its port.
 fn echo_upstream() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for (n, stream) in listener.incoming().enumerate() {
-            let Ok(mut s) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                        }
-                        continue;
-                    };
-                    let head: Vec<u8> = buf.drain(..end + 4).collect();
-                    let mut body = format!("conn={}\n", n + 1).into_bytes();
-                    body.extend_from_slice(&head);
-                    let mut resp = format!(
-                        "HTTP/1.1 200 OK\r\nServer: upstream\r\nX-Pad: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    )
-                    .into_bytes();
-                    resp.extend_from_slice(&body);
-                    if s.write_all(&resp).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
+    support::head_upstream(|n, head| {
+        let mut body = format!("conn={n}\n").into_bytes();
+        body.extend_from_slice(head);
+        let mut resp = format!(
+            "HTTP/1.1 200 OK\r\nServer: upstream\r\nX-Pad: x\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        resp.extend_from_slice(&body);
+        resp
+    })
 }
 
 /// An upstream that accepts and never answers.

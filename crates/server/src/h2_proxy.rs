@@ -23,7 +23,7 @@ use portcullis_http::{parse_response_head, Chunk, ChunkedDecoder, Framing, Respo
 use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::h2::{Out, CONNECTION_FIELDS, FRAME_HEADER_LEN};
-use crate::proxy::{Client, Finish, Plan, ReqBody};
+use crate::proxy::{Finish, Plan, ReqBody};
 use crate::request::{Request, Response};
 use crate::Level;
 
@@ -62,23 +62,7 @@ pub(crate) async fn serve(
     };
     let (near, far) = tokio::io::duplex(PIPE_SIZE);
     let shared: &Request<'_> = req;
-    let exchange = async move {
-        let mut near = near;
-        let mut out = BytesMut::new();
-        let mut read = BytesMut::new();
-        let client = Client {
-            stream: &mut near,
-            out: &mut out,
-            read: &mut read,
-            // Closing is for the HTTP/2 connection to decide, never for one stream.
-            keep_alive: true,
-            send_timeout: pace.timeout,
-        };
-        let finish = crate::proxy::serve(client, shared, plan, body).await;
-        // The end of the pipe is the end of the response for a body without framing.
-        drop(near);
-        finish
-    };
+    let exchange = crate::proxy::serve_piped(near, shared, plan, body, pace.timeout);
     let (finish, relayed) = tokio::join!(exchange, relay(far, respond, pace));
     let status = match finish {
         Finish::Status { code, attempts, .. } => {

@@ -2,8 +2,6 @@
 //! independent of portcullis), and an upstream that echoes the request head it got.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
@@ -85,35 +83,13 @@ fn parse_flat_object(text: &str) -> HashMap<String, String> {
 /// An upstream that answers every request with 200 and the request head it received as the
 /// body. Returns its port.
 pub fn echo_upstream() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                        }
-                        continue;
-                    };
-                    let head: Vec<u8> = buf.drain(..end + 4).collect();
-                    let mut resp = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
-                        head.len()
-                    )
-                    .into_bytes();
-                    resp.extend_from_slice(&head);
-                    if s.write_all(&resp).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
+    crate::support::head_upstream(|_, head| {
+        let mut resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+            head.len()
+        )
+        .into_bytes();
+        resp.extend_from_slice(head);
+        resp
+    })
 }

@@ -709,3 +709,36 @@ pub fn server_recv_queue(server_port: u16, client_port: u16) -> Option<u64> {
         }
     })
 }
+
+/// A plain HTTP/1.1 upstream on 127.0.0.1, a thread per connection: `answer` gets the
+/// connection's number (from 1) and each request head as it arrives (a body is not read) and
+/// returns the whole response to write. Returns the port; the threads end with the test.
+pub fn head_upstream(answer: impl Fn(usize, &[u8]) -> Vec<u8> + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = listener.local_addr().expect("addr").port();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut s) = stream else { continue };
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        continue;
+                    };
+                    let head: Vec<u8> = buf.drain(..end + 4).collect();
+                    if s.write_all(&answer(n + 1, &head)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}

@@ -17,7 +17,7 @@ use portcullis_http::{
 use portcullis_jwt::KeySet;
 use tokio::io::{AsyncReadExt, DuplexStream};
 
-use crate::proxy::{Client, Finish, Plan, ReqBody};
+use crate::proxy::{Finish, Plan, ReqBody};
 use crate::request::{Body, Request};
 use crate::static_files::CachedFile;
 
@@ -122,22 +122,7 @@ fn file_body(file: &CachedFile, offset: u64, len: u64) -> Result<Bytes, String> 
 async fn proxied(sub: &Request<'_>, plan: Plan) -> Result<Result<(u16, Bytes), u16>, String> {
     let (near, far) = tokio::io::duplex(PIPE_SIZE);
     let send_timeout = sub.loc.send_timeout;
-    let exchange = async move {
-        let mut near = near;
-        let mut out = BytesMut::new();
-        let mut read = BytesMut::new();
-        let client = Client {
-            stream: &mut near,
-            out: &mut out,
-            read: &mut read,
-            keep_alive: true,
-            send_timeout,
-        };
-        let finish = crate::proxy::serve(client, sub, plan, ReqBody::None).await;
-        // The end of the pipe is the end of the response for a body without framing.
-        drop(near);
-        finish
-    };
+    let exchange = crate::proxy::serve_piped(near, sub, plan, ReqBody::None, send_timeout);
     let (finish, read) = tokio::join!(exchange, read_response(far));
     match finish {
         Finish::Status { code, .. } => Ok(Err(code)),

@@ -149,6 +149,30 @@ impl Failure {
     }
 }
 
+/// Runs the exchange for `plan` with its client side on `near`, one end of an in-memory pipe,
+/// for a caller that is no HTTP/1 connection (an HTTP/2 stream, a subrequest): the response
+/// comes out of the other end as an HTTP/1.1 connection would send it, and a response
+/// without framing ends with the pipe. Closing is for the caller to decide: the exchange
+/// keeps the pipe's connection alive.
+pub(crate) async fn serve_piped(
+    mut near: tokio::io::DuplexStream,
+    req: &Request<'_>,
+    plan: Plan,
+    body: ReqBody,
+    send_timeout: Duration,
+) -> Finish {
+    let mut out = BytesMut::new();
+    let mut read = BytesMut::new();
+    let client = Client {
+        stream: &mut near,
+        out: &mut out,
+        read: &mut read,
+        keep_alive: true,
+        send_timeout,
+    };
+    serve(client, req, plan, body).await
+}
+
 /// Runs the exchange for `plan` on behalf of `req`.
 pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     client: Client<'_, S>,
