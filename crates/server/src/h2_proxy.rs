@@ -23,12 +23,9 @@ use portcullis_http::{parse_response_head, Chunk, ChunkedDecoder, Framing, Respo
 use tokio::io::{AsyncReadExt, DuplexStream};
 
 use crate::h2::{Out, CONNECTION_FIELDS, FRAME_HEADER_LEN};
-use crate::proxy::{Finish, Plan, ReqBody};
+use crate::proxy::{Finish, Plan, ReqBody, PIPE_SIZE};
 use crate::request::{Request, Response};
 use crate::Level;
-
-/// Room in the pipe between the exchange and the stream: one upstream read's worth.
-const PIPE_SIZE: usize = 64 * 1024;
 
 /// How a proxied HTTP/2 request ended.
 pub(crate) enum Proxied {

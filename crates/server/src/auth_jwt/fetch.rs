@@ -17,14 +17,12 @@ use portcullis_http::{
 use portcullis_jwt::KeySet;
 use tokio::io::{AsyncReadExt, DuplexStream};
 
-use crate::proxy::{Finish, Plan, ReqBody};
+use crate::proxy::{Finish, Plan, ReqBody, PIPE_SIZE};
 use crate::request::{Body, Request};
 use crate::static_files::CachedFile;
 
 /// The largest key set response read; a provider's JWKS is a few kilobytes.
 const MAX_BODY: usize = 1 << 20;
-/// Room in the pipe between the exchange and the reader.
-const PIPE_SIZE: usize = 64 * 1024;
 /// Header fields of the main request the subrequest does without.
 const LEFT_OUT: &[&str] = &[
     "content-length",
@@ -87,10 +85,7 @@ fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
         if LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
             continue;
         }
-        raw.extend_from_slice(name.as_bytes());
-        raw.extend_from_slice(b": ");
-        raw.extend_from_slice(value);
-        raw.extend_from_slice(b"\r\n");
+        portcullis_http::write_header(&mut raw, name, value);
     }
     raw.extend_from_slice(b"\r\n");
     match parse_request_head(&mut raw, &req.server.head_limits) {

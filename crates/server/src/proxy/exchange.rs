@@ -149,6 +149,9 @@ impl Failure {
     }
 }
 
+/// Room in the in-memory pipe between [`serve_piped`] and the reader of its response.
+pub(crate) const PIPE_SIZE: usize = 64 * 1024;
+
 /// Runs the exchange for `plan` with its client side on `near`, one end of an in-memory pipe,
 /// for a caller that is no HTTP/1 connection (an HTTP/2 stream, a subrequest): the response
 /// comes out of the other end as an HTTP/1.1 connection would send it, and a response

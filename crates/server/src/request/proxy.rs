@@ -114,12 +114,12 @@ impl Request<'_> {
                     }
                 };
                 let slash = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
-                let authority = String::from_utf8_lossy(&rest[..slash]).into_owned();
+                let authority = String::from_utf8_lossy(&rest[..slash]);
                 let uri = (slash < rest.len()).then(|| rest[slash..].to_vec());
                 let default_port = if https { 443 } else { 80 };
-                self.proxy_host = bytes::Bytes::from(authority.clone().into_bytes());
+                self.proxy_host = bytes::Bytes::copy_from_slice(&rest[..slash]);
                 self.proxy_port = default_port;
-                let group = match groups.get(&authority) {
+                let group = match groups.get(&*authority) {
                     Some(g) => g.clone(),
                     None => {
                         let addr = crate::proxy::split_host_port(&authority, default_port)
