@@ -11,7 +11,7 @@ mod tls;
 pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
-pub use stream::{MaybeTls, OverTcp, Stream};
+pub use stream::{try_writev, MaybeTls, OverTcp, Stream};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{
     Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerId, Tried, Upstream,

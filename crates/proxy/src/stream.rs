@@ -2,11 +2,11 @@
 //! connections and the pool's upstream connections differ only in which rustls side `T` is.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 /// A connection, plain or TLS; `T` is tokio-rustls's client or server stream.
@@ -61,7 +61,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Plain(s) => poll_recv(s, cx, buf),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -74,7 +74,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Plain(s) => poll_writev(s, cx, &[io::IoSlice::new(buf)]),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
@@ -85,7 +85,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            MaybeTls::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            MaybeTls::Plain(s) => poll_writev(s, cx, bufs),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
@@ -109,5 +109,116 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
             MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+/// Reads from a plain socket once it is readable, as tokio's own `poll_read` does, but through
+/// [`recv`].
+fn poll_recv(s: &TcpStream, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    loop {
+        ready!(s.poll_read_ready(cx))?;
+        // SAFETY: recv only writes into the unfilled part, and what it wrote is marked
+        // initialized below.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let room = unfilled.len();
+        match drain(s, Interest::READABLE, room, || {
+            recv(s.as_raw_fd(), unfilled)
+        }) {
+            Ok(n) => {
+                // SAFETY: the kernel wrote n bytes into the unfilled part.
+                unsafe { buf.assume_init(n) };
+                buf.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// Writes to a plain socket once it is writable, through [`writev`].
+fn poll_writev(
+    s: &TcpStream,
+    cx: &mut Context<'_>,
+    bufs: &[io::IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
+    loop {
+        ready!(s.poll_write_ready(cx))?;
+        match try_writev(s, bufs) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Poll::Ready(done),
+        }
+    }
+}
+
+/// Runs a socket call of `want` bytes when the socket is ready for `interest`. A call that
+/// moved fewer bytes than asked drained the socket (or filled its buffer): as tokio does, its
+/// readiness is cleared then, so the next call waits for the next event instead of costing a
+/// syscall that fails with EAGAIN.
+fn drain(
+    s: &TcpStream,
+    interest: Interest,
+    want: usize,
+    call: impl FnOnce() -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut short = None;
+    let result = s.try_io(interest, || match call()? {
+        // tokio clears readiness only when the call says WouldBlock; the count is kept aside.
+        n if n > 0 && n < want => {
+            short = Some(n);
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+        n => Ok(n),
+    });
+    match short {
+        Some(n) => Ok(n),
+        None => result,
+    }
+}
+
+/// Writes to a plain socket if it takes the bytes now, without waiting: a response that fits
+/// the socket buffer goes out with no task wake-up and no timer.
+pub fn try_writev(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    let want = bufs.iter().map(|b| b.len()).sum();
+    drain(s, Interest::WRITABLE, want, || writev(s.as_raw_fd(), bufs))
+}
+
+// The socket calls of the request path, made with syscall(2) rather than glibc's wrappers. In
+// a process with more than one thread (every portcullis process: the master and its workers),
+// glibc brackets each recv and writev with the atomic operations of a pthread cancellation
+// point, which cost more than the call's own user-space work; nothing here is ever cancelled.
+
+/// recv(2) on a non-blocking socket.
+fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: the buffer is valid for writes of its length; the address arguments are null.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            fd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            0,
+            std::ptr::null_mut::<libc::sockaddr>(),
+            std::ptr::null_mut::<libc::socklen_t>(),
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// writev(2) on a non-blocking socket; at most IOV_MAX buffers are passed.
+fn writev(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    /// Linux's IOV_MAX: writev refuses more buffers than this.
+    const IOV_MAX: usize = 1024;
+    let count = bufs.len().min(IOV_MAX);
+    // SAFETY: IoSlice has iovec's layout on Unix, and each points to readable memory.
+    let n = unsafe { libc::syscall(libc::SYS_writev, fd, bufs.as_ptr(), count) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }

@@ -595,10 +595,13 @@ impl Connection<'_> {
         }
         // Most responses fit in the socket buffer: try once without arming a timer.
         let first = match &self.stream {
-            Stream::Plain(s) => s.try_write_vectored(&[
-                std::io::IoSlice::new(&self.out),
-                std::io::IoSlice::new(&body),
-            ]),
+            Stream::Plain(s) => portcullis_proxy::try_writev(
+                s,
+                &[
+                    std::io::IoSlice::new(&self.out),
+                    std::io::IoSlice::new(&body),
+                ],
+            ),
             Stream::Tls(_) => Ok(0),
         };
         let mut written = match first {
