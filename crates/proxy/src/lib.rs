@@ -3,15 +3,17 @@
 //!
 //! Modules: `upstream` (groups, peers, balancers), `pool` (idle connections per peer, generic
 //! over plain and TLS streams), `stream` (an upstream connection, plain or TLS), `tls` (the
-//! handshake of `proxy_pass https://`).
+//! handshake of `proxy_pass https://`), `timer` (a connection's timeouts on one timer entry).
 
 pub mod pool;
 mod stream;
+mod timer;
 mod tls;
 pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
 pub use stream::{try_writev, MaybeTls, OverTcp, Stream};
+pub use timer::{TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{
     Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerId, Tried, Upstream,

@@ -33,6 +33,8 @@ pub struct Conn<S> {
     pub created: Instant,
     /// Requests sent on it so far.
     pub requests: u64,
+    /// The timeouts of its reads and writes.
+    pub timer: crate::Timer,
 }
 
 impl<S> Conn<S> {
@@ -41,6 +43,7 @@ impl<S> Conn<S> {
             stream,
             created: now,
             requests: 0,
+            timer: crate::Timer::new(),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! One client connection: read a request head, run the request through nginx's phases, write
 //! the response, and loop while the connection stays alive.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use portcullis_http::{
     parse_request_head, BodyKind, Chunk, ChunkedDecoder, RequestError, RequestHead, Version,
 };
+use portcullis_proxy::Timer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -116,6 +119,7 @@ pub(crate) async fn serve(
         buf,
         out: BytesMut::with_capacity(FIRST_OUT),
         nodelay: false,
+        timer: Timer::new(),
         info,
     };
     conn.run().await;
@@ -137,6 +141,8 @@ struct Connection<'g> {
     /// written whole in one writev is not delayed by Nagle, so a connection that carries one
     /// small response never pays the syscall.
     nodelay: bool,
+    /// The timeout of waiting for a request head.
+    timer: Timer,
     info: ConnInfo,
 }
 
@@ -169,8 +175,14 @@ impl Connection<'_> {
     async fn run(&mut self) {
         let default = self.listen.servers.find(None).clone();
         let mut keepalive_timeout = default.conf.keepalive_timeout;
+        // One wait for the worker's graceful stop for all the connection's idle times.
+        let mut stopping = self.worker.stopping.clone();
+        let mut stop = std::pin::pin!(stopping.wait_for(|s| *s));
         loop {
-            let head = match self.read_head(&default, keepalive_timeout).await {
+            let head = match self
+                .read_head(&default, keepalive_timeout, stop.as_mut())
+                .await
+            {
                 HeadRead::Head(h) => h,
                 HeadRead::Close => return,
                 HeadRead::Bad(e) => {
@@ -269,7 +281,12 @@ impl Connection<'_> {
     /// Reads until a whole head is parsed. The first bytes of a request may take
     /// `keepalive_timeout` to come (after the first request) or `client_header_timeout`; the
     /// rest of the head must come within `client_header_timeout` of the first byte.
-    async fn read_head(&mut self, server: &ServerConf, idle_timeout: Duration) -> HeadRead {
+    async fn read_head<S: Future>(
+        &mut self,
+        server: &ServerConf,
+        idle_timeout: Duration,
+        mut stop: Pin<&mut S>,
+    ) -> HeadRead {
         let mut deadline = None;
         loop {
             match parse_request_head(&mut self.buf, &server.head_limits) {
@@ -296,24 +313,24 @@ impl Connection<'_> {
             if self.buf.capacity() == self.buf.len() {
                 self.buf.reserve(READ_CHUNK);
             }
-            let mut stopping = self.worker.stopping.clone();
+            let (stream, buf) = (&mut self.stream, &mut self.buf);
+            let keepalive = idle && self.info.requests > 0;
             let read = async {
-                if idle && self.info.requests > 0 {
+                if keepalive {
                     // An idle keepalive connection closes when a graceful stop begins.
                     tokio::select! {
-                        r = self.stream.read_buf(&mut self.buf) => Some(r),
-                        _ = stopping.wait_for(|s| *s) => None,
+                        biased;
+                        r = stream.read_buf(buf) => Some(r),
+                        _ = stop.as_mut() => None,
                     }
                 } else {
-                    Some(self.stream.read_buf(&mut self.buf).await)
+                    Some(stream.read_buf(buf).await)
                 }
             };
-            match tokio::time::timeout(timeout, read).await {
-                Ok(Some(Ok(n))) if n > 0 => {
-                    if deadline.is_none() {
-                        deadline = Some(Instant::now() + server.client_header_timeout);
-                    }
-                }
+            match self.timer.run(timeout, read).await {
+                // The head's deadline is set at the top of the loop, if the bytes read are
+                // not a whole head.
+                Ok(Some(Ok(n))) if n > 0 => {}
                 Ok(Some(Ok(_))) => {
                     if !idle {
                         self.log(Level::Info, "client prematurely closed connection while reading client request line");

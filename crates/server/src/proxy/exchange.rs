@@ -14,7 +14,7 @@ use portcullis_http::{
     UpstreamHeadError, LAST_CHUNK,
 };
 use portcullis_proxy::upstream::{Key, KeyKind, Outcome, PeerId};
-use portcullis_proxy::{Conn, Stream};
+use portcullis_proxy::{Conn, Stream, Timer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -241,7 +241,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             KeyKind::Hash(_) => Key::Bytes(&plan.hash_key),
             KeyKind::ClientAddr => Key::ClientAddr(req.client_ip()),
         };
-        let now = Instant::now();
+        // The first attempt starts with the request: one clock read less.
+        let now = if tries == 1 { start } else { Instant::now() };
         let selected = {
             let mut l = local.borrow_mut();
             upstream.select(&mut l.state, key, &mut tried, now)
@@ -631,6 +632,9 @@ async fn attempt_once<S: AsyncRead + Unpin>(
     };
     // At most twice: a pooled connection found closed is replaced by a fresh one, whose
     // failure is final.
+    // When the request went out, near enough for proxy_read_timeout: the attempt's start, or
+    // the moment a new connection was made.
+    let mut sent_at = start;
     loop {
         let reused = pooled.is_some();
         let mut conn = match pooled.take() {
@@ -644,6 +648,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                     .map_err(Failed::unsent)?;
                 let connected = Instant::now();
                 attempt.connect = Some(connected - start);
+                sent_at = connected;
                 Conn::new(stream, connected)
             }
         };
@@ -681,9 +686,10 @@ async fn attempt_once<S: AsyncRead + Unpin>(
         ubuf.clear();
         match read_head(
             &mut conn.stream,
+            &mut conn.timer,
             &mut ubuf,
             settings.buffer_size,
-            settings.read_timeout,
+            tokio::time::Instant::from_std(sent_at) + settings.read_timeout,
             plan.head_request,
         )
         .await
@@ -879,12 +885,12 @@ enum HeadFailure {
 /// Reads the response head, skipping interim 1xx responses other than 101.
 async fn read_head<R: AsyncRead + Unpin>(
     r: &mut R,
+    timer: &mut Timer,
     buf: &mut BytesMut,
     limit: usize,
-    timeout: Duration,
+    deadline: tokio::time::Instant,
     _head_request: bool,
 ) -> Result<ResponseHead, HeadFailure> {
-    let deadline = tokio::time::Instant::now() + timeout;
     let mut got_any = false;
     loop {
         match parse_response_head(buf, limit) {
@@ -894,7 +900,7 @@ async fn read_head<R: AsyncRead + Unpin>(
             Err(e) => return Err(HeadFailure::Invalid(e)),
         }
         buf.reserve(limit.saturating_sub(buf.len()).max(1024));
-        match tokio::time::timeout_at(deadline, r.read_buf(buf)).await {
+        match timer.run_until(deadline, r.read_buf(buf)).await {
             Ok(Ok(0)) if !got_any => return Err(HeadFailure::Closed),
             Ok(Ok(0)) => {
                 return Err(HeadFailure::Invalid(UpstreamHeadError::NoValidHeader));
@@ -969,7 +975,11 @@ async fn forward<S: AsyncWrite + Unpin>(
             while left > 0 {
                 ubuf.clear();
                 ubuf.reserve(READ_CHUNK);
-                match tokio::time::timeout(read_timeout, conn.stream.read_buf(&mut ubuf)).await {
+                match conn
+                    .timer
+                    .run(read_timeout, conn.stream.read_buf(&mut ubuf))
+                    .await
+                {
                     Ok(Ok(k)) if k > 0 => {}
                     other => {
                         log_body_failure(req, url, other.map_err(|_| ()).ok());
@@ -1049,7 +1059,11 @@ async fn forward<S: AsyncWrite + Unpin>(
                     break;
                 }
                 ubuf.reserve(READ_CHUNK);
-                match tokio::time::timeout(read_timeout, conn.stream.read_buf(&mut ubuf)).await {
+                match conn
+                    .timer
+                    .run(read_timeout, conn.stream.read_buf(&mut ubuf))
+                    .await
+                {
                     Ok(Ok(k)) if k > 0 => {}
                     other => {
                         log_body_failure(req, url, other.map_err(|_| ()).ok());
@@ -1095,7 +1109,11 @@ async fn forward<S: AsyncWrite + Unpin>(
                     break;
                 }
                 ubuf.reserve(READ_CHUNK);
-                match tokio::time::timeout(read_timeout, conn.stream.read_buf(&mut ubuf)).await {
+                match conn
+                    .timer
+                    .run(read_timeout, conn.stream.read_buf(&mut ubuf))
+                    .await
+                {
                     Ok(Ok(0)) => eof = true,
                     Ok(Ok(_)) => {}
                     other => {

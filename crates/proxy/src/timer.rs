@@ -1,0 +1,126 @@
+//! A connection's timeouts on one timer that stays armed between waits.
+//!
+//! A keepalive connection waits with a timeout once or twice per request: for the next request
+//! from the client, for the upstream's response. A `tokio::time::timeout` per wait inserts an
+//! entry into the runtime's timer wheel and removes it again, each time, although the timeout
+//! almost never fires. A [`Timer`] keeps one entry per connection instead and moves it only
+//! when a wait needs an earlier deadline than the one armed: while requests keep coming, the
+//! entry fires once per timeout period, finds that the wait in progress has time left, and is
+//! armed again for that wait's deadline. nginx's lazy timers (`NGX_TIMER_LAZY_DELAY`) save the
+//! same work.
+
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+/// A wait that ran out of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedOut;
+
+/// One timer entry for all of a connection's waits; see the module's text.
+#[derive(Debug, Default)]
+pub struct Timer {
+    /// Armed at the deadline of some wait, never later than the deadline of the wait in
+    /// progress. Made on the first wait: a connection that never waits costs no entry.
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Timer {
+    pub fn new() -> Timer {
+        Timer::default()
+    }
+
+    /// Runs `f` for at most `timeout`; the future is polled first, so work that is ready
+    /// touches the timer only to compare two instants.
+    pub async fn run<F: Future>(&mut self, timeout: Duration, f: F) -> Result<F::Output, TimedOut> {
+        let deadline = Instant::now() + timeout;
+        self.run_until(deadline, f).await
+    }
+
+    /// Runs `f` until `deadline` at the latest.
+    pub async fn run_until<F: Future>(
+        &mut self,
+        deadline: Instant,
+        f: F,
+    ) -> Result<F::Output, TimedOut> {
+        let sleep = match &mut self.sleep {
+            Some(s) => {
+                if s.deadline() > deadline {
+                    s.as_mut().reset(deadline);
+                }
+                s
+            }
+            none => none.insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        let mut f = pin!(f);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(v) = f.as_mut().poll(cx) {
+                return Poll::Ready(Ok(v));
+            }
+            // Fired: at this wait's deadline, or at an earlier one that a past wait set.
+            while sleep.as_mut().poll(cx).is_ready() {
+                if Instant::now() >= deadline {
+                    return Poll::Ready(Err(TimedOut));
+                }
+                sleep.as_mut().reset(deadline);
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_times_out_at_its_own_deadline() {
+        let mut t = Timer::new();
+        let start = Instant::now();
+        let r = t
+            .run(Duration::from_secs(5), std::future::pending::<()>())
+            .await;
+        assert_eq!(r, Err(TimedOut));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_later_wait_outlives_the_deadline_armed_before_it() {
+        let mut t = Timer::new();
+        assert_eq!(t.run(Duration::from_secs(5), async { 1 }).await, Ok(1));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        // Armed for 0 + 5 s; this wait may last until 3 + 5 s.
+        let start = Instant::now();
+        let r = t
+            .run(Duration::from_secs(5), std::future::pending::<()>())
+            .await;
+        assert_eq!(r, Err(TimedOut));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shorter_wait_moves_the_deadline_earlier() {
+        let mut t = Timer::new();
+        assert_eq!(t.run(Duration::from_secs(60), async {}).await, Ok(()));
+        let start = Instant::now();
+        let r = t
+            .run(Duration::from_secs(2), std::future::pending::<()>())
+            .await;
+        assert_eq!(r, Err(TimedOut));
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_finishes_in_time_is_not_cut_short() {
+        let mut t = Timer::new();
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            7
+        };
+        assert_eq!(t.run(Duration::from_secs(5), slow).await, Ok(7));
+    }
+}
