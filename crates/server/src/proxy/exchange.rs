@@ -195,7 +195,10 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         keep_alive,
         send_timeout,
     } = client;
-    let mut head = std::mem::take(&mut plan.head);
+    let mut head = Lent {
+        buf: std::mem::take(&mut plan.head),
+        req,
+    };
     let length = match &body {
         ReqBody::None => None,
         ReqBody::Whole(b) => Some(b.len() as u64),
@@ -211,7 +214,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     if let Some(n) = length {
         use std::io::Write as _;
         head.put_slice(b"Content-Length: ");
-        let _ = write!((&mut head).writer(), "{n}");
+        let _ = write!((&mut *head).writer(), "{n}");
         head.put_slice(b"\r\n");
     }
     head.put_slice(b"\r\n");
@@ -333,7 +336,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         if status == 101 && plan.upgrade {
             out.clear();
             req.write_proxied_head(out, &plan, &resp_head, false, false);
-            let sent = tunnel(
+            // Boxed, as the connect: an upgrade is rare and its future large.
+            let sent = Box::pin(tunnel(
                 stream,
                 &mut conn.stream,
                 out,
@@ -341,7 +345,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 ubuf,
                 settings.read_timeout,
                 send_timeout,
-            )
+            ))
             .await;
             let end = Instant::now();
             attempt.response = end - attempt_start;
@@ -643,7 +647,9 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                 c
             }
             None => {
-                let stream = connect(plan, addr, settings.connect_timeout, req, url)
+                // Boxed: the connect and TLS handshake future is the largest of the exchange,
+                // and a request on a pooled connection should not carry its space.
+                let stream = Box::pin(connect(plan, addr, settings.connect_timeout, req, url))
                     .await
                     .map_err(Failed::unsent)?;
                 let connected = Instant::now();
@@ -656,7 +662,8 @@ async fn attempt_once<S: AsyncRead + Unpin>(
         let sent = send_two(&mut conn.stream, head, body, settings.send_timeout).await;
         let sent = match (sent, source.as_mut()) {
             (Ok(()), Some((client, read, streamed, send_timeout))) => {
-                match send_body(*client, read, &mut conn.stream, streamed, *send_timeout).await {
+                let body = send_body(*client, read, &mut conn.stream, streamed, *send_timeout);
+                match Box::pin(body).await {
                     Ok(()) => Ok(()),
                     Err(BodyError::Client(code)) => {
                         return Err(Failed::sent(Failure::Client(code)));
@@ -681,7 +688,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
         }
         let mut ubuf = {
             let mut w = req.worker().upstreams.borrow_mut();
-            std::mem::take(&mut w.buffer)
+            w.take_buffer()
         };
         ubuf.clear();
         match read_head(
@@ -1215,10 +1222,34 @@ fn log_body_failure(req: &Request<'_>, url: Url<'_>, read: Option<std::io::Resul
 }
 
 /// Gives the upstream read buffer back to the worker for the next exchange.
-fn return_buffer(req: &Request<'_>, mut buf: BytesMut) {
-    buf.clear();
-    let mut w = req.worker().upstreams.borrow_mut();
-    if buf.capacity() > w.buffer.capacity() {
-        w.buffer = buf;
+/// A worker's buffer lent to an exchange, given back when the exchange ends however it ends.
+struct Lent<'r, 'a> {
+    buf: BytesMut,
+    req: &'r Request<'a>,
+}
+
+impl std::ops::Deref for Lent<'_, '_> {
+    type Target = BytesMut;
+    fn deref(&self) -> &BytesMut {
+        &self.buf
+    }
+}
+
+impl std::ops::DerefMut for Lent<'_, '_> {
+    fn deref_mut(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+}
+
+impl Drop for Lent<'_, '_> {
+    fn drop(&mut self) {
+        return_buffer(self.req, std::mem::take(&mut self.buf));
+    }
+}
+
+fn return_buffer(req: &Request<'_>, buf: BytesMut) {
+    // Also called while a dropped exchange unwinds: never a second borrow.
+    if let Ok(mut w) = req.worker().upstreams.try_borrow_mut() {
+        w.return_buffer(buf);
     }
 }

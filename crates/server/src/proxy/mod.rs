@@ -124,11 +124,28 @@ pub(crate) struct Local {
 #[derive(Default)]
 pub(crate) struct WorkerUpstreams {
     groups: HashMap<usize, Rc<std::cell::RefCell<Local>>>,
-    /// The buffer upstream responses are read into, lent to one exchange at a time.
-    pub buffer: BytesMut,
+    /// Buffers upstream responses are read into, each lent to one exchange at a time: a
+    /// worker has as many exchanges in flight as it has busy connections.
+    buffers: Vec<BytesMut>,
 }
 
+/// Most response buffers a worker keeps for reuse; more are freed when returned.
+const SPARE_BUFFERS: usize = 256;
+
 impl WorkerUpstreams {
+    /// An empty buffer for an upstream response, one used before if there is one.
+    pub fn take_buffer(&mut self) -> BytesMut {
+        self.buffers.pop().unwrap_or_default()
+    }
+
+    /// Keeps `buf` for the next exchange.
+    pub fn return_buffer(&mut self, mut buf: BytesMut) {
+        buf.clear();
+        if self.buffers.len() < SPARE_BUFFERS && buf.capacity() > 0 {
+            self.buffers.push(buf);
+        }
+    }
+
     /// The worker's state for `upstream`, made on first use.
     pub fn local(&mut self, upstream: &Arc<Upstream>) -> Rc<std::cell::RefCell<Local>> {
         let key = Arc::as_ptr(upstream) as usize;

@@ -155,7 +155,9 @@ impl Request<'_> {
             None if self.method == self.head.method() => self.head.method_str().as_bytes().into(),
             None => b"GET"[..].into(),
         };
-        let mut head = BytesMut::with_capacity(512 + self.head.raw().len());
+        // A buffer a finished exchange gave back, which the exchange returns in its turn.
+        let mut head = self.worker().upstreams.borrow_mut().take_buffer();
+        head.reserve(512 + self.head.raw().len());
         head.put_slice(&method_token);
         head.put_u8(b' ');
         let uri_start = head.len();
