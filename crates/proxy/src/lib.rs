@@ -12,7 +12,7 @@ mod tls;
 pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
-pub use stream::{try_writev, MaybeTls, OverTcp, Stream};
+pub use stream::{try_writev, MaybeTls, OverTcp, Stream, Tcp};
 pub use timer::{TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{

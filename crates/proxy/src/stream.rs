@@ -18,22 +18,67 @@ pub enum MaybeTls<T> {
 }
 
 /// An upstream connection.
-pub type Stream = MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
+pub type Stream = MaybeTls<tokio_rustls::client::TlsStream<Tcp>>;
+
+/// The TCP socket under TLS, read and written as the plain connections are (through [`recv`]
+/// and [`writev`]).
+#[derive(Debug)]
+pub struct Tcp(pub TcpStream);
+
+impl AsyncRead for Tcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        poll_recv(&self.0, cx, buf)
+    }
+}
+
+impl AsyncWrite for Tcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        poll_writev(&self.0, cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        poll_writev(&self.0, cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
 
 /// A TLS stream whose transport is a TCP socket.
 pub trait OverTcp {
     fn tcp(&self) -> &TcpStream;
 }
 
-impl OverTcp for tokio_rustls::client::TlsStream<TcpStream> {
+impl OverTcp for tokio_rustls::client::TlsStream<Tcp> {
     fn tcp(&self) -> &TcpStream {
-        self.get_ref().0
+        &self.get_ref().0 .0
     }
 }
 
-impl OverTcp for tokio_rustls::server::TlsStream<TcpStream> {
+impl OverTcp for tokio_rustls::server::TlsStream<Tcp> {
     fn tcp(&self) -> &TcpStream {
-        self.get_ref().0
+        &self.get_ref().0 .0
     }
 }
 

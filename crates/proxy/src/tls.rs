@@ -86,7 +86,12 @@ impl UpstreamTls {
         let server_name = ServerName::try_from(name.trim_start_matches('[').trim_end_matches(']'))
             .map(|n| n.to_owned())
             .unwrap_or(ServerName::IpAddress(peer.into()));
-        match tokio::time::timeout_at(deadline, self.connector.connect(server_name, tcp)).await {
+        match tokio::time::timeout_at(
+            deadline,
+            self.connector.connect(server_name, crate::Tcp(tcp)),
+        )
+        .await
+        {
             Ok(Ok(tls)) => Ok(Stream::Tls(Box::new(tls))),
             Ok(Err(e)) => Err(HandshakeError::Failed(io_failure(&e, name))),
             Err(_) => Err(HandshakeError::TimedOut),

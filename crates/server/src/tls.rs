@@ -7,6 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::time::Duration;
 
+use portcullis_proxy::Tcp;
 use portcullis_tls::{ClientVerify, VerifyClient};
 use rustls::HandshakeKind;
 use tokio::io::AsyncWriteExt;
@@ -26,7 +27,7 @@ const HANDSHAKE_RECORD: u8 = 0x16;
 const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
 
 /// A connection's byte stream.
-pub(crate) type Stream = portcullis_proxy::MaybeTls<TlsStream<TcpStream>>;
+pub(crate) type Stream = portcullis_proxy::MaybeTls<TlsStream<Tcp>>;
 
 /// What a TLS connection reports through `$ssl_*`, found once after its handshake.
 pub(crate) struct TlsInfo {
@@ -71,7 +72,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
         _ => return Start::Closed(None),
     }
-    let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+    let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), Tcp(stream));
     let mut start = match tokio::time::timeout_at(deadline, acceptor).await {
         Ok(Ok(start)) => start,
         Ok(Err(e)) => return Start::Closed(Some(handshake_failed(&e))),
