@@ -188,11 +188,12 @@ fn poll_writev(
     bufs: &[io::IoSlice<'_>],
 ) -> Poll<io::Result<usize>> {
     loop {
-        ready!(s.poll_write_ready(cx))?;
+        // Tried before the readiness is polled: a socket is writable far more often than not.
         match try_writev(s, bufs) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             done => return Poll::Ready(done),
         }
+        ready!(s.poll_write_ready(cx))?;
     }
 }
 

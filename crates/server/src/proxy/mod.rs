@@ -123,11 +123,35 @@ pub(crate) struct Local {
 /// Per-worker state of every upstream group met, keyed by the group's address.
 #[derive(Default)]
 pub(crate) struct WorkerUpstreams {
-    groups: HashMap<usize, Rc<std::cell::RefCell<Local>>>,
+    groups: HashMap<usize, Rc<std::cell::RefCell<Local>>, BuildAddrHasher>,
     /// Buffers upstream responses are read into, each lent to one exchange at a time: a
     /// worker has as many exchanges in flight as it has busy connections.
     buffers: Vec<BytesMut>,
 }
+
+/// Hashes the address that keys a group, looked up on every proxied request: an address
+/// needs no defence against chosen keys, so one multiplication (Fibonacci hashing) replaces
+/// SipHash.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type BuildAddrHasher = std::hash::BuildHasherDefault<AddrHasher>;
 
 /// Most response buffers a worker keeps for reuse; more are freed when returned.
 const SPARE_BUFFERS: usize = 256;
