@@ -188,12 +188,13 @@ fn poll_writev(
     bufs: &[io::IoSlice<'_>],
 ) -> Poll<io::Result<usize>> {
     loop {
-        // Tried before the readiness is polled: a socket is writable far more often than not.
+        // Readiness first, as tokio's own writes: polling it also spends the task's budget, so
+        // a connection whose socket never fills still yields to the others now and then.
+        ready!(s.poll_write_ready(cx))?;
         match try_writev(s, bufs) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             done => return Poll::Ready(done),
         }
-        ready!(s.poll_write_ready(cx))?;
     }
 }
 
