@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use portcullis_proxy::{Key, Outcome, Upstream};
@@ -18,6 +19,9 @@ const STARTUP: Duration = Duration::from_secs(10);
 /// An nginx in front of `n` echo servers, with `upstream u { <body> }` where the body's
 /// `{0}`, `{1}`, ... are the echo servers' ports; the servers in `dead` do not listen.
 struct Nginx {
+    /// Held while this nginx runs: the tests of this file run in parallel, and ports picked
+    /// free by one could otherwise be taken by another's nginx before its own binds them.
+    _serial: MutexGuard<'static, ()>,
     child: Child,
     dir: PathBuf,
     front: u16,
@@ -31,10 +35,11 @@ impl Nginx {
     }
 
     fn start_with_dead(label: &str, n: usize, dead: &[usize], body: &str) -> Option<Nginx> {
-        if !Path::new(NGINX).exists() {
-            eprintln!("skipped: {NGINX} not installed");
+        if !nginx_installed() {
             return None;
         }
+        static SERIAL: Mutex<()> = Mutex::new(());
+        let serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
         let ports = free_ports(n + 1);
         let (front, backends) = (ports[0], ports[1..].to_vec());
         let mut body = body.to_string();
@@ -70,6 +75,7 @@ impl Nginx {
             .spawn()
             .expect("spawn nginx");
         let nginx = Nginx {
+            _serial: serial,
             child,
             dir,
             front,
@@ -121,6 +127,20 @@ impl Drop for Nginx {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Whether nginx is here to compare with. CI installs it, so there its absence is a failure;
+/// elsewhere the comparison is skipped, and says so.
+fn nginx_installed() -> bool {
+    if Path::new(NGINX).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{NGINX} not installed: apt-get install nginx"
+    );
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {NGINX} not installed");
+    false
 }
 
 fn free_ports(n: usize) -> Vec<u16> {
@@ -316,8 +336,7 @@ fn our_verdict(dir: &Path, conf: &str) -> Option<String> {
 /// Bad `upstream` blocks get nginx's words and line, and good ones pass, as `nginx -t`.
 #[test]
 fn config_verdicts_match_nginx_t() {
-    if !Path::new(NGINX).exists() {
-        eprintln!("skipped: {NGINX} not installed");
+    if !nginx_installed() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("portcullis-balance-t-{}", std::process::id()));
