@@ -77,15 +77,19 @@ impl Timer {
 mod tests {
     use super::*;
 
+    /// How long a wait that never finishes lasts on `t` with `timeout`; it must time out.
+    async fn time_out(t: &mut Timer, timeout: Duration) -> Duration {
+        let start = Instant::now();
+        let r = t.run(timeout, std::future::pending::<()>()).await;
+        assert_eq!(r, Err(TimedOut));
+        start.elapsed()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_wait_times_out_at_its_own_deadline() {
         let mut t = Timer::new();
-        let start = Instant::now();
-        let r = t
-            .run(Duration::from_secs(5), std::future::pending::<()>())
-            .await;
-        assert_eq!(r, Err(TimedOut));
-        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        let secs = Duration::from_secs(5);
+        assert_eq!(time_out(&mut t, secs).await, secs);
     }
 
     #[tokio::test(start_paused = true)]
@@ -94,24 +98,16 @@ mod tests {
         assert_eq!(t.run(Duration::from_secs(5), async { 1 }).await, Ok(1));
         tokio::time::sleep(Duration::from_secs(3)).await;
         // Armed for 0 + 5 s; this wait may last until 3 + 5 s.
-        let start = Instant::now();
-        let r = t
-            .run(Duration::from_secs(5), std::future::pending::<()>())
-            .await;
-        assert_eq!(r, Err(TimedOut));
-        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        let secs = Duration::from_secs(5);
+        assert_eq!(time_out(&mut t, secs).await, secs);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_shorter_wait_moves_the_deadline_earlier() {
         let mut t = Timer::new();
         assert_eq!(t.run(Duration::from_secs(60), async {}).await, Ok(()));
-        let start = Instant::now();
-        let r = t
-            .run(Duration::from_secs(2), std::future::pending::<()>())
-            .await;
-        assert_eq!(r, Err(TimedOut));
-        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        let secs = Duration::from_secs(2);
+        assert_eq!(time_out(&mut t, secs).await, secs);
     }
 
     #[tokio::test(start_paused = true)]
