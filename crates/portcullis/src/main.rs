@@ -26,7 +26,7 @@ use crate::process::{say, Failure};
 
 /// mimalloc instead of glibc's malloc: a request's short-lived buffers come from the worker
 /// thread's own free lists, without the atomic operations and bin sorting glibc does
-/// (BENCHMARKS.md, "Allocator", has the measurement).
+/// (BENCHMARKS.md, "The proxy path, measured again on an Intel machine", has the measurement).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -155,6 +155,9 @@ type BuildAddrHasher = std::hash::BuildHasherDefault<AddrHasher>;
 
 /// Most response buffers a worker keeps for reuse; more are freed when returned.
 const SPARE_BUFFERS: usize = 256;
+/// A buffer that grew past this (a huge head) is freed rather than kept: the spare buffers
+/// stay within a few MiB per worker.
+const SPARE_CAPACITY: usize = 64 * 1024;
 
 impl WorkerUpstreams {
     /// An empty buffer for an upstream response, one used before if there is one.
@@ -165,7 +168,7 @@ impl WorkerUpstreams {
     /// Keeps `buf` for the next exchange.
     pub fn return_buffer(&mut self, mut buf: BytesMut) {
         buf.clear();
-        if self.buffers.len() < SPARE_BUFFERS && buf.capacity() > 0 {
+        if self.buffers.len() < SPARE_BUFFERS && (1..=SPARE_CAPACITY).contains(&buf.capacity()) {
             self.buffers.push(buf);
         }
     }
