@@ -1,7 +1,8 @@
 //! Timeouts, black box, against nginx and portcullis alike: an idle keepalive connection
 //! closes after keepalive_timeout, one that keeps sending requests does not, a head that stops
 //! half way closes after client_header_timeout, and a pooled upstream connection used by a
-//! location with a shorter proxy_read_timeout than the last one times out by the shorter.
+//! location with a shorter proxy_read_timeout than the last one times out by the shorter, while
+//! the time a client takes to send its body is not counted against proxy_read_timeout.
 //! portcullis keeps one timer entry per connection and moves its deadline lazily; these are
 //! what that must not change.
 
@@ -198,4 +199,45 @@ fn get(server: &Server, path: &str) -> (u16, String) {
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("no status in {reply:?}"));
     (status, reply)
+}
+
+#[test]
+fn a_slowly_sent_body_does_not_count_against_proxy_read_timeout() {
+    let up = upstreams::Upstream::start(|x| {
+        upstreams::Reply::Send(upstreams::ok(&format!("{}\n", x.body.len()), ""))
+    });
+    let conf = support::main_config(&format!(
+        "    upstream b {{ server {}; keepalive 4; }}\n\
+         server {{\n        listen 127.0.0.1:{{PORT0}};\n\
+         proxy_http_version 1.1; proxy_set_header Connection \"\";\n\
+         proxy_read_timeout 1s; client_body_timeout 10s;\n\
+         location /buffered {{ proxy_pass http://b; }}\n\
+         location /streamed {{ proxy_pass http://b; proxy_request_buffering off; }}\n    }}\n",
+        up.addr()
+    ));
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &conf) else {
+            continue;
+        };
+        for path in ["/buffered", "/streamed"] {
+            let mut s = connect(&server);
+            write!(
+                s,
+                "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 30\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .expect("write head");
+            // Three parts over 1.5 s: longer than proxy_read_timeout in all.
+            for _ in 0..3 {
+                s.write_all(&[b'x'; 10]).expect("write part of the body");
+                std::thread::sleep(TIMEOUT / 2);
+            }
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).expect("read response");
+            assert!(
+                reply.starts_with("HTTP/1.1 200 ") && reply.ends_with("\r\n\r\n30\n"),
+                "{kind} {path}: {reply}"
+            );
+        }
+    }
 }

@@ -244,8 +244,14 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             KeyKind::Hash(_) => Key::Bytes(&plan.hash_key),
             KeyKind::ClientAddr => Key::ClientAddr(req.client_ip()),
         };
-        // The first attempt starts with the request: one clock read less.
-        let now = if tries == 1 { start } else { Instant::now() };
+        // The first attempt of a request without a body starts with it: one clock read less.
+        // A body read whole first took its own time, which is not the upstream's.
+        let bodiless = whole.is_empty() && !streams;
+        let now = if tries == 1 && bodiless {
+            start
+        } else {
+            Instant::now()
+        };
         let selected = {
             let mut l = local.borrow_mut();
             upstream.select(&mut l.state, key, &mut tried, now)
@@ -636,8 +642,8 @@ async fn attempt_once<S: AsyncRead + Unpin>(
     };
     // At most twice: a pooled connection found closed is replaced by a fresh one, whose
     // failure is final.
-    // When the request went out, near enough for proxy_read_timeout: the attempt's start, or
-    // the moment a new connection was made.
+    // When the request went out, for proxy_read_timeout: the attempt's start, the moment a
+    // new connection was made, or the end of a body; a head alone goes out at once.
     let mut sent_at = start;
     loop {
         let reused = pooled.is_some();
@@ -685,6 +691,10 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                 &url,
             );
             return Err(Failed::sent(io_failure(&e)));
+        }
+        // A body may take long to send; proxy_read_timeout counts from its end.
+        if !body.is_empty() || source.is_some() {
+            sent_at = Instant::now();
         }
         let mut ubuf = {
             let mut w = req.worker().upstreams.borrow_mut();
