@@ -278,12 +278,17 @@ fn embedded_default_serves_a_welcome_page() {
     // The seeds' topology behind 8443: reverse proxy, API gateway rewrite, JWT. The token is
     // the one the startup message prints.
     let topology = ready.then(|| {
-        let token = support::read_lossy(&dir.path().join("stderr.log"))
-            .lines()
-            .find_map(|l| l.split("Bearer ").nth(1))
-            .and_then(|rest| rest.split('\'').next())
-            .map(str::to_string)
-            .unwrap_or_default();
+        // The port accepts a moment before the startup message is written: wait for its line.
+        let printed_token = || {
+            support::read_lossy(&dir.path().join("stderr.log"))
+                .lines()
+                .find(|l| l.ends_with("/api_jwt/1kb"))
+                .and_then(|l| l.split("Bearer ").nth(1))
+                .and_then(|rest| rest.split('\'').next())
+                .map(str::to_string)
+        };
+        support::wait_until(support::STARTUP_DEADLINE, || printed_token().is_some());
+        let token = printed_token().unwrap_or_default();
         // Over HTTP/1.1 and over HTTP/2 (ALPN h2): the proxy serves both.
         let fetch = |version: &str, path: &str, auth: Option<&str>| {
             let mut curl = Command::new("curl");
