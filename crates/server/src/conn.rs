@@ -164,6 +164,18 @@ enum Proxied {
     Answer(Response),
 }
 
+/// One proxy round of a request: the first, or an error_page target proxied after an
+/// earlier round was answered with an error.
+#[derive(Clone, Copy)]
+struct Round {
+    /// Only the first round has the client's body to send (nginx's internal redirect makes
+    /// the request a GET).
+    first: bool,
+    /// An earlier answer, or the error the page answers, closes the connection (nginx
+    /// closes after 400, 413, 414, 500 and 501 whatever page answers them).
+    close: bool,
+}
+
 enum HeadRead {
     Head(RequestHead),
     /// Closed, timed out, or told to stop while idle: close quietly.
@@ -178,7 +190,7 @@ impl Connection<'_> {
         // One wait for the worker's graceful stop for all the connection's idle times.
         let mut stopping = self.worker.stopping.clone();
         let mut stop = std::pin::pin!(stopping.wait_for(|s| *s));
-        loop {
+        'requests: loop {
             let head = match self
                 .read_head(&default, keepalive_timeout, stop.as_mut())
                 .await
@@ -206,18 +218,30 @@ impl Connection<'_> {
                 Some(code) => Response::error_page(code, 400, server.conf.server_tokens),
                 None => crate::auth_jwt::process(&mut req).await,
             };
-            if let Body::Proxy(_) = resp.body {
-                let plan = match std::mem::replace(&mut resp.body, Body::Empty) {
-                    Body::Proxy(plan) => plan,
-                    _ => continue,
+            // An upstream that fails is answered through error_page, whose target may be
+            // proxied too and fail again: each round's answer is proxied in its turn until
+            // one is a response of our own. error_page allows one redirect (or at most
+            // nginx's limit with recursive_error_pages), so the rounds are few.
+            let mut round = Round {
+                first: true,
+                close: false,
+            };
+            while let Body::Proxy(_) = resp.body {
+                round.close |= resp.close;
+                let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
+                    break;
                 };
-                match self.proxy(&mut req, *plan).await {
-                    Proxied::Answer(r) => resp = r,
+                match self.proxy(&mut req, *plan, round).await {
+                    Proxied::Answer(r) => {
+                        resp = r;
+                        resp.close |= round.close;
+                        round.first = false;
+                    }
                     Proxied::Close => return,
                     Proxied::Done => {
                         keepalive_timeout = req.loc.keepalive_timeout;
                         self.set_nodelay();
-                        continue;
+                        continue 'requests;
                     }
                 }
             }
@@ -227,7 +251,10 @@ impl Connection<'_> {
                 && !loc.keepalive_timeout.is_zero()
                 && self.info.requests < loc.keepalive_requests
                 && !*self.worker.stopping.borrow();
+            // A proxy round has taken the body, or left the connection to close.
+            let proxied = !round.first;
             let mut discard = match req.head.body() {
+                _ if proxied => None,
                 BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
                 BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
                 _ => None,
@@ -254,6 +281,11 @@ impl Connection<'_> {
             if resp.status == 444 {
                 return;
             }
+            // A response with neither a length nor a status that forbids a body ends where
+            // the connection does: a client must never wait for bytes nobody will send.
+            if !resp.is_delimited(req.is_head()) {
+                keep_alive = false;
+            }
             resp.keep_alive = keep_alive;
             req.add_headers(&mut resp);
             // An error answered before the body is read needs no body: no 100 Continue then.
@@ -262,7 +294,7 @@ impl Connection<'_> {
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
             req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
             if sent.is_err() || !keep_alive {
-                if discard.is_some() {
+                if discard.is_some() || (proxied && !matches!(req.head.body(), BodyKind::None)) {
                     self.linger().await;
                 }
                 return;
@@ -505,9 +537,15 @@ impl Connection<'_> {
 
     /// Runs a proxied request. A [`Proxied::Answer`] is an error whose request body, if
     /// any, is already read.
-    async fn proxy(&mut self, req: &mut Request<'_>, plan: crate::proxy::Plan) -> Proxied {
+    async fn proxy(
+        &mut self,
+        req: &mut Request<'_>,
+        mut plan: crate::proxy::Plan,
+        round: Round,
+    ) -> Proxied {
         let loc = req.loc.clone();
         let kind = req.head.body();
+        plan.pass_body &= round.first;
         // As nginx, a client waiting to be asked for its body is asked once it is read.
         if plan.pass_body && req.head.expect_continue() && req.head.version() == Version::Http11 {
             let ask = self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
@@ -547,11 +585,17 @@ impl Connection<'_> {
                 }
             }
         }
+        // Whether the connection's next bytes are the next request: the body was read whole
+        // here, by an earlier round, or there is none. A streamed body may be cut anywhere.
+        let body_done = !round.first
+            || matches!(kind, BodyKind::None)
+            || matches!(body, crate::proxy::ReqBody::Whole(_));
         let keep_alive = req.head.keep_alive()
             && !loc.keepalive_timeout.is_zero()
             && self.info.requests < loc.keepalive_requests
             && !*self.worker.stopping.borrow()
-            && (plan.pass_body || matches!(kind, BodyKind::None));
+            && (plan.pass_body || body_done)
+            && !round.close;
         let client = crate::proxy::Client {
             stream: &mut self.stream,
             out: &mut self.out,
@@ -584,8 +628,8 @@ impl Connection<'_> {
             } => {
                 req.upstream_attempts = attempts;
                 let mut r = req.finalize_error(code);
-                // A body the exchange read must not be read again as the next request.
-                if !body_read || !matches!(req.head.body(), BodyKind::None) {
+                // A body left unread must not be read as the next request.
+                if !body_read || !body_done {
                     r.close = true;
                 }
                 Proxied::Answer(r)

@@ -419,18 +419,22 @@ async fn answer(
     let mut req = Request::new(worker, server, info, head, start);
     req.http2 = true;
     let mut resp = crate::auth_jwt::process(&mut req).await;
-    if let Body::Proxy(_) = resp.body {
+    // As over HTTP/1.1: an error_page target may be proxied and fail in its turn, and each
+    // answer is proxied until one is ours. Only the first round has the request body.
+    let mut body = Some(body);
+    while let Body::Proxy(_) = resp.body {
         let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
             return;
         };
-        match crate::h2_proxy::serve(&mut req, *plan, body, respond).await {
+        match crate::h2_proxy::serve(&mut req, *plan, body.take(), respond).await {
             Proxied::Done => return,
             Proxied::Answer(r, back) => {
                 resp = r;
                 respond = back;
             }
         }
-    } else if !body.is_end_stream() {
+    }
+    if let Some(body) = body.filter(|b| !b.is_end_stream()) {
         // nginx skips the body of a request whose handler does not read it. What the client
         // has in flight is read and dropped first, within a bound: a client that sends its
         // whole body before reading (curl does) then gets the response instead of a reset

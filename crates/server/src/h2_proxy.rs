@@ -35,22 +35,21 @@ pub(crate) enum Proxied {
     Answer(Response, SendResponse<Bytes>),
 }
 
-/// Proxies one HTTP/2 request by `plan`, answering on `respond`.
+/// Proxies one HTTP/2 request by `plan`, answering on `respond`. `body` is `None` when an
+/// earlier round (an error_page target proxied after a failure) has taken it.
 pub(crate) async fn serve(
     req: &mut Request<'_>,
     plan: Plan,
-    body: RecvStream,
+    body: Option<RecvStream>,
     respond: SendResponse<Bytes>,
 ) -> Proxied {
-    let body = if plan.pass_body {
-        match read_body(req, body).await {
+    let body = match body {
+        Some(body) if plan.pass_body => match read_body(req, body).await {
             Ok(b) => b,
             Err(code) => return Proxied::Answer(req.finalize_error(code), respond),
-        }
-    } else {
+        },
         // Dropped, its DATA frames are discarded and their window given back.
-        drop(body);
-        ReqBody::None
+        _ => ReqBody::None,
     };
     let pace = Pace {
         head_only: req.is_head(),

@@ -108,6 +108,14 @@ impl Response {
         r
     }
 
+    /// Whether a client can tell where this response ends while the connection stays
+    /// open: it has a length, or no body because of the request's method or its status.
+    pub(crate) fn is_delimited(&self, head_request: bool) -> bool {
+        head_request
+            || self.content_length.is_some()
+            || matches!(self.status, 100..=199 | 204 | 304)
+    }
+
     /// nginx sends Last-Modified only with 200, 206 and 304, and Accept-Ranges only with 200:
     /// a file served as an error page loses them.
     fn strip_validators(&mut self) {
@@ -877,8 +885,15 @@ impl<'a> Request<'a> {
         Response::error_page(status, status, self.loc.server_tokens)
     }
 
-    /// An error status: the location's error_page for it, else the built-in page.
+    /// An error status: the location's error_page for it, else the built-in page. As nginx,
+    /// the connection closes after these statuses whatever page answers them.
     pub(crate) fn finalize_error(&mut self, status: u16) -> Response {
+        let mut resp = self.error_page_for(status);
+        resp.close |= matches!(status, 400 | 413 | 414 | 500 | 501);
+        resp
+    }
+
+    fn error_page_for(&mut self, status: u16) -> Response {
         let loc = self.loc.clone();
         let page = loc.error_pages.iter().find(|p| p.codes.contains(&status));
         let Some(page) = page.filter(|_| !self.error_page_used || loc.recursive_error_pages) else {

@@ -273,7 +273,12 @@ impl Request<'_> {
         keep_alive: bool,
     ) {
         let s = &plan.settings;
-        let status = head.status();
+        // An error_page target keeps the status of the error it answers (nginx's
+        // err_status), unless its `=code` said otherwise; a 101 is a protocol switch.
+        let status = match self.err_status {
+            Some(code) if head.status() != 101 => code,
+            _ => head.status(),
+        };
         out.put_slice(b"HTTP/1.1 ");
         out.put_slice(&[
             b'0' + (status / 100) as u8,
@@ -281,7 +286,7 @@ impl Request<'_> {
             b'0' + (status % 10) as u8,
         ]);
         out.put_u8(b' ');
-        if head.reason().is_empty() {
+        if head.reason().is_empty() || status != head.status() {
             out.put_slice(portcullis_http::reason(status).as_bytes());
         } else {
             out.put_slice(head.reason());
