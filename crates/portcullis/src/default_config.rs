@@ -5,7 +5,9 @@
 //! It is ordinary nginx configuration (nginx accepts it too): it runs in the foreground,
 //! logs to the terminal, writes no pid file and listens on loopback only, so trying it out
 //! exposes nothing. It also serves HTTPS with a self-signed ECDSA P-256 certificate made at
-//! start, written to a directory only the user can read.
+//! start, written to a directory only its owner can list: the key, certificate and JWK file
+//! are the owner's alone (they are read at load, before the workers give up root); the pages
+//! are readable by all, since workers started as root serve them as `nobody`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -228,10 +230,12 @@ extern "C" fn remove_demo() {
     }
 }
 
-/// Makes, in a new directory only this user can enter: a self-signed ECDSA P-256 certificate
+/// Makes, in a new directory only this user can list: a self-signed ECDSA P-256 certificate
 /// for localhost and 127.0.0.1, the seeds' files, an HS256 JWK file and a token it verifies.
 fn make_demo() -> Result<Demo, String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    // The modes are set as well as asked for, whatever the umask.
+    use std::fs::Permissions;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
         .map_err(|e| format!("key generation failed: {e}"))?;
@@ -241,23 +245,28 @@ fn make_demo() -> Result<Demo, String> {
     let dir = std::env::temp_dir().join(format!("portcullis-default-tls-{}", std::process::id()));
     // A directory left by an earlier process with the same pid is not trusted: create fails.
     std::fs::DirBuilder::new()
-        .mode(0o700)
+        .mode(0o711)
         .create(&dir)
+        .and_then(|()| std::fs::set_permissions(&dir, Permissions::from_mode(0o711)))
         .map_err(|e| format!("mkdir {} failed: {e}", dir.display()))?;
     // SAFETY: `remove_demo` is a plain function that only reads a static; atexit runs it
     // once, at normal process exit.
     unsafe {
         libc::atexit(remove_demo);
     }
-    let write = |path: &Path, contents: &[u8]| {
+    let write_mode = |path: &Path, contents: &[u8], mode: u32| {
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode)
             .open(path)
-            .and_then(|mut f| f.write_all(contents))
+            .and_then(|mut f| {
+                f.set_permissions(Permissions::from_mode(mode))?;
+                f.write_all(contents)
+            })
             .map_err(|e| format!("writing {} failed: {e}", path.display()))
     };
+    let write = |path: &Path, contents: &[u8]| write_mode(path, contents, 0o600);
     write(&dir.join("cert.pem"), cert.pem().as_bytes())?;
     write(&dir.join("key.pem"), key.serialize_pem().as_bytes())?;
     let rng = aws_lc_rs::rand::SystemRandom::new();
@@ -270,11 +279,12 @@ fn make_demo() -> Result<Demo, String> {
     // The gateway's /api_new/x reaches the file servers as /api_new/x, as in the seeds.
     for sub in ["html", "html/api_new"] {
         std::fs::DirBuilder::new()
-            .mode(0o700)
+            .mode(0o755)
             .create(dir.join(sub))
+            .and_then(|()| std::fs::set_permissions(dir.join(sub), Permissions::from_mode(0o755)))
             .map_err(|e| format!("mkdir {sub} failed: {e}"))?;
         for (name, kb) in FILES {
-            write(&dir.join(sub).join(name), &random(kb * 1024)?)?;
+            write_mode(&dir.join(sub).join(name), &random(kb * 1024)?, 0o644)?;
         }
     }
     let secret = random(32)?;

@@ -12,13 +12,13 @@ use portcullis_config::{value, ConfigError, Directive, Loaded};
 use crate::location::{LocationTree, Match};
 use crate::log::{AccessLog, ErrorLogSpec, LogFormat};
 use crate::static_files::MimeTypes;
+use crate::user::Credentials;
 use crate::vars::Template;
 use crate::Level;
 
 /// Directives that tune nginx's internals and have no meaning here, or whose effect is always
 /// on: accepted silently.
 const MEANINGLESS: &[&str] = &[
-    "user",
     "accept_mutex",
     "accept_mutex_delay",
     "multi_accept",
@@ -113,6 +113,8 @@ impl Compiled {
 }
 
 pub(crate) struct MainConf {
+    /// Whom the workers serve as, from `user`: `None` when not started as root.
+    pub credentials: Option<Arc<Credentials>>,
     pub daemon: bool,
     pub pid: Option<PathBuf>,
     pub workers: usize,
@@ -391,6 +393,7 @@ fn compile_declared(
         jwt: crate::auth_jwt::Loader::default(),
     };
     let mut main = MainConf {
+        credentials: None,
         daemon: true,
         pid: Some(prefix.join("logs/portcullis.pid")),
         workers: 1,
@@ -404,8 +407,10 @@ fn compile_declared(
     };
     let mut error_log_set = error_log.is_some();
     let mut http_block = None;
+    let mut user = None;
     for d in &loaded.directives {
         match d.name.as_str() {
+            "user" => user = Some(d),
             "daemon" => main.daemon = value::flag(d, 0)?,
             "master_process" => {}
             "pid" => main.pid = Some(b.path(d.arg(0))),
@@ -447,6 +452,7 @@ fn compile_declared(
             jwt_cache_entries: b.jwt.cache_entries(),
         },
     };
+    main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
     main.warnings = b.warnings;
     Ok(Compiled {
         main,

@@ -27,6 +27,7 @@ mod rewrite;
 pub mod static_files;
 mod tls;
 mod tls_conf;
+mod user;
 mod vars;
 mod worker;
 

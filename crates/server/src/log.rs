@@ -318,32 +318,70 @@ pub struct AccessLog {
     pub flush: Duration,
 }
 
-/// A worker's open handles and buffers for the access logs it writes.
+/// The access log files, opened by the server itself before any worker runs, as nginx's
+/// master opens them: workers may serve as a user that could not open them (`user`), and a
+/// file that cannot be opened stops a start or a reload instead of losing lines.
+pub(crate) type LogFiles = Arc<HashMap<PathBuf, Arc<File>>>;
+
+/// Opens every access log of `logs`, reusing the handles of `open` for paths it has.
+pub(crate) fn open_access_logs(
+    logs: &[Arc<AccessLog>],
+    open: Option<&LogFiles>,
+) -> io::Result<LogFiles> {
+    let mut files = HashMap::with_capacity(logs.len());
+    for log in logs {
+        if files.contains_key(&log.path) {
+            continue;
+        }
+        let file = match open.and_then(|o| o.get(&log.path)) {
+            Some(f) => f.clone(),
+            None => Arc::new(open_append(&log.path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("open() \"{}\" failed {}", log.path.display(), os_error(&e)),
+                )
+            })?),
+        };
+        files.insert(log.path.clone(), file);
+    }
+    Ok(Arc::new(files))
+}
+
+/// A worker's buffers for the access logs it writes, on the files the server opened.
 #[derive(Default)]
 pub struct WorkerLogs {
+    open: LogFiles,
     files: HashMap<PathBuf, WorkerLogFile>,
 }
 
 struct WorkerLogFile {
-    file: Option<File>,
+    file: Option<Arc<File>>,
     buf: Vec<u8>,
     oldest: Option<Instant>,
 }
 
 impl WorkerLogs {
+    pub(crate) fn new(open: LogFiles) -> WorkerLogs {
+        WorkerLogs {
+            open,
+            files: HashMap::new(),
+        }
+    }
+
     /// Appends a rendered line for `log`, writing when its buffer is full or old.
     pub fn write(&mut self, log: &AccessLog, line: &[u8]) {
+        let open = &self.open;
         let f = self
             .files
             .entry(log.path.clone())
             .or_insert_with(|| WorkerLogFile {
-                file: open_append(&log.path).ok(),
+                file: open.get(&log.path).cloned(),
                 buf: Vec::new(),
                 oldest: None,
             });
         if log.buffer == 0 {
-            if let Some(file) = f.file.as_mut() {
-                let _ = file.write_all(line);
+            if let Some(file) = f.file.as_deref() {
+                let _ = (&*file).write_all(line);
             }
             return;
         }
@@ -372,20 +410,25 @@ impl WorkerLogs {
         }
     }
 
-    /// USR1: flush, then open each file anew (after logrotate moved it).
-    pub fn reopen(&mut self) {
+    /// Takes the files the server opened for a new configuration or after USR1 (logrotate
+    /// moved the old ones): what is buffered goes to the old file first. A path the new set
+    /// lacks keeps its file for the connections of the old configuration.
+    pub(crate) fn use_files(&mut self, open: LogFiles) {
         for (path, f) in self.files.iter_mut() {
-            f.flush();
-            f.file = open_append(path).ok();
+            if let Some(file) = open.get(path) {
+                f.flush();
+                f.file = Some(file.clone());
+            }
         }
+        self.open = open;
     }
 }
 
 impl WorkerLogFile {
     fn flush(&mut self) {
         if !self.buf.is_empty() {
-            if let Some(file) = self.file.as_mut() {
-                let _ = file.write_all(&self.buf);
+            if let Some(file) = self.file.as_deref() {
+                let _ = (&*file).write_all(&self.buf);
             }
             self.buf.clear();
         }

@@ -17,8 +17,9 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, LocalSet};
 
 use crate::conf::{Compiled, HttpConf};
-use crate::log::{ErrorLog, WorkerLogs};
+use crate::log::{ErrorLog, LogFiles, WorkerLogs};
 use crate::static_files::FileCache;
+use crate::user::Credentials;
 use crate::Level;
 
 /// Entries in each worker's open-file cache.
@@ -44,6 +45,8 @@ impl Shared {
 pub(crate) struct Generation {
     pub http: Arc<HttpConf>,
     pub worker_connections: usize,
+    /// The access log files of `http`, opened by the server.
+    pub log_files: LogFiles,
 }
 
 enum Command {
@@ -52,7 +55,8 @@ enum Command {
         added: Vec<(SocketAddr, std::net::TcpListener)>,
         removed: Vec<SocketAddr>,
     },
-    ReopenLogs,
+    /// USR1: the access log files opened anew.
+    ReopenLogs(LogFiles),
     Stop {
         graceful: bool,
     },
@@ -111,6 +115,10 @@ pub struct Server {
 struct State {
     workers: Vec<WorkerHandle>,
     bound: HashMap<SocketAddr, Bound>,
+    /// The configuration the newest workers run, for USR1 and the next reload.
+    generation: Arc<Generation>,
+    /// Whom the workers serve as; a reload that changes it starts new workers.
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl Server {
@@ -144,13 +152,20 @@ impl Server {
         let generation = Arc::new(Generation {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
+            log_files: crate::log::open_access_logs(&compiled.http.access_logs, None)?,
         });
+        let credentials = compiled.main.credentials;
         let workers = (0..n)
-            .map(|id| spawn_worker(id, &shared, &generation, &bound))
+            .map(|id| spawn_worker(id, &shared, &generation, &bound, &credentials))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(Server {
             shared,
-            state: Mutex::new(State { workers, bound }),
+            state: Mutex::new(State {
+                workers,
+                bound,
+                generation,
+                credentials,
+            }),
         })
     }
 
@@ -158,13 +173,21 @@ impl Server {
     /// sockets for added workers) is done first: if it fails, nothing changes and the old
     /// configuration keeps serving. Addresses in both keep their sockets, so no connection
     /// waiting in a backlog is lost. Workers beyond a smaller `worker_processes` stop
-    /// gracefully; added ones start.
+    /// gracefully; added ones start. A worker cannot take back the privileges it gave up, so
+    /// when `user` changes every worker is replaced, as nginx replaces its processes.
     pub fn reload(&self, compiled: Compiled) -> io::Result<()> {
         let mut state = self
             .state
             .lock()
             .map_err(|_| io::Error::other("worker table poisoned"))?;
-        let State { workers, bound } = &mut *state;
+        let State {
+            workers,
+            bound,
+            generation: current,
+            credentials,
+        } = &mut *state;
+        let log_files =
+            crate::log::open_access_logs(&compiled.http.access_logs, Some(&current.log_files))?;
         let (old_n, new_n) = (workers.len(), compiled.main.workers);
         let mut fresh = HashMap::new();
         let mut extra = Vec::new();
@@ -189,17 +212,21 @@ impl Server {
         let generation = Arc::new(Generation {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
+            log_files,
         });
-        for (id, w) in workers.iter().enumerate().take(new_n) {
-            let added = fresh
-                .iter()
-                .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
-                .collect::<io::Result<Vec<_>>>()?;
-            let _ = w.commands.send(Command::Generation {
-                generation: generation.clone(),
-                added,
-                removed: removed.clone(),
-            });
+        let replace_all = compiled.main.credentials != *credentials;
+        if !replace_all {
+            for (id, w) in workers.iter().enumerate().take(new_n) {
+                let added = fresh
+                    .iter()
+                    .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
+                    .collect::<io::Result<Vec<_>>>()?;
+                let _ = w.commands.send(Command::Generation {
+                    generation: generation.clone(),
+                    added,
+                    removed: removed.clone(),
+                });
+            }
         }
         for a in &removed {
             bound.remove(a);
@@ -210,23 +237,46 @@ impl Server {
                 b.sockets.extend(sockets);
             }
         }
-        if new_n < old_n {
-            let retired: Vec<WorkerHandle> = workers.drain(new_n..).collect();
-            for w in &retired {
-                let _ = w.commands.send(Command::Stop { graceful: true });
-            }
-            for b in bound.values_mut().filter(|b| b.reuseport) {
-                b.sockets.truncate(new_n);
-            }
-            // Their in-flight requests finish on their own; nobody needs to wait for that.
-            std::thread::spawn(move || {
-                for w in retired {
-                    let _ = w.thread.join();
+        // Workers that stop keep their own handles until they do.
+        for b in bound.values_mut().filter(|b| b.reuseport) {
+            b.sockets.truncate(new_n);
+        }
+        if replace_all {
+            // The new workers start before the old ones stop, so that the ports never go
+            // unserved; should one fail to start, the old ones keep serving.
+            let mut started = Vec::with_capacity(new_n);
+            for id in 0..new_n {
+                match spawn_worker(
+                    id,
+                    &self.shared,
+                    &generation,
+                    bound,
+                    &compiled.main.credentials,
+                ) {
+                    Ok(w) => started.push(w),
+                    Err(e) => {
+                        retire(started);
+                        return Err(e);
+                    }
                 }
-            });
+            }
+            retire(std::mem::replace(workers, started));
+            *current = generation;
+            *credentials = compiled.main.credentials;
+            return Ok(());
+        }
+        *current = generation.clone();
+        if new_n < old_n {
+            retire(workers.drain(new_n..).collect());
         }
         for id in old_n..new_n {
-            workers.push(spawn_worker(id, &self.shared, &generation, bound)?);
+            workers.push(spawn_worker(
+                id,
+                &self.shared,
+                &generation,
+                bound,
+                credentials,
+            )?);
         }
         Ok(())
     }
@@ -244,17 +294,34 @@ impl Server {
                 &format!("reopening the error log failed: {e}"),
             );
         }
-        if let Ok(state) = self.state.lock() {
-            for w in &state.workers {
-                let _ = w.commands.send(Command::ReopenLogs);
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let current = state.generation.clone();
+        let log_files = match crate::log::open_access_logs(&current.http.access_logs, None) {
+            Ok(files) => files,
+            Err(e) => {
+                self.log(
+                    Level::Alert,
+                    &format!("reopening the access logs failed: {e}"),
+                );
+                return;
             }
+        };
+        for w in &state.workers {
+            let _ = w.commands.send(Command::ReopenLogs(log_files.clone()));
         }
+        state.generation = Arc::new(Generation {
+            http: current.http.clone(),
+            worker_connections: current.worker_connections,
+            log_files,
+        });
     }
 
     /// Stops: `graceful` finishes in-flight requests first (QUIT), else closes at once (TERM).
     /// Access logs are flushed either way. Returns when every worker has exited.
     pub fn stop(self, graceful: bool) {
-        let Ok(State { workers, bound }) = self.state.into_inner() else {
+        let Ok(State { workers, bound, .. }) = self.state.into_inner() else {
             return;
         };
         // The workers' handles close with their accept loops; ours must close too, or the
@@ -269,12 +336,27 @@ impl Server {
     }
 }
 
-/// Starts worker `id` on its sockets of `bound` and returns once it accepts.
+/// Stops `retired` workers gracefully: their in-flight requests finish on their own, and
+/// nobody needs to wait for that.
+fn retire(retired: Vec<WorkerHandle>) {
+    for w in &retired {
+        let _ = w.commands.send(Command::Stop { graceful: true });
+    }
+    std::thread::spawn(move || {
+        for w in retired {
+            let _ = w.thread.join();
+        }
+    });
+}
+
+/// Starts worker `id` on its sockets of `bound`, serving as `credentials` when set, and
+/// returns once it accepts.
 fn spawn_worker(
     id: usize,
     shared: &Arc<Shared>,
     generation: &Arc<Generation>,
     bound: &HashMap<SocketAddr, Bound>,
+    credentials: &Option<Arc<Credentials>>,
 ) -> io::Result<WorkerHandle> {
     let listeners = bound
         .iter()
@@ -284,9 +366,19 @@ fn spawn_worker(
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let shared = shared.clone();
     let generation = generation.clone();
+    let credentials = credentials.clone();
     let thread = std::thread::Builder::new()
         .name(format!("worker-{id}"))
-        .spawn(move || run_worker(shared, generation, listeners, rx, ready_tx))?;
+        .spawn(move || {
+            // Before anything else, so that no file of a request is ever opened as root.
+            if let Some(c) = credentials {
+                if let Err(e) = c.apply_to_this_thread() {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            }
+            run_worker(shared, generation, listeners, rx, ready_tx)
+        })?;
     match ready_rx.recv() {
         Ok(Ok(())) => Ok(WorkerHandle {
             thread,
@@ -356,6 +448,7 @@ fn run_worker(
     let local = LocalSet::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let jwt_cache_entries = generation.http.jwt_cache_entries;
+    let logs = WorkerLogs::new(generation.log_files.clone());
     let worker = Rc::new(Worker {
         shared,
         generation: RefCell::new(generation),
@@ -363,7 +456,7 @@ fn run_worker(
             FILE_CACHE_ENTRIES,
             FILE_CACHE_VALID,
         )),
-        logs: RefCell::new(WorkerLogs::default()),
+        logs: RefCell::new(logs),
         dates: RefCell::new(portcullis_http::DateCache::new()),
         active: Cell::new(0),
         stopping: stop_rx,
@@ -394,6 +487,10 @@ fn run_worker(
                     removed,
                 }) => {
                     let jwt_cache_entries = generation.http.jwt_cache_entries;
+                    worker
+                        .logs
+                        .borrow_mut()
+                        .use_files(generation.log_files.clone());
                     *worker.generation.borrow_mut() = generation;
                     worker.upstreams.borrow_mut().clear();
                     worker.jwt.borrow_mut().reset(jwt_cache_entries);
@@ -418,7 +515,7 @@ fn run_worker(
                     *worker.files.borrow_mut() =
                         FileCache::with_validity(FILE_CACHE_ENTRIES, FILE_CACHE_VALID);
                 }
-                Some(Command::ReopenLogs) => worker.logs.borrow_mut().reopen(),
+                Some(Command::ReopenLogs(files)) => worker.logs.borrow_mut().use_files(files),
                 Some(Command::Stop { graceful }) => break graceful,
                 None => break false,
             }
