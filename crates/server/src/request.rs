@@ -365,6 +365,17 @@ impl<'a> Request<'a> {
                 return r;
             }
         }
+        if self.head.method() == Method::Trace {
+            // nginx answers every TRACE before it looks for a location: the server's
+            // error_page may answer it, and the connection closes.
+            self.log(
+                Level::Info,
+                "client sent TRACE method while reading client request headers",
+            );
+            let mut r = self.finalize_error(405);
+            r.close = true;
+            return r;
+        }
         let mut step = Step::Again;
         let mut resp = loop {
             step = match step {
