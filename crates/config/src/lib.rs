@@ -10,7 +10,8 @@
 //!
 //! - `lexer`: nginx's tokenizer, statement by statement, with its quoting and escapes;
 //! - `parser`: statements to directives, context checks, `include`;
-//! - `table`: the directive table ([`is_known`]);
+//! - `table`: the module registry: every module's directives and what portcullis does with
+//!   each ([`MODULES`], [`Support`]);
 //! - [`value`]: typed readers for arguments (sizes, times, flags, numbers), used when the
 //!   tree is turned into runtime configuration;
 //! - [`MIME_TYPES`]: the shipped `mime.types`.
@@ -22,7 +23,7 @@ mod table;
 pub mod value;
 
 pub use ast::{Arg, Directive, Span};
-pub use table::is_known;
+pub use table::{directives, is_known, Flag, Module, Spec, Support, MODULES};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -72,6 +73,23 @@ impl fmt::Display for Warning {
             None => f.write_str(&self.message),
         }
     }
+}
+
+/// nginx's `[warn]` line (without its place) for a directive that the registry says is
+/// ignored with the arguments it has, or `None` when it is not ignored. A name that several
+/// modules share is taken as the http core's (`keepalive_time`, not the upstream one).
+pub fn ignored_warning(d: &Directive) -> Option<String> {
+    let ignored = match table::entries(&d.name).next()?.support {
+        Support::Warn => true,
+        Support::DefaultOnly(value) => d.args.len() != 1 || d.arg(0) != value,
+        Support::Yes | Support::Inert | Support::Refuse(_) => false,
+    };
+    ignored.then(|| {
+        format!(
+            "the \"{}\" directive is not supported yet and is ignored",
+            d.name
+        )
+    })
 }
 
 /// One file that was read, for `-T`.

@@ -326,6 +326,17 @@ impl Parser {
                 ));
             }
         }
+        if let table::Support::Refuse(unless) = spec.support {
+            let asks_nothing = unless.is_some_and(|v| nargs == 1 && st.words[1].value == v);
+            if !asks_nothing {
+                return Err(error(
+                    &format!(
+                        "the \"{name}\" directive is not supported yet and cannot be ignored safely"
+                    ),
+                    here,
+                ));
+            }
+        }
         if spec.once && !scope.once_seen.insert(spec.name) {
             return Err(error(&format!("\"{name}\" directive is duplicate"), here));
         }

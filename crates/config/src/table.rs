@@ -1,5 +1,8 @@
-//! The directive table: for each directive, where it may appear and how many arguments it
-//! takes, mirroring the `ngx_command_t` arrays of nginx's modules.
+//! The module registry: nginx's modules, each with its directives (where each may appear and
+//! how many arguments it takes, mirroring the `ngx_command_t` arrays of nginx's modules) and
+//! what portcullis does with each ([`Support`]). It is the one record of what is
+//! implemented: the loader refuses what must not be ignored, the compiler warns about what is
+//! ignored, and `-V` says which modules are built in.
 //!
 //! A name may have several entries when modules share it (`server` is a block in `http` and
 //! a simple directive in `upstream`; `keepalive_timeout` takes one or two arguments in
@@ -60,18 +63,116 @@ pub(crate) enum Block {
     Data,
 }
 
+/// What portcullis does with a directive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Implemented.
+    Yes,
+    /// Accepted silently: it tunes something portcullis has no counterpart for (process
+    /// scheduling, hash sizes, kernel hints), or what it asks for is always so.
+    Inert,
+    /// Implemented only with this value, nginx's default and portcullis's constant
+    /// behaviour; any other value is ignored with a warning.
+    DefaultOnly(&'static str),
+    /// Not implemented; ignoring it can neither let a request through nor lift a limit nor
+    /// lose data: accepted with a warning.
+    Warn,
+    /// Not implemented, and ignoring it could let through what nginx would stop, lift a
+    /// limit or lose data: the configuration is refused, unless the directive has the one
+    /// value given here that asks for nothing (`auth_basic off`).
+    Refuse(Option<&'static str>),
+}
+
+/// Whether nginx builds a module unless configured out (`--without-X`), only when
+/// configured in (`--with-X`), or always (no flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flag {
+    None,
+    Standard,
+    Optional,
+}
+
+/// One nginx module.
 #[derive(Debug)]
-pub(crate) struct Spec {
-    pub(crate) name: &'static str,
+pub struct Module {
+    /// nginx's name, as in its configure flags (`http_proxy_module`).
+    pub name: &'static str,
+    pub flag: Flag,
+    pub directives: &'static [Spec],
+}
+
+impl Module {
+    /// Built in: a module without a configure flag always is; another is when portcullis
+    /// implements at least one of its directives.
+    pub fn present(&self) -> bool {
+        self.flag == Flag::None || self.directives.iter().any(|d| d.support == Support::Yes)
+    }
+}
+
+/// One directive of a module.
+#[derive(Debug)]
+pub struct Spec {
+    pub name: &'static str,
     pub(crate) contexts: u16,
     pub(crate) args: u16,
     pub(crate) block: Block,
     /// nginx rejects a second occurrence in the same block with `"x" directive is duplicate`
     /// (its slot setters refuse a value that is already set).
     pub(crate) once: bool,
+    pub support: Support,
 }
 
 impl Spec {
+    const fn with(self, support: Support) -> Spec {
+        Spec { support, ..self }
+    }
+    const fn inert(self) -> Spec {
+        self.with(Support::Inert)
+    }
+    const fn default_only(self, value: &'static str) -> Spec {
+        self.with(Support::DefaultOnly(value))
+    }
+    const fn warn(self) -> Spec {
+        self.with(Support::Warn)
+    }
+    const fn refuse(self) -> Spec {
+        self.with(Support::Refuse(None))
+    }
+    const fn refuse_unless(self, value: &'static str) -> Spec {
+        self.with(Support::Refuse(Some(value)))
+    }
+
+    /// A block directive (`geo ... { }`), not ended by `;`.
+    pub fn is_block(&self) -> bool {
+        self.block != Block::No
+    }
+
+    /// Takes exactly `on` or `off`.
+    pub fn is_flag(&self) -> bool {
+        self.args & args::FLAG != 0
+    }
+
+    /// The first context it may appear in and the arguments it takes at the fewest, as
+    /// nginx names them, for tests that place every directive somewhere.
+    pub fn sample(&self) -> (&'static str, usize) {
+        use args::*;
+        let context = [
+            (MAIN, "main"),
+            (EVENTS, "events"),
+            (HTTP, "http"),
+            (SRV, "server"),
+            (LOC, "location"),
+            (UPS, "upstream"),
+            (LIF, "if"),
+            (LMT, "limit_except"),
+        ]
+        .iter()
+        .find(|(bit, _)| self.contexts & bit != 0)
+        .map_or("main", |(_, name)| name);
+        let fewest = (0..MAX_FIXED).find(|&n| self.takes(n)).unwrap_or(0);
+        (context, fewest)
+    }
+
     /// Whether `n` arguments (the name not counted) are acceptable, by nginx's rules.
     pub(crate) fn takes(&self, n: usize) -> bool {
         use args::*;
@@ -99,6 +200,7 @@ const fn d(name: &'static str, contexts: u16, args: u16) -> Spec {
         block: Block::No,
         // Every `on`/`off` directive goes through nginx's flag slot, which refuses duplicates.
         once: args & FLAG != 0,
+        support: Support::Yes,
     }
 }
 
@@ -110,6 +212,7 @@ const fn once(name: &'static str, contexts: u16, args: u16) -> Spec {
         args,
         block: Block::No,
         once: true,
+        support: Support::Yes,
     }
 }
 
@@ -120,336 +223,599 @@ const fn block(name: &'static str, contexts: u16, args: u16, inner: Block) -> Sp
         args,
         block: inner,
         once: false,
+        support: Support::Yes,
     }
 }
 
-/// Every directive portcullis accepts. Ones that change nothing in portcullis (process
-/// tuning, kernel hints, hash sizes) are accepted so that existing nginx configs load.
-static DIRECTIVES: &[Spec] = &[
-    // Core module: the main context.
-    d("daemon", MAIN, FLAG),
-    d("master_process", MAIN, FLAG),
-    once("timer_resolution", MAIN, TAKE1),
-    once("pid", MAIN, TAKE1),
-    once("lock_file", MAIN, TAKE1),
-    once("worker_processes", MAIN, TAKE1),
-    once("debug_points", MAIN, TAKE1),
-    once("user", MAIN, TAKE12),
-    once("worker_priority", MAIN, TAKE1),
-    once("worker_cpu_affinity", MAIN, MORE1),
-    once("worker_rlimit_nofile", MAIN, TAKE1),
-    once("worker_rlimit_core", MAIN, TAKE1),
-    once("worker_shutdown_timeout", MAIN, TAKE1),
-    once("working_directory", MAIN, TAKE1),
-    d("env", MAIN, TAKE1),
-    d("load_module", MAIN, TAKE1),
-    d("pcre_jit", MAIN, FLAG),
-    d("thread_pool", MAIN, TAKE23),
-    d("ssl_engine", MAIN, TAKE1),
-    d("error_log", MAIN | HSL, MORE1),
-    Spec {
-        once: true,
-        ..block("events", MAIN, NOARGS, Block::Ctx(EVENTS))
+/// Every module, in nginx's order of precedence for a shared name, and every directive each
+/// accepts, with what portcullis does with it ([`Support`]).
+pub static MODULES: &[Module] = &[
+    // The main context: processes, users, logs.
+    Module {
+        name: "core",
+        flag: Flag::None,
+        directives: &[
+            d("daemon", MAIN, FLAG),
+            d("master_process", MAIN, FLAG).inert(),
+            once("timer_resolution", MAIN, TAKE1).inert(),
+            once("pid", MAIN, TAKE1),
+            once("lock_file", MAIN, TAKE1).inert(),
+            once("worker_processes", MAIN, TAKE1),
+            once("debug_points", MAIN, TAKE1).warn(),
+            once("user", MAIN, TAKE12),
+            once("worker_priority", MAIN, TAKE1).inert(),
+            once("worker_cpu_affinity", MAIN, MORE1).inert(),
+            once("worker_rlimit_nofile", MAIN, TAKE1),
+            once("worker_rlimit_core", MAIN, TAKE1).warn(),
+            once("worker_shutdown_timeout", MAIN, TAKE1).inert(),
+            once("working_directory", MAIN, TAKE1).inert(),
+            d("env", MAIN, TAKE1).warn(),
+            d("load_module", MAIN, TAKE1).warn(),
+            d("pcre_jit", MAIN, FLAG).inert(),
+            d("thread_pool", MAIN, TAKE23).inert(),
+            d("ssl_engine", MAIN, TAKE1).warn(),
+            d("error_log", MAIN | HSL, MORE1),
+            Spec {
+                once: true,
+                ..block("events", MAIN, NOARGS, Block::Ctx(EVENTS))
+            },
+            Spec {
+                once: true,
+                ..block("http", MAIN, NOARGS, Block::Ctx(HTTP))
+            },
+        ],
     },
-    Spec {
-        once: true,
-        ..block("http", MAIN, NOARGS, Block::Ctx(HTTP))
+    // Connection processing.
+    Module {
+        name: "events",
+        flag: Flag::None,
+        directives: &[
+            once("worker_connections", EVENTS, TAKE1),
+            once("use", EVENTS, TAKE1).inert(),
+            d("multi_accept", EVENTS, FLAG).inert(),
+            d("accept_mutex", EVENTS, FLAG).inert(),
+            once("accept_mutex_delay", EVENTS, TAKE1).inert(),
+            d("debug_connection", EVENTS, TAKE1).inert(),
+            once("worker_aio_requests", EVENTS, TAKE1).inert(),
+        ],
     },
-    // Events module.
-    once("worker_connections", EVENTS, TAKE1),
-    once("use", EVENTS, TAKE1),
-    d("multi_accept", EVENTS, FLAG),
-    d("accept_mutex", EVENTS, FLAG),
-    once("accept_mutex_delay", EVENTS, TAKE1),
-    d("debug_connection", EVENTS, TAKE1),
-    once("worker_aio_requests", EVENTS, TAKE1),
-    // HTTP core module.
-    once("variables_hash_max_size", HTTP, TAKE1),
-    once("variables_hash_bucket_size", HTTP, TAKE1),
-    once("server_names_hash_max_size", HTTP, TAKE1),
-    once("server_names_hash_bucket_size", HTTP, TAKE1),
-    block("server", HTTP, NOARGS, Block::Ctx(SRV)),
-    once("connection_pool_size", HS, TAKE1),
-    once("request_pool_size", HS, TAKE1),
-    once("client_header_timeout", HS, TAKE1),
-    once("client_header_buffer_size", HS, TAKE1),
-    once("large_client_header_buffers", HS, TAKE2),
-    d("ignore_invalid_headers", HS, FLAG),
-    d("merge_slashes", HS, FLAG),
-    d("underscores_in_headers", HS, FLAG),
-    block("location", SL, TAKE12, Block::Ctx(LOC)),
-    d("listen", SRV, MORE1),
-    d("server_name", SRV, MORE1),
-    once("types_hash_max_size", HSL, TAKE1),
-    once("types_hash_bucket_size", HSL, TAKE1),
-    block("types", HSL, NOARGS, Block::Data),
-    once("default_type", HSL, TAKE1),
-    once("root", HSLI, TAKE1),
-    once("alias", LOC, TAKE1),
-    block("limit_except", LOC, MORE1, Block::Ctx(LMT)),
-    once("client_max_body_size", HSL, TAKE1),
-    once("client_body_buffer_size", HSL, TAKE1),
-    once("client_body_timeout", HSL, TAKE1),
-    once("client_body_temp_path", HSL, TAKE1234),
-    once("client_body_in_file_only", HSL, TAKE1),
-    d("client_body_in_single_buffer", HSL, FLAG),
-    d("sendfile", HSLI, FLAG),
-    once("sendfile_max_chunk", HSL, TAKE1),
-    once("subrequest_output_buffer_size", HSL, TAKE1),
-    once("aio", HSL, TAKE1),
-    d("aio_write", HSL, FLAG),
-    once("read_ahead", HSL, TAKE1),
-    once("directio", HSL, TAKE1),
-    once("directio_alignment", HSL, TAKE1),
-    d("tcp_nopush", HSL, FLAG),
-    d("tcp_nodelay", HSL, FLAG),
-    once("send_timeout", HSL, TAKE1),
-    once("send_lowat", HSL, TAKE1),
-    once("postpone_output", HSL, TAKE1),
-    once("limit_rate", HSLI, TAKE1),
-    once("limit_rate_after", HSLI, TAKE1),
-    once("keepalive_time", HSL, TAKE1),
-    once("keepalive_timeout", HSL, TAKE12),
-    once("keepalive_requests", HSL, TAKE1),
-    d("keepalive_disable", HSL, TAKE12),
-    once("satisfy", HSL, TAKE1),
-    once("auth_delay", HSL, TAKE1),
-    once("internal", LOC, NOARGS),
-    once("lingering_close", HSL, TAKE1),
-    once("lingering_time", HSL, TAKE1),
-    once("lingering_timeout", HSL, TAKE1),
-    d("reset_timedout_connection", HSL, FLAG),
-    d("absolute_redirect", HSL, FLAG),
-    d("server_name_in_redirect", HSL, FLAG),
-    d("port_in_redirect", HSL, FLAG),
-    d("msie_padding", HSL, FLAG),
-    d("msie_refresh", HSL, FLAG),
-    d("log_not_found", HSL, FLAG),
-    d("log_subrequest", HSL, FLAG),
-    d("recursive_error_pages", HSL, FLAG),
-    once("server_tokens", HSL, TAKE1),
-    d("chunked_transfer_encoding", HSL, FLAG),
-    d("etag", HSL, FLAG),
-    d("error_page", HSLI, MORE2),
-    once("post_action", HSLI, TAKE1),
-    once("open_file_cache", HSL, TAKE12),
-    once("open_file_cache_valid", HSL, TAKE1),
-    once("open_file_cache_min_uses", HSL, TAKE1),
-    d("open_file_cache_errors", HSL, FLAG),
-    d("open_file_cache_events", HSL, FLAG),
-    once("resolver", HSL, MORE1),
-    once("resolver_timeout", HSL, TAKE1),
-    d("gzip_vary", HSL, FLAG),
-    once("gzip_http_version", HSL, TAKE1),
-    d("gzip_proxied", HSL, MORE1),
-    d("gzip_disable", HSL, MORE1),
-    once("disable_symlinks", HSL, TAKE12),
-    once("try_files", SL, MORE2),
-    once("if_modified_since", HSL, TAKE1),
-    once("max_ranges", HSL, TAKE1),
-    once("output_buffers", HSL, TAKE2),
-    d("log_format", HTTP, MORE2),
-    d("access_log", HSLI | LMT, MORE1),
-    once("open_log_file_cache", HSL, TAKE1234),
-    // Index and rewrite modules.
-    d("index", HSL, MORE1),
-    d("rewrite", REWRITE, TAKE23),
-    d("return", REWRITE, TAKE12),
-    d("break", REWRITE, NOARGS),
-    block("if", SL, MORE1, Block::If),
-    d("set", REWRITE, TAKE2),
-    d("rewrite_log", HTTP | REWRITE, FLAG),
-    d("uninitialized_variable_warn", HTTP | REWRITE, FLAG),
-    // Access, auth_basic, limits, real IP, status.
-    d("allow", HSL | LMT, TAKE1),
-    d("deny", HSL | LMT, TAKE1),
-    once("auth_basic", HSL | LMT, TAKE1),
-    once("auth_basic_user_file", HSL | LMT, TAKE1),
-    d("limit_req_zone", HTTP, TAKE3),
-    d("limit_req", HSL, TAKE123),
-    once("limit_req_status", HSL, TAKE1),
-    once("limit_req_log_level", HSL, TAKE1),
-    d("limit_req_dry_run", HSL, FLAG),
-    d("limit_conn_zone", HTTP, TAKE2),
-    d("limit_conn", HSL, TAKE2),
-    once("limit_conn_status", HSL, TAKE1),
-    once("limit_conn_log_level", HSL, TAKE1),
-    d("limit_conn_dry_run", HSL, FLAG),
-    d("set_real_ip_from", HSL, TAKE1),
-    once("real_ip_header", HSL, TAKE1),
-    d("real_ip_recursive", HSL, FLAG),
-    d("stub_status", SL, NOARGS | TAKE1),
-    d("valid_referers", SL, MORE1),
-    once("charset", HSLI, TAKE1),
-    once("source_charset", HSLI, TAKE1),
-    d("override_charset", HSLI, FLAG),
-    d("charset_types", HSL, MORE1),
-    d("mirror", HSL, TAKE1),
-    d("mirror_request_body", HSL, FLAG),
-    // Map, geo, split_clients: their blocks hold data.
-    block("map", HTTP, TAKE2, Block::Data),
-    once("map_hash_max_size", HTTP, TAKE1),
-    once("map_hash_bucket_size", HTTP, TAKE1),
-    block("geo", HTTP, TAKE12, Block::Data),
-    block("split_clients", HTTP, TAKE2, Block::Data),
-    // Headers filter.
-    d("add_header", HSLI, TAKE23),
-    d("add_trailer", HSLI, TAKE23),
-    once("expires", HSLI, TAKE12),
-    // Gzip filter: accepted; portcullis does not compress.
-    d("gzip", HSLI, FLAG),
-    once("gzip_buffers", HSL, TAKE2),
-    d("gzip_types", HSL, MORE1),
-    once("gzip_comp_level", HSL, TAKE1),
-    once("gzip_window", HSL, TAKE1),
-    once("gzip_hash", HSL, TAKE1),
-    d("gzip_no_buffer", HSL, FLAG),
-    once("gzip_min_length", HSL, TAKE1),
-    once("gzip_static", HSL, TAKE1),
-    // Upstream module and its balancers.
-    block("upstream", HTTP, TAKE1, Block::Ctx(UPS)),
-    d("server", UPS, MORE1),
-    d("least_conn", UPS, NOARGS),
-    d("hash", UPS, TAKE12),
-    d("ip_hash", UPS, NOARGS),
-    d("random", UPS, NOARGS | TAKE12),
-    once("keepalive", UPS, TAKE1),
-    d("keepalive_requests", UPS, TAKE1),
-    once("keepalive_timeout", UPS, TAKE1),
-    d("keepalive_time", UPS, TAKE1),
-    d("zone", UPS, TAKE12),
-    // Proxy module.
-    once("proxy_pass", LOC | LIF | LMT, TAKE1),
-    d("proxy_redirect", HSL, TAKE12),
-    d("proxy_cookie_domain", HSL, TAKE12),
-    d("proxy_cookie_path", HSL, TAKE12),
-    d("proxy_cookie_flags", HSL, TAKE1234),
-    once("proxy_store", HSL, TAKE1),
-    once("proxy_store_access", HSL, TAKE123),
-    d("proxy_buffering", HSL, FLAG),
-    d("proxy_request_buffering", HSL, FLAG),
-    d("proxy_ignore_client_abort", HSL, FLAG),
-    once("proxy_bind", HSL, TAKE12),
-    d("proxy_socket_keepalive", HSL, FLAG),
-    once("proxy_connect_timeout", HSL, TAKE1),
-    once("proxy_send_timeout", HSL, TAKE1),
-    once("proxy_send_lowat", HSL, TAKE1),
-    d("proxy_intercept_errors", HSL, FLAG),
-    d("proxy_set_header", HSL, TAKE2),
-    once("proxy_headers_hash_max_size", HSL, TAKE1),
-    once("proxy_headers_hash_bucket_size", HSL, TAKE1),
-    once("proxy_set_body", HSL, TAKE1),
-    once("proxy_method", HSL, TAKE1),
-    d("proxy_pass_request_headers", HSL, FLAG),
-    d("proxy_pass_request_body", HSL, FLAG),
-    once("proxy_buffer_size", HSL, TAKE1),
-    once("proxy_read_timeout", HSL, TAKE1),
-    once("proxy_buffers", HSL, TAKE2),
-    once("proxy_busy_buffers_size", HSL, TAKE1),
-    d("proxy_force_ranges", HSL, FLAG),
-    once("proxy_limit_rate", HSL, TAKE1),
-    once("proxy_cache", HSL, TAKE1),
-    once("proxy_cache_key", HSL, TAKE1),
-    d("proxy_cache_path", HTTP, MORE2),
-    d("proxy_cache_bypass", HSL, MORE1),
-    d("proxy_no_cache", HSL, MORE1),
-    d("proxy_cache_valid", HSL, MORE1),
-    once("proxy_cache_min_uses", HSL, TAKE1),
-    once("proxy_cache_max_range_offset", HSL, TAKE1),
-    d("proxy_cache_use_stale", HSL, MORE1),
-    d("proxy_cache_methods", HSL, MORE1),
-    d("proxy_cache_lock", HSL, FLAG),
-    once("proxy_cache_lock_timeout", HSL, TAKE1),
-    once("proxy_cache_lock_age", HSL, TAKE1),
-    d("proxy_cache_revalidate", HSL, FLAG),
-    d("proxy_cache_convert_head", HSL, FLAG),
-    d("proxy_cache_background_update", HSL, FLAG),
-    once("proxy_temp_path", HSL, TAKE1234),
-    once("proxy_max_temp_file_size", HSL, TAKE1),
-    once("proxy_temp_file_write_size", HSL, TAKE1),
-    d("proxy_next_upstream", HSL, MORE1),
-    once("proxy_next_upstream_tries", HSL, TAKE1),
-    once("proxy_next_upstream_timeout", HSL, TAKE1),
-    d("proxy_pass_header", HSL, TAKE1),
-    d("proxy_hide_header", HSL, TAKE1),
-    d("proxy_ignore_headers", HSL, MORE1),
-    once("proxy_http_version", HSL, TAKE1),
-    d("proxy_ssl_session_reuse", HSL, FLAG),
-    d("proxy_ssl_protocols", HSL, MORE1),
-    once("proxy_ssl_ciphers", HSL, TAKE1),
-    once("proxy_ssl_name", HSL, TAKE1),
-    d("proxy_ssl_server_name", HSL, FLAG),
-    d("proxy_ssl_verify", HSL, FLAG),
-    once("proxy_ssl_verify_depth", HSL, TAKE1),
-    once("proxy_ssl_trusted_certificate", HSL, TAKE1),
-    once("proxy_ssl_crl", HSL, TAKE1),
-    once("proxy_ssl_certificate", HSL, TAKE1),
-    once("proxy_ssl_certificate_key", HSL, TAKE1),
-    once("proxy_ssl_password_file", HSL, TAKE1),
-    d("proxy_ssl_conf_command", HSL, TAKE2),
-    // SSL module.
-    d("ssl", HS, FLAG),
-    d("ssl_certificate", HS, TAKE1),
-    d("ssl_certificate_key", HS, TAKE1),
-    once("ssl_password_file", HS, TAKE1),
-    once("ssl_dhparam", HS, TAKE1),
-    once("ssl_ecdh_curve", HS, TAKE1),
-    d("ssl_protocols", HS, MORE1),
-    once("ssl_ciphers", HS, TAKE1),
-    once("ssl_buffer_size", HS, TAKE1),
-    once("ssl_verify_client", HS, TAKE1),
-    once("ssl_verify_depth", HS, TAKE1),
-    once("ssl_client_certificate", HS, TAKE1),
-    once("ssl_trusted_certificate", HS, TAKE1),
-    d("ssl_prefer_server_ciphers", HS, FLAG),
-    d("ssl_session_cache", HS, TAKE12),
-    d("ssl_session_tickets", HS, FLAG),
-    d("ssl_session_ticket_key", HS, TAKE1),
-    once("ssl_session_timeout", HS, TAKE1),
-    once("ssl_crl", HS, TAKE1),
-    once("ssl_ocsp", HS, TAKE1),
-    once("ssl_ocsp_responder", HS, TAKE1),
-    once("ssl_ocsp_cache", HS, TAKE1),
-    d("ssl_stapling", HS, FLAG),
-    once("ssl_stapling_file", HS, TAKE1),
-    once("ssl_stapling_responder", HS, TAKE1),
-    d("ssl_stapling_verify", HS, FLAG),
-    d("ssl_early_data", HS, FLAG),
-    d("ssl_conf_command", HS, TAKE2),
-    d("ssl_reject_handshake", HS, FLAG),
-    // HTTP/2 module.
-    d("http2", HS, FLAG),
-    once("http2_recv_buffer_size", HTTP, TAKE1),
-    once("http2_pool_size", HS, TAKE1),
-    once("http2_max_concurrent_streams", HS, TAKE1),
-    once("http2_max_concurrent_pushes", HS, TAKE1),
-    d("http2_max_requests", HS, TAKE1),
-    d("http2_max_field_size", HS, TAKE1),
-    d("http2_max_header_size", HS, TAKE1),
-    once("http2_body_preread_size", HS, TAKE1),
-    once("http2_streams_index_size", HS, TAKE1),
-    d("http2_recv_timeout", HS, TAKE1),
-    d("http2_idle_timeout", HS, TAKE1),
-    once("http2_chunk_size", HSL, TAKE1),
-    d("http2_push_preload", HSL, FLAG),
-    d("http2_push", HSL, TAKE1),
-    // JWT authentication (NGINX Plus's auth_jwt module).
-    d("auth_jwt", HSL | LMT, TAKE12),
-    d("auth_jwt_key_file", HSL | LMT, TAKE1),
-    d("auth_jwt_key_request", HSL | LMT, TAKE1),
-    d("auth_jwt_key_cache", HSL, TAKE1),
-    d("auth_jwt_leeway", HSL, TAKE1),
-    d("auth_jwt_type", HSL | LMT, TAKE1),
-    d("auth_jwt_require", HSL | LMT, MORE1),
-    d("auth_jwt_claim_set", HTTP, MORE2),
-    d("auth_jwt_header_set", HTTP, MORE2),
-    // portcullis's own: cache verified tokens (`off`, or a size and an optional time).
-    once("auth_jwt_verified_cache", HSL, TAKE12),
+    // Servers, locations, static files, limits of requests.
+    Module {
+        name: "http_core_module",
+        flag: Flag::None,
+        directives: &[
+            once("variables_hash_max_size", HTTP, TAKE1).inert(),
+            once("variables_hash_bucket_size", HTTP, TAKE1).inert(),
+            once("server_names_hash_max_size", HTTP, TAKE1).inert(),
+            once("server_names_hash_bucket_size", HTTP, TAKE1).inert(),
+            block("server", HTTP, NOARGS, Block::Ctx(SRV)),
+            once("connection_pool_size", HS, TAKE1).warn(),
+            once("request_pool_size", HS, TAKE1).warn(),
+            once("client_header_timeout", HS, TAKE1),
+            once("client_header_buffer_size", HS, TAKE1),
+            once("large_client_header_buffers", HS, TAKE2),
+            d("ignore_invalid_headers", HS, FLAG).default_only("on"),
+            d("merge_slashes", HS, FLAG),
+            d("underscores_in_headers", HS, FLAG).default_only("off"),
+            block("location", SL, TAKE12, Block::Ctx(LOC)),
+            d("listen", SRV, MORE1),
+            d("server_name", SRV, MORE1),
+            once("types_hash_max_size", HSL, TAKE1).inert(),
+            once("types_hash_bucket_size", HSL, TAKE1).inert(),
+            block("types", HSL, NOARGS, Block::Data),
+            once("default_type", HSL, TAKE1),
+            once("root", HSLI, TAKE1),
+            once("alias", LOC, TAKE1),
+            block("limit_except", LOC, MORE1, Block::Ctx(LMT)),
+            once("client_max_body_size", HSL, TAKE1),
+            once("client_body_buffer_size", HSL, TAKE1).inert(),
+            once("client_body_timeout", HSL, TAKE1),
+            once("client_body_temp_path", HSL, TAKE1234).inert(),
+            once("client_body_in_file_only", HSL, TAKE1).warn(),
+            d("client_body_in_single_buffer", HSL, FLAG).warn(),
+            d("sendfile", HSLI, FLAG).inert(),
+            once("sendfile_max_chunk", HSL, TAKE1).inert(),
+            once("subrequest_output_buffer_size", HSL, TAKE1).warn(),
+            once("aio", HSL, TAKE1).inert(),
+            d("aio_write", HSL, FLAG).warn(),
+            once("read_ahead", HSL, TAKE1).warn(),
+            once("directio", HSL, TAKE1).inert(),
+            once("directio_alignment", HSL, TAKE1).warn(),
+            d("tcp_nopush", HSL, FLAG).inert(),
+            d("tcp_nodelay", HSL, FLAG).inert(),
+            once("send_timeout", HSL, TAKE1),
+            once("send_lowat", HSL, TAKE1).warn(),
+            once("postpone_output", HSL, TAKE1).inert(),
+            once("limit_rate", HSLI, TAKE1).refuse_unless("0"),
+            once("limit_rate_after", HSLI, TAKE1).warn(),
+            once("keepalive_time", HSL, TAKE1),
+            once("keepalive_timeout", HSL, TAKE12),
+            once("keepalive_requests", HSL, TAKE1),
+            d("keepalive_disable", HSL, TAKE12).inert(),
+            once("satisfy", HSL, TAKE1),
+            once("auth_delay", HSL, TAKE1).refuse_unless("0s"),
+            once("internal", LOC, NOARGS),
+            once("lingering_close", HSL, TAKE1).inert(),
+            once("lingering_time", HSL, TAKE1).inert(),
+            once("lingering_timeout", HSL, TAKE1).inert(),
+            d("reset_timedout_connection", HSL, FLAG).inert(),
+            d("absolute_redirect", HSL, FLAG),
+            d("server_name_in_redirect", HSL, FLAG),
+            d("port_in_redirect", HSL, FLAG),
+            d("msie_padding", HSL, FLAG).default_only("on"),
+            d("msie_refresh", HSL, FLAG).inert(),
+            d("log_not_found", HSL, FLAG),
+            d("log_subrequest", HSL, FLAG).inert(),
+            d("recursive_error_pages", HSL, FLAG),
+            once("server_tokens", HSL, TAKE1),
+            d("chunked_transfer_encoding", HSL, FLAG).default_only("on"),
+            d("etag", HSL, FLAG).default_only("on"),
+            d("error_page", HSLI, MORE2),
+            once("post_action", HSLI, TAKE1).refuse(),
+            once("open_file_cache", HSL, TAKE12).inert(),
+            once("open_file_cache_valid", HSL, TAKE1).inert(),
+            once("open_file_cache_min_uses", HSL, TAKE1).inert(),
+            d("open_file_cache_errors", HSL, FLAG).inert(),
+            d("open_file_cache_events", HSL, FLAG).warn(),
+            once("resolver", HSL, MORE1).warn(),
+            once("resolver_timeout", HSL, TAKE1).warn(),
+            d("gzip_vary", HSL, FLAG).inert(),
+            once("gzip_http_version", HSL, TAKE1).inert(),
+            d("gzip_proxied", HSL, MORE1).inert(),
+            d("gzip_disable", HSL, MORE1).inert(),
+            once("disable_symlinks", HSL, TAKE12).refuse_unless("off"),
+            once("try_files", SL, MORE2),
+            once("if_modified_since", HSL, TAKE1).default_only("exact"),
+            once("max_ranges", HSL, TAKE1).refuse(),
+            once("output_buffers", HSL, TAKE2).inert(),
+        ],
+    },
+    // `access_log` and `log_format`.
+    Module {
+        name: "http_log_module",
+        flag: Flag::None,
+        directives: &[
+            d("log_format", HTTP, MORE2),
+            d("access_log", HSLI | LMT, MORE1),
+            once("open_log_file_cache", HSL, TAKE1234).inert(),
+        ],
+    },
+    // `index`.
+    Module {
+        name: "http_index_module",
+        flag: Flag::None,
+        directives: &[d("index", HSL, MORE1)],
+    },
+    // `rewrite`, `return`, `if`, `set`, `break`.
+    Module {
+        name: "http_rewrite_module",
+        flag: Flag::Standard,
+        directives: &[
+            d("rewrite", REWRITE, TAKE23),
+            d("return", REWRITE, TAKE12),
+            d("break", REWRITE, NOARGS),
+            block("if", SL, MORE1, Block::If),
+            d("set", REWRITE, TAKE2),
+            d("rewrite_log", HTTP | REWRITE, FLAG),
+            d("uninitialized_variable_warn", HTTP | REWRITE, FLAG),
+        ],
+    },
+    // `allow` and `deny`.
+    Module {
+        name: "http_access_module",
+        flag: Flag::Standard,
+        directives: &[d("allow", HSL | LMT, TAKE1), d("deny", HSL | LMT, TAKE1)],
+    },
+    // Passwords from a file: not implemented, refused.
+    Module {
+        name: "http_auth_basic_module",
+        flag: Flag::Standard,
+        directives: &[
+            once("auth_basic", HSL | LMT, TAKE1).refuse_unless("off"),
+            once("auth_basic_user_file", HSL | LMT, TAKE1).refuse(),
+        ],
+    },
+    // Authorization by a subrequest: not implemented, refused.
+    Module {
+        name: "http_auth_request_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("auth_request", HSL, TAKE1).refuse_unless("off"),
+            d("auth_request_set", HSL, TAKE2).refuse(),
+        ],
+    },
+    // JWT authentication, as NGINX Plus has it.
+    Module {
+        name: "http_auth_jwt_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("auth_jwt", HSL | LMT, TAKE12),
+            d("auth_jwt_key_file", HSL | LMT, TAKE1),
+            d("auth_jwt_key_request", HSL | LMT, TAKE1),
+            d("auth_jwt_key_cache", HSL, TAKE1),
+            d("auth_jwt_leeway", HSL, TAKE1),
+            d("auth_jwt_type", HSL | LMT, TAKE1),
+            d("auth_jwt_require", HSL | LMT, MORE1),
+            d("auth_jwt_claim_set", HTTP, MORE2),
+            d("auth_jwt_header_set", HTTP, MORE2),
+            once("auth_jwt_verified_cache", HSL, TAKE12),
+        ],
+    },
+    // Request rate limits: not implemented, refused.
+    Module {
+        name: "http_limit_req_module",
+        flag: Flag::Standard,
+        directives: &[
+            d("limit_req_zone", HTTP, TAKE3).refuse(),
+            d("limit_req", HSL, TAKE123).refuse(),
+            once("limit_req_status", HSL, TAKE1).warn(),
+            once("limit_req_log_level", HSL, TAKE1).warn(),
+            d("limit_req_dry_run", HSL, FLAG).warn(),
+        ],
+    },
+    // Connection limits: not implemented, refused.
+    Module {
+        name: "http_limit_conn_module",
+        flag: Flag::Standard,
+        directives: &[
+            d("limit_conn_zone", HTTP, TAKE2).refuse(),
+            d("limit_conn", HSL, TAKE2).refuse(),
+            once("limit_conn_status", HSL, TAKE1).warn(),
+            once("limit_conn_log_level", HSL, TAKE1).warn(),
+            d("limit_conn_dry_run", HSL, FLAG).warn(),
+        ],
+    },
+    // The client address from a header: not implemented, refused.
+    Module {
+        name: "http_realip_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("set_real_ip_from", HSL, TAKE1).refuse(),
+            once("real_ip_header", HSL, TAKE1).refuse(),
+            d("real_ip_recursive", HSL, FLAG).warn(),
+        ],
+    },
+    // Signed links: not implemented, refused.
+    Module {
+        name: "http_secure_link_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("secure_link", HSL, TAKE1).refuse(),
+            d("secure_link_md5", HSL, TAKE1).refuse(),
+            d("secure_link_secret", LOC, TAKE1).refuse(),
+        ],
+    },
+    // `$invalid_referer`: not implemented, refused.
+    Module {
+        name: "http_referer_module",
+        flag: Flag::Standard,
+        directives: &[d("valid_referers", SL, MORE1).refuse()],
+    },
+    // Connection counters: not implemented.
+    Module {
+        name: "http_stub_status_module",
+        flag: Flag::Optional,
+        directives: &[d("stub_status", SL, NOARGS | TAKE1).warn()],
+    },
+    // Charset conversion: not implemented.
+    Module {
+        name: "http_charset_module",
+        flag: Flag::Standard,
+        directives: &[
+            once("charset", HSLI, TAKE1).warn(),
+            once("source_charset", HSLI, TAKE1).warn(),
+            d("override_charset", HSLI, FLAG).warn(),
+            d("charset_types", HSL, MORE1).warn(),
+        ],
+    },
+    // Mirrored subrequests: not implemented, refused.
+    Module {
+        name: "http_mirror_module",
+        flag: Flag::Standard,
+        directives: &[
+            d("mirror", HSL, TAKE1).refuse_unless("off"),
+            d("mirror_request_body", HSL, FLAG).warn(),
+        ],
+    },
+    // `map`.
+    Module {
+        name: "http_map_module",
+        flag: Flag::Standard,
+        directives: &[
+            block("map", HTTP, TAKE2, Block::Data),
+            once("map_hash_max_size", HTTP, TAKE1).inert(),
+            once("map_hash_bucket_size", HTTP, TAKE1).inert(),
+        ],
+    },
+    // Variables by client address: not implemented, refused.
+    Module {
+        name: "http_geo_module",
+        flag: Flag::Standard,
+        directives: &[block("geo", HTTP, TAKE12, Block::Data).refuse()],
+    },
+    // A/B variables: not implemented.
+    Module {
+        name: "http_split_clients_module",
+        flag: Flag::Standard,
+        directives: &[block("split_clients", HTTP, TAKE2, Block::Data).warn()],
+    },
+    // `add_header`; `expires` and `add_trailer` are not implemented.
+    Module {
+        name: "http_headers_module",
+        flag: Flag::None,
+        directives: &[
+            d("add_header", HSLI, TAKE23),
+            d("add_trailer", HSLI, TAKE23).warn(),
+            once("expires", HSLI, TAKE12).warn(),
+        ],
+    },
+    // Compression: not implemented.
+    Module {
+        name: "http_gzip_module",
+        flag: Flag::Standard,
+        directives: &[
+            d("gzip", HSLI, FLAG).default_only("off"),
+            once("gzip_buffers", HSL, TAKE2).warn(),
+            d("gzip_types", HSL, MORE1).warn(),
+            once("gzip_comp_level", HSL, TAKE1).warn(),
+            once("gzip_window", HSL, TAKE1).warn(),
+            once("gzip_hash", HSL, TAKE1).warn(),
+            d("gzip_no_buffer", HSL, FLAG).warn(),
+            once("gzip_min_length", HSL, TAKE1).warn(),
+        ],
+    },
+    // Precompressed files: not implemented.
+    Module {
+        name: "http_gzip_static_module",
+        flag: Flag::Optional,
+        directives: &[once("gzip_static", HSL, TAKE1).warn()],
+    },
+    // `upstream` groups.
+    Module {
+        name: "http_upstream_module",
+        flag: Flag::None,
+        directives: &[
+            block("upstream", HTTP, TAKE1, Block::Ctx(UPS)),
+            d("server", UPS, MORE1),
+        ],
+    },
+    // `least_conn`.
+    Module {
+        name: "http_upstream_least_conn_module",
+        flag: Flag::Standard,
+        directives: &[d("least_conn", UPS, NOARGS)],
+    },
+    // `hash`.
+    Module {
+        name: "http_upstream_hash_module",
+        flag: Flag::Standard,
+        directives: &[d("hash", UPS, TAKE12)],
+    },
+    // `ip_hash`.
+    Module {
+        name: "http_upstream_ip_hash_module",
+        flag: Flag::Standard,
+        directives: &[d("ip_hash", UPS, NOARGS)],
+    },
+    // `random`.
+    Module {
+        name: "http_upstream_random_module",
+        flag: Flag::Standard,
+        directives: &[d("random", UPS, NOARGS | TAKE12)],
+    },
+    // Connection pools to upstreams.
+    Module {
+        name: "http_upstream_keepalive_module",
+        flag: Flag::Standard,
+        directives: &[
+            once("keepalive", UPS, TAKE1),
+            d("keepalive_requests", UPS, TAKE1),
+            once("keepalive_timeout", UPS, TAKE1),
+            d("keepalive_time", UPS, TAKE1),
+        ],
+    },
+    // `zone`: peer state is shared by all workers without it.
+    Module {
+        name: "http_upstream_zone_module",
+        flag: Flag::Standard,
+        directives: &[d("zone", UPS, TAKE12)],
+    },
+    // `proxy_pass` and its settings.
+    Module {
+        name: "http_proxy_module",
+        flag: Flag::Standard,
+        directives: &[
+            once("proxy_pass", LOC | LIF | LMT, TAKE1),
+            d("proxy_redirect", HSL, TAKE12),
+            d("proxy_cookie_domain", HSL, TAKE12).warn(),
+            d("proxy_cookie_path", HSL, TAKE12).warn(),
+            d("proxy_cookie_flags", HSL, TAKE1234).refuse_unless("off"),
+            once("proxy_store", HSL, TAKE1).refuse_unless("off"),
+            once("proxy_store_access", HSL, TAKE123).warn(),
+            d("proxy_buffering", HSL, FLAG),
+            d("proxy_request_buffering", HSL, FLAG),
+            d("proxy_ignore_client_abort", HSL, FLAG),
+            once("proxy_bind", HSL, TAKE12).warn(),
+            d("proxy_socket_keepalive", HSL, FLAG).warn(),
+            once("proxy_connect_timeout", HSL, TAKE1),
+            once("proxy_send_timeout", HSL, TAKE1),
+            once("proxy_send_lowat", HSL, TAKE1).warn(),
+            d("proxy_intercept_errors", HSL, FLAG),
+            d("proxy_set_header", HSL, TAKE2),
+            once("proxy_headers_hash_max_size", HSL, TAKE1).warn(),
+            once("proxy_headers_hash_bucket_size", HSL, TAKE1).warn(),
+            once("proxy_set_body", HSL, TAKE1),
+            once("proxy_method", HSL, TAKE1),
+            d("proxy_pass_request_headers", HSL, FLAG),
+            d("proxy_pass_request_body", HSL, FLAG),
+            once("proxy_buffer_size", HSL, TAKE1),
+            once("proxy_read_timeout", HSL, TAKE1),
+            once("proxy_buffers", HSL, TAKE2),
+            once("proxy_busy_buffers_size", HSL, TAKE1),
+            d("proxy_force_ranges", HSL, FLAG).warn(),
+            once("proxy_limit_rate", HSL, TAKE1).refuse_unless("0"),
+            once("proxy_cache", HSL, TAKE1).warn(),
+            once("proxy_cache_key", HSL, TAKE1).warn(),
+            d("proxy_cache_path", HTTP, MORE2).warn(),
+            d("proxy_cache_bypass", HSL, MORE1).warn(),
+            d("proxy_no_cache", HSL, MORE1).warn(),
+            d("proxy_cache_valid", HSL, MORE1).warn(),
+            once("proxy_cache_min_uses", HSL, TAKE1).warn(),
+            once("proxy_cache_max_range_offset", HSL, TAKE1).warn(),
+            d("proxy_cache_use_stale", HSL, MORE1).warn(),
+            d("proxy_cache_methods", HSL, MORE1).warn(),
+            d("proxy_cache_lock", HSL, FLAG).warn(),
+            once("proxy_cache_lock_timeout", HSL, TAKE1).warn(),
+            once("proxy_cache_lock_age", HSL, TAKE1).warn(),
+            d("proxy_cache_revalidate", HSL, FLAG).warn(),
+            d("proxy_cache_convert_head", HSL, FLAG).warn(),
+            d("proxy_cache_background_update", HSL, FLAG).warn(),
+            once("proxy_temp_path", HSL, TAKE1234).inert(),
+            once("proxy_max_temp_file_size", HSL, TAKE1).warn(),
+            once("proxy_temp_file_write_size", HSL, TAKE1).warn(),
+            d("proxy_next_upstream", HSL, MORE1),
+            once("proxy_next_upstream_tries", HSL, TAKE1),
+            once("proxy_next_upstream_timeout", HSL, TAKE1),
+            d("proxy_pass_header", HSL, TAKE1),
+            d("proxy_hide_header", HSL, TAKE1),
+            d("proxy_ignore_headers", HSL, MORE1),
+            once("proxy_http_version", HSL, TAKE1),
+            d("proxy_ssl_session_reuse", HSL, FLAG),
+            d("proxy_ssl_protocols", HSL, MORE1),
+            once("proxy_ssl_ciphers", HSL, TAKE1),
+            once("proxy_ssl_name", HSL, TAKE1),
+            d("proxy_ssl_server_name", HSL, FLAG),
+            d("proxy_ssl_verify", HSL, FLAG),
+            once("proxy_ssl_verify_depth", HSL, TAKE1),
+            once("proxy_ssl_trusted_certificate", HSL, TAKE1),
+            once("proxy_ssl_crl", HSL, TAKE1).refuse(),
+            once("proxy_ssl_certificate", HSL, TAKE1),
+            once("proxy_ssl_certificate_key", HSL, TAKE1),
+            once("proxy_ssl_password_file", HSL, TAKE1).warn(),
+            d("proxy_ssl_conf_command", HSL, TAKE2).warn(),
+        ],
+    },
+    // TLS.
+    Module {
+        name: "http_ssl_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("ssl", HS, FLAG),
+            d("ssl_certificate", HS, TAKE1),
+            d("ssl_certificate_key", HS, TAKE1),
+            once("ssl_password_file", HS, TAKE1).warn(),
+            // Read, with its own warning: DHE suites are not offered.
+            once("ssl_dhparam", HS, TAKE1),
+            once("ssl_ecdh_curve", HS, TAKE1),
+            d("ssl_protocols", HS, MORE1),
+            once("ssl_ciphers", HS, TAKE1),
+            once("ssl_buffer_size", HS, TAKE1),
+            once("ssl_verify_client", HS, TAKE1),
+            once("ssl_verify_depth", HS, TAKE1),
+            once("ssl_client_certificate", HS, TAKE1),
+            once("ssl_trusted_certificate", HS, TAKE1),
+            d("ssl_prefer_server_ciphers", HS, FLAG),
+            d("ssl_session_cache", HS, TAKE12),
+            d("ssl_session_tickets", HS, FLAG),
+            d("ssl_session_ticket_key", HS, TAKE1),
+            once("ssl_session_timeout", HS, TAKE1),
+            once("ssl_crl", HS, TAKE1).refuse(),
+            once("ssl_ocsp", HS, TAKE1).refuse_unless("off"),
+            once("ssl_ocsp_responder", HS, TAKE1).warn(),
+            once("ssl_ocsp_cache", HS, TAKE1).warn(),
+            d("ssl_stapling", HS, FLAG).default_only("off"),
+            once("ssl_stapling_file", HS, TAKE1).warn(),
+            once("ssl_stapling_responder", HS, TAKE1).warn(),
+            d("ssl_stapling_verify", HS, FLAG).refuse_unless("off"),
+            d("ssl_early_data", HS, FLAG).default_only("off"),
+            d("ssl_conf_command", HS, TAKE2).warn(),
+            d("ssl_reject_handshake", HS, FLAG),
+        ],
+    },
+    // HTTP/2.
+    Module {
+        name: "http_v2_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("http2", HS, FLAG),
+            once("http2_recv_buffer_size", HTTP, TAKE1),
+            once("http2_pool_size", HS, TAKE1),
+            once("http2_max_concurrent_streams", HS, TAKE1),
+            once("http2_max_concurrent_pushes", HS, TAKE1).warn(),
+            d("http2_max_requests", HS, TAKE1),
+            d("http2_max_field_size", HS, TAKE1),
+            d("http2_max_header_size", HS, TAKE1),
+            once("http2_body_preread_size", HS, TAKE1),
+            once("http2_streams_index_size", HS, TAKE1),
+            d("http2_recv_timeout", HS, TAKE1),
+            d("http2_idle_timeout", HS, TAKE1),
+            once("http2_chunk_size", HSL, TAKE1),
+            d("http2_push_preload", HSL, FLAG).warn(),
+            d("http2_push", HSL, TAKE1).warn(),
+        ],
+    },
+    // Modules of nginx's standard build that portcullis does not have: their directives are
+    // unknown, as they are to an nginx configured without them.
+    Module {
+        name: "http_ssi_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_userid_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_autoindex_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_fastcgi_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_uwsgi_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_scgi_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_grpc_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_memcached_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_empty_gif_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
+    Module {
+        name: "http_browser_module",
+        flag: Flag::Standard,
+        directives: &[],
+    },
 ];
 
-/// The entries named `name`, in table order.
+/// Every directive of every module, in registry order.
+pub fn directives() -> impl Iterator<Item = &'static Spec> {
+    MODULES.iter().flat_map(|m| m.directives)
+}
+
+/// The entries named `name`, in registry order.
 pub(crate) fn entries(name: &str) -> impl Iterator<Item = &'static Spec> + '_ {
-    DIRECTIVES.iter().filter(move |s| s.name == name)
+    directives().filter(move |s| s.name == name)
 }
 
 /// Whether `name` is a directive portcullis accepts somewhere (`include` included).
@@ -500,7 +866,7 @@ mod tests {
 
     #[test]
     fn every_entry_is_sane() {
-        for s in DIRECTIVES {
+        for s in directives() {
             assert!(s.contexts != 0, "{} has no context", s.name);
             assert!(s.args != 0, "{} takes nothing", s.name);
             assert!(

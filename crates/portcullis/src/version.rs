@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use portcullis_config::{Flag, MODULES};
+
 /// The program's name, as it starts every message (`portcullis: [emerg] ...`).
 pub const NAME: &str = "portcullis";
 
@@ -20,67 +22,6 @@ pub const DEFAULT_ERROR_LOG: &str = "stderr";
 
 /// The pid file when the configuration has no `pid` directive.
 pub const DEFAULT_PID_PATH: &str = "logs/portcullis.pid";
-
-/// Whether a module is built into nginx unless configured out (`--without-...`) or left out
-/// unless configured in (`--with-...`). That decides which of the two nginx would print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Standard,
-    Optional,
-}
-
-/// nginx's http modules and whether portcullis implements their directives.
-///
-/// This table must follow what the server implements: when a module's directives are
-/// accepted and served, flip its flag. `-V` then prints nginx's `--with-X` for an optional
-/// module that is present and `--without-X` for a standard one that is missing, which is
-/// what scripts reading `nginx -V` test for. Modules nginx cannot leave out (core, static,
-/// index, log) have no entry, as nginx has no flag for them.
-const MODULES: &[(&str, Kind, bool)] = &[
-    // Optional modules, printed only when present.
-    ("http_ssl_module", Kind::Optional, true),
-    ("http_v2_module", Kind::Optional, false),
-    ("http_realip_module", Kind::Optional, false),
-    ("http_stub_status_module", Kind::Optional, false),
-    ("http_auth_request_module", Kind::Optional, false),
-    ("http_sub_module", Kind::Optional, false),
-    ("http_gunzip_module", Kind::Optional, false),
-    ("http_gzip_static_module", Kind::Optional, false),
-    ("http_secure_link_module", Kind::Optional, false),
-    ("http_slice_module", Kind::Optional, false),
-    ("http_auth_jwt_module", Kind::Optional, false),
-    // Standard modules, printed only when missing.
-    ("http_charset_module", Kind::Standard, false),
-    ("http_gzip_module", Kind::Standard, false),
-    ("http_ssi_module", Kind::Standard, false),
-    ("http_userid_module", Kind::Standard, false),
-    ("http_access_module", Kind::Standard, true),
-    ("http_auth_basic_module", Kind::Standard, false),
-    ("http_mirror_module", Kind::Standard, false),
-    ("http_autoindex_module", Kind::Standard, false),
-    ("http_geo_module", Kind::Standard, false),
-    ("http_map_module", Kind::Standard, false),
-    ("http_split_clients_module", Kind::Standard, false),
-    ("http_referer_module", Kind::Standard, false),
-    // `return` is served; `rewrite`, `set` and `if` are part of the same module.
-    ("http_rewrite_module", Kind::Standard, true),
-    ("http_proxy_module", Kind::Standard, false),
-    ("http_fastcgi_module", Kind::Standard, false),
-    ("http_uwsgi_module", Kind::Standard, false),
-    ("http_scgi_module", Kind::Standard, false),
-    ("http_grpc_module", Kind::Standard, false),
-    ("http_memcached_module", Kind::Standard, false),
-    ("http_limit_conn_module", Kind::Standard, false),
-    ("http_limit_req_module", Kind::Standard, false),
-    ("http_empty_gif_module", Kind::Standard, false),
-    ("http_browser_module", Kind::Standard, false),
-    ("http_upstream_hash_module", Kind::Standard, false),
-    ("http_upstream_ip_hash_module", Kind::Standard, false),
-    ("http_upstream_least_conn_module", Kind::Standard, false),
-    ("http_upstream_random_module", Kind::Standard, false),
-    ("http_upstream_keepalive_module", Kind::Standard, false),
-    ("http_upstream_zone_module", Kind::Standard, false),
-];
 
 /// The TLS library, printed where nginx prints its OpenSSL version.
 const TLS_LIBRARY: &str = "rustls 0.23 (aws-lc-rs)";
@@ -117,7 +58,7 @@ Options:
 /// configure arguments.
 pub fn configure() -> String {
     let mut out = String::new();
-    if has_module("http_ssl_module") {
+    if present("http_ssl_module") {
         out.push_str(&format!(
             "built with {TLS_LIBRARY}\nTLS SNI support enabled\n"
         ));
@@ -127,13 +68,15 @@ pub fn configure() -> String {
         "configure arguments: --prefix={prefix} --conf-path={DEFAULT_CONF_PATH} \
          --error-log-path={DEFAULT_ERROR_LOG} --pid-path={prefix}/{DEFAULT_PID_PATH}"
     ));
-    for &(module, kind, present) in MODULES {
-        match (kind, present) {
-            (Kind::Optional, true) => {
-                let _ = write!(out, " --with-{module}");
+    // From the module registry: nginx prints `--with-X` for an optional module that is
+    // built in and `--without-X` for a standard one that is not.
+    for m in MODULES {
+        match (m.flag, m.present()) {
+            (Flag::Optional, true) => {
+                let _ = write!(out, " --with-{}", m.name);
             }
-            (Kind::Standard, false) => {
-                let _ = write!(out, " --without-{module}");
+            (Flag::Standard, false) => {
+                let _ = write!(out, " --without-{}", m.name);
             }
             _ => {}
         }
@@ -154,10 +97,9 @@ pub fn text(help: bool, configure_arguments: bool) -> String {
     out
 }
 
-fn has_module(name: &str) -> bool {
-    MODULES
-        .iter()
-        .any(|&(module, _, present)| module == name && present)
+/// Whether the registry has module `name` built in.
+fn present(name: &str) -> bool {
+    MODULES.iter().any(|m| m.name == name && m.present())
 }
 
 #[cfg(test)]
@@ -198,12 +140,30 @@ mod tests {
         assert!(line.contains(" --prefix=/usr/share/portcullis "));
         assert!(line.contains(" --conf-path=/etc/portcullis/portcullis.conf "));
         assert!(line.contains(" --pid-path=/usr/share/portcullis/logs/portcullis.pid"));
-        for &(module, kind, present) in MODULES {
-            let with = line.contains(&format!(" --with-{module}"));
-            let without = line.contains(&format!(" --without-{module}"));
-            assert_eq!(with, kind == Kind::Optional && present, "{module}");
-            assert_eq!(without, kind == Kind::Standard && !present, "{module}");
+        for m in MODULES {
+            let with = line.contains(&format!(" --with-{} ", m.name))
+                || line.ends_with(&format!(" --with-{}", m.name));
+            let without = line.contains(&format!(" --without-{} ", m.name))
+                || line.ends_with(&format!(" --without-{}", m.name));
+            assert_eq!(with, m.flag == Flag::Optional && m.present(), "{}", m.name);
+            assert_eq!(
+                without,
+                m.flag == Flag::Standard && !m.present(),
+                "{}",
+                m.name
+            );
         }
+        // What the seeds' configurations use is built in; what is refused is not.
+        for built in [
+            "http_proxy_module",
+            "http_map_module",
+            "http_upstream_least_conn_module",
+        ] {
+            assert!(!line.contains(&format!("--without-{built}")), "{built}");
+        }
+        assert!(line.contains(" --with-http_v2_module"));
+        assert!(line.contains(" --without-http_auth_basic_module"));
+        assert!(line.contains(" --without-http_limit_req_module"));
     }
 
     #[test]
@@ -211,17 +171,18 @@ mod tests {
         let text = configure();
         assert_eq!(
             text.contains("TLS SNI support enabled"),
-            has_module("http_ssl_module")
+            present("http_ssl_module")
         );
-        assert_eq!(text.contains(TLS_LIBRARY), has_module("http_ssl_module"));
+        assert_eq!(text.contains(TLS_LIBRARY), present("http_ssl_module"));
     }
 
     #[test]
     fn module_table_has_no_duplicates() {
-        for (i, (a, _, _)) in MODULES.iter().enumerate() {
+        for (i, a) in MODULES.iter().enumerate() {
             assert!(
-                MODULES[i + 1..].iter().all(|(b, _, _)| a != b),
-                "{a} listed twice"
+                MODULES[i + 1..].iter().all(|b| a.name != b.name),
+                "{} listed twice",
+                a.name
             );
         }
     }

@@ -241,3 +241,31 @@ fn a_slowly_sent_body_does_not_count_against_proxy_read_timeout() {
         }
     }
 }
+
+/// keepalive_time 1s: the first request that starts past it on a connection is its last,
+/// answered with `Connection: close`; the ones before it keep the connection.
+#[test]
+fn a_request_past_keepalive_time_is_the_last_on_its_connection() {
+    let template = support::main_config(
+        "    keepalive_time 1s;\n\
+         server {\n        listen 127.0.0.1:{PORT0};\n\
+         location / { return 200 \"ok\\n\"; }\n    }\n",
+    );
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &template) else {
+            continue;
+        };
+        let mut client = server.client(0);
+        let opened = Instant::now();
+        client.send(REQUEST).expect("send");
+        let first = client.read_response(false).expect("first response");
+        assert_eq!(first.header("connection"), Some("keep-alive"), "{kind}");
+        // The feature is a time: the connection has to grow older than it.
+        std::thread::sleep(TIMEOUT + Duration::from_millis(200) - opened.elapsed().min(TIMEOUT));
+        client.send(REQUEST).expect("send");
+        let last = client.read_response(false).expect("last response");
+        assert_eq!(last.status, 200, "{kind}");
+        assert_eq!(last.header("connection"), Some("close"), "{kind}: {last:?}");
+        assert!(client.is_closed(SLACK), "{kind}: closed after the last");
+    }
+}

@@ -16,80 +16,6 @@ use crate::user::Credentials;
 use crate::vars::Template;
 use crate::Level;
 
-/// Directives that tune nginx's internals and have no meaning here, or whose effect is always
-/// on: accepted silently.
-const MEANINGLESS: &[&str] = &[
-    "accept_mutex",
-    "accept_mutex_delay",
-    "multi_accept",
-    "use",
-    "worker_cpu_affinity",
-    "worker_priority",
-    "types_hash_max_size",
-    "types_hash_bucket_size",
-    "server_names_hash_max_size",
-    "server_names_hash_bucket_size",
-    "variables_hash_max_size",
-    "variables_hash_bucket_size",
-    "sendfile",
-    "sendfile_max_chunk",
-    "tcp_nopush",
-    "tcp_nodelay",
-    "aio",
-    "directio",
-    "output_buffers",
-    "open_file_cache",
-    "open_file_cache_valid",
-    "open_file_cache_min_uses",
-    "open_file_cache_errors",
-    "lingering_close",
-    "lingering_time",
-    "lingering_timeout",
-    "reset_timedout_connection",
-    "timer_resolution",
-    "worker_shutdown_timeout",
-    "thread_pool",
-    "working_directory",
-    "lock_file",
-    "pcre_jit",
-    "debug_connection",
-    "postpone_output",
-    "client_body_buffer_size",
-    "client_body_temp_path",
-    "proxy_temp_path",
-    "fastcgi_temp_path",
-    "uwsgi_temp_path",
-    "scgi_temp_path",
-    "zone",
-    "keepalive_disable",
-    "msie_refresh",
-    "gzip_vary",
-    "gzip_proxied",
-    "gzip_comp_level",
-    "gzip_buffers",
-    "gzip_http_version",
-    "gzip_types",
-    "gzip_min_length",
-    "gzip_disable",
-    "include",
-    "log_subrequest",
-    "open_log_file_cache",
-    "map_hash_max_size",
-    "map_hash_bucket_size",
-];
-
-/// Directives that are meaningless here only while they keep nginx's default value (the
-/// behaviour portcullis always has); any other value is reported as not supported.
-const DEFAULT_ONLY: &[(&str, &str)] = &[
-    ("etag", "on"),
-    ("if_modified_since", "exact"),
-    ("ignore_invalid_headers", "on"),
-    ("underscores_in_headers", "off"),
-    ("gzip", "off"),
-    ("chunked_transfer_encoding", "on"),
-    ("msie_padding", "on"),
-];
-
 /// Everything the runtime needs, compiled once. Held in an `Arc`, swapped on reload.
 pub struct Compiled {
     pub(crate) main: MainConf,
@@ -286,12 +212,6 @@ pub(crate) struct AddHeader {
     pub always: bool,
 }
 
-/// A content handler this build knows by name but does not implement yet.
-#[derive(Clone)]
-pub(crate) struct Unsupported {
-    pub directive: String,
-}
-
 /// Settings that nginx merges http → server → location. Lists (error_page, index, access rules,
 /// access_log) defined at a level replace the inherited ones, as in nginx.
 #[derive(Clone)]
@@ -317,6 +237,9 @@ pub(crate) struct LocConf {
     pub internal: bool,
     pub keepalive_timeout: Duration,
     pub keepalive_requests: u64,
+    /// How long a connection may carry requests, from its start: the request that ends
+    /// past it is the last.
+    pub keepalive_time: Duration,
     pub send_timeout: Duration,
     pub client_body_timeout: Duration,
     pub client_max_body_size: u64,
@@ -326,7 +249,6 @@ pub(crate) struct LocConf {
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
     pub access_log: Vec<Arc<AccessLog>>,
-    pub unsupported: Option<Unsupported>,
     /// The location's `proxy_pass` (not inherited).
     pub proxy_pass: Option<Arc<crate::proxy::ProxyPass>>,
     /// The `proxy_*` settings, inherited.
@@ -439,7 +361,7 @@ fn compile_declared(
             }
             "http" => http_block = Some(d),
             "error_log" => b.extra_error_log(d)?,
-            name => b.check_meaning(d, name),
+            _ => b.check_meaning(d),
         }
     }
     let http = match http_block {
@@ -532,15 +454,11 @@ impl Builder {
         }
     }
 
-    fn check_meaning(&mut self, d: &Directive, name: &str) {
-        let default_kept = DEFAULT_ONLY
-            .iter()
-            .any(|(n, v)| *n == name && d.args.len() == 1 && d.arg(0) == *v);
-        if !default_kept && !MEANINGLESS.contains(&name) {
-            self.warnings.push(format!(
-                "the \"{name}\" directive is not supported yet and is ignored in {}",
-                d.span
-            ));
+    /// A directive no module here reads: silent, or nginx's warning when the registry says
+    /// it is ignored (one it refuses never loads).
+    fn check_meaning(&mut self, d: &Directive) {
+        if let Some(warning) = portcullis_config::ignored_warning(d) {
+            self.warnings.push(format!("{warning} in {}", d.span));
         }
     }
 
@@ -604,7 +522,10 @@ impl Builder {
             match d.name.as_str() {
                 "server" => servers.push(d),
                 "log_format" | "upstream" | "map" => {}
-                name if crate::tls_conf::is_ssl_directive(name) => self.tls.http_directive(d),
+                name if crate::tls_conf::is_ssl_directive(name) => {
+                    self.check_meaning(d);
+                    self.tls.http_directive(d);
+                }
                 "types" => {
                     if !types_set {
                         types = MimeTypes::new();
@@ -713,7 +634,10 @@ impl Builder {
         let mut ssl = Vec::new();
         for d in s.children() {
             match d.name.as_str() {
-                name if crate::tls_conf::is_ssl_directive(name) => ssl.push(d),
+                name if crate::tls_conf::is_ssl_directive(name) => {
+                    self.check_meaning(d);
+                    ssl.push(d);
+                }
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
@@ -812,7 +736,6 @@ impl Builder {
         conf.rewrite.program = Arc::default();
         conf.internal = false;
         conf.try_files = None;
-        conf.unsupported = None;
         conf.proxy_pass = None;
         conf.limit_except = None;
         let mut touched = HashSet::new();
@@ -837,7 +760,7 @@ impl Builder {
                             "allow" | "deny" => access.push(access_rule(a)?),
                             // After the loop: the block inherits the whole location's.
                             other if other.starts_with("auth_jwt") => {}
-                            other => self.check_meaning(a, other),
+                            _ => self.check_meaning(a),
                         }
                     }
                     limit_except = Some(d);
@@ -1018,7 +941,7 @@ impl Builder {
                 let prefix = self.prefix.clone();
                 let path = move |p: &str| prefix.join(p);
                 if !self.jwt.directive(&mut c.jwt, d, first, &path)? {
-                    self.check_meaning(d, name);
+                    self.check_meaning(d);
                 }
             }
             "allow" | "deny" => {
@@ -1052,6 +975,7 @@ impl Builder {
             "client_header_timeout" => c.client_header_timeout = time(d, 0)?,
             "keepalive_timeout" => c.keepalive_timeout = time(d, 0)?,
             "keepalive_requests" => c.keepalive_requests = value::number(d, 0)?,
+            "keepalive_time" => c.keepalive_time = time(d, 0)?,
             "send_timeout" => c.send_timeout = time(d, 0)?,
             "client_body_timeout" => c.client_body_timeout = time(d, 0)?,
             "client_max_body_size" => c.client_max_body_size = value::offset(d, 0)?,
@@ -1098,22 +1022,13 @@ impl Builder {
                     },
                     &mut self.warnings,
                 )? => {}
-            "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" | "grpc_pass" | "memcached_pass" => {
-                self.warnings.push(format!(
-                    "the \"{}\" directive is not supported yet: requests to this location get 502 in {}",
-                    d.name, d.span
-                ));
-                c.unsupported = Some(Unsupported {
-                    directive: d.name.clone(),
-                });
-            }
             "error_log" => self.extra_error_log(d)?,
             name if name.starts_with("http2") => {
                 if !crate::h2::directive(&mut c.http2, d)? {
-                    self.check_meaning(d, name);
+                    self.check_meaning(d);
                 }
             }
-            name => self.check_meaning(d, name),
+            _ => self.check_meaning(d),
         }
         Ok(())
     }
@@ -1203,6 +1118,7 @@ impl LocConf {
             internal: false,
             keepalive_timeout: Duration::from_secs(75),
             keepalive_requests: 1000,
+            keepalive_time: Duration::from_secs(3600),
             send_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
@@ -1212,7 +1128,6 @@ impl LocConf {
             server_name_in_redirect: false,
             log_not_found: true,
             access_log: Vec::new(),
-            unsupported: None,
             proxy_pass: None,
             proxy: Arc::default(),
             recursive_error_pages: false,

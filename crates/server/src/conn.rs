@@ -47,6 +47,9 @@ pub(crate) struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub requests: u64,
+    /// When it was accepted: a request that starts more than `keepalive_time` later is its
+    /// last, as in nginx.
+    pub started: Instant,
     /// The handshake's outcome, on a TLS connection.
     pub tls: Option<Rc<TlsInfo>>,
 }
@@ -91,6 +94,7 @@ pub(crate) async fn serve(
         peer,
         local: addr,
         requests: 0,
+        started: Instant::now(),
         tls,
     };
     let mut buf = BytesMut::with_capacity(FIRST_READ);
@@ -250,6 +254,7 @@ impl Connection<'_> {
                 && !resp.close
                 && !loc.keepalive_timeout.is_zero()
                 && self.info.requests < loc.keepalive_requests
+                && req.started().duration_since(self.info.started) <= loc.keepalive_time
                 && !*self.worker.stopping.borrow();
             // A proxy round has taken the body, or left the connection to close.
             let proxied = !round.first;
@@ -593,6 +598,7 @@ impl Connection<'_> {
         let keep_alive = req.head.keep_alive()
             && !loc.keepalive_timeout.is_zero()
             && self.info.requests < loc.keepalive_requests
+            && req.started().duration_since(self.info.started) <= loc.keepalive_time
             && !*self.worker.stopping.borrow()
             && (plan.pass_body || body_done)
             && !round.close;

@@ -237,8 +237,8 @@ impl Drop for StreamGuard {
 }
 
 /// Serves one HTTP/2 connection until the client closes it, it stays idle for
-/// `keepalive_timeout`, it has carried `keepalive_requests` requests, or the worker stops:
-/// the last three send GOAWAY and let the streams in flight finish.
+/// `keepalive_timeout`, it has carried `keepalive_requests` requests or lived
+/// `keepalive_time`, or the worker stops: the last three send GOAWAY and let the streams in flight finish.
 pub(crate) async fn serve<S>(worker: &Rc<Worker>, listen: &Listen, io: S, mut info: ConnInfo)
 where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
@@ -300,7 +300,9 @@ where
         };
         let start = Instant::now();
         info.requests += 1;
-        if info.requests >= default.conf.keepalive_requests && !going_away {
+        let spent = info.requests >= default.conf.keepalive_requests
+            || info.started.elapsed() > default.conf.keepalive_time;
+        if spent && !going_away {
             conn.graceful_shutdown();
             going_away = true;
         }

@@ -350,6 +350,11 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// When the request's head was read.
+    pub(crate) fn started(&self) -> Instant {
+        self.start
+    }
+
     pub fn is_head(&self) -> bool {
         self.head.method() == Method::Head
     }
@@ -593,13 +598,6 @@ impl<'a> Request<'a> {
 
     fn content(&mut self) -> Step {
         let loc = self.loc.clone();
-        if let Some(u) = &loc.unsupported {
-            self.log(
-                Level::Error,
-                &format!("\"{}\" is not supported yet", u.directive),
-            );
-            return Step::Status(502);
-        }
         if let Some(pass) = &loc.proxy_pass {
             return self.proxy(pass);
         }

@@ -213,32 +213,6 @@ impl TlsBuilder {
                 d.span
             ));
         }
-        if let Some(d) = m.last("ssl_early_data") {
-            if value::flag(d, 0)? {
-                warnings.push(format!(
-                    "\"ssl_early_data on\" is not supported: early data is refused in {}",
-                    d.span
-                ));
-            }
-        }
-        for name in [
-            "ssl_stapling",
-            "ssl_crl",
-            "ssl_ocsp",
-            "ssl_password_file",
-            "ssl_conf_command",
-        ] {
-            // A flag left off asks for nothing that is missing.
-            if let Some(d) = m
-                .last(name)
-                .filter(|d| d.args.len() != 1 || d.arg(0) != "off")
-            {
-                warnings.push(format!(
-                    "the \"{name}\" directive is not supported yet and is ignored in {}",
-                    d.span
-                ));
-            }
-        }
         let max_fragment_size = match m.last("ssl_buffer_size") {
             Some(d) => {
                 let n = usize::try_from(value::size(d, 0)?).unwrap_or(usize::MAX);

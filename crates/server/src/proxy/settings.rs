@@ -333,11 +333,11 @@ fn ssl_directive(
         "proxy_ssl_trusted_certificate" => s.spec.trusted = Some(PathBuf::from(d.arg(0))),
         "proxy_ssl_certificate" => s.certificate = Some(PathBuf::from(d.arg(0))),
         "proxy_ssl_certificate_key" => s.certificate_key = Some(PathBuf::from(d.arg(0))),
-        "proxy_ssl_crl" | "proxy_ssl_password_file" | "proxy_ssl_conf_command" => {
-            warnings.push(format!(
-                "the \"{}\" directive is not supported yet and is ignored in {}",
-                d.name, d.span
-            ));
+        // `proxy_ssl_crl` never gets here: the loader refuses it.
+        "proxy_ssl_password_file" | "proxy_ssl_conf_command" => {
+            warnings.extend(
+                portcullis_config::ignored_warning(d).map(|w| format!("{w} in {}", d.span)),
+            );
         }
         _ => return Ok(false),
     }
