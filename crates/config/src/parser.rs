@@ -474,11 +474,22 @@ impl Parser {
         let full = self.base_dir.join(pattern);
         let paths = if pattern.contains(['*', '?', '[']) {
             let text = full.to_string_lossy();
-            let Ok(matches) = glob::glob(&text) else {
+            // glob(3)'s rules: a wildcard matches no `/`, nor a leading dot (a site disabled
+            // as `.default.conf` stays off); the glob crate's own leading-dot option also
+            // drops names the pattern spells with their dot, so that part is checked here.
+            let options = glob::MatchOptions {
+                case_sensitive: true,
+                require_literal_separator: true,
+                require_literal_leading_dot: false,
+            };
+            let Ok(matches) = glob::glob_with(&text, options) else {
                 return Err(error(&format!("glob() \"{text}\" failed"), here));
             };
             // Entries that cannot be read while listing are skipped, like glob(3) does.
-            matches.filter_map(Result::ok).collect()
+            matches
+                .filter_map(Result::ok)
+                .filter(|path| !dot_matched_by_wildcard(&full, path))
+                .collect()
         } else {
             vec![full]
         };
@@ -505,6 +516,15 @@ impl Parser {
         self.include_depth -= 1;
         result
     }
+}
+
+/// Whether a name of `path` starts with a dot that the same component of `pattern` does not
+/// spell out: glob(3) matches such a name only literally.
+fn dot_matched_by_wildcard(pattern: &Path, path: &Path) -> bool {
+    pattern.components().zip(path.components()).any(|(p, m)| {
+        m.as_os_str().as_encoded_bytes().starts_with(b".")
+            && !p.as_os_str().as_encoded_bytes().starts_with(b".")
+    })
 }
 
 /// nginx's shape check of an `if` condition (`ngx_http_rewrite_if_condition`): the

@@ -135,6 +135,8 @@ fn include_globs_and_relative_paths() {
     dir.write("conf.d/b.conf", "server { listen 2; }\n");
     dir.write("conf.d/a.conf", "server { listen 1; }\n");
     dir.write("conf.d/ignored.txt", "this is not a config\n");
+    // A wildcard skips dotfiles, as glob(3) does: this is how a site is turned off.
+    dir.write("conf.d/.disabled.conf", "this would not parse\n");
     dir.write("extra.conf", "# nothing but a comment\n");
     let loaded = load(&main, &LoadOptions::default()).expect("loads");
     let http = find(&loaded.directives, "http");
@@ -162,6 +164,14 @@ fn include_globs_and_relative_paths() {
     );
     assert!(dump.starts_with(&expected), "{dump}");
     assert!(dump.ends_with("# nothing but a comment\n\n"));
+
+    // Named with its dot, it is included.
+    let dotted = dir.write(
+        "dotted.conf",
+        "events {}\nhttp {\n    include conf.d/.*.conf;\n}\n",
+    );
+    let err = load(&dotted, &LoadOptions::default()).expect_err("the dotfile is read");
+    assert!(err.to_string().contains("conf.d/.disabled.conf:"), "{err}");
 }
 
 #[test]
