@@ -488,8 +488,7 @@ impl Builder {
 
     fn http(&mut self, h: &Directive) -> Result<HttpConf, ConfigError> {
         let mut base = LocConf::defaults();
-        let mut types = MimeTypes::new();
-        let mut types_set = false;
+        let mut types = None;
         // log_format first: access_log may name a format defined after it.
         for d in h.children() {
             if d.name == "log_format" {
@@ -526,17 +525,11 @@ impl Builder {
                     self.check_meaning(d);
                     self.tls.http_directive(d);
                 }
-                "types" => {
-                    if !types_set {
-                        types = MimeTypes::new();
-                        types_set = true;
-                    }
-                    add_types(&mut types, d);
-                }
+                "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut base, d, &mut touched)?,
             }
         }
-        if types_set {
+        if let Some(types) = types {
             base.types = Arc::new(types);
         }
         if !touched.contains("access_log") {
@@ -632,6 +625,7 @@ impl Builder {
         let mut touched = HashSet::new();
         let mut locations = Vec::new();
         let mut ssl = Vec::new();
+        let mut types = None;
         for d in s.children() {
             match d.name.as_str() {
                 name if crate::tls_conf::is_ssl_directive(name) => {
@@ -642,13 +636,12 @@ impl Builder {
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
                 name if crate::rewrite::DIRECTIVES.contains(&name) => {}
-                "types" => {
-                    let mut t = MimeTypes::new();
-                    add_types(&mut t, d);
-                    conf.types = Arc::new(t);
-                }
+                "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut conf, d, &mut touched)?,
             }
+        }
+        if let Some(types) = types {
+            conf.types = Arc::new(types);
         }
         let (merge_slashes, head_limits, client_header_timeout) = (
             conf.merge_slashes,
@@ -741,6 +734,7 @@ impl Builder {
         let mut touched = HashSet::new();
         let mut nested = Vec::new();
         let mut limit_except = None;
+        let mut types = None;
         for d in l.children() {
             match d.name.as_str() {
                 "location" => nested.push(d),
@@ -774,13 +768,12 @@ impl Builder {
                         jwt: None,
                     }));
                 }
-                "types" => {
-                    let mut t = MimeTypes::new();
-                    add_types(&mut t, d);
-                    conf.types = Arc::new(t);
-                }
+                "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut conf, d, &mut touched)?,
             }
+        }
+        if let Some(types) = types {
+            conf.types = Arc::new(types);
         }
         if let Some(pass) = &conf.proxy_pass {
             crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| {
@@ -1149,10 +1142,19 @@ fn default_types() -> MimeTypes {
     t
 }
 
-fn add_types(t: &mut MimeTypes, d: &Directive) {
+/// Adds a `types` block to the level's map: several blocks at one level add up (the first
+/// starts the level's own map, which then replaces the inherited one), and an extension
+/// given twice keeps the later type, with nginx's warning.
+fn add_types(level: &mut Option<MimeTypes>, d: &Directive, warnings: &mut Vec<String>) {
+    let t = level.get_or_insert_with(MimeTypes::new);
     for entry in d.children() {
         for ext in &entry.args {
-            t.insert(&entry.name, &ext.value);
+            if let Some(previous) = t.insert(&entry.name, &ext.value) {
+                warnings.push(format!(
+                    "duplicate extension \"{}\", content type: \"{}\", previous content type: \"{previous}\" in {}",
+                    ext.value, entry.name, entry.span
+                ));
+            }
         }
     }
 }

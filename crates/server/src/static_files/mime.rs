@@ -24,15 +24,15 @@ impl MimeTypes {
     }
 
     /// Maps `ext` (without the dot) to `mime`. A later entry for the same extension replaces
-    /// the earlier one, as nginx does (it warns about the duplicate at load time).
-    pub fn insert(&mut self, mime: &str, ext: &str) {
+    /// the earlier one, as nginx does; the earlier one is returned, for nginx's warning.
+    pub fn insert(&mut self, mime: &str, ext: &str) -> Option<Arc<str>> {
         let mime = match &self.last {
             Some(last) if **last == *mime => Arc::clone(last),
             _ => Arc::from(mime),
         };
         self.last = Some(Arc::clone(&mime));
         self.by_extension
-            .insert(ext.to_ascii_lowercase().into_boxed_str(), mime);
+            .insert(ext.to_ascii_lowercase().into_boxed_str(), mime)
     }
 
     /// The type for `path` (a URI or file path), or `None` when it has no extension or the
