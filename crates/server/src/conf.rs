@@ -212,6 +212,16 @@ pub(crate) struct AddHeader {
     pub always: bool,
 }
 
+/// `alias`: the path that replaces the part of the URI its location matched. Inherited by
+/// nested locations as nginx inherits it, with the length of the location that set it.
+#[derive(Clone)]
+pub(crate) struct Alias {
+    pub path: Template,
+    /// The bytes of the URI the path replaces: the prefix location's name, or the whole
+    /// URI (`None`) in a regex location, whose alias is the whole path.
+    pub replaces: Option<usize>,
+}
+
 /// Settings that nginx merges http → server → location. Lists (error_page, index, access rules,
 /// access_log) defined at a level replace the inherited ones, as in nginx.
 #[derive(Clone)]
@@ -220,7 +230,7 @@ pub(crate) struct LocConf {
     pub name: String,
     pub is_regex: bool,
     pub root: Template,
-    pub alias: Option<Template>,
+    pub alias: Option<Alias>,
     pub index: Vec<Template>,
     pub try_files: Option<TryFiles>,
     pub types: Arc<MimeTypes>,
@@ -783,17 +793,6 @@ impl Builder {
         if let (Some(d), Some(le)) = (limit_except, conf.limit_except.as_mut()) {
             Arc::make_mut(le).jwt = self.limit_except_jwt(&conf.jwt, d)?;
         }
-        if conf.alias.is_some()
-            && conf.is_regex
-            && conf
-                .alias
-                .as_ref()
-                .is_some_and(|a| a.as_literal().is_some())
-        {
-            // nginx requires captures in a regex location's alias; without them it would map
-            // every URI to one file.
-            return Err(err(l, format!("\"alias\" cannot be used in location \"{name}\" where URI was defined by regular expression")));
-        }
         // The rewrite directives last: an `if` block's configuration inherits every other
         // setting of the location, wherever it is written.
         let program = {
@@ -882,7 +881,12 @@ impl Builder {
                 c.root = Template::compile(d.arg(0), d)?;
                 c.alias = None;
             }
-            "alias" => c.alias = Some(Template::compile(d.arg(0), d)?),
+            "alias" => {
+                c.alias = Some(Alias {
+                    path: Template::compile(d.arg(0), d)?,
+                    replaces: (!c.is_regex).then_some(c.name.len()),
+                })
+            }
             "index" => {
                 if first("index") {
                     c.index.clear();

@@ -967,17 +967,16 @@ impl<'a> Request<'a> {
     }
 
     /// The file system path for `uri` in the current location: root + uri, or alias in place of
-    /// the location's prefix (a regex location's alias is the whole path).
+    /// the prefix of the location that set it (a regex location's alias is the whole path).
     fn map_path(&self, uri: &[u8]) -> PathBuf {
         let loc = self.loc.clone();
         let mut out = Vec::with_capacity(64 + uri.len());
         match &loc.alias {
             Some(alias) => {
-                let base = self.eval(alias);
+                let base = self.eval(&alias.path);
                 out.extend_from_slice(&base);
-                if !loc.is_regex {
-                    let rest = uri.get(loc.name.len()..).unwrap_or(b"");
-                    out.extend_from_slice(rest);
+                if let Some(replaced) = alias.replaces {
+                    out.extend_from_slice(uri.get(replaced..).unwrap_or(b""));
                 }
             }
             None => {

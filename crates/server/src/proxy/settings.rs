@@ -440,16 +440,11 @@ pub(crate) fn proxy_pass(
     groups: &Arc<Groups>,
 ) -> Result<ProxyPass, ConfigError> {
     let url = d.arg(0);
-    let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
-        (false, r)
-    } else if let Some(r) = url.strip_prefix("https://") {
-        (true, r)
-    } else {
-        return Err(err(d, format!("invalid URL prefix in \"{url}\"")));
-    };
+    // With variables, nginx checks the URL when a request makes it (`set $u http://b;
+    // proxy_pass $u;`), its scheme too.
     if url.contains('$') {
         return Ok(ProxyPass {
-            https,
+            https: url.starts_with("https://"),
             target: Target::Dynamic {
                 url: Template::compile(url, d)?,
                 groups: groups.clone(),
@@ -459,6 +454,13 @@ pub(crate) fn proxy_pass(
             url: String::new(),
         });
     }
+    let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else {
+        return Err(err(d, format!("invalid URL prefix in \"{url}\"")));
+    };
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
         None => (rest, None),

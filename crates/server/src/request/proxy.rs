@@ -88,11 +88,11 @@ impl Request<'_> {
     /// The content phase of a proxy_pass location: a response whose body is the plan.
     pub(super) fn proxy(&mut self, pass: &Arc<ProxyPass>) -> Step {
         let settings = self.loc.proxy.clone();
-        let (group, dynamic_uri) = match &pass.target {
+        let (group, dynamic_uri, https) = match &pass.target {
             Target::Group { group, host, port } => {
                 self.proxy_host = host.clone();
                 self.proxy_port = *port;
-                (group.clone(), None)
+                (group.clone(), None, pass.https)
             }
             Target::Dynamic { url, groups } => {
                 let value = self.eval(url);
@@ -145,7 +145,7 @@ impl Request<'_> {
                         }
                     }
                 };
-                (group, Some(uri))
+                (group, Some(uri), https)
             }
         };
         let Group { upstream, key } = group;
@@ -246,7 +246,7 @@ impl Request<'_> {
             upstream,
             pass_body: settings.pass_request_body
                 && !matches!(self.head.body(), portcullis_http::BodyKind::None),
-            https: pass.https,
+            https,
             head,
             uri,
             set_body,
