@@ -202,9 +202,16 @@ impl Startup {
 /// before it forks, the parent here waits on a pipe until the child reports that it serves,
 /// so that `portcullis` returns only after startup, with startup's exit code.
 ///
-/// Must be called while the process has a single thread: after fork, only the calling
-/// thread exists in the child, and locks other threads held would stay locked forever.
+/// Refuses (an error, nothing forked) when the process has more than one thread: after
+/// fork, only the calling thread exists in the child, and locks other threads held would
+/// stay locked forever.
 pub fn daemonize() -> io::Result<Forked> {
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "cannot fork into the background with {threads} threads running"
+        )));
+    }
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: fds has room for the two descriptors pipe2 writes.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -214,8 +221,8 @@ pub fn daemonize() -> io::Result<Forked> {
     let (mut read_end, write_end) =
         unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
 
-    // SAFETY: the caller guarantees the process is single-threaded, so the child starts
-    // in a consistent state.
+    // SAFETY: the process is single-threaded (checked above, and this thread starts no
+    // other), so the child starts in a consistent state.
     match unsafe { libc::fork() } {
         -1 => Err(io::Error::last_os_error()),
         0 => {
@@ -272,6 +279,13 @@ mod tests {
             std::env::temp_dir().join(format!("portcullis-process-{name}-{}", std::process::id()));
         fs::create_dir_all(&dir).expect("temp dir");
         dir
+    }
+
+    #[test]
+    fn daemonize_refuses_a_process_with_threads() {
+        // The test runner's own threads are running: nothing may be forked.
+        let err = daemonize().err().expect("refused");
+        assert!(err.to_string().contains("threads running"), "{err}");
     }
 
     #[test]
