@@ -39,13 +39,28 @@ pub fn offset(d: &Directive, i: usize) -> Result<u64, ConfigError> {
 /// A time in milliseconds. A bare number is seconds; units (`ms`, `s`, `m`, `h`, `d`, `w`)
 /// may be combined from largest to smallest (`1m30s`), separated by spaces or not.
 pub fn time_ms(d: &Directive, i: usize) -> Result<u64, ConfigError> {
-    parse_time(arg(d, i)?, false).ok_or_else(|| invalid_value(d))
+    parse_time_units(arg(d, i)?, false).ok_or_else(|| invalid_value(d))
 }
 
 /// A time in seconds, for the directives nginx reads in seconds: like [`time_ms`], also with
 /// `M` (30 days) and `y` (365 days), and without `ms`.
 pub fn time_s(d: &Directive, i: usize) -> Result<u64, ConfigError> {
-    parse_time(arg(d, i)?, true).ok_or_else(|| invalid_value(d))
+    parse_time_units(arg(d, i)?, true).ok_or_else(|| invalid_value(d))
+}
+
+/// [`number`] of a value that is part of an argument (`builtin:1000`).
+pub fn parse_number(s: &str) -> Option<u64> {
+    digits(s)
+}
+
+/// [`size`] of a value that is part of an argument (`buffer=32k`).
+pub fn parse_size(s: &str) -> Option<u64> {
+    parse_scaled(s, false)
+}
+
+/// [`time_ms`] of a value that is part of an argument (`flush=1m30s`), as a duration.
+pub fn parse_time(s: &str) -> Option<std::time::Duration> {
+    parse_time_units(s, false).map(std::time::Duration::from_millis)
 }
 
 /// `on` or `off`, in any case.
@@ -117,7 +132,7 @@ fn parse_scaled(s: &str, with_g: bool) -> Option<u64> {
 }
 
 /// nginx's `ngx_parse_time`: seconds if `is_sec`, else milliseconds.
-fn parse_time(s: &str, is_sec: bool) -> Option<u64> {
+fn parse_time_units(s: &str, is_sec: bool) -> Option<u64> {
     // Units in the order they must appear; a unit may not follow itself or a smaller one.
     #[derive(PartialEq, PartialOrd)]
     enum Step {
@@ -216,6 +231,27 @@ mod tests {
             },
             block: None,
         }
+    }
+
+    #[test]
+    fn values_inside_arguments_follow_the_same_rules() {
+        assert_eq!(parse_size("32k"), Some(32 * 1024));
+        assert_eq!(parse_size("10M"), Some(10 << 20));
+        assert_eq!(parse_size("1g"), None);
+        assert_eq!(parse_size("+5"), None, "no sign, as ngx_parse_size");
+        assert_eq!(parse_size("m"), None);
+        assert_eq!(parse_time("5s"), Some(std::time::Duration::from_secs(5)));
+        assert_eq!(
+            parse_time("250ms"),
+            Some(std::time::Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_time("1h30m"),
+            Some(std::time::Duration::from_secs(5400))
+        );
+        assert_eq!(parse_time("+5"), None);
+        assert_eq!(parse_number("1000"), Some(1000));
+        assert_eq!(parse_number("+5"), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod response;
 mod upstream_head;
 
 pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
-pub use date::{fmt_http_date, parse_http_date, write_http_date, DateCache, HTTP_DATE_LEN};
+pub use date::{write_http_date, DateCache, HTTP_DATE_LEN};
 pub use error::RequestError;
 pub use path::{normalize_path, normalize_path_into};
 pub use request::{

@@ -1049,12 +1049,12 @@ impl Builder {
         let mut flush = None;
         for a in rest.unwrap_or(&[]).iter().skip(1) {
             if let Some(v) = a.value.strip_prefix("buffer=") {
-                buffer = parse_size_str(v)
-                    .ok_or_else(|| err(d, format!("invalid buffer size \"{v}\"")))?
-                    as usize;
+                buffer = value::parse_size(v)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| err(d, format!("invalid buffer size \"{v}\"")))?;
             } else if let Some(v) = a.value.strip_prefix("flush=") {
                 flush = Some(
-                    parse_time_str(v)
+                    value::parse_time(v)
                         .ok_or_else(|| err(d, format!("invalid flush time \"{v}\"")))?,
                 );
             } else if a.value.starts_with("gzip") || a.value.starts_with("if=") {
@@ -1169,33 +1169,6 @@ fn time(d: &Directive, i: usize) -> Result<Duration, ConfigError> {
 
 fn size_usize(d: &Directive, i: usize) -> Result<usize, ConfigError> {
     usize::try_from(value::size(d, i)?).map_err(|_| invalid_value(d, i))
-}
-
-fn parse_size_str(v: &str) -> Option<u64> {
-    let (num, mult) = match v.as_bytes().last()? {
-        b'k' | b'K' => (&v[..v.len() - 1], 1024),
-        b'm' | b'M' => (&v[..v.len() - 1], 1024 * 1024),
-        b'g' | b'G' => (&v[..v.len() - 1], 1024 * 1024 * 1024),
-        _ => (v, 1),
-    };
-    num.parse::<u64>().ok()?.checked_mul(mult)
-}
-
-fn parse_time_str(v: &str) -> Option<Duration> {
-    let (num, mult) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 1)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1000)
-    } else if let Some(n) = v.strip_suffix('m') {
-        (n, 60_000)
-    } else if let Some(n) = v.strip_suffix('h') {
-        (n, 3_600_000)
-    } else {
-        (v, 1000)
-    };
-    Some(Duration::from_millis(
-        num.parse::<u64>().ok()?.checked_mul(mult)?,
-    ))
 }
 
 fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
@@ -1618,13 +1591,5 @@ mod tests {
             1,
             "error_page is inherited when not set"
         );
-    }
-
-    #[test]
-    fn size_and_time_strings() {
-        assert_eq!(parse_size_str("32k"), Some(32 * 1024));
-        assert_eq!(parse_size_str("x"), None);
-        assert_eq!(parse_time_str("5s"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_time_str("250ms"), Some(Duration::from_millis(250)));
     }
 }

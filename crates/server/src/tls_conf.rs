@@ -282,16 +282,15 @@ impl TlsBuilder {
                 }
                 _ => {
                     if let Some(size) = v.strip_prefix("builtin:") {
-                        let n: usize = size
-                            .parse()
-                            .ok()
+                        let n = value::parse_number(size)
+                            .and_then(|n| usize::try_from(n).ok())
                             .filter(|n| *n > 0)
                             .ok_or_else(|| invalid_cache(d, v))?;
                         storage.get_or_insert_with(|| portcullis_tls::session_cache_of(n, timeout));
                     } else if let Some(rest) = v.strip_prefix("shared:") {
                         let (name, size) =
                             rest.split_once(':').ok_or_else(|| invalid_cache(d, v))?;
-                        let bytes = parse_size(size)
+                        let bytes = value::parse_size(size)
                             .filter(|b| *b > 0 && !name.is_empty())
                             .ok_or_else(|| invalid_cache(d, v))?;
                         // Every server naming the zone shares it, as nginx's shared memory.
@@ -423,16 +422,6 @@ pub(crate) fn no_certificate(listen: &Span) -> ConfigError {
         message: "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive".into(),
         span: Some(listen.clone()),
     }
-}
-
-/// A size as nginx writes it: bytes, or with `k` or `m`.
-fn parse_size(v: &str) -> Option<u64> {
-    let (digits, unit) = match v.as_bytes().last()? {
-        b'k' | b'K' => (&v[..v.len() - 1], 1024),
-        b'm' | b'M' => (&v[..v.len() - 1], 1024 * 1024),
-        _ => (v, 1),
-    };
-    digits.parse::<u64>().ok()?.checked_mul(unit)
 }
 
 #[cfg(test)]
@@ -590,14 +579,5 @@ mod tests {
             "{w}"
         );
         assert!(!w.contains("ssl_stapling"), "{w}");
-    }
-
-    #[test]
-    fn sizes_take_nginx_units() {
-        assert_eq!(parse_size("10m"), Some(10 * 1024 * 1024));
-        assert_eq!(parse_size("512k"), Some(512 * 1024));
-        assert_eq!(parse_size("100"), Some(100));
-        assert_eq!(parse_size("m"), None);
-        assert_eq!(parse_size(""), None);
     }
 }
