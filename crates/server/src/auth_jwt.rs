@@ -36,7 +36,7 @@ use portcullis_config::{value, ConfigError, Directive};
 use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
 use crate::conf::{err, ServerConf};
-use crate::request::{Request, Response};
+use crate::request::Request;
 use crate::vars::Template;
 use crate::Level;
 
@@ -621,49 +621,50 @@ fn keys(req: &Request<'_>, worker: &RefCell<WorkerJwt>, conf: &JwtConf) -> Keys 
     Keys::Ready { keys: set, lasting }
 }
 
-/// Runs `req` through the phases (`Request::process`), running the key requests
-/// `auth_jwt` asks for on the way.
-pub(crate) async fn process(req: &mut Request<'_>) -> Response {
-    loop {
-        let resp = req.process();
-        let Some(fetch) = req.key_fetch.take() else {
-            return resp;
-        };
-        let got = if req.key_fetches.len() >= MAX_KEY_FETCHES {
-            req.log(
-                Level::Error,
-                &format!("more than {MAX_KEY_FETCHES} JWT key requests for one request"),
-            );
-            None
-        } else {
-            match Box::pin(fetch::fetch(req, &fetch.uri)).await {
-                Ok((body, keys)) => {
-                    let fetched = Fetched {
-                        keys: Arc::new(keys),
-                        body,
-                        at: Instant::now(),
-                    };
-                    if !fetch.cache.is_zero() {
-                        let worker = req.worker();
-                        let mut w = worker.jwt.borrow_mut();
-                        w.keys.put(req.server, fetch.uri.clone(), fetched.clone());
+impl crate::request::Suspension for KeyFetch {
+    /// Runs the key request (unless this request has run too many), caches its keys as
+    /// `auth_jwt_key_cache` says, and records the outcome for the phases' next run.
+    fn resume<'r>(
+        self: Box<Self>,
+        req: &'r mut Request<'_>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>> {
+        Box::pin(async move {
+            let fetch = *self;
+            let got = if req.key_fetches.len() >= MAX_KEY_FETCHES {
+                req.log(
+                    Level::Error,
+                    &format!("more than {MAX_KEY_FETCHES} JWT key requests for one request"),
+                );
+                None
+            } else {
+                match fetch::fetch(req, &fetch.uri).await {
+                    Ok((body, keys)) => {
+                        let fetched = Fetched {
+                            keys: Arc::new(keys),
+                            body,
+                            at: Instant::now(),
+                        };
+                        if !fetch.cache.is_zero() {
+                            let worker = req.worker();
+                            let mut w = worker.jwt.borrow_mut();
+                            w.keys.put(req.server, fetch.uri.clone(), fetched.clone());
+                        }
+                        Some(fetched)
                     }
-                    Some(fetched)
+                    Err(why) => {
+                        req.log(
+                            Level::Error,
+                            &format!(
+                                "JWT key request \"{}\" failed: {why}",
+                                String::from_utf8_lossy(&fetch.uri)
+                            ),
+                        );
+                        None
+                    }
                 }
-                Err(why) => {
-                    req.log(
-                        Level::Error,
-                        &format!(
-                            "JWT key request \"{}\" failed: {why}",
-                            String::from_utf8_lossy(&fetch.uri)
-                        ),
-                    );
-                    None
-                }
-            }
-        };
-        req.key_fetches.push((fetch.uri, got));
-        req.restart();
+            };
+            req.key_fetches.push((fetch.uri, got));
+        })
     }
 }
 

@@ -220,7 +220,7 @@ impl Connection<'_> {
             let mut req = Request::new(&worker, &server, &info, head, start);
             let mut resp = match self.refuse {
                 Some(code) => Response::error_page(code, 400, server.conf.server_tokens),
-                None => crate::auth_jwt::process(&mut req).await,
+                None => req.run().await,
             };
             // An upstream that fails is answered through error_page, whose target may be
             // proxied too and fail again: each round's answer is proxied in its turn until

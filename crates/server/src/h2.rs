@@ -420,7 +420,7 @@ async fn answer(
 ) {
     let mut req = Request::new(worker, server, info, head, start);
     req.http2 = true;
-    let mut resp = crate::auth_jwt::process(&mut req).await;
+    let mut resp = req.run().await;
     // As over HTTP/1.1: an error_page target may be proxied and fail in its turn, and each
     // answer is proxied until one is ours. Only the first round has the request body.
     let mut body = Some(body);

@@ -3,8 +3,10 @@
 //! the location's rewrite directives (`crate::rewrite`), access (`limit_except`,
 //! `allow`/`deny`, then `auth_jwt`, combined as `satisfy` says; a subrequest skips it, as in
 //! nginx), `try_files`, then content (index, static files), and `error_page` for an error
-//! status. When `auth_jwt` needs fetched keys the phases stop ([`Step::Suspend`]) and run
-//! again from the start once `crate::auth_jwt::process` has fetched them.
+//! status. A phase handler that waits for something outside the phases (`auth_jwt`'s key
+//! subrequest) stops them ([`Step::Suspend`]) with a [`Suspension`]; [`Request::run`] awaits
+//! it and runs the phases again from the start, as nginx re-enters its phase handlers once a
+//! subrequest is done.
 
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
@@ -185,6 +187,16 @@ fn put_decimal(out: &mut BytesMut, mut n: u64) {
     out.put_slice(&digits[i..]);
 }
 
+/// Something a phase handler waits for outside the phases, such as a subrequest: awaited by
+/// [`Request::run`] before the phases run again from the start, where the handler finds
+/// what it waited for.
+pub(crate) trait Suspension {
+    fn resume<'r>(
+        self: Box<Self>,
+        req: &'r mut Request<'_>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>>;
+}
+
 enum Step {
     /// Run the location search again (internal redirect or named location).
     Again,
@@ -265,7 +277,8 @@ pub(crate) struct Request<'a> {
     /// A subrequest (an `auth_jwt_key_request`): as in nginx, it skips the access phase.
     subrequest: bool,
     /// The key request the access phase waits for, when the phases stopped for it.
-    pub(crate) key_fetch: Option<crate::auth_jwt::KeyFetch>,
+    /// What the phases stopped for, awaited by [`Request::run`].
+    suspended: Option<Box<dyn Suspension>>,
     /// The key requests run for this request so far.
     pub(crate) key_fetches: crate::auth_jwt::Fetches,
 }
@@ -307,7 +320,7 @@ impl<'a> Request<'a> {
             jwt: None,
             www_authenticate: None,
             subrequest: false,
-            key_fetch: None,
+            suspended: None,
             key_fetches: Vec::new(),
             head,
         }
@@ -359,7 +372,20 @@ impl<'a> Request<'a> {
         self.head.method() == Method::Head
     }
 
-    /// Runs the phases and returns the response to send.
+    /// Runs the phases, awaiting what they stop for, and returns the response to send.
+    pub(crate) async fn run(&mut self) -> Response {
+        loop {
+            let resp = self.process();
+            let Some(wait) = self.suspended.take() else {
+                return resp;
+            };
+            wait.resume(self).await;
+            self.restart();
+        }
+    }
+
+    /// Runs the phases once and returns the response to send, or a placeholder when they
+    /// stopped for a [`Suspension`].
     pub fn process(&mut self) -> Response {
         match portcullis_http::normalize_path(self.head.path(), self.server.merge_slashes) {
             Ok(uri) => self.uri = uri,
@@ -554,7 +580,7 @@ impl<'a> Request<'a> {
                         return Some(Step::Status(denied.status));
                     }
                     Err(Refusal::Fetch(fetch)) => {
-                        self.key_fetch = Some(fetch);
+                        self.suspended = Some(Box::new(fetch));
                         return Some(Step::Suspend);
                     }
                 }
