@@ -37,7 +37,7 @@ use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
 use crate::conf::{err, ServerConf};
 use crate::request::Request;
-use crate::vars::Template;
+use crate::vars::{Names, Template};
 use crate::Level;
 
 mod fetch;
@@ -129,18 +129,8 @@ pub enum JwtVar {
     Payload,
 }
 
-thread_local! {
-    /// The `auth_jwt_claim_set` / `auth_jwt_header_set` variables of the configuration being
-    /// compiled, known before any argument is compiled.
-    static DECLARED: RefCell<Vec<(String, JwtVar)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` (a configuration compile) with the variables the `http` block's
-/// `auth_jwt_claim_set` and `auth_jwt_header_set` declare.
-pub(crate) fn with_variables<R>(
-    http: &[Directive],
-    f: impl FnOnce() -> Result<R, ConfigError>,
-) -> Result<R, ConfigError> {
+/// The variables the `http` block's `auth_jwt_claim_set` and `auth_jwt_header_set` declare.
+pub(crate) fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtVar)>, ConfigError> {
     let mut declared = Vec::new();
     for d in http {
         let header = match d.name.as_str() {
@@ -170,21 +160,16 @@ pub(crate) fn with_variables<R>(
         };
         declared.push((name.to_string(), var));
     }
-    DECLARED.with(|v| *v.borrow_mut() = declared);
-    let result = f();
-    DECLARED.with(|v| v.borrow_mut().clear());
-    result
+    Ok(declared)
 }
 
 /// The JWT variable called `name`, if it is one.
-pub(crate) fn variable(name: &str) -> Option<JwtVar> {
-    let declared = DECLARED.with(|v| {
-        v.borrow()
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, var)| var.clone())
-    });
+pub(crate) fn variable(name: &str, declared: &[(String, JwtVar)]) -> Option<JwtVar> {
+    let declared = declared
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, var)| var.clone());
     if declared.is_some() {
         return declared;
     }
@@ -248,9 +233,10 @@ impl Loader {
         d: &Directive,
         first: bool,
         path: &dyn Fn(&str) -> PathBuf,
+        names: &Names,
     ) -> Result<bool, ConfigError> {
         match d.name.as_str() {
-            "auth_jwt" => c.auth = auth(d)?,
+            "auth_jwt" => c.auth = auth(d, names)?,
             "auth_jwt_key_file" => {
                 if d.arg(0).contains('$') {
                     return Err(err(
@@ -269,7 +255,7 @@ impl Loader {
                     c.key_requests.clear();
                 }
                 c.key_requests
-                    .push(Arc::new(Template::compile(d.arg(0), d)?));
+                    .push(Arc::new(Template::compile(d.arg(0), d, names)?));
             }
             "auth_jwt_key_cache" => c.key_cache = Duration::from_millis(value::time_ms(d, 0)?),
             "auth_jwt_leeway" => c.leeway = Duration::from_millis(value::time_ms(d, 0)?),
@@ -292,7 +278,7 @@ impl Loader {
                 if first {
                     c.require.clear();
                 }
-                c.require.push(Arc::new(require(d)?));
+                c.require.push(Arc::new(require(d, names)?));
             }
             // Read before compiling, by `with_variables`.
             "auth_jwt_claim_set" | "auth_jwt_header_set" => {}
@@ -339,7 +325,7 @@ impl Loader {
     }
 }
 
-fn auth(d: &Directive) -> Result<Option<Arc<Auth>>, ConfigError> {
+fn auth(d: &Directive, names: &Names) -> Result<Option<Arc<Auth>>, ConfigError> {
     if d.arg(0) == "off" && d.args.len() == 1 {
         return Ok(None);
     }
@@ -351,16 +337,16 @@ fn auth(d: &Directive) -> Result<Option<Arc<Auth>>, ConfigError> {
                 .strip_prefix("token=")
                 .filter(|v| v.starts_with('$'))
                 .ok_or_else(|| err(d, format!("invalid parameter \"{}\"", a.value)))?;
-            Some(Template::compile(var, d)?)
+            Some(Template::compile(var, d, names)?)
         }
     };
     Ok(Some(Arc::new(Auth {
-        realm: Template::compile(d.arg(0), d)?,
+        realm: Template::compile(d.arg(0), d, names)?,
         token,
     })))
 }
 
-fn require(d: &Directive) -> Result<Require, ConfigError> {
+fn require(d: &Directive, names: &Names) -> Result<Require, ConfigError> {
     let mut values = Vec::new();
     let mut status = 401;
     for a in &d.args {
@@ -371,7 +357,7 @@ fn require(d: &Directive) -> Result<Require, ConfigError> {
                 _ => return Err(err(d, format!("invalid value \"{}\"", a.value))),
             };
         } else {
-            values.push(Template::compile(&a.value, d)?);
+            values.push(Template::compile(&a.value, d, names)?);
         }
     }
     if values.is_empty() {
@@ -916,16 +902,16 @@ mod tests {
 
     #[test]
     fn variables_by_name() {
-        assert_eq!(variable("jwt_payload"), Some(JwtVar::Payload));
+        assert_eq!(variable("jwt_payload", &[]), Some(JwtVar::Payload));
         assert_eq!(
-            variable("jwt_claim_sub"),
+            variable("jwt_claim_sub", &[]),
             Some(JwtVar::Claim(Box::new(["sub".into()])))
         );
         assert_eq!(
-            variable("jwt_header_kid"),
+            variable("jwt_header_kid", &[]),
             Some(JwtVar::Header(Box::new(["kid".into()])))
         );
-        assert_eq!(variable("jwt_claim_"), None);
-        assert_eq!(variable("uri"), None);
+        assert_eq!(variable("jwt_claim_", &[]), None);
+        assert_eq!(variable("uri", &[]), None);
     }
 }

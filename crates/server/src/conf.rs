@@ -60,6 +60,8 @@ pub(crate) struct HttpConf {
     pub prefix: PathBuf,
     /// The size of each worker's cache of verified JWTs.
     pub jwt_cache_entries: usize,
+    /// The variables the configuration declares, for messages that name them.
+    pub names: Arc<crate::vars::Names>,
 }
 
 /// One listening address and the servers reachable through it.
@@ -200,7 +202,8 @@ pub(crate) struct TryFiles {
 /// `set $name value`, run in the rewrite phase in the order written.
 #[derive(Clone)]
 pub(crate) struct SetVar {
-    pub name: String,
+    /// The variable's slot among the request's values.
+    pub slot: usize,
     pub value: Template,
 }
 
@@ -280,20 +283,19 @@ pub fn compile(
     prefix: &Path,
     error_log: Option<&Path>,
 ) -> Result<Compiled, ConfigError> {
-    let mut declared = Vec::new();
-    collect_set_names(&loaded.directives, &mut declared);
-    crate::rewrite::collect_named_groups(&loaded.directives, &mut declared);
-    let maps = loaded
-        .directives
-        .iter()
-        .find(|d| d.name == "http")
-        .map_or_else(Vec::new, |h| crate::map::target_names(h.children()));
+    let mut set = Vec::new();
+    collect_set_names(&loaded.directives, &mut set);
+    crate::rewrite::collect_named_groups(&loaded.directives, &mut set);
+    let mut seen = HashSet::new();
+    set.retain(|n| seen.insert(n.clone()));
     let http = loaded.directives.iter().find(|d| d.name == "http");
-    crate::auth_jwt::with_variables(http.map_or(&[], |h| h.children()), || {
-        crate::vars::with_declared(declared, maps, || {
-            compile_declared(loaded, prefix, error_log)
-        })
-    })
+    let http = http.map_or(&[][..], |h| h.children());
+    let names = crate::vars::Names {
+        set,
+        maps: crate::map::target_names(http),
+        jwt: crate::auth_jwt::declared_variables(http)?,
+    };
+    compile_declared(loaded, prefix, error_log, names)
 }
 
 /// The variable names of every `set` in the configuration.
@@ -312,8 +314,10 @@ fn compile_declared(
     loaded: &Loaded,
     prefix: &Path,
     error_log: Option<&Path>,
+    names: crate::vars::Names,
 ) -> Result<Compiled, ConfigError> {
     let mut b = Builder {
+        names: Arc::new(names),
         prefix: prefix.to_path_buf(),
         warnings: Vec::new(),
         formats: HashMap::new(),
@@ -382,6 +386,7 @@ fn compile_declared(
             hostname: b.hostname.clone(),
             prefix: prefix.to_path_buf(),
             jwt_cache_entries: b.jwt.cache_entries(),
+            names: b.names.clone(),
         },
     };
     main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
@@ -419,6 +424,8 @@ fn invalid_value(d: &Directive, i: usize) -> ConfigError {
 }
 
 struct Builder {
+    /// The variables the configuration declares.
+    names: Arc<crate::vars::Names>,
     prefix: PathBuf,
     warnings: Vec<String>,
     formats: HashMap<String, Arc<LogFormat>>,
@@ -508,14 +515,14 @@ impl Builder {
                 }
                 let text: String = d.args[1..].iter().map(|a| a.value.as_str()).collect();
                 self.formats
-                    .insert(name, Arc::new(LogFormat::compile(&text, d)?));
+                    .insert(name, Arc::new(LogFormat::compile(&text, d, &self.names)?));
             }
         }
         // upstream blocks first: a proxy_pass may name a group defined after it.
         let mut groups = crate::proxy::Groups::new();
         for d in h.children() {
             if d.name == "upstream" {
-                let g = crate::proxy::Group::compile(d)?;
+                let g = crate::proxy::Group::compile(d, &self.names)?;
                 let name = g.upstream.name();
                 if groups.contains_key(name) {
                     return Err(err(d, format!("duplicate upstream \"{name}\"")));
@@ -524,7 +531,7 @@ impl Builder {
             }
         }
         self.groups = Arc::new(groups);
-        self.maps = Arc::new(crate::map::Maps::compile(h.children())?);
+        self.maps = Arc::new(crate::map::Maps::compile(h.children(), &self.names)?);
         let mut servers = Vec::new();
         let mut touched = HashSet::new();
         for d in h.children() {
@@ -618,6 +625,7 @@ impl Builder {
             hostname: self.hostname.clone(),
             prefix: self.prefix.clone(),
             jwt_cache_entries: self.jwt.cache_entries(),
+            names: self.names.clone(),
         })
     }
 
@@ -688,7 +696,7 @@ impl Builder {
             }
         }
         let name = bits.names[0].replace("$hostname", &self.hostname);
-        let rewrite = Arc::new(crate::rewrite::compile(s.children(), None)?);
+        let rewrite = Arc::new(crate::rewrite::compile(s.children(), None, &self.names)?);
         let conf = Arc::new(conf);
         let mut tree = LocationTree::new();
         for l in locations {
@@ -797,8 +805,9 @@ impl Builder {
         // setting of the location, wherever it is written.
         let program = {
             let parent = &conf;
+            let names = self.names.clone();
             let mut if_conf = |d: &Directive| self.if_conf(parent, d);
-            crate::rewrite::compile(l.children(), Some(&mut if_conf))?
+            crate::rewrite::compile(l.children(), Some(&mut if_conf), &names)?
         };
         conf.rewrite.program = Arc::new(program);
         let conf_arc = Arc::new(conf);
@@ -827,7 +836,7 @@ impl Builder {
             let first = touched.insert(a.name.as_str());
             let prefix = self.prefix.clone();
             let path = move |p: &str| prefix.join(p);
-            self.jwt.directive(conf, a, first, &path)?;
+            self.jwt.directive(conf, a, first, &path, &self.names)?;
         }
         Ok(jwt)
     }
@@ -840,7 +849,8 @@ impl Builder {
         name: &str,
         fixed_uri_forbidden: bool,
     ) -> Result<(), ConfigError> {
-        let pass = crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups)?;
+        let pass =
+            crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups, &self.names)?;
         conf.proxy_pass = Some(Arc::new(pass));
         Ok(())
     }
@@ -878,12 +888,12 @@ impl Builder {
         let mut first = |key: &'static str| touched.insert(key);
         match d.name.as_str() {
             "root" => {
-                c.root = Template::compile(d.arg(0), d)?;
+                c.root = Template::compile(d.arg(0), d, &self.names)?;
                 c.alias = None;
             }
             "alias" => {
                 c.alias = Some(Alias {
-                    path: Template::compile(d.arg(0), d)?,
+                    path: Template::compile(d.arg(0), d, &self.names)?,
                     replaces: (!c.is_regex).then_some(c.name.len()),
                 })
             }
@@ -892,14 +902,14 @@ impl Builder {
                     c.index.clear();
                 }
                 for a in &d.args {
-                    c.index.push(Template::compile(&a.value, d)?);
+                    c.index.push(Template::compile(&a.value, d, &self.names)?);
                 }
             }
             "try_files" => {
                 let n = d.args.len();
                 let files = d.args[..n - 1]
                     .iter()
-                    .map(|a| Template::compile(&a.value, d))
+                    .map(|a| Template::compile(&a.value, d, &self.names))
                     .collect::<Result<_, _>>()?;
                 let last = d.arg(n - 1);
                 let last = if let Some(code) = last.strip_prefix('=') {
@@ -910,7 +920,7 @@ impl Builder {
                 } else if last.starts_with('@') {
                     TryLast::Named(last.to_string())
                 } else {
-                    TryLast::Uri(Template::compile(last, d)?)
+                    TryLast::Uri(Template::compile(last, d, &self.names)?)
                 };
                 c.try_files = Some(TryFiles { files, last });
             }
@@ -919,7 +929,7 @@ impl Builder {
                 if first("error_page") {
                     c.error_pages.clear();
                 }
-                c.error_pages.push(error_page(d)?);
+                c.error_pages.push(error_page(d, &self.names)?);
             }
             "satisfy" => {
                 c.satisfy_any = match d.arg(0) {
@@ -937,7 +947,10 @@ impl Builder {
                 };
                 let prefix = self.prefix.clone();
                 let path = move |p: &str| prefix.join(p);
-                if !self.jwt.directive(&mut c.jwt, d, first, &path)? {
+                if !self
+                    .jwt
+                    .directive(&mut c.jwt, d, first, &path, &self.names)?
+                {
                     self.check_meaning(d);
                 }
             }
@@ -958,7 +971,7 @@ impl Builder {
                 };
                 c.add_headers.push(AddHeader {
                     name: d.arg(0).to_string(),
-                    value: Template::compile(d.arg(1), d)?,
+                    value: Template::compile(d.arg(1), d, &self.names)?,
                     always,
                 });
             }
@@ -1018,6 +1031,7 @@ impl Builder {
                         _ => true,
                     },
                     &mut self.warnings,
+                    &self.names,
                 )? => {}
             "error_log" => self.extra_error_log(d)?,
             name if name.starts_with("http2") => {
@@ -1307,19 +1321,28 @@ fn add_server_name(
     Ok(())
 }
 
-pub(crate) fn compile_set(d: &Directive) -> Result<SetVar, ConfigError> {
+pub(crate) fn compile_set(
+    d: &Directive,
+    names: &crate::vars::Names,
+) -> Result<SetVar, ConfigError> {
     let name = d
         .arg(0)
         .strip_prefix('$')
         .filter(|n| !n.is_empty())
         .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
     Ok(SetVar {
-        name: name.to_string(),
-        value: Template::compile(d.arg(1), d)?,
+        // Declared before compiling, by `collect_set_names`.
+        slot: names
+            .set_slot(name)
+            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
+        value: Template::compile(d.arg(1), d, names)?,
     })
 }
 
-pub(crate) fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
+pub(crate) fn compile_return(
+    d: &Directive,
+    names: &crate::vars::Names,
+) -> Result<Return, ConfigError> {
     let first = d.arg(0);
     match first.parse::<u16>() {
         Ok(code) if d.args.len() == 1 || !matches!(code, 301 | 302 | 303 | 307 | 308) => {
@@ -1329,13 +1352,13 @@ pub(crate) fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
             let text = d
                 .args
                 .get(1)
-                .map(|a| Template::compile(&a.value, d))
+                .map(|a| Template::compile(&a.value, d, names))
                 .transpose()?;
             Ok(Return::Text { code, text })
         }
         Ok(code) => Ok(Return::Redirect {
             code,
-            url: Template::compile(d.arg(1), d)?,
+            url: Template::compile(d.arg(1), d, names)?,
         }),
         Err(_)
             if d.args.len() == 1
@@ -1345,7 +1368,7 @@ pub(crate) fn compile_return(d: &Directive) -> Result<Return, ConfigError> {
         {
             Ok(Return::Redirect {
                 code: 302,
-                url: Template::compile(first, d)?,
+                url: Template::compile(first, d, names)?,
             })
         }
         Err(_) => Err(err(d, format!("invalid return code \"{first}\""))),
@@ -1409,7 +1432,7 @@ pub(crate) fn access_allowed(rules: &[AccessRule], addr: IpAddr) -> bool {
         .is_none_or(|r| r.allow)
 }
 
-fn error_page(d: &Directive) -> Result<ErrorPage, ConfigError> {
+fn error_page(d: &Directive, names: &crate::vars::Names) -> Result<ErrorPage, ConfigError> {
     let n = d.args.len();
     let target = d.arg(n - 1);
     let mut codes = Vec::new();
@@ -1444,9 +1467,9 @@ fn error_page(d: &Directive) -> Result<ErrorPage, ConfigError> {
     let target = if target.starts_with('@') {
         ErrorTarget::Named(target.to_string())
     } else if target.starts_with('/') || target.starts_with('$') {
-        ErrorTarget::Uri(Template::compile(target, d)?)
+        ErrorTarget::Uri(Template::compile(target, d, names)?)
     } else {
-        ErrorTarget::Redirect(Template::compile(target, d)?)
+        ErrorTarget::Redirect(Template::compile(target, d, names)?)
     };
     Ok(ErrorPage {
         codes,

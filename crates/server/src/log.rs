@@ -269,9 +269,13 @@ pub struct LogFormat {
 const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
 
 impl LogFormat {
-    pub fn compile(text: &str, d: &Directive) -> Result<LogFormat, ConfigError> {
+    pub(crate) fn compile(
+        text: &str,
+        d: &Directive,
+        names: &crate::vars::Names,
+    ) -> Result<LogFormat, ConfigError> {
         Ok(LogFormat {
-            template: Template::compile(text, d)?,
+            template: Template::compile(text, d, names)?,
         })
     }
 
@@ -285,7 +289,7 @@ impl LogFormat {
             },
             block: None,
         };
-        match LogFormat::compile(COMBINED, &d) {
+        match LogFormat::compile(COMBINED, &d, &crate::vars::Names::default()) {
             Ok(f) => f,
             Err(_) => unreachable!("the combined format is a constant that compiles"),
         }

@@ -14,7 +14,7 @@ use regex::bytes::{Regex, RegexBuilder};
 
 use crate::conf::err;
 use crate::location::Captures;
-use crate::vars::{Template, Var};
+use crate::vars::{Names, Template, Var};
 
 /// Every `map` of the `http` block; `Var::Map(i)` is the i-th.
 #[derive(Default)]
@@ -50,11 +50,11 @@ pub(crate) fn target_names(directives: &[Directive]) -> Vec<String> {
 
 impl Maps {
     /// Compiles the `map` blocks among the `http` block's `directives`.
-    pub fn compile(directives: &[Directive]) -> Result<Maps, ConfigError> {
+    pub(crate) fn compile(directives: &[Directive], names: &Names) -> Result<Maps, ConfigError> {
         let maps = directives
             .iter()
             .filter(|d| d.name == "map")
-            .map(Map::compile)
+            .map(|d| Map::compile(d, names))
             .collect::<Result<_, _>>()?;
         Ok(Maps { maps })
     }
@@ -113,7 +113,7 @@ enum Slot {
 }
 
 impl Map {
-    fn compile(d: &Directive) -> Result<Map, ConfigError> {
+    fn compile(d: &Directive, names: &Names) -> Result<Map, ConfigError> {
         let name = d
             .arg(1)
             .strip_prefix('$')
@@ -121,7 +121,7 @@ impl Map {
             .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(1))))?;
         let mut map = Map {
             name: name.to_string(),
-            source: Template::compile(d.arg(0), d)?,
+            source: Template::compile(d.arg(0), d, names)?,
             hostnames: false,
             volatile: false,
             exact: HashMap::new(),
@@ -141,7 +141,7 @@ impl Map {
                 map.volatile |= e.name == "volatile";
                 continue;
             }
-            let value = Template::compile(e.arg(0), e)?;
+            let value = Template::compile(e.arg(0), e, names)?;
             let key = e.name.as_str();
             if key == "default" {
                 if map.default.is_some() {
@@ -267,7 +267,11 @@ mod tests {
         let loaded = portcullis_config::load_str(&text, &dir.join("m.conf"), &Default::default())
             .unwrap_or_else(|e| panic!("{e}"));
         let http = loaded.directives[1].children().to_vec();
-        crate::vars::with_declared(Vec::new(), target_names(&http), || Maps::compile(&http))
+        let names = crate::vars::Names {
+            maps: target_names(&http),
+            ..Default::default()
+        };
+        Maps::compile(&http, &names)
     }
 
     /// The value of the map for source `x`; each variable other than a capture reads as `x`.

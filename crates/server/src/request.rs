@@ -254,8 +254,8 @@ pub(crate) struct Request<'a> {
     redirects: u32,
     error_page_used: bool,
     start: Instant,
-    /// Values of `set` variables, by name; few per request, so a list.
-    pub(crate) vars: Vec<(String, Vec<u8>)>,
+    /// Values of `set` variables, by slot; `None` until set.
+    pub(crate) vars: Vec<Option<Vec<u8>>>,
     /// The `map` values computed so far.
     map_cache: crate::map::MapCache,
     /// The status decided so far, for `$status` before the response exists.
@@ -1150,13 +1150,17 @@ impl<'a> Request<'a> {
             | Var::UpstreamConnectTime
             | Var::UpstreamHeaderTime => self.upstream_var(v, out),
             Var::Jwt(j) => crate::auth_jwt::eval_var(self.jwt.as_deref(), j, out),
-            Var::Set(name) => match self.vars.iter().find(|(n, _)| n == name) {
-                Some((_, v)) => out.extend_from_slice(v),
-                None if self.loc.rewrite.uninitialized_warn => self.log(
-                    Level::Warn,
-                    &format!("using uninitialized \"{name}\" variable"),
-                ),
-                None => {}
+            Var::Set(slot) => match self.vars.get(*slot) {
+                Some(Some(v)) => out.extend_from_slice(v),
+                _ if self.loc.rewrite.uninitialized_warn => {
+                    let names = &self.worker.generation.borrow().http.names;
+                    let name = names.set.get(*slot).map_or("", String::as_str);
+                    self.log(
+                        Level::Warn,
+                        &format!("using uninitialized \"{name}\" variable"),
+                    );
+                }
+                _ => {}
             },
             Var::Map(i) => {
                 let maps = &self.server.maps;

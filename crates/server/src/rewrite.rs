@@ -18,7 +18,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use crate::conf::{err, LocConf, Return, SetVar};
 use crate::location::Captures;
 use crate::request::Request;
-use crate::vars::{Template, Var};
+use crate::vars::{Names, Template, Var};
 use crate::Level;
 
 /// The directives that make up a level's program.
@@ -67,10 +67,17 @@ enum Flag {
     Break,
 }
 
-struct Rewrite {
+/// A regex of the rewrite module: its named groups set variables when it matches.
+struct ScriptRegex {
     regex: Regex,
     /// The regex as written, for rewrite_log.
     source: String,
+    /// Each named group's index and the slot of the variable it sets.
+    named: Box<[(usize, usize)]>,
+}
+
+struct Rewrite {
+    regex: ScriptRegex,
     replacement: Replacement,
     /// `redirect`, `permanent`, or a replacement that is an absolute URL: the status.
     redirect: Option<u16>,
@@ -103,8 +110,7 @@ enum Cond {
     },
     Regex {
         value: Template,
-        regex: Regex,
-        source: String,
+        regex: ScriptRegex,
         negate: bool,
     },
     File {
@@ -130,13 +136,14 @@ pub(crate) type IfConf<'a> = &'a mut dyn FnMut(&Directive) -> Result<Arc<LocConf
 pub(crate) fn compile(
     directives: &[Directive],
     mut if_conf: Option<IfConf<'_>>,
+    names: &Names,
 ) -> Result<Program, ConfigError> {
     let mut ops = Vec::new();
     for d in directives {
         let op = match d.name.as_str() {
-            "rewrite" => Op::Rewrite(Box::new(compile_rewrite(d)?)),
-            "set" => Op::Set(crate::conf::compile_set(d)?),
-            "return" => Op::Return(crate::conf::compile_return(d)?),
+            "rewrite" => Op::Rewrite(Box::new(compile_rewrite(d, names)?)),
+            "set" => Op::Set(crate::conf::compile_set(d, names)?),
+            "return" => Op::Return(crate::conf::compile_return(d, names)?),
             "break" => Op::Break,
             "if" => {
                 let conf = match if_conf.as_mut() {
@@ -144,8 +151,8 @@ pub(crate) fn compile(
                     None => None,
                 };
                 Op::If(Box::new(If {
-                    cond: compile_condition(d)?,
-                    body: compile(d.children(), None)?,
+                    cond: compile_condition(d, names)?,
+                    body: compile(d.children(), None, names)?,
                     conf,
                 }))
             }
@@ -157,8 +164,13 @@ pub(crate) fn compile(
 }
 
 /// A regex of the rewrite module, with nginx's error text.
-fn compile_regex(d: &Directive, source: &str, caseless: bool) -> Result<Regex, ConfigError> {
-    RegexBuilder::new(source)
+fn compile_regex(
+    d: &Directive,
+    source: &str,
+    caseless: bool,
+    names: &Names,
+) -> Result<ScriptRegex, ConfigError> {
+    let regex = RegexBuilder::new(source)
         .case_insensitive(caseless)
         .build()
         .map_err(|e| {
@@ -169,7 +181,18 @@ fn compile_regex(d: &Directive, source: &str, caseless: bool) -> Result<Regex, C
                     regex_reason(&e)
                 ),
             )
-        })
+        })?;
+    // Every named group was declared before compiling, by `collect_named_groups`.
+    let named = regex
+        .capture_names()
+        .enumerate()
+        .filter_map(|(i, n)| Some((i, names.set_slot(n?)?)))
+        .collect();
+    Ok(ScriptRegex {
+        regex,
+        source: source.to_string(),
+        named,
+    })
 }
 
 /// The one-line reason of a regex error (its display spans several lines with a caret).
@@ -182,9 +205,8 @@ pub(crate) fn regex_reason(e: &regex::Error) -> String {
         .to_string()
 }
 
-fn compile_rewrite(d: &Directive) -> Result<Rewrite, ConfigError> {
-    let source = d.arg(0).to_string();
-    let regex = compile_regex(d, &source, false)?;
+fn compile_rewrite(d: &Directive, names: &Names) -> Result<Rewrite, ConfigError> {
+    let regex = compile_regex(d, d.arg(0), false, names)?;
     let mut text = d.arg(1);
     let mut redirect = if text.starts_with("http://")
         || text.starts_with("https://")
@@ -224,19 +246,18 @@ fn compile_rewrite(d: &Directive) -> Result<Rewrite, ConfigError> {
     };
     let replacement = match text.split_once('?') {
         Some((path, args)) => Replacement {
-            path: Template::compile(path, d)?,
-            args: Some(Template::compile(args, d)?),
+            path: Template::compile(path, d, names)?,
+            args: Some(Template::compile(args, d, names)?),
             add_args,
         },
         None => Replacement {
-            path: Template::compile(text, d)?,
+            path: Template::compile(text, d, names)?,
             args: None,
             add_args,
         },
     };
     Ok(Rewrite {
         regex,
-        source,
         replacement,
         redirect,
         flag,
@@ -244,7 +265,7 @@ fn compile_rewrite(d: &Directive) -> Result<Rewrite, ConfigError> {
 }
 
 /// `if (...)`: the loader has checked the parentheses; this reads the condition's parts.
-fn compile_condition(d: &Directive) -> Result<Cond, ConfigError> {
+fn compile_condition(d: &Directive, names: &Names) -> Result<Cond, ConfigError> {
     let mut args: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
     if let Some(first) = args.first_mut() {
         *first = first.strip_prefix('(').unwrap_or(first);
@@ -256,7 +277,7 @@ fn compile_condition(d: &Directive) -> Result<Cond, ConfigError> {
     let invalid = |s: &str| err(d, format!("invalid condition \"{s}\""));
     let variable = |s: &str| {
         if s.len() > 1 && s.starts_with('$') {
-            Template::compile(s, d)
+            Template::compile(s, d, names)
         } else {
             Err(invalid(s))
         }
@@ -273,7 +294,7 @@ fn compile_condition(d: &Directive) -> Result<Cond, ConfigError> {
                 _ => return Err(invalid(op)),
             };
             Ok(Cond::File {
-                path: Template::compile(path, d)?,
+                path: Template::compile(path, d, names)?,
                 test,
                 negate,
             })
@@ -283,13 +304,12 @@ fn compile_condition(d: &Directive) -> Result<Cond, ConfigError> {
             match *op {
                 "=" | "!=" => Ok(Cond::Equal {
                     value,
-                    other: Template::compile(other, d)?,
+                    other: Template::compile(other, d, names)?,
                     negate: *op == "!=",
                 }),
                 "~" | "~*" | "!~" | "!~*" => Ok(Cond::Regex {
                     value,
-                    regex: compile_regex(d, other, op.ends_with('*'))?,
-                    source: other.to_string(),
+                    regex: compile_regex(d, other, op.ends_with('*'), names)?,
                     negate: op.starts_with('!'),
                 }),
                 _ => Err(err(d, format!("unexpected \"{op}\" in condition"))),
@@ -364,7 +384,7 @@ impl Request<'_> {
             match op {
                 Op::Set(set) => {
                     let value = self.eval(&set.value);
-                    self.set_var(&set.name, value);
+                    self.set_var(set.slot, value);
                 }
                 Op::Return(ret) => return Flow::Stop(Outcome::Return(ret)),
                 Op::Break => return Flow::Stop(Outcome::Next),
@@ -388,16 +408,17 @@ impl Request<'_> {
         Flow::Continue
     }
 
-    fn set_var(&mut self, name: &str, value: Vec<u8>) {
-        match self.vars.iter_mut().find(|(n, _)| n == name) {
-            Some((_, v)) => *v = value,
-            None => self.vars.push((name.to_string(), value)),
+    fn set_var(&mut self, slot: usize, value: Vec<u8>) {
+        if self.vars.len() <= slot {
+            self.vars.resize(slot + 1, None);
         }
+        self.vars[slot] = Some(value);
     }
 
     /// Matches `regex` against `subject` as nginx's script regex code does: a match of a regex
     /// with groups replaces the captures; a failed match clears them.
-    fn regex_match(&mut self, regex: &Regex, source: &str, subject: Vec<u8>) -> bool {
+    fn regex_match(&mut self, script: &ScriptRegex, subject: Vec<u8>) -> bool {
+        let (regex, source) = (&script.regex, &script.source);
         let caps = regex.captures(&subject);
         if self.loc.rewrite.log {
             let verb = if caps.is_some() {
@@ -418,21 +439,18 @@ impl Request<'_> {
             return false;
         };
         if regex.captures_len() > 1 {
-            let named: Vec<(String, Vec<u8>)> = regex
-                .capture_names()
-                .enumerate()
-                .filter_map(|(i, n)| {
-                    let n = n?;
-                    Some((
-                        n.to_string(),
-                        caps.get(i).map_or(&[][..], |m| m.as_bytes()).to_vec(),
-                    ))
+            let named: Vec<(usize, Vec<u8>)> = script
+                .named
+                .iter()
+                .map(|&(group, slot)| {
+                    let value = caps.get(group).map_or(&[][..], |m| m.as_bytes());
+                    (slot, value.to_vec())
                 })
                 .collect();
             self.captures = Captures::from_match(&caps);
             drop(caps);
-            for (n, v) in named {
-                self.set_var(&n, v);
+            for (slot, value) in named {
+                self.set_var(slot, value);
             }
             self.capture_uri = subject;
         }
@@ -453,11 +471,10 @@ impl Request<'_> {
             Cond::Regex {
                 value,
                 regex,
-                source,
                 negate,
             } => {
                 let subject = self.eval(value);
-                self.regex_match(regex, source, subject) != *negate
+                self.regex_match(regex, subject) != *negate
             }
             Cond::File { path, test, negate } => {
                 let path = self.eval(path);
@@ -472,7 +489,7 @@ impl Request<'_> {
     /// One `rewrite`: `None` when the level goes on with its next directive.
     fn rewrite<'p>(&mut self, rw: &Rewrite, uri_changed: &mut bool) -> Option<Outcome<'p>> {
         let subject = self.uri.clone();
-        if !self.regex_match(&rw.regex, &rw.source, subject) {
+        if !self.regex_match(&rw.regex, subject) {
             return None;
         }
         // nginx escapes captures for the arguments (and all of a redirect) only when the
@@ -654,21 +671,25 @@ mod tests {
 
     #[test]
     fn replacement_splits_at_the_first_question_mark() {
-        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?b=1?c"])).unwrap();
+        let rw =
+            compile_rewrite(&directive("rewrite", &["^", "/a?b=1?c"]), &Names::default()).unwrap();
         assert_eq!(literal(&rw.replacement.path), "/a");
         assert_eq!(rw.replacement.args.as_ref().map(literal), Some("b=1?c"));
         assert!(rw.replacement.add_args);
-        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?"])).unwrap();
+        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?"]), &Names::default()).unwrap();
         assert!(rw.replacement.args.is_none());
         assert!(!rw.replacement.add_args);
-        let rw = compile_rewrite(&directive("rewrite", &["^", "/a?x=1?"])).unwrap();
+        let rw =
+            compile_rewrite(&directive("rewrite", &["^", "/a?x=1?"]), &Names::default()).unwrap();
         assert_eq!(rw.replacement.args.as_ref().map(literal), Some("x=1"));
         assert!(!rw.replacement.add_args);
     }
 
     #[test]
     fn flags_and_absolute_replacements() {
-        let c = |args: &[&str]| compile_rewrite(&directive("rewrite", args)).unwrap();
+        let c = |args: &[&str]| {
+            compile_rewrite(&directive("rewrite", args), &Names::default()).unwrap()
+        };
         let rw = c(&["^", "/a"]);
         assert_eq!((rw.redirect, rw.flag), (None, Flag::None));
         let rw = c(&["^", "/a", "break"]);
@@ -679,7 +700,11 @@ mod tests {
         assert_eq!((rw.redirect, rw.flag), (Some(302), Flag::Last));
         let rw = c(&["^", "$scheme://x/"]);
         assert_eq!(rw.redirect, Some(302));
-        let e = compile_rewrite(&directive("rewrite", &["^", "/a", "lats"])).err();
+        let e = compile_rewrite(
+            &directive("rewrite", &["^", "/a", "lats"]),
+            &Names::default(),
+        )
+        .err();
         assert_eq!(
             e.map(|e| e.to_string()).as_deref(),
             Some("invalid parameter \"lats\" in /x.conf:3")
@@ -688,7 +713,7 @@ mod tests {
 
     #[test]
     fn bad_regex_is_a_config_error_with_place() {
-        let e = compile_rewrite(&directive("rewrite", &["(", "/a"]))
+        let e = compile_rewrite(&directive("rewrite", &["(", "/a"]), &Names::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -699,7 +724,7 @@ mod tests {
 
     #[test]
     fn conditions_parse_like_nginx() {
-        let c = |args: &[&str]| compile_condition(&directive("if", args));
+        let c = |args: &[&str]| compile_condition(&directive("if", args), &Names::default());
         assert!(matches!(c(&["($uri)"]), Ok(Cond::Truth(_))));
         assert!(matches!(
             c(&["($uri", "!=", "/a)"]),

@@ -45,8 +45,8 @@ pub enum Var {
     TimeIso8601,
     TimeLocal,
     Uri,
-    /// A variable of `set`, by name.
-    Set(String),
+    /// A variable of `set` (or a regex's named capture): its slot among the request's values.
+    Set(usize),
     /// The target of the i-th `map`.
     Map(usize),
     ProxyHost,
@@ -77,35 +77,34 @@ pub enum SslVar {
     SessionReused,
 }
 
-thread_local! {
-    /// The names `set` assigns anywhere in the configuration being compiled: nginx knows them
-    /// before it compiles any argument, so a `$name` may be used above its `set`.
-    static DECLARED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// The targets of the `map` blocks, in order.
-    static MAPS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+/// The variables a configuration declares, known before any of its arguments is compiled,
+/// as nginx collects them first (a `$name` may be used above its `set`): `set` targets and
+/// regex named captures, each a slot of a request's values; `map` targets; and the
+/// `auth_jwt_claim_set` / `auth_jwt_header_set` variables.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    pub set: Vec<String>,
+    pub maps: Vec<String>,
+    pub jwt: Vec<(String, crate::auth_jwt::JwtVar)>,
 }
 
-/// Runs `f` (a configuration compile) with `names` declared by `set` and `maps` the targets of
-/// the `map` blocks.
-pub fn with_declared<R>(names: Vec<String>, maps: Vec<String>, f: impl FnOnce() -> R) -> R {
-    DECLARED.with(|d| *d.borrow_mut() = names);
-    MAPS.with(|m| *m.borrow_mut() = maps);
-    let result = f();
-    DECLARED.with(|d| d.borrow_mut().clear());
-    MAPS.with(|m| m.borrow_mut().clear());
-    result
+impl Names {
+    /// The slot of `set` variable `name`.
+    pub fn set_slot(&self, name: &str) -> Option<usize> {
+        self.set.iter().position(|n| n == name)
+    }
 }
 
 impl Var {
-    fn from_name(name: &str) -> Option<Var> {
+    fn from_name(name: &str, names: &Names) -> Option<Var> {
         // A later map of the same name replaces an earlier one, as in nginx.
-        if let Some(i) = MAPS.with(|m| m.borrow().iter().rposition(|n| n == name)) {
+        if let Some(i) = names.maps.iter().rposition(|n| n == name) {
             return Some(Var::Map(i));
         }
-        if DECLARED.with(|d| d.borrow().iter().any(|n| n == name)) {
-            return Some(Var::Set(name.to_string()));
+        if let Some(slot) = names.set_slot(name) {
+            return Some(Var::Set(slot));
         }
-        if let Some(v) = crate::auth_jwt::variable(name) {
+        if let Some(v) = crate::auth_jwt::variable(name, &names.jwt) {
             return Some(Var::Jwt(v));
         }
         if let Ok(n) = name.parse::<usize>() {
@@ -195,7 +194,7 @@ pub struct Template {
 impl Template {
     /// Compiles `text` (argument `i` of `d`, for the error message). nginx's forms: `$name`,
     /// `${name}`; a `$` not followed by a name is an error (`invalid variable name`).
-    pub fn compile(text: &str, d: &Directive) -> Result<Template, ConfigError> {
+    pub fn compile(text: &str, d: &Directive, names: &Names) -> Result<Template, ConfigError> {
         let mut pieces = Vec::new();
         let mut lit = String::new();
         let bytes = text.as_bytes();
@@ -229,7 +228,7 @@ impl Template {
             if name.is_empty() {
                 return Err(err(d, format!("invalid variable name in \"{text}\"")));
             }
-            let var = Var::from_name(name)
+            let var = Var::from_name(name, names)
                 .ok_or_else(|| err(d, format!("unknown \"{name}\" variable")))?;
             if !lit.is_empty() {
                 pieces.push(Piece::Lit(std::mem::take(&mut lit)));
@@ -317,24 +316,36 @@ mod tests {
 
     #[test]
     fn compiles_plain_braced_and_header_variables() {
-        let t = Template::compile("a $uri-${host}x $http_user_agent $1", &d()).unwrap();
+        let t = Template::compile(
+            "a $uri-${host}x $http_user_agent $1",
+            &d(),
+            &Names::default(),
+        )
+        .unwrap();
         assert_eq!(
             eval(&t),
             "a <Uri>-<Host>x <HttpHeader(\"user-agent\")> <Capture(1)>"
         );
         assert_eq!(
-            Template::compile("plain", &d()).unwrap().as_literal(),
+            Template::compile("plain", &d(), &Names::default())
+                .unwrap()
+                .as_literal(),
             Some("plain")
         );
-        assert_eq!(Template::compile("", &d()).unwrap().as_literal(), Some(""));
+        assert_eq!(
+            Template::compile("", &d(), &Names::default())
+                .unwrap()
+                .as_literal(),
+            Some("")
+        );
     }
 
     #[test]
     fn rejects_unknown_and_malformed_variables() {
-        let e = Template::compile("$nosuch", &d()).unwrap_err();
+        let e = Template::compile("$nosuch", &d(), &Names::default()).unwrap_err();
         assert_eq!(e.message, "unknown \"nosuch\" variable");
-        assert!(Template::compile("a $ b", &d()).is_err());
-        assert!(Template::compile("${host", &d()).is_err());
+        assert!(Template::compile("a $ b", &d(), &Names::default()).is_err());
+        assert!(Template::compile("${host", &d(), &Names::default()).is_err());
     }
 
     #[test]

@@ -44,13 +44,13 @@ pub(crate) struct Group {
 
 impl Group {
     /// Compiles an `upstream` block.
-    pub fn compile(d: &Directive) -> Result<Group, ConfigError> {
+    pub(crate) fn compile(d: &Directive, names: &crate::vars::Names) -> Result<Group, ConfigError> {
         let upstream = Upstream::compile(d)?;
         let key = match upstream.key_kind() {
             KeyKind::Hash(text) => {
                 // The error names the `hash` line when the key's variables are wrong.
                 let at = d.children().iter().find(|c| c.name == "hash").unwrap_or(d);
-                Some(Arc::new(Template::compile(text, at)?))
+                Some(Arc::new(Template::compile(text, at, names)?))
             }
             _ => None,
         };
@@ -250,7 +250,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let http = loaded.directives.iter().find(|d| d.name == "http");
         let up = http.and_then(|h| h.children().iter().find(|d| d.name == "upstream"));
-        Group::compile(up.unwrap_or_else(|| panic!("no upstream in {text}")))
+        Group::compile(
+            up.unwrap_or_else(|| panic!("no upstream in {text}")),
+            &crate::vars::Names::default(),
+        )
     }
 
     #[test]

@@ -13,7 +13,7 @@ use portcullis_tls::ClientSpec;
 
 use super::{Group, Groups};
 use crate::conf::err;
-use crate::vars::Template;
+use crate::vars::{Names, Template};
 
 /// nginx's `proxy_buffer_size` default: one memory page.
 const DEFAULT_BUFFER_SIZE: usize = 4096;
@@ -177,6 +177,7 @@ pub(crate) fn directive(
     d: &Directive,
     first: bool,
     warnings: &mut Vec<String>,
+    vars: &Names,
 ) -> Result<bool, ConfigError> {
     match d.name.as_str() {
         "proxy_http_version" => {
@@ -193,10 +194,10 @@ pub(crate) fn directive(
             s.set_headers.push(SetHeader {
                 name: d.arg(0).to_string(),
                 lower: d.arg(0).to_ascii_lowercase(),
-                value: Template::compile(d.arg(1), d)?,
+                value: Template::compile(d.arg(1), d, vars)?,
             });
         }
-        "proxy_method" => s.method = Some(Template::compile(d.arg(0), d)?),
+        "proxy_method" => s.method = Some(Template::compile(d.arg(0), d, vars)?),
         "proxy_pass_request_headers" => s.pass_request_headers = value::flag(d, 0)?,
         "proxy_pass_request_body" => s.pass_request_body = value::flag(d, 0)?,
         "proxy_hide_header" => {
@@ -235,8 +236,8 @@ pub(crate) fn directive(
                 ("off", 1) => Redirect::Off,
                 (_, 2) => {
                     let pair = (
-                        Template::compile(d.arg(0), d)?,
-                        Template::compile(d.arg(1), d)?,
+                        Template::compile(d.arg(0), d, vars)?,
+                        Template::compile(d.arg(1), d, vars)?,
                     );
                     match &mut s.redirect {
                         Redirect::List(list) if !first => {
@@ -251,8 +252,10 @@ pub(crate) fn directive(
         }
         "proxy_intercept_errors" => s.intercept_errors = value::flag(d, 0)?,
         "proxy_ignore_client_abort" => s.ignore_client_abort = value::flag(d, 0)?,
-        "proxy_set_body" => s.set_body = Some(Template::compile(d.arg(0), d)?),
-        name if name.starts_with("proxy_ssl") => return ssl_directive(&mut s.ssl, d, warnings),
+        "proxy_set_body" => s.set_body = Some(Template::compile(d.arg(0), d, vars)?),
+        name if name.starts_with("proxy_ssl") => {
+            return ssl_directive(&mut s.ssl, d, warnings, vars)
+        }
         "proxy_ignore_headers" => {
             // Expires, Cache-Control and X-Accel-Expires only steer a cache, which this
             // server does not have; the other X-Accel-* headers are not acted on either.
@@ -286,6 +289,7 @@ fn ssl_directive(
     s: &mut SslSettings,
     d: &Directive,
     warnings: &mut Vec<String>,
+    vars: &Names,
 ) -> Result<bool, ConfigError> {
     match d.name.as_str() {
         "proxy_ssl_session_reuse" => s.spec.session_reuse = value::flag(d, 0)?,
@@ -312,7 +316,7 @@ fn ssl_directive(
             s.spec.ciphers = d.arg(0).to_string();
         }
         "proxy_ssl_name" => {
-            let name = Template::compile(d.arg(0), d)?;
+            let name = Template::compile(d.arg(0), d, vars)?;
             s.name = match name.as_literal() {
                 Some(literal) => Some(literal.to_string()),
                 None if d.arg(0) == "$proxy_host" => None,
@@ -438,6 +442,7 @@ pub(crate) fn proxy_pass(
     location: &str,
     fixed_uri_forbidden: bool,
     groups: &Arc<Groups>,
+    vars: &Names,
 ) -> Result<ProxyPass, ConfigError> {
     let url = d.arg(0);
     // With variables, nginx checks the URL when a request makes it (`set $u http://b;
@@ -446,7 +451,7 @@ pub(crate) fn proxy_pass(
         return Ok(ProxyPass {
             https: url.starts_with("https://"),
             target: Target::Dynamic {
-                url: Template::compile(url, d)?,
+                url: Template::compile(url, d, vars)?,
                 groups: groups.clone(),
             },
             uri: None,
