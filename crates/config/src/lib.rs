@@ -23,6 +23,7 @@ mod table;
 pub mod value;
 
 pub use ast::{Arg, Directive, Span};
+pub use parser::LIMIT_EXCEPT_METHODS;
 pub use table::{directives, is_known, Flag, Module, Spec, Support, MODULES};
 
 use std::fmt;

@@ -21,8 +21,8 @@ pub(crate) const MAX_BLOCK_DEPTH: usize = 64;
 /// Deepest nesting of `include`; a file that includes itself stops here.
 pub(crate) const MAX_INCLUDE_DEPTH: usize = 32;
 
-/// Methods `limit_except` accepts, as nginx's `ngx_methods_names`.
-const LIMIT_EXCEPT_METHODS: &[&str] = &[
+/// Methods `limit_except` accepts, as nginx's `ngx_methods_names` (in any case).
+pub const LIMIT_EXCEPT_METHODS: &[&str] = &[
     "GET",
     "HEAD",
     "POST",
@@ -421,7 +421,10 @@ impl Parser {
             }
             "limit_except" => {
                 for method in &st.words[1..] {
-                    if !LIMIT_EXCEPT_METHODS.contains(&method.value.as_str()) {
+                    let known = LIMIT_EXCEPT_METHODS
+                        .iter()
+                        .any(|m| m.eq_ignore_ascii_case(&method.value));
+                    if !known {
                         return Err(error(
                             &format!("invalid method \"{}\"", method.value),
                             here.clone(),

@@ -132,6 +132,12 @@ const HTTP_BLOCK: &str = r#"
             }
             return 200 "lex\n";
         }
+        location /dav/ {
+            limit_except get mkcol {
+                deny all;
+            }
+            return 200 "dav\n";
+        }
         location /trydir/ {
             try_files $uri /sub/ =404;
         }
@@ -333,6 +339,16 @@ fn cases() -> Vec<Case> {
             403,
         ),
         Case::one("limit_except lets GET reach return", get("/lex/", ""), 200),
+        Case::one(
+            "limit_except names methods in any case",
+            "MKCOL /dav/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+            200,
+        ),
+        Case::one(
+            "limit_except refuses a method it does not name",
+            "DELETE /dav/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+            403,
+        ),
         Case::one("try_files directory item redirects", get("/trydir/zz", ""), 301),
         Case::one("error_page redirect drops args", get("/epargs/zz?a=1", ""), 404),
         Case::one("named error_page return status", get("/epnamedstatus/zz", ""), 404),

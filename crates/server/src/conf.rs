@@ -161,10 +161,19 @@ pub(crate) struct AccessRule {
     pub net: Option<(IpAddr, u8)>,
 }
 
+/// The bit of `method` in a `limit_except` mask: its place among the methods nginx lets
+/// `limit_except` name, compared as the request spells it; 0 for another method.
+pub(crate) fn method_bit(method: &str) -> u16 {
+    portcullis_config::LIMIT_EXCEPT_METHODS
+        .iter()
+        .position(|m| *m == method)
+        .map_or(0, |i| 1 << i)
+}
+
 #[derive(Clone)]
 pub(crate) struct LimitExcept {
-    /// The allowed methods by name; GET implies HEAD.
-    pub methods: HashSet<String>,
+    /// The allowed methods, a bit each (see [`method_bit`]); GET implies HEAD.
+    pub methods: u16,
     pub access: Vec<AccessRule>,
     /// The block's `auth_jwt*` settings over the location's, when it has any.
     pub jwt: Option<crate::auth_jwt::JwtConf>,
@@ -780,8 +789,8 @@ impl Builder {
                         methods: d
                             .args
                             .iter()
-                            .map(|a| a.value.to_ascii_uppercase())
-                            .collect(),
+                            .map(|a| method_bit(&a.value.to_ascii_uppercase()))
+                            .fold(0, |mask, bit| mask | bit),
                         access,
                         jwt: None,
                     }));

@@ -485,8 +485,11 @@ impl<'a> Request<'a> {
         // As nginx, a method limit_except restricts switches the request to the limit_except
         // block, which has its own access rules and none of the location's rewrite directives.
         let restricted = loc.limit_except.as_ref().filter(|le| {
-            let m = self.head.method_str();
-            !(le.methods.contains(m) || (m == "HEAD" && le.methods.contains("GET")))
+            let mut bit = crate::conf::method_bit(self.head.method_str());
+            if bit == crate::conf::method_bit("HEAD") {
+                bit |= crate::conf::method_bit("GET");
+            }
+            le.methods & bit == 0
         });
         if restricted.is_none() {
             match self.run_rewrite(&loc.rewrite.program) {
