@@ -627,6 +627,11 @@ impl Connection<'_> {
                     Proxied::Close
                 }
             }
+            crate::proxy::Finish::ClientClosed { attempts } => {
+                req.upstream_attempts = attempts;
+                req.log_access(&Response::new(crate::proxy::CLIENT_CLOSED), 0);
+                Proxied::Close
+            }
             crate::proxy::Finish::Status {
                 code,
                 body_read,

@@ -79,6 +79,14 @@ pub(crate) async fn serve(
             }
             status
         }
+        // The relay ended first: the client reset the stream.
+        Finish::ClientClosed { attempts } => {
+            req.upstream_attempts = attempts;
+            if let Some(mut respond) = relayed.unsent {
+                respond.send_reset(Reason::CANCEL);
+            }
+            crate::proxy::CLIENT_CLOSED
+        }
     };
     let mut logged = Response::new(status);
     logged.content_length = Some(relayed.body);
@@ -166,7 +174,17 @@ async fn relay(mut pipe: DuplexStream, mut respond: SendResponse<Bytes>, pace: P
                 return relayed;
             }
         }
-        match pipe.read_buf(&mut buf).await {
+        // A client that resets the stream (or closes the connection) before the head ends
+        // the relay; the exchange then sees the pipe close and gives the attempt up.
+        let read = tokio::select! {
+            biased;
+            read = pipe.read_buf(&mut buf) => read,
+            _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => {
+                relayed.status = crate::proxy::CLIENT_CLOSED;
+                return relayed;
+            }
+        };
+        match read {
             Ok(n) if n > 0 => {}
             _ if buf.is_empty() => {
                 relayed.unsent = Some(respond);

@@ -122,6 +122,8 @@ async fn proxied(sub: &Request<'_>, plan: Plan) -> Result<Result<(u16, Bytes), u
     match finish {
         Finish::Status { code, .. } => Ok(Err(code)),
         Finish::Sent { .. } => read.map(Ok),
+        // The reader holds its end of the pipe until the exchange ends: not expected.
+        Finish::ClientClosed { .. } => Ok(Err(crate::proxy::CLIENT_CLOSED)),
     }
 }
 

@@ -57,6 +57,28 @@ pub(crate) enum Finish {
         body_read: bool,
         attempts: Vec<Attempt>,
     },
+    /// The client closed its connection before the response began: nothing can be sent,
+    /// and the request is logged with nginx's 499.
+    ClientClosed { attempts: Vec<Attempt> },
+}
+
+/// nginx's status for a request whose client went away before the response.
+pub(crate) const CLIENT_CLOSED: u16 = 499;
+
+/// Most bytes kept from a client that sends more while its request waits for the upstream
+/// (pipelined requests); past them the client is no longer watched.
+const WATCH_LIMIT: usize = 64 * 1024;
+
+/// Returns when the client closes its side (or its connection fails), keeping what it sends
+/// meanwhile in `read`; never returns once `read` holds [`WATCH_LIMIT`] bytes.
+async fn client_gone<S: AsyncRead + Unpin>(stream: &mut S, read: &mut BytesMut) {
+    while read.len() < WATCH_LIMIT {
+        match stream.read_buf(read).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// The request body the upstream gets.
@@ -285,22 +307,75 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             header: None,
             response: Duration::ZERO,
         };
-        let result = attempt_once(
-            &plan,
-            &local,
-            peer,
-            peer_ref.addr,
-            &head,
-            &whole,
-            streamed
-                .as_mut()
-                .map(|s| (&mut *stream, &mut *read, s, send_timeout)),
-            req,
-            url,
-            now,
-            &mut attempt,
-        )
-        .await;
+        let result = match streamed.as_mut() {
+            // A streamed body is read from the client during the attempt, which sees it close.
+            Some(s) => {
+                attempt_once(
+                    &plan,
+                    &local,
+                    peer,
+                    peer_ref.addr,
+                    &head,
+                    &whole,
+                    Some((&mut *stream, &mut *read, s, send_timeout)),
+                    req,
+                    url,
+                    now,
+                    &mut attempt,
+                )
+                .await
+            }
+            // Else the client is watched while the upstream is reached and answers, as nginx
+            // watches it: one that goes away ends the attempt (proxy_ignore_client_abort off).
+            None if !settings.ignore_client_abort => {
+                let attempted = attempt_once::<S>(
+                    &plan,
+                    &local,
+                    peer,
+                    peer_ref.addr,
+                    &head,
+                    &whole,
+                    None,
+                    req,
+                    url,
+                    now,
+                    &mut attempt,
+                );
+                tokio::select! {
+                    biased;
+                    r = attempted => r,
+                    () = client_gone(&mut *stream, &mut *read) => {
+                        let end = Instant::now();
+                        upstream.release(peer, Outcome::Ok, end);
+                        req.log_upstream(
+                            Level::Info,
+                            "client prematurely closed connection, so upstream connection is closed too",
+                            &url,
+                        );
+                        attempt.status = Some(CLIENT_CLOSED);
+                        attempt.response = end - attempt_start;
+                        attempts.push(attempt);
+                        return Finish::ClientClosed { attempts };
+                    }
+                }
+            }
+            None => {
+                attempt_once::<S>(
+                    &plan,
+                    &local,
+                    peer,
+                    peer_ref.addr,
+                    &head,
+                    &whole,
+                    None,
+                    req,
+                    url,
+                    now,
+                    &mut attempt,
+                )
+                .await
+            }
+        };
         let (mut conn, resp_head, ubuf) = match result {
             Ok(r) => r,
             Err(Failed { why, request_sent }) => {

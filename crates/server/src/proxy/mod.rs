@@ -25,7 +25,7 @@ use portcullis_proxy::{Pool, PoolLimits, Stream};
 use crate::vars::Template;
 pub(crate) use exchange::collect_body;
 pub(crate) use exchange::{
-    preread_whole, serve, serve_piped, Client, Finish, ReqBody, Streamed, PIPE_SIZE,
+    preread_whole, serve, serve_piped, Client, Finish, ReqBody, Streamed, CLIENT_CLOSED, PIPE_SIZE,
 };
 pub(crate) use settings::{
     directive, finish_tls, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect, Target,

@@ -77,7 +77,7 @@ impl Request<'_> {
             "{message}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\"",
             self.conn.peer.ip(),
             self.server.name,
-            self.head.request_line()
+            self.request_line()
         );
         if let Some(h) = self.head.header("host") {
             m.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
