@@ -1,4 +1,5 @@
-//! TRACE: nginx answers 405 to every TRACE before it looks for a location, whatever the
+//! TRACE and CONNECT: nginx answers 405 to every TRACE (and CONNECT with a path; one with an
+//! authority is a 400 of its request line) before it looks for a location, whatever the
 //! location would do (serve a file, proxy, return), over HTTP/1.1 and HTTP/2; the server's
 //! `error_page 405` may answer it, with the status kept, and an HTTP/1.1 connection closes.
 //! Each case runs under nginx and portcullis on the same configuration.
@@ -74,10 +75,28 @@ fn trace_is_answered_405_on_every_path() {
             assert_eq!(response.header("connection"), Some("close"), "{what}");
             assert!(client.is_closed(Duration::from_secs(3)), "{what}: closed");
         }
+        let mut client = server.client(0);
+        client
+            .send(b"CONNECT / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("send");
+        let response = client.read_response(false).expect("CONNECT");
+        assert_eq!(response.status, 405, "{kind} CONNECT /: {response:?}");
+        assert_eq!(
+            response.header("connection"),
+            Some("close"),
+            "{kind} CONNECT"
+        );
+        let mut client = server.client(0);
+        client
+            .send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+            .expect("send");
+        let response = client.read_response(false).expect("CONNECT authority");
+        assert_eq!(response.status, 400, "{kind} CONNECT example.com:443");
         let logged = server.error_log();
         assert!(
             logged.contains("[info]")
-                && logged.contains("client sent TRACE method while reading client request headers"),
+                && logged.contains("client sent TRACE method while reading client request headers")
+                && logged.contains("client sent CONNECT method"),
             "{kind}: the error log says why\n{logged}"
         );
 

@@ -396,12 +396,17 @@ impl<'a> Request<'a> {
                 return r;
             }
         }
-        if self.head.method() == Method::Trace {
-            // nginx answers every TRACE before it looks for a location: the server's
-            // error_page may answer it, and the connection closes.
+        let refused = match self.head.method() {
+            Method::Trace => Some("TRACE"),
+            Method::Connect => Some("CONNECT"),
+            _ => None,
+        };
+        if let Some(method) = refused {
+            // nginx answers every TRACE and CONNECT before it looks for a location: the
+            // server's error_page may answer it, and the connection closes.
             self.log(
                 Level::Info,
-                "client sent TRACE method while reading client request headers",
+                &format!("client sent {method} method while reading client request headers"),
             );
             let mut r = self.finalize_error(405);
             r.close = true;
