@@ -1,7 +1,8 @@
 //! Shapes of configuration seen in real nginx.conf files that nginx loads and serves, each
 //! run under nginx and portcullis on the same requests: a regex location nested in an `alias`
 //! location (forbidding scripts in an upload folder, or serving some files of it with their
-//! own headers), and `proxy_pass $u` with the whole URL in a variable.
+//! own headers), `proxy_pass $u` with the whole URL in a variable, and the redirect nginx
+//! sends for a proxied location's name without its final slash.
 
 mod support;
 
@@ -64,5 +65,43 @@ fn nested_regex_in_alias_and_a_url_in_a_variable() {
             log.contains("invalid URL prefix in \"ftp://127.0.0.1:"),
             "{kind}: the bad URL is logged\n{log}"
         );
+    }
+}
+
+const AUTO_REDIRECT: &str = r#"
+    server {
+        listen 127.0.0.1:{PORT1};
+        location / { return 200 "upstream $request_uri\n"; }
+    }
+    server {
+        listen 127.0.0.1:{PORT0};
+        location /auto/ { proxy_pass http://127.0.0.1:{PORT1}/; }
+        location ~ auto$ { return 418; }
+        location = /exact { return 200 "exact\n"; }
+        location /exact/ { proxy_pass http://127.0.0.1:{PORT1}/; }
+        location /plain/ { return 200 "plain\n"; }
+    }
+"#;
+
+#[test]
+fn a_proxied_location_name_without_its_slash_redirects() {
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 2, &support::main_config(AUTO_REDIRECT)) else {
+            continue;
+        };
+        let port = server.port(0);
+        let base = format!("http://localhost:{port}");
+        for (path, status, location, body) in [
+            ("/auto", 301, Some(format!("{base}/auto/")), ""),
+            ("/auto?a=1&b", 301, Some(format!("{base}/auto/?a=1&b")), ""),
+            ("/auto/x", 200, None, "upstream /x"),
+            ("/exact", 200, None, "exact"),
+            ("/plain", 404, None, ""),
+        ] {
+            let r = get(port, path).expect("GET");
+            assert_eq!(r.status, status, "{kind} {path}: {r:?}");
+            assert_eq!(r.header("location"), location.as_deref(), "{kind} {path}");
+            assert!(r.body_text().contains(body), "{kind} {path}: {r:?}");
+        }
     }
 }

@@ -819,12 +819,13 @@ impl Builder {
             crate::rewrite::compile(l.children(), Some(&mut if_conf), &names)?
         };
         conf.rewrite.program = Arc::new(program);
+        let proxies = conf.proxy_pass.is_some();
         let conf_arc = Arc::new(conf);
         let mut children = LocationTree::new();
         for n in nested {
             self.location(&conf_arc, n, &mut children)?;
         }
-        tree.add(modifier, name, conf_arc, children)
+        tree.add(modifier, name, conf_arc, children, proxies)
             .map_err(|m| err(l, m))
     }
 

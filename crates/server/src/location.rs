@@ -36,12 +36,18 @@ impl Captures {
 pub struct Match<'a, T> {
     pub conf: &'a T,
     pub captures: Captures,
+    /// The URI is the name of a location that proxies, less its final slash: nginx answers
+    /// with a permanent redirect to the name.
+    pub redirect: bool,
 }
 
 struct Prefix<T> {
     name: String,
     exact: bool,
     noregex: bool,
+    /// A name ending with `/` of a location that passes requests to an upstream
+    /// (`proxy_pass`): the name without its slash is redirected to it, as nginx does.
+    auto_redirect: bool,
     conf: T,
     nested: LocationTree<T>,
 }
@@ -72,6 +78,8 @@ impl<T> Default for LocationTree<T> {
 enum Found {
     /// An exact match or a regex match: final.
     Final,
+    /// The URI is an auto-redirect location's name less its slash: final, answered 301.
+    Redirect,
     /// The longest prefix (possibly from a nested level): a regex may still win.
     Prefix,
     None,
@@ -82,13 +90,15 @@ impl<T> LocationTree<T> {
         Self::default()
     }
 
-    /// Adds a location; `modifier` is "", "=", "^~", "~" or "~*". An error is nginx's message.
+    /// Adds a location; `modifier` is "", "=", "^~", "~" or "~*". `proxies`: its requests go
+    /// to an upstream (see [`Match::redirect`]). An error is nginx's message.
     pub fn add(
         &mut self,
         modifier: &str,
         name: &str,
         conf: T,
         nested: LocationTree<T>,
+        proxies: bool,
     ) -> Result<(), String> {
         if let Some(n) = name.strip_prefix('@').filter(|_| modifier.is_empty()) {
             if self.named.iter().any(|(x, _)| x[1..] == *n) {
@@ -118,6 +128,7 @@ impl<T> LocationTree<T> {
                     name: name.to_string(),
                     exact,
                     noregex: modifier == "^~",
+                    auto_redirect: proxies && name.ends_with('/'),
                     conf,
                     nested,
                 });
@@ -135,9 +146,15 @@ impl<T> LocationTree<T> {
     pub fn find(&self, uri: &[u8]) -> Option<Match<'_, T>> {
         let mut best = None;
         let mut captures = Captures::default();
-        match self.search(uri, &mut best, &mut captures) {
+        let found = self.search(uri, &mut best, &mut captures);
+        let redirect = matches!(found, Found::Redirect);
+        match found {
             Found::None => None,
-            Found::Final | Found::Prefix => best.map(|conf| Match { conf, captures }),
+            Found::Final | Found::Prefix | Found::Redirect => best.map(|conf| Match {
+                conf,
+                captures,
+                redirect,
+            }),
         }
     }
 
@@ -152,6 +169,21 @@ impl<T> LocationTree<T> {
             *best = Some(&p.conf);
             return Found::Final;
         }
+        // nginx's static tree stops at a name one slash longer than the URI, unless a prefix
+        // is the URI itself; the regexes are not tried.
+        let redirect = self.prefixes.iter().find(|p| {
+            p.auto_redirect && p.name.len() == uri.len() + 1 && p.name.as_bytes().starts_with(uri)
+        });
+        if let Some(p) = redirect {
+            if !self
+                .prefixes
+                .iter()
+                .any(|q| !q.exact && q.name.as_bytes() == uri)
+            {
+                *best = Some(&p.conf);
+                return Found::Redirect;
+            }
+        }
         let longest = self
             .prefixes
             .iter()
@@ -161,8 +193,9 @@ impl<T> LocationTree<T> {
             *best = Some(&p.conf);
             noregex = p.noregex;
             found = Found::Prefix;
-            if let Found::Final = p.nested.search(uri, best, caps) {
-                return Found::Final;
+            match p.nested.search(uri, best, caps) {
+                found @ (Found::Final | Found::Redirect) => return found,
+                Found::Prefix | Found::None => {}
             }
         }
         if !noregex {
@@ -188,13 +221,35 @@ mod tests {
     fn tree(locs: &[(&str, &str)]) -> LocationTree<String> {
         let mut t = LocationTree::new();
         for (m, n) in locs {
-            t.add(m, n, format!("{m}{n}"), LocationTree::new()).unwrap();
+            t.add(m, n, format!("{m}{n}"), LocationTree::new(), false)
+                .unwrap();
         }
         t
     }
 
     fn find(t: &LocationTree<String>, uri: &str) -> Option<String> {
         t.find(uri.as_bytes()).map(|m| m.conf.clone())
+    }
+
+    #[test]
+    fn a_proxied_name_without_its_slash_redirects_before_any_regex() {
+        let mut t = tree(&[("~", "auto$"), ("", "/")]);
+        t.add(
+            "",
+            "/auto/",
+            "/auto/".to_string(),
+            LocationTree::new(),
+            true,
+        )
+        .unwrap();
+        let m = t.find(b"/auto").expect("found");
+        assert!(m.redirect && m.conf == "/auto/");
+        assert!(!t.find(b"/auto/x").expect("found").redirect);
+        assert_eq!(find(&t, "/xauto").as_deref(), Some("~auto$"));
+        t.add("", "/auto", "/auto".to_string(), LocationTree::new(), false)
+            .unwrap();
+        let m = t.find(b"/auto").expect("found");
+        assert!(!m.redirect, "a prefix that is the URI itself wins");
     }
 
     #[test]
@@ -236,18 +291,25 @@ mod tests {
     fn nested_locations_and_captures() {
         let mut inner = LocationTree::new();
         inner
-            .add("~", "\\.txt$", "txt".to_string(), LocationTree::new())
+            .add(
+                "~",
+                "\\.txt$",
+                "txt".to_string(),
+                LocationTree::new(),
+                false,
+            )
             .unwrap();
         inner
-            .add("", "/a/b/", "ab".to_string(), LocationTree::new())
+            .add("", "/a/b/", "ab".to_string(), LocationTree::new(), false)
             .unwrap();
         let mut t = LocationTree::new();
-        t.add("", "/a/", "a".to_string(), inner).unwrap();
+        t.add("", "/a/", "a".to_string(), inner, false).unwrap();
         t.add(
             "~",
             "^/a/(.*)\\.bin$",
             "bin".to_string(),
             LocationTree::new(),
+            false,
         )
         .unwrap();
         assert_eq!(find(&t, "/a/x.txt").as_deref(), Some("txt"));
@@ -263,8 +325,14 @@ mod tests {
         let mut t = tree(&[("", "@fallback"), ("", "/x")]);
         assert_eq!(t.named("@fallback").map(String::as_str), Some("@fallback"));
         assert_eq!(find(&t, "@fallback"), None);
-        assert!(t.add("", "/x", String::new(), LocationTree::new()).is_err());
-        assert!(t.add("=", "/x", String::new(), LocationTree::new()).is_ok());
-        assert!(t.add("~", "(", String::new(), LocationTree::new()).is_err());
+        assert!(t
+            .add("", "/x", String::new(), LocationTree::new(), false)
+            .is_err());
+        assert!(t
+            .add("=", "/x", String::new(), LocationTree::new(), false)
+            .is_ok());
+        assert!(t
+            .add("~", "(", String::new(), LocationTree::new(), false)
+            .is_err());
     }
 }

@@ -460,6 +460,19 @@ impl<'a> Request<'a> {
             self.captures = Captures::default();
         } else {
             match self.server.find_location(&self.uri) {
+                Some(m) if m.redirect => {
+                    // `location /x/ { proxy_pass ...; }` and a request for /x: nginx sends
+                    // the client to /x/, its arguments kept, before any other phase.
+                    self.loc = m.conf.clone();
+                    self.captures = Captures::default();
+                    let mut location = self.uri.clone();
+                    location.push(b'/');
+                    if let Some(args) = self.args.as_ref().filter(|a| !a.is_empty()) {
+                        location.push(b'?');
+                        location.extend_from_slice(args);
+                    }
+                    return self.redirect_response(301, &location);
+                }
                 Some(m) => {
                     self.loc = m.conf.clone();
                     self.captures = m.captures;
