@@ -1,6 +1,7 @@
 //! One proxied request: choose a peer, get a connection, send the request, forward the
 //! response. Failures before anything reached the client become a status (502, 504) that the
-//! caller sends through error_page; after that, the client connection is closed.
+//! caller sends through error_page; after that, the client connection is closed. A client
+//! that goes away before the response is noticed at once and ends the exchange (499).
 
 use std::io::IoSlice;
 use std::pin::Pin;
