@@ -636,9 +636,10 @@ impl Connection<'_> {
                 code,
                 body_read,
                 attempts,
+                challenge,
             } => {
                 req.upstream_attempts = attempts;
-                let mut r = req.finalize_error(code);
+                let mut r = req.finalize_upstream_error(code, challenge);
                 // A body left unread must not be read as the next request.
                 if !body_read || !body_done {
                     r.close = true;

@@ -61,10 +61,17 @@ pub(crate) async fn serve(
     let exchange = crate::proxy::serve_piped(near, shared, plan, body, pace.timeout);
     let (finish, relayed) = tokio::join!(exchange, relay(far, respond, pace));
     let status = match finish {
-        Finish::Status { code, attempts, .. } => {
+        Finish::Status {
+            code,
+            attempts,
+            challenge,
+            ..
+        } => {
             req.upstream_attempts = attempts;
             match relayed.unsent {
-                Some(respond) => return Proxied::Answer(req.finalize_error(code), respond),
+                Some(respond) => {
+                    return Proxied::Answer(req.finalize_upstream_error(code, challenge), respond)
+                }
                 // The exchange writes nothing before it chooses a status; logged as relayed.
                 None => relayed.status,
             }

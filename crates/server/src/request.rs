@@ -141,6 +141,8 @@ impl Response {
     }
 
     /// Writes the status line and headers in nginx's order.
+    /// The status line and header fields. A 204 has neither type nor length, as nginx's
+    /// header filter removes them.
     pub fn write_head(&self, out: &mut BytesMut, date: &[u8], tokens: bool) {
         portcullis_http::write_status_line(out, self.status);
         out.put_slice(b"Server: ");
@@ -152,12 +154,12 @@ impl Response {
         out.put_slice(b"\r\nDate: ");
         out.put_slice(date);
         out.put_slice(b"\r\n");
-        if let Some(t) = &self.content_type {
+        if let Some(t) = self.content_type.as_ref().filter(|_| self.status != 204) {
             out.put_slice(b"Content-Type: ");
             out.put_slice(t.as_bytes());
             out.put_slice(b"\r\n");
         }
-        if let Some(n) = self.content_length {
+        if let Some(n) = self.content_length.filter(|_| self.status != 204) {
             out.put_slice(b"Content-Length: ");
             put_decimal(out, n);
             out.put_slice(b"\r\n");
@@ -866,7 +868,16 @@ impl<'a> Request<'a> {
     fn do_return(&mut self, ret: &Return) -> Step {
         match ret {
             Return::Text { code, text: None } => {
-                if *code >= 400 || *code == 204 || *code == 304 || (300..400).contains(code) {
+                if *code == 204 {
+                    // nginx sends it as a response of its own, not an error page: it keeps
+                    // an error_page's status when it answers one.
+                    // The type and length go with the 204 (nginx's header filter drops them),
+                    // and show when an error_page gives it another status.
+                    let mut r = Response::new(204);
+                    r.content_type = Some(self.content_type());
+                    r.content_length = Some(0);
+                    Step::Done(r)
+                } else if *code >= 400 || *code == 304 || (300..400).contains(code) {
                     Step::Status(*code)
                 } else {
                     let mut r = Response::new(*code);
@@ -946,6 +957,20 @@ impl<'a> Request<'a> {
     pub(crate) fn finalize_error(&mut self, status: u16) -> Response {
         let mut resp = self.error_page_for(status);
         resp.close |= matches!(status, 400 | 413 | 414 | 500 | 501);
+        resp
+    }
+
+    /// [`finalize_error`](Self::finalize_error) for a status from the upstream exchange:
+    /// nginx keeps an intercepted 401's `WWW-Authenticate` on the page that answers it.
+    pub(crate) fn finalize_upstream_error(
+        &mut self,
+        status: u16,
+        challenge: Option<Vec<u8>>,
+    ) -> Response {
+        let mut resp = self.finalize_error(status);
+        if let Some(challenge) = challenge.filter(|_| resp.status == 401) {
+            resp.header("WWW-Authenticate", &challenge);
+        }
         resp
     }
 

@@ -57,6 +57,9 @@ pub(crate) enum Finish {
         code: u16,
         body_read: bool,
         attempts: Vec<Attempt>,
+        /// The upstream's `WWW-Authenticate` of an intercepted 401, which nginx keeps on
+        /// the error page that answers it.
+        challenge: Option<Vec<u8>>,
     },
     /// The client closed its connection before the response began: nothing can be sent,
     /// and the request is logged with nginx's 499.
@@ -296,6 +299,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 code: 502,
                 body_read: true,
                 attempts,
+                challenge: None,
             };
         };
         let peer_ref = upstream.peer(peer);
@@ -393,6 +397,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     code: why.status(),
                     body_read: true,
                     attempts,
+                    challenge: None,
                 };
             }
         };
@@ -450,6 +455,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 code: status,
                 body_read: true,
                 attempts,
+                challenge: (status == 401)
+                    .then(|| resp_head.header("www-authenticate").map(<[u8]>::to_vec))
+                    .flatten(),
             };
         }
         let failed = bit & next::FAILURE_STATUSES & settings.next_upstream != 0;
