@@ -59,3 +59,56 @@ fn no_content_and_intercepted_challenges_as_nginx_sends_them() {
         );
     }
 }
+
+#[test]
+fn connection_and_request_variables_as_nginx_makes_them() {
+    let docroot = support::TempDir::new("realpath");
+    std::fs::create_dir_all(docroot.path().join("real")).expect("mkdir");
+    let link = docroot.path().join("link");
+    std::os::unix::fs::symlink(docroot.path().join("real"), &link).expect("symlink");
+    let real = std::fs::canonicalize(docroot.path().join("real")).expect("canonicalize");
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        root {};\n        \
+         location /vars {{ return 200 \"ct=$connection_time id=$request_id id2=$request_id \
+         rr=$realpath_root\\n\"; }}\n        \
+         location /bin {{ return 200 \"$binary_remote_addr\"; }}\n    }}\n",
+        link.display()
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let r = get(server.port(0), "/vars").expect("GET /vars");
+        let body = r.body_text();
+        let field = |name: &str| {
+            body.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .unwrap_or_else(|| panic!("{kind}: no {name} in {body:?}"))
+                .to_owned()
+        };
+        let ct = field("ct=");
+        let (secs, millis) = ct.split_once('.').expect("seconds.millis");
+        assert!(
+            secs.bytes().all(|b| b.is_ascii_digit())
+                && millis.len() == 3
+                && millis.bytes().all(|b| b.is_ascii_digit()),
+            "{kind}: $connection_time {ct:?}"
+        );
+        let id = field("id=");
+        assert_eq!(id.len(), 32, "{kind}: $request_id {id:?}");
+        assert!(id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_eq!(id, field("id2="), "{kind}: one $request_id per request");
+        assert_eq!(
+            field("rr="),
+            real.display().to_string(),
+            "{kind}: $realpath_root"
+        );
+        let next = get(server.port(0), "/vars").expect("GET /vars").body_text();
+        assert!(!next.contains(&id), "{kind}: a new $request_id per request");
+
+        let r = get(server.port(0), "/bin").expect("GET /bin");
+        assert_eq!(r.body, vec![127, 0, 0, 1], "{kind}: $binary_remote_addr");
+    }
+}

@@ -210,11 +210,40 @@ enum Step {
     Suspend,
 }
 
+/// `$request_id`: 16 random bytes in hex, as nginx makes it.
+fn random_id() -> [u8; 32] {
+    let mut bytes = [0u8; 16];
+    // SAFETY: getrandom writes at most `len` bytes into the buffer it is given.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if usize::try_from(n).ok() != Some(bytes.len()) {
+        // Not expected from the kernel's pool for 16 bytes; a time-based id rather than none.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = nanos.to_le_bytes();
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = b"0123456789abcdef"[usize::from(b >> 4)];
+        out[2 * i + 1] = b"0123456789abcdef"[usize::from(b & 15)];
+    }
+    out
+}
+
 /// The variables that need only the connection: also used to log a request refused before
 /// its head could be parsed.
 pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
     match v {
         Var::RemoteAddr => out.extend_from_slice(conn.peer.ip().to_string().as_bytes()),
+        Var::BinaryRemoteAddr => match conn.peer.ip() {
+            std::net::IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
+            std::net::IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
+        },
+        Var::ConnectionTime => {
+            let t = conn.started.elapsed();
+            let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
+        }
         Var::RemotePort => out.extend_from_slice(conn.peer.port().to_string().as_bytes()),
         Var::ServerAddr => out.extend_from_slice(conn.local.ip().to_string().as_bytes()),
         Var::ServerPort => out.extend_from_slice(conn.local.port().to_string().as_bytes()),
@@ -260,6 +289,8 @@ pub(crate) struct Request<'a> {
     pub(crate) vars: Vec<Option<Vec<u8>>>,
     /// The `map` values computed so far.
     map_cache: crate::map::MapCache,
+    /// `$request_id`, made when first used.
+    request_id: std::cell::OnceCell<[u8; 32]>,
     /// The status decided so far, for `$status` before the response exists.
     status: u16,
     /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
@@ -313,6 +344,7 @@ impl<'a> Request<'a> {
             start,
             vars: Vec::new(),
             map_cache: crate::map::MapCache::default(),
+            request_id: std::cell::OnceCell::new(),
             status: 0,
             err_status: None,
             http2: false,
@@ -344,6 +376,7 @@ impl<'a> Request<'a> {
         let mut fresh = Request::new(self.worker, self.server, self.conn, head, self.start);
         fresh.http2 = self.http2;
         fresh.key_fetches = std::mem::take(&mut self.key_fetches);
+        fresh.request_id = std::mem::take(&mut self.request_id);
         *self = fresh;
     }
 
@@ -1138,6 +1171,27 @@ impl<'a> Request<'a> {
                 out.extend_from_slice(self.map_path(&self.uri).as_os_str().as_bytes())
             }
             Var::DocumentRoot => out.extend_from_slice(&self.eval(&self.loc.root)),
+            Var::RealpathRoot => {
+                let root = self.eval(&self.loc.root);
+                let path = Path::new(std::ffi::OsStr::from_bytes(&root));
+                let path = if path.is_absolute() {
+                    path.to_path_buf()
+                } else {
+                    Path::new(&self.worker.generation.borrow().http.prefix).join(path)
+                };
+                match std::fs::canonicalize(&path) {
+                    Ok(real) => out.extend_from_slice(real.as_os_str().as_bytes()),
+                    Err(e) => self.log(
+                        Level::Crit,
+                        &format!(
+                            "realpath() \"{}\" failed {}",
+                            path.display(),
+                            crate::log::os_error(&e)
+                        ),
+                    ),
+                }
+            }
+            Var::RequestId => out.extend_from_slice(self.request_id.get_or_init(random_id)),
             Var::ContentLength => {
                 if let Some(v) = h.header("content-length") {
                     out.extend_from_slice(v)
@@ -1165,6 +1219,8 @@ impl<'a> Request<'a> {
                 None => {}
             },
             Var::RemoteAddr
+            | Var::BinaryRemoteAddr
+            | Var::ConnectionTime
             | Var::RemotePort
             | Var::RemoteUser
             | Var::ServerAddr
