@@ -653,3 +653,57 @@ fn sighup_changes_the_number_of_workers() {
         }
     }
 }
+
+#[test]
+fn minus_e_names_a_file_under_the_prefix() {
+    for kind in support::kinds() {
+        let Some(binary) = kind.binary() else {
+            continue;
+        };
+        let prefix = TempDir::new("minus-e");
+        let elsewhere = TempDir::new("minus-e-cwd");
+        let port = support::free_ports(1)[0];
+        let conf = prefix.write(
+            "nginx.conf",
+            format!(
+                "daemon off;\npid {p}/server.pid;\nevents {{}}\nhttp {{\n    access_log off;\n    \
+                 server {{ listen 127.0.0.1:{port}; root {p}/html; }}\n}}\n",
+                p = prefix.path().display()
+            ),
+        );
+        let mut child = Command::new(binary)
+            .arg("-p")
+            .arg(prefix.path())
+            .arg("-e")
+            .arg("relative.log")
+            .arg("-c")
+            .arg(&conf)
+            .current_dir(elsewhere.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let up = support::wait_until(SIGNAL_DEADLINE, || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let log = prefix.path().join("relative.log");
+        let logged = up
+            && support::get(port, "/missing").is_ok_and(|r| r.status == 404)
+            && support::wait_until(SIGNAL_DEADLINE, || {
+                support::read_lossy(&log).contains("open()")
+            });
+        // TERM, as nginx's master then stops its workers too.
+        // SAFETY: kill(2) on our own child, not yet reaped.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let _ = child.wait();
+        assert!(up, "{kind} did not start");
+        assert!(logged, "{kind}: no error line in {}", log.display());
+        assert!(
+            !elsewhere.path().join("relative.log").exists(),
+            "{kind}: -e resolved against the working directory"
+        );
+    }
+}

@@ -345,7 +345,12 @@ fn compile_declared(
         worker_rlimit_nofile: None,
         worker_connections: 512,
         error_log: ErrorLogSpec {
-            path: Some(error_log.map_or_else(|| prefix.join("logs/error.log"), Path::to_path_buf)),
+            // `-e`: relative to the prefix, as nginx resolves it; `stderr` names the stream.
+            path: match error_log {
+                None => Some(prefix.join("logs/error.log")),
+                Some(p) if p == Path::new("stderr") => None,
+                Some(p) => Some(prefix.join(p)),
+            },
             level: Level::Error,
         },
         warnings: Vec::new(),
