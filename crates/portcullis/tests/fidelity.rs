@@ -112,3 +112,45 @@ fn connection_and_request_variables_as_nginx_makes_them() {
         assert_eq!(r.body, vec![127, 0, 0, 1], "{kind}: $binary_remote_addr");
     }
 }
+
+#[test]
+fn upstream_header_length_and_request_body_variables() {
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nX-Cache: HIT\r\nX-Multi: a\r\nX-Multi: b\r\n\
+          Content-Length: 6\r\n\r\nhello\n"
+            .to_vec()
+    });
+    let http = format!(
+        "    log_format vars '[$upstream_http_x_cache|$upstream_http_x_multi|\
+         $upstream_http_missing|$upstream_response_length|$request_body]';\n    \
+         server {{\n        listen 127.0.0.1:{{PORT0}};\n        \
+         access_log {{PREFIX}}/vars.log vars;\n        \
+         location / {{\n            proxy_pass http://127.0.0.1:{upstream};\n            \
+         add_header X-Seen $upstream_http_x_cache;\n        }}\n    }}\n"
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let r = support::request(
+            server.port(0),
+            "POST /p HTTP/1.1\r\nHost: localhost\r\nContent-Length: 9\r\n\r\nthe body!",
+        )
+        .expect("POST");
+        assert_eq!(r.status, 200, "{kind}: {r:?}");
+        assert_eq!(
+            r.header("x-seen"),
+            Some("HIT"),
+            "{kind}: add_header reads it"
+        );
+        let log = server.path("vars.log");
+        let want = "[HIT|a|-|6|the body!]";
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log).contains(want)
+            }),
+            "{kind}: {want} in {:?}",
+            support::read_lossy(&log)
+        );
+    }
+}

@@ -303,6 +303,7 @@ pub fn compile(
         set,
         maps: crate::map::target_names(http),
         jwt: crate::auth_jwt::declared_variables(http)?,
+        ..Default::default()
     };
     compile_declared(loaded, prefix, error_log, names)
 }

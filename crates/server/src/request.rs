@@ -210,6 +210,28 @@ enum Step {
     Suspend,
 }
 
+/// The value of header `name` (lowercase, `-` for `_`) in the raw head `head`: the first
+/// such field, as nginx 1.22 gives it.
+fn header_of<'h>(head: &'h [u8], name: &str) -> Option<&'h [u8]> {
+    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let field = &line[..colon];
+        field.eq_ignore_ascii_case(name.as_bytes()).then(|| {
+            let value = &line[colon + 1..];
+            let start = value
+                .iter()
+                .position(|&b| b != b' ' && b != b'\t')
+                .unwrap_or(value.len());
+            let end = value
+                .iter()
+                .rposition(|&b| b != b' ' && b != b'\t')
+                .map_or(start, |e| e + 1);
+            &value[start..end]
+        })
+    })
+}
+
 /// `$request_id`: 16 random bytes in hex, as nginx makes it.
 fn random_id() -> [u8; 32] {
     let mut bytes = [0u8; 16];
@@ -291,6 +313,11 @@ pub(crate) struct Request<'a> {
     map_cache: crate::map::MapCache,
     /// `$request_id`, made when first used.
     request_id: std::cell::OnceCell<[u8; 32]>,
+    /// The last upstream response's head, for `$upstream_http_*` (kept only when the
+    /// configuration reads one).
+    upstream_head: std::cell::RefCell<Option<Vec<u8>>>,
+    /// `$request_body`: the body as read whole for the upstream.
+    request_body: std::cell::RefCell<Option<Bytes>>,
     /// The status decided so far, for `$status` before the response exists.
     status: u16,
     /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
@@ -345,6 +372,8 @@ impl<'a> Request<'a> {
             vars: Vec::new(),
             map_cache: crate::map::MapCache::default(),
             request_id: std::cell::OnceCell::new(),
+            upstream_head: std::cell::RefCell::default(),
+            request_body: std::cell::RefCell::default(),
             status: 0,
             err_status: None,
             http2: false,
@@ -1250,7 +1279,20 @@ impl<'a> Request<'a> {
             | Var::UpstreamStatus
             | Var::UpstreamResponseTime
             | Var::UpstreamConnectTime
-            | Var::UpstreamHeaderTime => self.upstream_var(v, out),
+            | Var::UpstreamHeaderTime
+            | Var::UpstreamResponseLength => self.upstream_var(v, out),
+            Var::UpstreamHttp(name) => {
+                if let Some(head) = self.upstream_head.borrow().as_deref() {
+                    if let Some(value) = header_of(head, name) {
+                        out.extend_from_slice(value);
+                    }
+                }
+            }
+            Var::RequestBody => {
+                if let Some(body) = self.request_body.borrow().as_ref() {
+                    out.extend_from_slice(body);
+                }
+            }
             Var::Jwt(j) => crate::auth_jwt::eval_var(self.jwt.as_deref(), j, out),
             Var::Set(slot) => match self.vars.get(*slot) {
                 Some(Some(v)) => out.extend_from_slice(v),

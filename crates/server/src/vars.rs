@@ -64,6 +64,12 @@ pub enum Var {
     UpstreamStatus,
     UpstreamResponseTime,
     UpstreamConnectTime,
+    /// `$upstream_response_length`: body bytes from each upstream tried.
+    UpstreamResponseLength,
+    /// `$upstream_http_<name>`: a header of the last upstream's response.
+    UpstreamHttp(String),
+    /// `$request_body`: the client's body, when it was read whole to be proxied.
+    RequestBody,
     UpstreamHeaderTime,
     /// `$https` and the `$ssl_*` variables of the connection's TLS.
     Ssl(SslVar),
@@ -94,6 +100,8 @@ pub(crate) struct Names {
     pub set: Vec<String>,
     pub maps: Vec<String>,
     pub jwt: Vec<(String, crate::auth_jwt::JwtVar)>,
+    /// Some argument reads `$upstream_http_*`: proxied requests keep the upstream's head.
+    pub upstream_heads: std::sync::atomic::AtomicBool,
 }
 
 impl Names {
@@ -124,6 +132,12 @@ impl Var {
         };
         if let Some(h) = header("http_") {
             return Some(Var::HttpHeader(h));
+        }
+        if let Some(h) = header("upstream_http_") {
+            names
+                .upstream_heads
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Some(Var::UpstreamHttp(h));
         }
         if let Some(h) = header("sent_http_") {
             return Some(Var::SentHttp(h));
@@ -179,6 +193,8 @@ impl Var {
             "upstream_response_time" => Var::UpstreamResponseTime,
             "upstream_connect_time" => Var::UpstreamConnectTime,
             "upstream_header_time" => Var::UpstreamHeaderTime,
+            "upstream_response_length" => Var::UpstreamResponseLength,
+            "request_body" => Var::RequestBody,
             "https" => Var::Ssl(SslVar::Https),
             "ssl_protocol" => Var::Ssl(SslVar::Protocol),
             "ssl_cipher" => Var::Ssl(SslVar::Cipher),

@@ -210,6 +210,10 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     body: ReqBody,
 ) -> Finish {
     let mut attempts = Vec::new();
+    // `$request_body`: the client's body, when it was read whole.
+    if let ReqBody::Whole(b) = &body {
+        req.keep_request_body(b);
+    }
     let body = match &plan.set_body {
         Some(b) => ReqBody::Whole(Bytes::copy_from_slice(b)),
         None => body,
@@ -294,6 +298,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 connect: None,
                 header: None,
                 response: Duration::ZERO,
+                length: 0,
             });
             return Finish::Status {
                 code: 502,
@@ -311,6 +316,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             connect: None,
             header: None,
             response: Duration::ZERO,
+            length: 0,
         };
         let result = match streamed.as_mut() {
             // A streamed body is read from the client during the attempt, which sees it close.
@@ -403,6 +409,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         };
         let status = resp_head.status();
         attempt.status = Some(status);
+        req.keep_upstream_head(&resp_head);
         let bit = next::status_bit(status);
         if bit & settings.next_upstream != 0
             && !streams
@@ -477,6 +484,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         .await;
         let end = Instant::now();
         attempt.response = end - attempt_start;
+        attempt.length = forwarded.body;
         attempts.push(attempt);
         upstream.release(peer, outcome, end);
         let reusable = forwarded.upstream_done && plan.keepalive && !resp_head.connection_close();

@@ -110,6 +110,8 @@ pub(crate) struct Attempt {
     pub connect: Option<std::time::Duration>,
     pub header: Option<std::time::Duration>,
     pub response: std::time::Duration,
+    /// Body bytes received from the upstream (`$upstream_response_length`).
+    pub length: u64,
 }
 
 /// A worker's state for one upstream group: the balancer's and the idle connections.

@@ -62,6 +62,25 @@ impl Request<'_> {
             .any(|p| p.codes.contains(&status))
     }
 
+    /// Keeps the upstream response's head for `$upstream_http_*`, when the configuration
+    /// reads one.
+    pub(crate) fn keep_upstream_head(&self, head: &portcullis_http::ResponseHead) {
+        let generation = self.worker.generation.borrow();
+        if generation
+            .http
+            .names
+            .upstream_heads
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            *self.upstream_head.borrow_mut() = Some(head.raw().to_vec());
+        }
+    }
+
+    /// Keeps the client's body, read whole, for `$request_body` (a reference, not a copy).
+    pub(crate) fn keep_request_body(&self, body: &bytes::Bytes) {
+        *self.request_body.borrow_mut() = Some(body.clone());
+    }
+
     /// An error-log line about the upstream, with nginx's `upstream: "..."` part.
     pub(crate) fn log_upstream(
         &self,
@@ -425,6 +444,9 @@ impl Request<'_> {
                 Var::UpstreamResponseTime => secs(out, Some(a.response)),
                 Var::UpstreamConnectTime => secs(out, a.connect),
                 Var::UpstreamHeaderTime => secs(out, a.header),
+                Var::UpstreamResponseLength => {
+                    let _ = write!(out, "{}", a.length);
+                }
                 _ => {}
             }
         }
