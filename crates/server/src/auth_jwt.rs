@@ -37,7 +37,7 @@ use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
 use crate::conf::{err, ServerConf};
 use crate::request::Request;
-use crate::vars::{Names, Template};
+use crate::vars::{JwtVar, Names, Template};
 use crate::Level;
 
 mod fetch;
@@ -118,17 +118,6 @@ impl Default for CachePolicy {
     }
 }
 
-/// A JWT variable, resolved at load.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JwtVar {
-    /// `$jwt_claim_NAME` or an `auth_jwt_claim_set` path.
-    Claim(Box<[Box<str>]>),
-    /// `$jwt_header_NAME` or an `auth_jwt_header_set` path.
-    Header(Box<[Box<str>]>),
-    /// `$jwt_payload`.
-    Payload,
-}
-
 /// The variables the `http` block's `auth_jwt_claim_set` and `auth_jwt_header_set` declare.
 pub(crate) fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtVar)>, ConfigError> {
     let mut declared = Vec::new();
@@ -161,28 +150,6 @@ pub(crate) fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtV
         declared.push((name.to_string(), var));
     }
     Ok(declared)
-}
-
-/// The JWT variable called `name`, if it is one.
-pub(crate) fn variable(name: &str, declared: &[(String, JwtVar)]) -> Option<JwtVar> {
-    let declared = declared
-        .iter()
-        .rev()
-        .find(|(n, _)| n == name)
-        .map(|(_, var)| var.clone());
-    if declared.is_some() {
-        return declared;
-    }
-    if name == "jwt_payload" {
-        return Some(JwtVar::Payload);
-    }
-    if let Some(claim) = name.strip_prefix("jwt_claim_").filter(|c| !c.is_empty()) {
-        return Some(JwtVar::Claim(Box::new([claim.into()])));
-    }
-    if let Some(member) = name.strip_prefix("jwt_header_").filter(|h| !h.is_empty()) {
-        return Some(JwtVar::Header(Box::new([member.into()])));
-    }
-    None
 }
 
 /// Appends the value of `var` for the request's verified token; nothing without one.
@@ -898,20 +865,5 @@ mod tests {
         let hit = cache.get(&one, b"/jwks", at, ten).map(|f| f.keys.id());
         assert!(hit.is_some_and(|new| new != id));
         assert_eq!(cache.len, 1);
-    }
-
-    #[test]
-    fn variables_by_name() {
-        assert_eq!(variable("jwt_payload", &[]), Some(JwtVar::Payload));
-        assert_eq!(
-            variable("jwt_claim_sub", &[]),
-            Some(JwtVar::Claim(Box::new(["sub".into()])))
-        );
-        assert_eq!(
-            variable("jwt_header_kid", &[]),
-            Some(JwtVar::Header(Box::new(["kid".into()])))
-        );
-        assert_eq!(variable("jwt_claim_", &[]), None);
-        assert_eq!(variable("uri", &[]), None);
     }
 }

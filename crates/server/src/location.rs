@@ -33,6 +33,16 @@ impl Captures {
     }
 }
 
+/// The one-line reason of a regex error (its display spans several lines with a caret).
+pub(crate) fn regex_reason(e: &regex::Error) -> String {
+    let text = e.to_string();
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or(text.lines().last().unwrap_or(""))
+        .to_string()
+}
+
 pub struct Match<'a, T> {
     pub conf: &'a T,
     pub captures: Captures,
@@ -112,7 +122,9 @@ impl<T> LocationTree<T> {
                 let re = RegexBuilder::new(name)
                     .case_insensitive(modifier == "~*")
                     .build()
-                    .map_err(|e| format!("pcre2_compile() failed: {e} in \"{name}\""))?;
+                    .map_err(|e| {
+                        format!("pcre2_compile() failed: {} in \"{name}\"", regex_reason(&e))
+                    })?;
                 self.regexes.push(RegexLoc { re, conf, nested });
             }
             "" | "=" | "^~" => {

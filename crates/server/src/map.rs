@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use portcullis_config::{ConfigError, Directive};
 use regex::bytes::{Regex, RegexBuilder};
 
-use crate::conf::err;
 use crate::location::Captures;
 use crate::vars::{Names, Template, Var};
 
@@ -118,7 +117,7 @@ impl Map {
             .arg(1)
             .strip_prefix('$')
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(1))))?;
+            .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(1))))?;
         let mut map = Map {
             name: name.to_string(),
             source: Template::compile(d.arg(0), d, names)?,
@@ -145,7 +144,7 @@ impl Map {
             let key = e.name.as_str();
             if key == "default" {
                 if map.default.is_some() {
-                    return Err(err(e, "duplicate default map parameter"));
+                    return Err(ConfigError::at(e, "duplicate default map parameter"));
                 }
                 map.default = Some(value);
             } else if let Some(re) = key.strip_prefix('~') {
@@ -157,11 +156,11 @@ impl Map {
                     .case_insensitive(caseless)
                     .build()
                     .map_err(|x| {
-                        err(
+                        ConfigError::at(
                             e,
                             format!(
                                 "pcre2_compile() failed: {} in \"{re}\"",
-                                crate::rewrite::regex_reason(&x)
+                                crate::location::regex_reason(&x)
                             ),
                         )
                     })?;
@@ -179,7 +178,7 @@ impl Map {
     }
 
     fn add_key(&mut self, e: &Directive, key: String, value: Template) -> Result<(), ConfigError> {
-        let conflict = || err(e, format!("conflicting parameter \"{key}\""));
+        let conflict = || ConfigError::at(e, format!("conflicting parameter \"{key}\""));
         if self.hostnames {
             if let Some(rest) = key.strip_prefix("*.") {
                 self.leading

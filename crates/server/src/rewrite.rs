@@ -178,7 +178,7 @@ fn compile_regex(
                 d,
                 format!(
                     "pcre2_compile() failed: {} in \"{source}\"",
-                    regex_reason(&e)
+                    crate::location::regex_reason(&e)
                 ),
             )
         })?;
@@ -195,15 +195,6 @@ fn compile_regex(
     })
 }
 
-/// The one-line reason of a regex error (its display spans several lines with a caret).
-pub(crate) fn regex_reason(e: &regex::Error) -> String {
-    let text = e.to_string();
-    text.lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("error: "))
-        .unwrap_or(text.lines().last().unwrap_or(""))
-        .to_string()
-}
 
 fn compile_rewrite(d: &Directive, names: &Names) -> Result<Rewrite, ConfigError> {
     let regex = compile_regex(d, d.arg(0), false, names)?;

@@ -14,7 +14,6 @@ use portcullis_tls::{
 use rustls::server::{NoServerSessionStorage, ProducesTickets, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 
-use crate::conf::err;
 
 /// nginx's default `ssl_ciphers`.
 const DEFAULT_CIPHERS: &str = "HIGH:!aNULL:!MD5";
@@ -115,7 +114,7 @@ impl TlsBuilder {
         for (i, c) in certs.iter().enumerate() {
             let cert_path = resolve(c.arg(0));
             let Some(k) = keys.get(i) else {
-                return Err(err(
+                return Err(ConfigError::at(
                     c,
                     format!(
                         "no \"ssl_certificate_key\" is defined for certificate \"{}\"",
@@ -127,7 +126,7 @@ impl TlsBuilder {
             loaded.push(self.certified_key(c, &cert_path, &key_path)?);
         }
         let settings = self.settings(&merged, loaded, block, h2, resolve, warnings)?;
-        let tls = ServerTls::build(settings).map_err(|e| err(block, e.to_string()))?;
+        let tls = ServerTls::build(settings).map_err(|e| ConfigError::at(block, e.to_string()))?;
         Ok(ServerTlsBits {
             conf: Some(Arc::new(ServerTlsConf {
                 tls: Some(tls),
@@ -147,7 +146,7 @@ impl TlsBuilder {
         if let Some(k) = self.keys.get(&id) {
             return Ok(k.clone());
         }
-        let k = portcullis_tls::load_certified_key(cert, key).map_err(|e| err(d, e.to_string()))?;
+        let k = portcullis_tls::load_certified_key(cert, key).map_err(|e| ConfigError::at(d, e.to_string()))?;
         self.keys.insert(id, k.clone());
         Ok(k)
     }
@@ -165,7 +164,7 @@ impl TlsBuilder {
             Some(d) => {
                 let names: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
                 let choice =
-                    portcullis_tls::protocol_versions(&names).map_err(|e| err(d, e.to_string()))?;
+                    portcullis_tls::protocol_versions(&names).map_err(|e| ConfigError::at(d, e.to_string()))?;
                 for name in &choice.not_offered {
                     warnings.push(format!(
                         "the \"{name}\" protocol of \"ssl_protocols\" is not offered: only TLSv1.2 and TLSv1.3 are, in {}",
@@ -173,7 +172,7 @@ impl TlsBuilder {
                     ));
                 }
                 if choice.versions.is_empty() {
-                    return Err(err(d, "no protocol left in \"ssl_protocols\""));
+                    return Err(ConfigError::at(d, "no protocol left in \"ssl_protocols\""));
                 }
                 choice.versions
             }
@@ -189,17 +188,17 @@ impl TlsBuilder {
         let tls12_suites = match portcullis_tls::tls12_suites(spec) {
             Ok(s) if !s.is_empty() || !tls12 => s,
             Ok(_) => {
-                return Err(err(
+                return Err(ConfigError::at(
                     cipher_d,
                     format!("SSL_CTX_set_cipher_list(\"{spec}\") failed (no cipher match)"),
                 ))
             }
-            Err(e) if tls12 => return Err(err(cipher_d, e.to_string())),
+            Err(e) if tls12 => return Err(ConfigError::at(cipher_d, e.to_string())),
             Err(_) => Vec::new(),
         };
         let kx_groups = match m.last("ssl_ecdh_curve") {
             Some(d) => {
-                Some(portcullis_tls::kx_groups(d.arg(0)).map_err(|e| err(d, e.to_string()))?)
+                Some(portcullis_tls::kx_groups(d.arg(0)).map_err(|e| ConfigError::at(d, e.to_string()))?)
             }
             None => None,
         };
@@ -348,7 +347,7 @@ impl TlsBuilder {
             "optional" => VerifyClient::Optional,
             "optional_no_ca" => VerifyClient::OptionalNoCa,
             other => {
-                return Err(err(
+                return Err(ConfigError::at(
                     d,
                     format!("invalid value \"{other}\" in \"ssl_verify_client\" directive, it must be \"on\", \"off\", \"optional\" or \"optional_no_ca\""),
                 ))
@@ -364,7 +363,7 @@ impl TlsBuilder {
                 };
                 roots.extend(
                     portcullis_tls::load_certs(&resolve(c.arg(0)), what)
-                        .map_err(|e| err(c, e.to_string()))?,
+                        .map_err(|e| ConfigError::at(c, e.to_string()))?,
                 );
             }
         }
@@ -373,14 +372,14 @@ impl TlsBuilder {
             None => DEFAULT_VERIFY_DEPTH,
         };
         if roots.is_empty() && mode != VerifyClient::OptionalNoCa {
-            return Err(err(d, "no ssl_client_certificate for ssl_verify_client"));
+            return Err(ConfigError::at(d, "no ssl_client_certificate for ssl_verify_client"));
         }
         Ok(Some(ClientAuth { mode, roots, depth }))
     }
 }
 
 fn invalid_cache(d: &Directive, v: &str) -> ConfigError {
-    err(d, format!("invalid session cache \"{v}\""))
+    ConfigError::at(d, format!("invalid session cache \"{v}\""))
 }
 
 /// A server's directives over the http level's.

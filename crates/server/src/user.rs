@@ -17,7 +17,6 @@ use std::io;
 
 use portcullis_config::{ConfigError, Directive};
 
-use crate::conf::err;
 
 /// nginx's default user when `user` is absent.
 const DEFAULT_USER: &str = "nobody";
@@ -60,12 +59,12 @@ impl Credentials {
         let user = d.arg(0);
         let group = d.args.get(1).map_or(user, |a| a.value.as_str());
         let uid =
-            lookup_user(user).ok_or_else(|| err(d, format!("getpwnam(\"{user}\") failed")))?;
+            lookup_user(user).ok_or_else(|| ConfigError::at(d, format!("getpwnam(\"{user}\") failed")))?;
         let gid =
-            lookup_group(group).ok_or_else(|| err(d, format!("getgrnam(\"{group}\") failed")))?;
+            lookup_group(group).ok_or_else(|| ConfigError::at(d, format!("getgrnam(\"{group}\") failed")))?;
         Credentials::new(user, uid, gid)
             .map(Some)
-            .map_err(|e| err(d, e))
+            .map_err(|e| ConfigError::at(d, e))
     }
 
     fn default_user() -> Result<Credentials, ConfigError> {

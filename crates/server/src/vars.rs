@@ -75,7 +75,7 @@ pub enum Var {
     Ssl(SslVar),
     /// `$jwt_claim_*`, `$jwt_header_*`, `$jwt_payload` and the `auth_jwt_claim_set` /
     /// `auth_jwt_header_set` variables.
-    Jwt(crate::auth_jwt::JwtVar),
+    Jwt(JwtVar),
 }
 
 /// The TLS variables, from the connection's handshake; empty on a plain connection.
@@ -99,7 +99,7 @@ pub enum SslVar {
 pub(crate) struct Names {
     pub set: Vec<String>,
     pub maps: Vec<String>,
-    pub jwt: Vec<(String, crate::auth_jwt::JwtVar)>,
+    pub jwt: Vec<(String, JwtVar)>,
     /// Some argument reads `$upstream_http_*`: proxied requests keep the upstream's head.
     pub upstream_heads: std::sync::atomic::AtomicBool,
 }
@@ -120,7 +120,7 @@ impl Var {
         if let Some(slot) = names.set_slot(name) {
             return Some(Var::Set(slot));
         }
-        if let Some(v) = crate::auth_jwt::variable(name, &names.jwt) {
+        if let Some(v) = jwt_variable(name, &names.jwt) {
             return Some(Var::Jwt(v));
         }
         if let Ok(n) = name.parse::<usize>() {
@@ -205,6 +205,39 @@ impl Var {
             _ => return None,
         })
     }
+}
+
+/// A JWT variable (`auth_jwt`), resolved at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwtVar {
+    /// `$jwt_claim_NAME` or an `auth_jwt_claim_set` path.
+    Claim(Box<[Box<str>]>),
+    /// `$jwt_header_NAME` or an `auth_jwt_header_set` path.
+    Header(Box<[Box<str>]>),
+    /// `$jwt_payload`.
+    Payload,
+}
+
+/// The JWT variable called `name`, if it is one.
+fn jwt_variable(name: &str, declared: &[(String, JwtVar)]) -> Option<JwtVar> {
+    let declared = declared
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, var)| var.clone());
+    if declared.is_some() {
+        return declared;
+    }
+    if name == "jwt_payload" {
+        return Some(JwtVar::Payload);
+    }
+    if let Some(claim) = name.strip_prefix("jwt_claim_").filter(|c| !c.is_empty()) {
+        return Some(JwtVar::Claim(Box::new([claim.into()])));
+    }
+    if let Some(member) = name.strip_prefix("jwt_header_").filter(|h| !h.is_empty()) {
+        return Some(JwtVar::Header(Box::new([member.into()])));
+    }
+    None
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -374,6 +407,21 @@ mod tests {
         assert_eq!(e.message, "unknown \"nosuch\" variable");
         assert!(Template::compile("a $ b", &d(), &Names::default()).is_err());
         assert!(Template::compile("${host", &d(), &Names::default()).is_err());
+    }
+
+    #[test]
+    fn jwt_variables_by_name() {
+        assert_eq!(jwt_variable("jwt_payload", &[]), Some(JwtVar::Payload));
+        assert_eq!(
+            jwt_variable("jwt_claim_sub", &[]),
+            Some(JwtVar::Claim(Box::new(["sub".into()])))
+        );
+        assert_eq!(
+            jwt_variable("jwt_header_kid", &[]),
+            Some(JwtVar::Header(Box::new(["kid".into()])))
+        );
+        assert_eq!(jwt_variable("jwt_claim_", &[]), None);
+        assert_eq!(jwt_variable("uri", &[]), None);
     }
 
     #[test]
