@@ -154,3 +154,32 @@ fn upstream_header_length_and_request_body_variables() {
         );
     }
 }
+
+#[test]
+fn directory_redirects_are_escaped_as_nginx_escapes_them() {
+    let docroot = support::TempDir::new("dir-redirects");
+    for dir in ["dir sp", "a%b", "\u{fc}"] {
+        std::fs::create_dir_all(docroot.path().join(dir)).expect("mkdir");
+    }
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        root {};\n    }}\n",
+        docroot.path().display()
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for (path, location) in [
+            ("/dir%20sp", "/dir%20sp/"),
+            ("/a%25b", "/a%25b/"),
+            ("/%C3%BC", "/%C3%BC/"),
+            ("/dir%20sp?x=1", "/dir%20sp/?x=1"),
+            ("/dir%20sp?", "/dir%20sp/"),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.status, 301, "{kind} {path}");
+            let got = r.header("location").unwrap_or_default();
+            assert!(got.ends_with(location), "{kind} {path}: Location {got:?}");
+        }
+    }
+}

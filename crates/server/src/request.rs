@@ -529,12 +529,7 @@ impl<'a> Request<'a> {
                     // the client to /x/, its arguments kept, before any other phase.
                     self.loc = m.conf.clone();
                     self.captures = Captures::default();
-                    let mut location = self.uri.clone();
-                    location.push(b'/');
-                    if let Some(args) = self.args.as_ref().filter(|a| !a.is_empty()) {
-                        location.push(b'?');
-                        location.extend_from_slice(args);
-                    }
+                    let location = self.with_slash();
                     return self.redirect_response(301, &location);
                 }
                 Some(m) => {
@@ -759,12 +754,7 @@ impl<'a> Request<'a> {
                 Step::Status(500)
             }
             Lookup::Directory => {
-                let mut location = self.uri.clone();
-                location.push(b'/');
-                if let Some(a) = &self.args {
-                    location.push(b'?');
-                    location.extend_from_slice(a);
-                }
+                let location = self.with_slash();
                 self.redirect_response(301, &location)
             }
             Lookup::File(file) => {
@@ -968,6 +958,20 @@ impl<'a> Request<'a> {
                 self.redirect_response(*code, &url)
             }
         }
+    }
+
+    /// The URI with a slash added, escaped as nginx escapes it (a space, `%`, `?`, `#`,
+    /// controls and bytes past ASCII), and the arguments: where a directory, or a location
+    /// that proxies, sends a request for its name without the slash.
+    fn with_slash(&self) -> Vec<u8> {
+        let mut location = BytesMut::with_capacity(self.uri.len() + 16);
+        crate::proxy::escape_uri(&self.uri, &mut location);
+        location.put_u8(b'/');
+        if let Some(args) = self.args.as_ref().filter(|a| !a.is_empty()) {
+            location.put_u8(b'?');
+            location.put_slice(args);
+        }
+        location.to_vec()
     }
 
     /// A redirect with nginx's Location rules: a relative URI becomes absolute with the

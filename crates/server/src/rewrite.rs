@@ -195,7 +195,6 @@ fn compile_regex(
     })
 }
 
-
 fn compile_rewrite(d: &Directive, names: &Names) -> Result<Rewrite, ConfigError> {
     let regex = compile_regex(d, d.arg(0), false, names)?;
     let mut text = d.arg(1);

@@ -14,7 +14,6 @@ use portcullis_tls::{
 use rustls::server::{NoServerSessionStorage, ProducesTickets, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 
-
 /// nginx's default `ssl_ciphers`.
 const DEFAULT_CIPHERS: &str = "HIGH:!aNULL:!MD5";
 /// nginx's default `ssl_verify_depth`.
@@ -146,7 +145,8 @@ impl TlsBuilder {
         if let Some(k) = self.keys.get(&id) {
             return Ok(k.clone());
         }
-        let k = portcullis_tls::load_certified_key(cert, key).map_err(|e| ConfigError::at(d, e.to_string()))?;
+        let k = portcullis_tls::load_certified_key(cert, key)
+            .map_err(|e| ConfigError::at(d, e.to_string()))?;
         self.keys.insert(id, k.clone());
         Ok(k)
     }
@@ -163,8 +163,8 @@ impl TlsBuilder {
         let versions = match m.last("ssl_protocols") {
             Some(d) => {
                 let names: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
-                let choice =
-                    portcullis_tls::protocol_versions(&names).map_err(|e| ConfigError::at(d, e.to_string()))?;
+                let choice = portcullis_tls::protocol_versions(&names)
+                    .map_err(|e| ConfigError::at(d, e.to_string()))?;
                 for name in &choice.not_offered {
                     warnings.push(format!(
                         "the \"{name}\" protocol of \"ssl_protocols\" is not offered: only TLSv1.2 and TLSv1.3 are, in {}",
@@ -197,9 +197,10 @@ impl TlsBuilder {
             Err(_) => Vec::new(),
         };
         let kx_groups = match m.last("ssl_ecdh_curve") {
-            Some(d) => {
-                Some(portcullis_tls::kx_groups(d.arg(0)).map_err(|e| ConfigError::at(d, e.to_string()))?)
-            }
+            Some(d) => Some(
+                portcullis_tls::kx_groups(d.arg(0))
+                    .map_err(|e| ConfigError::at(d, e.to_string()))?,
+            ),
             None => None,
         };
         let prefer_server_ciphers = match m.last("ssl_prefer_server_ciphers") {
@@ -372,7 +373,10 @@ impl TlsBuilder {
             None => DEFAULT_VERIFY_DEPTH,
         };
         if roots.is_empty() && mode != VerifyClient::OptionalNoCa {
-            return Err(ConfigError::at(d, "no ssl_client_certificate for ssl_verify_client"));
+            return Err(ConfigError::at(
+                d,
+                "no ssl_client_certificate for ssl_verify_client",
+            ));
         }
         Ok(Some(ClientAuth { mode, roots, depth }))
     }

@@ -17,7 +17,6 @@ use std::io;
 
 use portcullis_config::{ConfigError, Directive};
 
-
 /// nginx's default user when `user` is absent.
 const DEFAULT_USER: &str = "nobody";
 /// nginx's default group: `nobody` where such a group exists, else `nogroup` (Debian's).
@@ -58,10 +57,10 @@ impl Credentials {
         };
         let user = d.arg(0);
         let group = d.args.get(1).map_or(user, |a| a.value.as_str());
-        let uid =
-            lookup_user(user).ok_or_else(|| ConfigError::at(d, format!("getpwnam(\"{user}\") failed")))?;
-        let gid =
-            lookup_group(group).ok_or_else(|| ConfigError::at(d, format!("getgrnam(\"{group}\") failed")))?;
+        let uid = lookup_user(user)
+            .ok_or_else(|| ConfigError::at(d, format!("getpwnam(\"{user}\") failed")))?;
+        let gid = lookup_group(group)
+            .ok_or_else(|| ConfigError::at(d, format!("getgrnam(\"{group}\") failed")))?;
         Credentials::new(user, uid, gid)
             .map(Some)
             .map_err(|e| ConfigError::at(d, e))
