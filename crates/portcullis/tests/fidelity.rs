@@ -183,3 +183,42 @@ fn directory_redirects_are_escaped_as_nginx_escapes_them() {
         }
     }
 }
+
+#[test]
+fn add_header_replaces_etag_and_an_empty_value_removes_it() {
+    let docroot = support::TempDir::new("etag");
+    docroot.write("f.txt", "hi\n");
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nETag: \"up\"\r\nContent-Length: 3\r\n\r\nup\n".to_vec()
+    });
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        root {root};\n        \
+         location /e1 {{ alias {root}/f.txt; add_header ETag foo always; }}\n        \
+         location /e2 {{ alias {root}/f.txt; add_header ETag '' always; }}\n        \
+         location /e3 {{ alias {root}/f.txt; add_header ETag foo always; add_header ETag '' always; }}\n        \
+         location /p1 {{ proxy_pass http://127.0.0.1:{upstream}; add_header ETag bar; }}\n        \
+         location /p2 {{ proxy_pass http://127.0.0.1:{upstream}; add_header ETag ''; }}\n    }}\n",
+        root = docroot.path().display()
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for (path, etag) in [
+            ("/e1", Some("foo")),
+            ("/e2", None),
+            ("/e3", None),
+            ("/p1", Some("bar")),
+            ("/p2", None),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.status, 200, "{kind} {path}");
+            assert_eq!(
+                r.header_count("etag"),
+                usize::from(etag.is_some()),
+                "{kind} {path}"
+            );
+            assert_eq!(r.header("etag"), etag, "{kind} {path}");
+        }
+    }
+}

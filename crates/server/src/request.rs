@@ -118,6 +118,18 @@ impl Response {
             || matches!(self.status, 100..=199 | 204 | 304)
     }
 
+    /// Removes every field called `name` (any case).
+    pub(crate) fn remove_header(&mut self, name: &str) {
+        let mut kept = BytesMut::with_capacity(self.headers.len());
+        for line in self.headers.split_inclusive(|&b| b == b'\n') {
+            let field = line.split(|&b| b == b':').next().unwrap_or(line);
+            if !field.eq_ignore_ascii_case(name.as_bytes()) {
+                kept.extend_from_slice(line);
+            }
+        }
+        self.headers = kept;
+    }
+
     /// nginx sends Last-Modified only with 200, 206 and 304, and Accept-Ranges only with 200:
     /// a file served as an error page loses them.
     fn strip_validators(&mut self) {
@@ -230,6 +242,11 @@ fn header_of<'h>(head: &'h [u8], name: &str) -> Option<&'h [u8]> {
             &value[start..end]
         })
     })
+}
+
+/// The fields add_header sets in place of the response's own instead of adding a line.
+fn replaces(name: &str) -> bool {
+    name.eq_ignore_ascii_case("ETag") || name.eq_ignore_ascii_case("Last-Modified")
 }
 
 /// `$request_id`: 16 random bytes in hex, as nginx makes it.
@@ -1367,19 +1384,36 @@ impl<'a> Request<'a> {
     }
 
     /// add_header of the location that finished the request; an empty value adds nothing.
+    /// `ETag` and `Last-Modified` replace the response's own (an empty value removes it), as
+    /// nginx's headers filter sets them rather than adding a line.
     pub fn add_headers(&self, resp: &mut Response) {
-        let ok = matches!(
-            resp.status,
-            200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
-        );
-        for h in &self.loc.add_headers {
-            if ok || h.always {
-                let value = self.eval(&h.value);
-                if !value.is_empty() {
-                    resp.header(&h.name, &value);
-                }
+        for h in self.applied_add_headers(resp.status) {
+            let value = self.eval(&h.value);
+            if replaces(&h.name) {
+                resp.remove_header(&h.name);
+            }
+            if !value.is_empty() {
+                resp.header(&h.name, &value);
             }
         }
+    }
+
+    /// The location's add_header directives that apply to a response of `status`.
+    fn applied_add_headers(
+        &self,
+        status: u16,
+    ) -> impl Iterator<Item = &crate::conf::AddHeader> + '_ {
+        let ok = matches!(
+            status,
+            200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+        );
+        self.loc.add_headers.iter().filter(move |h| ok || h.always)
+    }
+
+    /// Whether an add_header applying to `status` replaces the response's field `name`.
+    pub(crate) fn add_header_replaces(&self, status: u16, name: &[u8]) -> bool {
+        self.applied_add_headers(status)
+            .any(|h| replaces(&h.name) && h.name.as_bytes().eq_ignore_ascii_case(name))
     }
 
     /// Writes the access log lines of the location that finished the request.

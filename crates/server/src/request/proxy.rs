@@ -362,7 +362,7 @@ impl Request<'_> {
                 }
                 _ => {}
             }
-            if s.hide_headers.iter().any(|h| is(h)) {
+            if s.hide_headers.iter().any(|h| is(h)) || self.add_header_replaces(status, name) {
                 continue;
             }
             if f.known == KnownName::Location {
