@@ -699,3 +699,54 @@ fn curl_over_http2_and_http11_for_each_key_type() {
         }
     }
 }
+
+#[test]
+fn client_certificate_variables_match_nginx() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    let ca = pki.self_signed("ca", KeyKind::P256, "Test CA");
+    let client = pki.signed("client", KeyKind::P256, "/O=Example/CN=client one", &ca);
+    let extra = format!(
+        "        ssl_verify_client on;\n        ssl_client_certificate {};\n        \
+         location /vars {{ return 200 \"BEGIN<i=$ssl_client_i_dn|s=$ssl_client_serial|\
+         f=$ssl_client_fingerprint|vs=$ssl_client_v_start|ve=$ssl_client_v_end|\
+         vr=$ssl_client_v_remain|e=$ssl_client_escaped_cert|r=$ssl_client_raw_cert|\
+         c=$ssl_client_cert>END\"; }}",
+        ca.cert.display()
+    );
+    let body = server_block(&server_pair, &extra);
+    let args = [
+        "-cert".to_string(),
+        client.cert.display().to_string(),
+        "-key".to_string(),
+        client.key.display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut seen: Vec<(Kind, String)> = Vec::new();
+    for kind in kinds() {
+        let Some(server) = start(kind, &body) else {
+            continue;
+        };
+        let out = s_client(server.port(0), &args, &request("localhost", "/vars"));
+        let values = out
+            .split_once("BEGIN<")
+            .and_then(|(_, rest)| rest.split_once(">END"))
+            .map(|(v, _)| v.to_owned())
+            .unwrap_or_else(|| panic!("{kind}: no variables in\n{out}"));
+        assert!(
+            values.contains("i=CN=Test CA|") && values.contains("-----BEGIN CERTIFICATE-----"),
+            "{kind}: {values}"
+        );
+        assert!(
+            !values.contains("s=|") && !values.contains("f=|"),
+            "{kind}: {values}"
+        );
+        seen.push((kind, values));
+    }
+    if let [(_, nginx), (_, ours)] = seen.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

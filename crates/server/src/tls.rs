@@ -43,6 +43,8 @@ pub(crate) struct TlsInfo {
     pub verify: ClientVerify,
     /// `$ssl_client_s_dn`.
     pub client_s_dn: Option<Box<str>>,
+    /// The client's certificate (DER), for the other `$ssl_client_*` variables.
+    pub client_cert: Option<Box<[u8]>>,
     /// Whether a request on this connection is refused for its client certificate, and with
     /// which of nginx's codes (495 bad certificate, 496 none sent).
     pub refuse: Option<u16>,
@@ -123,9 +125,10 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
             (verify, refuse)
         }
     };
-    let client_s_dn = certs
-        .and_then(|c| c.first())
-        .and_then(|c| portcullis_tls::dn::subject_rfc2253(c))
+    let client_cert = certs.and_then(|c| c.first()).map(|c| Box::from(c.as_ref()));
+    let client_s_dn = client_cert
+        .as_deref()
+        .and_then(portcullis_tls::dn::subject_rfc2253)
         .map(Box::from);
     let info = TlsInfo {
         protocol,
@@ -134,6 +137,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         reused,
         verify,
         client_s_dn,
+        client_cert,
         refuse,
         h2: session.alpn_protocol() == Some(b"h2"),
     };
@@ -215,5 +219,67 @@ pub(crate) fn ssl_var(v: SslVar, tls: Option<&TlsInfo>, out: &mut Vec<u8>) {
             }
         }
         SslVar::SessionReused => out.push(if t.reused { b'r' } else { b'.' }),
+        cert_var => {
+            if let Some(cert) = &t.client_cert {
+                client_cert_var(cert_var, cert, out);
+            }
+        }
+    }
+}
+
+/// The `$ssl_client_*` variables read from the client's certificate, as nginx writes them.
+fn client_cert_var(v: SslVar, cert: &[u8], out: &mut Vec<u8>) {
+    use portcullis_tls::dn;
+    match v {
+        SslVar::ClientIDn => {
+            out.extend_from_slice(dn::issuer_rfc2253(cert).unwrap_or_default().as_bytes())
+        }
+        SslVar::ClientSerial => {
+            out.extend_from_slice(dn::serial_hex(cert).unwrap_or_default().as_bytes())
+        }
+        SslVar::ClientFingerprint => out.extend_from_slice(dn::fingerprint_sha1(cert).as_bytes()),
+        SslVar::ClientVStart | SslVar::ClientVEnd | SslVar::ClientVRemain => {
+            let Some((start, end)) = dn::validity(cert) else {
+                return;
+            };
+            match v {
+                SslVar::ClientVStart => out.extend_from_slice(dn::openssl_time(start).as_bytes()),
+                SslVar::ClientVEnd => out.extend_from_slice(dn::openssl_time(end).as_bytes()),
+                _ => {
+                    // nginx: whole days left, 0 within the last one.
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                    let days = if end < now + 86_400 {
+                        0
+                    } else {
+                        (end - now) / 86_400
+                    };
+                    out.extend_from_slice(days.to_string().as_bytes());
+                }
+            }
+        }
+        SslVar::ClientRawCert => out.extend_from_slice(dn::pem(cert).as_bytes()),
+        SslVar::ClientCert => {
+            // The PEM without its last newline, each further line led by a tab.
+            let pem = dn::pem(cert);
+            let pem = pem.strip_suffix('\n').unwrap_or(&pem);
+            out.extend_from_slice(pem.replace('\n', "\n\t").as_bytes());
+        }
+        SslVar::ClientEscapedCert => {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            for b in dn::pem(cert).bytes() {
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                    out.push(b);
+                } else {
+                    out.extend_from_slice(&[
+                        b'%',
+                        HEX[usize::from(b >> 4)],
+                        HEX[usize::from(b & 15)],
+                    ]);
+                }
+            }
+        }
+        _ => {}
     }
 }

@@ -89,6 +89,15 @@ pub enum SslVar {
     ClientVerify,
     ClientSDn,
     SessionReused,
+    ClientIDn,
+    ClientSerial,
+    ClientFingerprint,
+    ClientVStart,
+    ClientVEnd,
+    ClientVRemain,
+    ClientRawCert,
+    ClientCert,
+    ClientEscapedCert,
 }
 
 /// The variables a configuration declares, known before any of its arguments is compiled,
@@ -202,6 +211,15 @@ impl Var {
             "ssl_client_verify" => Var::Ssl(SslVar::ClientVerify),
             "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),
             "ssl_session_reused" => Var::Ssl(SslVar::SessionReused),
+            "ssl_client_i_dn" => Var::Ssl(SslVar::ClientIDn),
+            "ssl_client_serial" => Var::Ssl(SslVar::ClientSerial),
+            "ssl_client_fingerprint" => Var::Ssl(SslVar::ClientFingerprint),
+            "ssl_client_v_start" => Var::Ssl(SslVar::ClientVStart),
+            "ssl_client_v_end" => Var::Ssl(SslVar::ClientVEnd),
+            "ssl_client_v_remain" => Var::Ssl(SslVar::ClientVRemain),
+            "ssl_client_raw_cert" => Var::Ssl(SslVar::ClientRawCert),
+            "ssl_client_cert" => Var::Ssl(SslVar::ClientCert),
+            "ssl_client_escaped_cert" => Var::Ssl(SslVar::ClientEscapedCert),
             _ => return None,
         })
     }

@@ -1,5 +1,7 @@
-//! A certificate's subject as nginx's `$ssl_client_s_dn` writes it: RFC 2253, most specific
-//! attribute first (`CN=client,O=Example,C=US`), as nginx does since 1.11.6.
+//! A client certificate's fields as nginx's `$ssl_client_*` variables write them: subject
+//! and issuer in RFC 2253, most specific attribute first (`CN=client,O=Example,C=US`, as
+//! nginx does since 1.11.6), the serial number in hex, the validity, the SHA-1 fingerprint
+//! and the PEM form.
 
 /// DER tags this reader meets.
 const SEQUENCE: u8 = 0x30;
@@ -35,8 +37,9 @@ const NAMES: &[(&[u8], &str)] = &[
     ),
 ];
 
-/// The subject of a DER certificate in RFC 2253 form, or `None` if the DER is malformed.
-pub fn subject_rfc2253(cert: &[u8]) -> Option<String> {
+/// The fields of a DER certificate's TBSCertificate, from the serial number on:
+/// serialNumber, signature, issuer, validity, subject.
+fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
     let (tag, certificate, _) = tlv(cert)?;
     if tag != SEQUENCE {
         return None;
@@ -48,14 +51,141 @@ pub fn subject_rfc2253(cert: &[u8]) -> Option<String> {
     if tbs.first() == Some(&VERSION_TAG) {
         tbs = tlv(tbs)?.2;
     }
-    // serialNumber, signature, issuer, validity, then the subject.
-    for _ in 0..4 {
-        tbs = tlv(tbs)?.2;
+    let mut fields = [&[][..]; 5];
+    for field in &mut fields {
+        let (_, contents, rest) = tlv(tbs)?;
+        *field = contents;
+        tbs = rest;
     }
-    let (tag, mut rdns, _) = tlv(tbs)?;
-    if tag != SEQUENCE {
+    Some(fields)
+}
+
+/// The subject of a DER certificate in RFC 2253 form, or `None` if the DER is malformed.
+pub fn subject_rfc2253(cert: &[u8]) -> Option<String> {
+    rfc2253(tbs_fields(cert)?[4])
+}
+
+/// The issuer, as [`subject_rfc2253`] writes the subject (`$ssl_client_i_dn`).
+pub fn issuer_rfc2253(cert: &[u8]) -> Option<String> {
+    rfc2253(tbs_fields(cert)?[2])
+}
+
+/// The serial number in uppercase hex, as OpenSSL prints it (`$ssl_client_serial`).
+pub fn serial_hex(cert: &[u8]) -> Option<String> {
+    let serial = tbs_fields(cert)?[0];
+    // The INTEGER's sign byte is not part of the number.
+    let start = serial
+        .iter()
+        .position(|&b| b != 0)
+        .unwrap_or(serial.len().saturating_sub(1));
+    Some(serial[start..].iter().map(|b| format!("{b:02X}")).collect())
+}
+
+/// notBefore and notAfter, in seconds since the Unix epoch.
+pub fn validity(cert: &[u8]) -> Option<(i64, i64)> {
+    let validity = tbs_fields(cert)?[3];
+    let (tag, before, rest) = tlv(validity)?;
+    let not_before = asn1_time(tag, before)?;
+    let (tag, after, _) = tlv(rest)?;
+    Some((not_before, asn1_time(tag, after)?))
+}
+
+/// A UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
+fn asn1_time(tag: u8, text: &[u8]) -> Option<i64> {
+    let digits = |s: &[u8]| -> Option<i64> {
+        s.iter().try_fold(0i64, |acc, &b| {
+            b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
+        })
+    };
+    let (year, rest) = match tag {
+        0x17 if text.len() >= 13 => {
+            let yy = digits(&text[..2])?;
+            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &text[2..])
+        }
+        0x18 if text.len() >= 15 => (digits(&text[..4])?, &text[4..]),
+        _ => return None,
+    };
+    let month = digits(&rest[0..2])?;
+    let day = digits(&rest[2..4])?;
+    let (h, m, sec) = (
+        digits(&rest[4..6])?,
+        digits(&rest[6..8])?,
+        digits(&rest[8..10])?,
+    );
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || rest.get(10) != Some(&b'Z') {
         return None;
     }
+    // Days from the civil date (proleptic Gregorian), as in Howard Hinnant's algorithm.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+}
+
+/// A time as OpenSSL's `ASN1_TIME_print` writes it: `Nov 25 10:00:00 2026 GMT`.
+pub fn openssl_time(secs: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = secs.div_euclid(86_400);
+    let in_day = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{} {day:2} {:02}:{:02}:{:02} {year} GMT",
+        MONTHS[usize::try_from(month - 1).unwrap_or(0)],
+        in_day / 3600,
+        in_day / 60 % 60,
+        in_day % 60
+    )
+}
+
+/// The SHA-1 of the DER in lowercase hex (`$ssl_client_fingerprint`).
+pub fn fingerprint_sha1(cert: &[u8]) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, cert);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The certificate in PEM, as OpenSSL writes it (`$ssl_client_raw_cert`): 64 base64 digits
+/// a line, the last line ended too.
+pub fn pem(cert: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = Vec::with_capacity(cert.len().div_ceil(3) * 4);
+    for chunk in cert.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            b64.push(if i <= chunk.len() {
+                ALPHABET[(n >> (18 - 6 * i) & 63) as usize]
+            } else {
+                b'='
+            });
+        }
+    }
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// An RDNSequence in RFC 2253 form, most specific attribute first.
+fn rfc2253(mut rdns: &[u8]) -> Option<String> {
     let mut parts = Vec::new();
     while !rdns.is_empty() {
         let (tag, set, rest) = tlv(rdns)?;
@@ -177,6 +307,27 @@ mod tests {
             subject_rfc2253(cert.der()).as_deref(),
             Some("CN=client one,O=Example\\, Inc,C=US")
         );
+    }
+
+    #[test]
+    fn issuer_serial_validity_fingerprint_and_pem() {
+        let mut params = rcgen::CertificateParams::new(vec!["client".into()]).unwrap();
+        let mut dn = rcgen::DistinguishedName::new();
+        dn.push(rcgen::DnType::CommonName, "self");
+        params.distinguished_name = dn;
+        params.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x00, 0x8f, 0x01]));
+        params.not_before = rcgen::date_time_ymd(2024, 2, 29);
+        params.not_after = rcgen::date_time_ymd(2051, 1, 1);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let der = cert.der();
+        assert_eq!(issuer_rfc2253(der).as_deref(), Some("CN=self"));
+        assert_eq!(serial_hex(der).as_deref(), Some("8F01"));
+        let (before, after) = validity(der).expect("validity");
+        assert_eq!(openssl_time(before), "Feb 29 00:00:00 2024 GMT");
+        assert_eq!(openssl_time(after), "Jan  1 00:00:00 2051 GMT");
+        assert_eq!(fingerprint_sha1(der).len(), 40);
+        assert_eq!(pem(der), cert.pem().replace("\r\n", "\n"));
     }
 
     #[test]
