@@ -106,6 +106,14 @@ fn websocket_upgrade_tunnels_both_ways() {
         s.shutdown(std::net::Shutdown::Write).expect("shutdown");
         assert!(closes(&mut s, WAIT), "{kind}");
         assert!(support::wait_until(WAIT, || up.closed() > closed), "{kind}");
+        // $body_bytes_sent counts what the tunnel carried to the client: 5 + 4 + 16.
+        let access = server.access_log_path();
+        assert!(
+            support::wait_until(WAIT, || support::read_lossy(&access)
+                .contains("\"GET /ws HTTP/1.1\" 101 25 ")),
+            "{kind}: {}",
+            support::read_lossy(&access)
+        );
         // An idle tunnel is closed after proxy_read_timeout.
         let (mut s, _) = upgraded(server.port(0));
         assert_eq!(read_exact(&mut s, 5), "early", "{kind}");

@@ -430,6 +430,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         if status == 101 && plan.upgrade {
             out.clear();
             req.write_proxied_head(out, &plan, &resp_head, false, false);
+            let head_len = out.len() as u64;
             // Boxed, as the connect: an upgrade is rare and its future large.
             let sent = Box::pin(tunnel(
                 stream,
@@ -445,10 +446,11 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             attempt.response = end - attempt_start;
             attempts.push(attempt);
             upstream.release(peer, Outcome::Ok, end);
+            // `$body_bytes_sent`: what the tunnel carried to the client after the head.
             return Finish::Sent {
                 status,
                 sent,
-                body: 0,
+                body: sent.saturating_sub(head_len),
                 keep_alive: false,
                 attempts,
             };
