@@ -539,14 +539,14 @@ pub static MODULES: &[Module] = &[
         flag: Flag::Standard,
         directives: &[block("split_clients", HTTP, TAKE2, Block::Data).warn()],
     },
-    // `add_header`; `expires` and `add_trailer` are not implemented.
+    // `add_header` and `expires`; `add_trailer` is not implemented.
     Module {
         name: "http_headers_module",
         flag: Flag::None,
         directives: &[
             d("add_header", HSLI, TAKE23),
             d("add_trailer", HSLI, TAKE23).warn(),
-            once("expires", HSLI, TAKE12).warn(),
+            once("expires", HSLI, TAKE12),
         ],
     },
     // Compression: not implemented.

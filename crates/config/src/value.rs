@@ -48,6 +48,11 @@ pub fn time_s(d: &Directive, i: usize) -> Result<u64, ConfigError> {
     parse_time_units(arg(d, i)?, true).ok_or_else(|| invalid_value(d))
 }
 
+/// [`time_s`] of a value that is part of an argument (`expires @15h30m`), in seconds.
+pub fn parse_time_secs(s: &str) -> Option<u64> {
+    parse_time_units(s, true)
+}
+
 /// [`number`] of a value that is part of an argument (`builtin:1000`).
 pub fn parse_number(s: &str) -> Option<u64> {
     digits(s)

@@ -222,3 +222,72 @@ fn add_header_replaces_etag_and_an_empty_value_removes_it() {
         }
     }
 }
+
+#[test]
+fn expires_sets_expires_and_cache_control_as_nginx() {
+    let docroot = support::TempDir::new("expires");
+    let file = docroot.write("f.txt", "hi\n");
+    // Last-Modified 2020-01-01 00:00:00 UTC, for `expires modified`.
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| {
+            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_577_836_800))
+        })
+        .expect("set mtime");
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nExpires: Thu, 01 Jan 2099 00:00:00 GMT\r\n\
+          Cache-Control: public\r\nContent-Length: 3\r\n\r\nup\n"
+            .to_vec()
+    });
+    let f = file.display();
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        \
+         location /a {{ alias {f}; expires 1h; }}\n        \
+         location /b {{ alias {f}; expires -1; }}\n        \
+         location /c {{ alias {f}; expires epoch; }}\n        \
+         location /d {{ alias {f}; expires max; }}\n        \
+         location /e {{ alias {f}; expires modified 1d; }}\n        \
+         location /g {{ set $x 2h; alias {f}; expires $x; }}\n        \
+         location /h {{ expires 1h; return 404; }}\n        \
+         location /p {{ proxy_pass http://127.0.0.1:{upstream}; expires 30s; }}\n    }}\n"
+    );
+    let cases: &[(&str, Option<&str>, Option<&str>)] = &[
+        ("/a", None, Some("max-age=3600")),
+        ("/b", None, Some("no-cache")),
+        (
+            "/c",
+            Some("Thu, 01 Jan 1970 00:00:01 GMT"),
+            Some("no-cache"),
+        ),
+        (
+            "/d",
+            Some("Thu, 31 Dec 2037 23:55:55 GMT"),
+            Some("max-age=315360000"),
+        ),
+        (
+            "/e",
+            Some("Thu, 02 Jan 2020 00:00:00 GMT"),
+            Some("no-cache"),
+        ),
+        ("/g", None, Some("max-age=7200")),
+        ("/p", None, Some("max-age=30")),
+    ];
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for &(path, expires, cache_control) in cases {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.header_count("cache-control"), 1, "{kind} {path}: {r:?}");
+            assert_eq!(r.header("cache-control"), cache_control, "{kind} {path}");
+            assert_eq!(r.header_count("expires"), 1, "{kind} {path}");
+            if let Some(expires) = expires {
+                assert_eq!(r.header("expires"), Some(expires), "{kind} {path}");
+            }
+        }
+        let r = get(server.port(0), "/h").expect("GET /h");
+        assert_eq!(r.status, 404, "{kind}");
+        assert_eq!(r.header("expires"), None, "{kind}: not on a 404");
+    }
+}

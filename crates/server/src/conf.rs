@@ -278,6 +278,8 @@ pub(crate) struct LocConf {
     pub recursive_error_pages: bool,
     /// `add_header name value [always]`.
     pub add_headers: Vec<AddHeader>,
+    /// `expires`: `None` for `off`.
+    pub expires: Option<crate::expires::Expires>,
     /// Server-level settings, also allowed at http level: carried here so they inherit.
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -991,6 +993,7 @@ impl Builder {
                     always,
                 });
             }
+            "expires" => c.expires = crate::expires::compile(d, &self.names)?,
             "merge_slashes" => c.merge_slashes = value::flag(d, 0)?,
             "client_header_buffer_size" => c.head_limits.header_buffer_size = size_usize(d, 0)?,
             "large_client_header_buffers" => {
@@ -1159,6 +1162,7 @@ impl LocConf {
             proxy: Arc::default(),
             recursive_error_pages: false,
             add_headers: Vec::new(),
+            expires: None,
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),
             client_header_timeout: Duration::from_secs(60),

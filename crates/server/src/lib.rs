@@ -16,6 +16,7 @@
 mod auth_jwt;
 mod conf;
 mod conn;
+mod expires;
 mod h2;
 mod h2_proxy;
 mod location;

@@ -118,6 +118,17 @@ impl Response {
             || matches!(self.status, 100..=199 | 204 | 304)
     }
 
+    /// The value of the first field called `name` (any case) among the added fields.
+    pub(crate) fn header_value(&self, name: &str) -> Option<Vec<u8>> {
+        self.headers[..].split(|&b| b == b'\n').find_map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let colon = line.iter().position(|&b| b == b':')?;
+            line[..colon]
+                .eq_ignore_ascii_case(name.as_bytes())
+                .then(|| line[colon + 1..].trim_ascii().to_vec())
+        })
+    }
+
     /// Removes every field called `name` (any case).
     pub(crate) fn remove_header(&mut self, name: &str) {
         let mut kept = BytesMut::with_capacity(self.headers.len());
@@ -242,6 +253,14 @@ fn header_of<'h>(head: &'h [u8], name: &str) -> Option<&'h [u8]> {
             &value[start..end]
         })
     })
+}
+
+/// The statuses add_header (without `always`) and expires apply to.
+fn ok_status(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    )
 }
 
 /// The fields add_header sets in place of the response's own instead of adding a line.
@@ -1387,6 +1406,31 @@ impl<'a> Request<'a> {
     /// `ETag` and `Last-Modified` replace the response's own (an empty value removes it), as
     /// nginx's headers filter sets them rather than adding a line.
     pub fn add_headers(&self, resp: &mut Response) {
+        let last_modified = resp.header_value("Last-Modified");
+        self.add_headers_with(resp, last_modified.as_deref());
+    }
+
+    /// [`add_headers`](Self::add_headers), with `expires` reading `last_modified` (a
+    /// proxied response's, which is not among `resp`'s fields).
+    pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
+        if let Some(expires) = self.loc.expires.as_ref().filter(|_| ok_status(resp.status)) {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            let last_modified = last_modified
+                .and_then(crate::static_files::parse_http_date)
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .and_then(|d| i64::try_from(d.as_secs()).ok());
+            let eval = |t: &crate::vars::Template| self.eval(t);
+            if let Some((date, cache_control)) =
+                crate::expires::fields(expires, now, last_modified, &eval)
+            {
+                resp.remove_header("Expires");
+                resp.remove_header("Cache-Control");
+                resp.header("Expires", date.as_bytes());
+                resp.header("Cache-Control", cache_control.as_bytes());
+            }
+        }
         for h in self.applied_add_headers(resp.status) {
             let value = self.eval(&h.value);
             if replaces(&h.name) {
@@ -1403,17 +1447,20 @@ impl<'a> Request<'a> {
         &self,
         status: u16,
     ) -> impl Iterator<Item = &crate::conf::AddHeader> + '_ {
-        let ok = matches!(
-            status,
-            200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
-        );
+        let ok = ok_status(status);
         self.loc.add_headers.iter().filter(move |h| ok || h.always)
     }
 
     /// Whether an add_header applying to `status` replaces the response's field `name`.
     pub(crate) fn add_header_replaces(&self, status: u16, name: &[u8]) -> bool {
-        self.applied_add_headers(status)
-            .any(|h| replaces(&h.name) && h.name.as_bytes().eq_ignore_ascii_case(name))
+        let expires = self.loc.expires.is_some()
+            && ok_status(status)
+            && (name.eq_ignore_ascii_case(b"Expires")
+                || name.eq_ignore_ascii_case(b"Cache-Control"));
+        expires
+            || self
+                .applied_add_headers(status)
+                .any(|h| replaces(&h.name) && h.name.as_bytes().eq_ignore_ascii_case(name))
     }
 
     /// Writes the access log lines of the location that finished the request.

@@ -376,7 +376,7 @@ impl Request<'_> {
             out.put_slice(f.line);
         }
         let mut extra = Response::new(status);
-        self.add_headers(&mut extra);
+        self.add_headers_with(&mut extra, head.header("last-modified"));
         out.put_slice(&extra.headers);
         out.put_slice(b"\r\n");
     }
