@@ -291,3 +291,54 @@ fn expires_sets_expires_and_cache_control_as_nginx() {
         assert_eq!(r.header("expires"), None, "{kind}: not on a 404");
     }
 }
+
+#[test]
+fn proxy_redirect_regexes_and_refresh_as_nginx() {
+    let upstream = head_upstream(|_, head| {
+        let head = String::from_utf8_lossy(head);
+        let target = head.split(' ').nth(1).unwrap_or("/").to_owned();
+        format!(
+            "HTTP/1.1 302 Found\r\nLocation: http://Backend:8080/app{target}\r\n\
+             Refresh: 5; URL=http://Backend:8080/app{target}\r\nContent-Length: 0\r\n\r\n"
+        )
+        .into_bytes()
+    });
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        \
+         location /re/ {{ proxy_pass http://127.0.0.1:{upstream}; \
+         proxy_redirect ~^http://([a-z]+):\\d+(/.*)$ https://$1$2; }}\n        \
+         location /ci/ {{ proxy_pass http://127.0.0.1:{upstream}; \
+         proxy_redirect ~*^http://([a-z]+):\\d+(/.*)$ https://$1$2; }}\n        \
+         location /px/ {{ proxy_pass http://127.0.0.1:{upstream}; \
+         proxy_redirect http://Backend:8080/app/ /; }}\n    }}\n"
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let base = format!("http://localhost:{}", server.port(0));
+        for (path, location, refresh) in [
+            // Case-sensitive: "Backend" does not match [a-z]+, the value is kept.
+            (
+                "/re/x",
+                "http://Backend:8080/app/re/x".to_string(),
+                "5; URL=http://Backend:8080/app/re/x".to_string(),
+            ),
+            (
+                "/ci/x",
+                "https://Backend/app/ci/x".to_string(),
+                "5; URL=https://Backend/app/ci/x".to_string(),
+            ),
+            ("/px/x", format!("{base}/px/x"), "5; URL=/px/x".to_string()),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.status, 302, "{kind} {path}");
+            assert_eq!(
+                r.header("location"),
+                Some(location.as_str()),
+                "{kind} {path}"
+            );
+            assert_eq!(r.header("refresh"), Some(refresh.as_str()), "{kind} {path}");
+        }
+    }
+}

@@ -59,7 +59,17 @@ pub(crate) enum Redirect {
     Default,
     Off,
     /// `proxy_redirect from to`, in order; the first that matches applies.
-    List(Vec<(Template, Template)>),
+    List(Vec<RedirectRule>),
+}
+
+/// One `proxy_redirect from to`.
+#[derive(Clone)]
+pub(crate) enum RedirectRule {
+    /// A value starting with `from` has it replaced by `to`.
+    Prefix(Template, Template),
+    /// `~regex` (`~*` without case): a value it matches is replaced whole by `to`, whose
+    /// `$1`... are the regex's captures.
+    Regex(regex::bytes::Regex, Template),
 }
 
 /// `proxy_set_header name value`.
@@ -234,11 +244,30 @@ pub(crate) fn directive(
             s.redirect = match (d.arg(0), d.args.len()) {
                 ("default", 1) => Redirect::Default,
                 ("off", 1) => Redirect::Off,
-                (_, 2) => {
-                    let pair = (
-                        Template::compile(d.arg(0), d, vars)?,
-                        Template::compile(d.arg(1), d, vars)?,
-                    );
+                (from, 2) => {
+                    let to = Template::compile(d.arg(1), d, vars)?;
+                    let pair = match from.strip_prefix('~') {
+                        Some(pattern) => {
+                            let (caseless, pattern) = match pattern.strip_prefix('*') {
+                                Some(p) => (true, p),
+                                None => (false, pattern),
+                            };
+                            let re = regex::bytes::RegexBuilder::new(pattern)
+                                .case_insensitive(caseless)
+                                .build()
+                                .map_err(|e| {
+                                    err(
+                                        d,
+                                        format!(
+                                            "pcre2_compile() failed: {} in \"{pattern}\"",
+                                            crate::location::regex_reason(&e)
+                                        ),
+                                    )
+                                })?;
+                            RedirectRule::Regex(re, to)
+                        }
+                        None => RedirectRule::Prefix(Template::compile(from, d, vars)?, to),
+                    };
                     match &mut s.redirect {
                         Redirect::List(list) if !first => {
                             list.push(pair);

@@ -9,7 +9,7 @@ use portcullis_http::{KnownName, ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
-use crate::proxy::{escape_uri, Group, Plan, ProxyPass, Redirect, Target};
+use crate::proxy::{escape_uri, Group, Plan, ProxyPass, Redirect, RedirectRule, Target};
 use crate::Level;
 
 /// Request headers nginx's proxy sets itself (or clears) unless proxy_set_header names them:
@@ -365,6 +365,11 @@ impl Request<'_> {
             if s.hide_headers.iter().any(|h| is(h)) || self.add_header_replaces(status, name) {
                 continue;
             }
+            if name.eq_ignore_ascii_case(b"refresh") {
+                let value = self.rewrite_refresh(plan, f.value);
+                portcullis_http::write_header(out, "Refresh", &value);
+                continue;
+            }
             if f.known == KnownName::Location {
                 if let Some(l) = location.as_ref().filter(|_| !relative) {
                     out.put_slice(b"Location: ");
@@ -385,7 +390,7 @@ impl Request<'_> {
     /// few responses that have a Location.
     fn rewrite_location(&self, plan: &Plan, value: &[u8]) -> Vec<u8> {
         let pass = &plan.pass;
-        let redirects = match (&plan.settings.redirect, &pass.target) {
+        match (&plan.settings.redirect, &pass.target) {
             (Redirect::Default, Target::Group { .. }) => {
                 let mut from = pass.url.as_bytes().to_vec();
                 let to = match &pass.uri {
@@ -398,22 +403,61 @@ impl Request<'_> {
                         b"/".to_vec()
                     }
                 };
-                vec![(from, to)]
+                if let Some(rest) = value.strip_prefix(from.as_slice()) {
+                    let mut v = to;
+                    v.extend_from_slice(rest);
+                    return v;
+                }
             }
-            (Redirect::List(list), _) => list
-                .iter()
-                .map(|(f, t)| (self.eval(f), self.eval(t)))
-                .collect(),
-            _ => Vec::new(),
-        };
-        for (from, to) in &redirects {
-            if let Some(rest) = value.strip_prefix(from.as_slice()) {
-                let mut v = to.clone();
-                v.extend_from_slice(rest);
-                return v;
+            (Redirect::List(rules), _) => {
+                for rule in rules {
+                    match rule {
+                        RedirectRule::Prefix(from, to) => {
+                            let from = self.eval(from);
+                            if let Some(rest) = value.strip_prefix(from.as_slice()) {
+                                let mut v = self.eval(to);
+                                v.extend_from_slice(rest);
+                                return v;
+                            }
+                        }
+                        RedirectRule::Regex(re, to) => {
+                            let Some(caps) = re.captures(value) else {
+                                continue;
+                            };
+                            let mut v = Vec::new();
+                            to.eval_into(&mut v, &mut |var, out| match var {
+                                crate::vars::Var::Capture(n) => {
+                                    if let Some(m) = caps.get(*n) {
+                                        out.extend_from_slice(m.as_bytes());
+                                    }
+                                }
+                                other => self.var(other, out, None),
+                            });
+                            return v;
+                        }
+                    }
+                }
             }
+            _ => {}
         }
         value.to_vec()
+    }
+
+    /// proxy_redirect applied to the URL of a `Refresh` field (`5; url=http://...`), as nginx
+    /// applies it there too.
+    fn rewrite_refresh(&self, plan: &Plan, value: &[u8]) -> Vec<u8> {
+        let at = value
+            .windows(4)
+            .position(|w| w.eq_ignore_ascii_case(b"url="))
+            .map(|i| i + 4);
+        match at {
+            Some(at) => {
+                let mut v = value[..at].to_vec();
+                v.extend_from_slice(&self.rewrite_location(plan, &value[at..]));
+                v
+            }
+            None => value.to_vec(),
+        }
     }
 }
 
