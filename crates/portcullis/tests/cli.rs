@@ -515,35 +515,38 @@ fn sigquit_finishes_an_in_flight_request() {
     }
 }
 
+/// USR1 reopens the access log; so does a reload (HUP), which opens every file anew.
 #[test]
-fn sigusr1_reopens_the_access_log() {
-    for kind in support::kinds() {
-        let Some(server) = Server::start(kind, 1, &config("one")) else {
-            continue;
-        };
-        let log = server.access_log_path();
-        let rotated = server.path("access.log.1");
-        support::get(server.port(0), "/text?before").expect("request");
-        assert!(
-            support::wait_until(SIGNAL_DEADLINE, || support::read_lossy(&log)
-                .contains("/text?before")),
-            "{kind}: first request not logged"
-        );
-        std::fs::rename(&log, &rotated).expect("rotate");
-        server.signal(libc::SIGUSR1);
-        // Requests logged before the reopen land in the rotated file; keep asking until one
-        // lands in the new file.
-        let mut n = 0;
-        let reopened = support::wait_until(SIGNAL_DEADLINE, || {
-            n += 1;
-            let _ = support::get(server.port(0), &format!("/text?after{n}"));
-            support::read_lossy(&log).contains("/text?after")
-        });
-        assert!(reopened, "{kind}: access log not reopened");
-        assert!(
-            support::read_lossy(&rotated).contains("/text?before"),
-            "{kind}"
-        );
+fn sigusr1_and_reload_reopen_the_access_log() {
+    for (signal, name) in [(libc::SIGUSR1, "USR1"), (libc::SIGHUP, "HUP")] {
+        for kind in support::kinds() {
+            let Some(server) = Server::start(kind, 1, &config("one")) else {
+                continue;
+            };
+            let log = server.access_log_path();
+            let rotated = server.path("access.log.1");
+            support::get(server.port(0), "/text?before").expect("request");
+            assert!(
+                support::wait_until(SIGNAL_DEADLINE, || support::read_lossy(&log)
+                    .contains("/text?before")),
+                "{kind}: first request not logged"
+            );
+            std::fs::rename(&log, &rotated).expect("rotate");
+            server.signal(signal);
+            // Requests logged before the reopen land in the rotated file; keep asking until
+            // one lands in the new file.
+            let mut n = 0;
+            let reopened = support::wait_until(SIGNAL_DEADLINE, || {
+                n += 1;
+                let _ = support::get(server.port(0), &format!("/text?after{n}"));
+                support::read_lossy(&log).contains("/text?after")
+            });
+            assert!(reopened, "{kind}: access log not reopened by {name}");
+            assert!(
+                support::read_lossy(&rotated).contains("/text?before"),
+                "{kind}"
+            );
+        }
     }
 }
 

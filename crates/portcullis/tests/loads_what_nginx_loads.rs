@@ -80,6 +80,7 @@ const AUTO_REDIRECT: &str = r#"
         location = /exact { return 200 "exact\n"; }
         location /exact/ { proxy_pass http://127.0.0.1:{PORT1}/; }
         location /plain/ { return 200 "plain\n"; }
+        location /int/ { internal; proxy_pass http://127.0.0.1:{PORT1}/; }
     }
 "#;
 
@@ -97,6 +98,8 @@ fn a_proxied_location_name_without_its_slash_redirects() {
             ("/auto/x", 200, None, "upstream /x"),
             ("/exact", 200, None, "exact"),
             ("/plain", 404, None, ""),
+            // An internal location is not revealed by its redirect.
+            ("/int", 404, None, ""),
         ] {
             let r = get(port, path).expect("GET");
             assert_eq!(r.status, status, "{kind} {path}: {r:?}");

@@ -313,3 +313,19 @@ fn the_readme_lists_what_is_refused_and_what_is_ignored() {
         }
     }
 }
+
+#[test]
+fn setting_limit_rate_through_its_variable_is_refused_too() {
+    for (context, line) in [
+        ("location", "set $limit_rate 10k;"),
+        ("http", "map $uri $limit_rate { default 10k; }"),
+    ] {
+        let c = check(context, line);
+        assert!(!c.ok, "{line} loads:\n{}", c.stderr);
+        let expected = format!(
+            "portcullis: [emerg] setting \"$limit_rate\" is not supported yet and cannot be ignored safely in CONF:{}",
+            c.line
+        );
+        assert_eq!(c.stderr.lines().next(), Some(expected.as_str()), "{line}");
+    }
+}

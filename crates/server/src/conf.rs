@@ -1350,6 +1350,7 @@ pub(crate) fn compile_set(
         .strip_prefix('$')
         .filter(|n| !n.is_empty())
         .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
+    crate::vars::refuse_limit_rate(d, name)?;
     Ok(SetVar {
         // Declared before compiling, by `collect_set_names`.
         slot: names

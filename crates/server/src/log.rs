@@ -327,26 +327,20 @@ pub struct AccessLog {
 /// file that cannot be opened stops a start or a reload instead of losing lines.
 pub(crate) type LogFiles = Arc<HashMap<PathBuf, Arc<File>>>;
 
-/// Opens every access log of `logs`, reusing the handles of `open` for paths it has.
-pub(crate) fn open_access_logs(
-    logs: &[Arc<AccessLog>],
-    open: Option<&LogFiles>,
-) -> io::Result<LogFiles> {
+/// Opens every access log of `logs`, each path once.
+pub(crate) fn open_access_logs(logs: &[Arc<AccessLog>]) -> io::Result<LogFiles> {
     let mut files = HashMap::with_capacity(logs.len());
     for log in logs {
         if files.contains_key(&log.path) {
             continue;
         }
-        let file = match open.and_then(|o| o.get(&log.path)) {
-            Some(f) => f.clone(),
-            None => Arc::new(open_append(&log.path).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("open() \"{}\" failed {}", log.path.display(), os_error(&e)),
-                )
-            })?),
-        };
-        files.insert(log.path.clone(), file);
+        let file = open_append(&log.path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("open() \"{}\" failed {}", log.path.display(), os_error(&e)),
+            )
+        })?;
+        files.insert(log.path.clone(), Arc::new(file));
     }
     Ok(Arc::new(files))
 }

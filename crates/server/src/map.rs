@@ -118,6 +118,7 @@ impl Map {
             .strip_prefix('$')
             .filter(|n| !n.is_empty())
             .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(1))))?;
+        crate::vars::refuse_limit_rate(d, name)?;
         let mut map = Map {
             name: name.to_string(),
             source: Template::compile(d.arg(0), d, names)?,

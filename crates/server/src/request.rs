@@ -546,6 +546,7 @@ impl<'a> Request<'a> {
                 other => return self.rewrite_step(other),
             }
         }
+        let mut slash_redirect = false;
         if let Some(name) = self.named.take() {
             match self.server.named_location(&name) {
                 Some(l) => self.loc = l.clone(),
@@ -561,12 +562,9 @@ impl<'a> Request<'a> {
         } else {
             match self.server.find_location(&self.uri) {
                 Some(m) if m.redirect => {
-                    // `location /x/ { proxy_pass ...; }` and a request for /x: nginx sends
-                    // the client to /x/, its arguments kept, before any other phase.
                     self.loc = m.conf.clone();
                     self.captures = Captures::default();
-                    let location = self.with_slash();
-                    return self.redirect_response(301, &location);
+                    slash_redirect = true;
                 }
                 Some(m) => {
                     self.loc = m.conf.clone();
@@ -594,6 +592,13 @@ impl<'a> Request<'a> {
                 );
                 return Step::Status(413);
             }
+        }
+        if slash_redirect {
+            // `location /x/ { proxy_pass ...; }` and a request for /x: after those checks,
+            // as nginx's find-config phase, the client is sent to /x/ with its arguments,
+            // before the rewrite and access phases.
+            let location = self.with_slash();
+            return self.redirect_response(301, &location);
         }
         // As nginx, a method limit_except restricts switches the request to the limit_except
         // block, which has its own access rules and none of the location's rewrite directives.

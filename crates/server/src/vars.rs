@@ -225,6 +225,18 @@ impl Var {
     }
 }
 
+/// nginx's `$limit_rate` is writable and limits the response rate; rate limits are not
+/// implemented, so setting it (by `set` or `map`) is refused as `limit_rate` is.
+pub(crate) fn refuse_limit_rate(d: &Directive, name: &str) -> Result<(), ConfigError> {
+    if name == "limit_rate" {
+        return Err(ConfigError::at(
+            d,
+            "setting \"$limit_rate\" is not supported yet and cannot be ignored safely",
+        ));
+    }
+    Ok(())
+}
+
 /// A JWT variable (`auth_jwt`), resolved at load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JwtVar {

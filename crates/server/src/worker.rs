@@ -152,11 +152,14 @@ impl Server {
         let generation = Arc::new(Generation {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
-            log_files: crate::log::open_access_logs(&compiled.http.access_logs, None)?,
+            log_files: crate::log::open_access_logs(&compiled.http.access_logs)?,
         });
         let credentials = compiled.main.credentials;
         let workers = (0..n)
-            .map(|id| spawn_worker(id, &shared, &generation, &bound, &credentials))
+            .map(|id| {
+                let listeners = listeners_of(&bound, id)?;
+                spawn_worker(id, &shared, &generation, listeners, &credentials)
+            })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(Server {
             shared,
@@ -186,8 +189,8 @@ impl Server {
             generation: current,
             credentials,
         } = &mut *state;
-        let log_files =
-            crate::log::open_access_logs(&compiled.http.access_logs, Some(&current.log_files))?;
+        // Every file is opened anew, as nginx does on reload: a log moved away is left.
+        let log_files = crate::log::open_access_logs(&compiled.http.access_logs)?;
         let (old_n, new_n) = (workers.len(), compiled.main.workers);
         let mut fresh = HashMap::new();
         let mut extra = Vec::new();
@@ -203,7 +206,6 @@ impl Server {
                 Some(_) => {}
             }
         }
-        self.shared.error_log.replace(&compiled.main.error_log)?;
         let removed: Vec<SocketAddr> = bound
             .keys()
             .filter(|a| !compiled.http.listens.iter().any(|l| l.addr == **a))
@@ -214,57 +216,71 @@ impl Server {
             worker_connections: compiled.main.worker_connections,
             log_files,
         });
-        let replace_all = compiled.main.credentials != *credentials;
-        if !replace_all {
-            for (id, w) in workers.iter().enumerate().take(new_n) {
-                let added = fresh
-                    .iter()
-                    .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
-                    .collect::<io::Result<Vec<_>>>()?;
-                let _ = w.commands.send(Command::Generation {
-                    generation: generation.clone(),
-                    added,
-                    removed: removed.clone(),
-                });
-            }
-        }
-        for a in &removed {
-            bound.remove(a);
-        }
-        bound.extend(fresh);
-        for (addr, sockets) in extra {
-            if let Some(b) = bound.get_mut(&addr) {
-                b.sockets.extend(sockets);
-            }
-        }
-        // Workers that stop keep their own handles until they do.
-        for b in bound.values_mut().filter(|b| b.reuseport) {
-            b.sockets.truncate(new_n);
-        }
-        if replace_all {
-            // The new workers start before the old ones stop, so that the ports never go
-            // unserved; should one fail to start, the old ones keep serving.
+        if compiled.main.credentials != *credentials {
+            // A worker cannot take back the privileges it gave up: a new set starts before
+            // the old one stops, so the ports never go unserved, and nothing changes unless
+            // every new worker started.
+            let addrs: Vec<SocketAddr> = bound
+                .keys()
+                .filter(|a| !removed.contains(a))
+                .chain(fresh.keys())
+                .copied()
+                .collect();
+            let socket = |addr: &SocketAddr, id: usize| -> io::Result<std::net::TcpListener> {
+                if let Some(b) = fresh.get(addr) {
+                    return socket_for(b, id);
+                }
+                let b = bound
+                    .get(addr)
+                    .ok_or_else(|| io::Error::other("no socket"))?;
+                match extra.iter().find(|(a, _)| a == addr) {
+                    Some((_, more)) if b.reuseport && id >= b.sockets.len() => {
+                        more[id - b.sockets.len()].try_clone()
+                    }
+                    _ => socket_for(b, id),
+                }
+            };
             let mut started = Vec::with_capacity(new_n);
-            for id in 0..new_n {
-                match spawn_worker(
+            let spawned = (0..new_n).try_for_each(|id| {
+                let listeners = addrs
+                    .iter()
+                    .map(|a| Ok((*a, socket(a, id)?)))
+                    .collect::<io::Result<Vec<_>>>()?;
+                let w = spawn_worker(
                     id,
                     &self.shared,
                     &generation,
-                    bound,
+                    listeners,
                     &compiled.main.credentials,
-                ) {
-                    Ok(w) => started.push(w),
-                    Err(e) => {
-                        retire(started);
-                        return Err(e);
-                    }
-                }
+                )?;
+                started.push(w);
+                Ok(())
+            });
+            if let Err(e) =
+                spawned.and_then(|()| self.shared.error_log.replace(&compiled.main.error_log))
+            {
+                retire(started);
+                return Err(e);
             }
+            apply_bound(bound, &removed, fresh, extra, new_n);
             retire(std::mem::replace(workers, started));
             *current = generation;
             *credentials = compiled.main.credentials;
             return Ok(());
         }
+        self.shared.error_log.replace(&compiled.main.error_log)?;
+        for (id, w) in workers.iter().enumerate().take(new_n) {
+            let added = fresh
+                .iter()
+                .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
+                .collect::<io::Result<Vec<_>>>()?;
+            let _ = w.commands.send(Command::Generation {
+                generation: generation.clone(),
+                added,
+                removed: removed.clone(),
+            });
+        }
+        apply_bound(bound, &removed, fresh, extra, new_n);
         *current = generation.clone();
         if new_n < old_n {
             retire(workers.drain(new_n..).collect());
@@ -274,7 +290,7 @@ impl Server {
                 id,
                 &self.shared,
                 &generation,
-                bound,
+                listeners_of(bound, id)?,
                 credentials,
             )?);
         }
@@ -298,7 +314,7 @@ impl Server {
             return;
         };
         let current = state.generation.clone();
-        let log_files = match crate::log::open_access_logs(&current.http.access_logs, None) {
+        let log_files = match crate::log::open_access_logs(&current.http.access_logs) {
             Ok(files) => files,
             Err(e) => {
                 self.log(
@@ -355,13 +371,9 @@ fn spawn_worker(
     id: usize,
     shared: &Arc<Shared>,
     generation: &Arc<Generation>,
-    bound: &HashMap<SocketAddr, Bound>,
+    listeners: Vec<(SocketAddr, std::net::TcpListener)>,
     credentials: &Option<Arc<Credentials>>,
 ) -> io::Result<WorkerHandle> {
-    let listeners = bound
-        .iter()
-        .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
-        .collect::<io::Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let shared = shared.clone();
@@ -420,6 +432,41 @@ fn bind(addr: SocketAddr, reuseport: bool, backlog: i32) -> io::Result<std::net:
 
 /// Worker `id`'s socket for a bound address: its own with reuseport, else a duplicate of the
 /// shared one.
+/// Worker `id`'s handles on every bound address.
+fn listeners_of(
+    bound: &HashMap<SocketAddr, Bound>,
+    id: usize,
+) -> io::Result<Vec<(SocketAddr, std::net::TcpListener)>> {
+    bound
+        .iter()
+        .map(|(addr, b)| Ok((*addr, socket_for(b, id)?)))
+        .collect()
+}
+
+/// Applies a reload to the bound addresses: `removed` closed, `fresh` added, `extra`
+/// reuseport sockets added, and reuseport sockets beyond `workers` dropped (workers that stop
+/// keep their own handles until they do).
+fn apply_bound(
+    bound: &mut HashMap<SocketAddr, Bound>,
+    removed: &[SocketAddr],
+    fresh: HashMap<SocketAddr, Bound>,
+    extra: Vec<(SocketAddr, Vec<std::net::TcpListener>)>,
+    workers: usize,
+) {
+    for a in removed {
+        bound.remove(a);
+    }
+    bound.extend(fresh);
+    for (addr, sockets) in extra {
+        if let Some(b) = bound.get_mut(&addr) {
+            b.sockets.extend(sockets);
+        }
+    }
+    for b in bound.values_mut().filter(|b| b.reuseport) {
+        b.sockets.truncate(workers);
+    }
+}
+
 fn socket_for(b: &Bound, id: usize) -> io::Result<std::net::TcpListener> {
     if b.reuseport {
         b.sockets[id].try_clone()
