@@ -474,6 +474,12 @@ impl Parser {
                 here,
             ));
         }
+        // glob(3) has no recursive `**`: it is `*`, as in nginx.
+        let mut pattern = pattern.to_string();
+        while pattern.contains("**") {
+            pattern = pattern.replace("**", "*");
+        }
+        let pattern = pattern.as_str();
         let full = self.base_dir.join(pattern);
         let paths = if pattern.contains(['*', '?', '[']) {
             let text = full.to_string_lossy();

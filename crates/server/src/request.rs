@@ -431,6 +431,8 @@ impl<'a> Request<'a> {
         sub.http2 = self.http2;
         sub.internal = true;
         sub.subrequest = true;
+        // nginx's subrequests share the main request's variables: `$request_id` too.
+        let _ = sub.request_id.set(*self.request_id.get_or_init(random_id));
         sub
     }
 

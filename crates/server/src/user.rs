@@ -17,6 +17,21 @@ use std::io;
 
 use portcullis_config::{ConfigError, Directive};
 
+/// The calls that take 32-bit ids: on 32-bit x86 and ARM the plain numbers are the old
+/// 16-bit-id calls, which would cut an id above 65535 to another.
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SYS_SETGROUPS: libc::c_long = libc::SYS_setgroups32;
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SYS_SETRESGID: libc::c_long = libc::SYS_setresgid32;
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SYS_SETRESUID: libc::c_long = libc::SYS_setresuid32;
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SYS_SETGROUPS: libc::c_long = libc::SYS_setgroups;
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SYS_SETRESGID: libc::c_long = libc::SYS_setresgid;
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SYS_SETRESUID: libc::c_long = libc::SYS_setresuid;
+
 /// nginx's default user when `user` is absent.
 const DEFAULT_USER: &str = "nobody";
 /// nginx's default group: `nobody` where such a group exists, else `nogroup` (Debian's).
@@ -105,13 +120,13 @@ impl Credentials {
         // SAFETY: the pointer and length describe `self.groups`, which outlives the call; the
         // raw calls change this thread's credentials only and touch no memory of ours.
         unsafe {
-            if libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr()) != 0 {
+            if libc::syscall(SYS_SETGROUPS, self.groups.len(), self.groups.as_ptr()) != 0 {
                 return Err(fail(format!("initgroups({}, {})", self.user, self.gid)));
             }
-            if libc::syscall(libc::SYS_setresgid, self.gid, self.gid, self.gid) != 0 {
+            if libc::syscall(SYS_SETRESGID, self.gid, self.gid, self.gid) != 0 {
                 return Err(fail(format!("setgid({})", self.gid)));
             }
-            if libc::syscall(libc::SYS_setresuid, self.uid, self.uid, self.uid) != 0 {
+            if libc::syscall(SYS_SETRESUID, self.uid, self.uid, self.uid) != 0 {
                 return Err(fail(format!("setuid({})", self.uid)));
             }
         }

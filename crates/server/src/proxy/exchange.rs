@@ -360,10 +360,11 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                         upstream.release(peer, Outcome::Ok, end);
                         req.log_upstream(
                             Level::Info,
-                            "client prematurely closed connection, so upstream connection is closed too",
+                            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too",
                             &url,
                         );
-                        attempt.status = Some(CLIENT_CLOSED);
+                        // `$upstream_status` shows no status for it, as in nginx.
+                        attempt.status = None;
                         attempt.response = end - attempt_start;
                         attempts.push(attempt);
                         return Finish::ClientClosed { attempts };
