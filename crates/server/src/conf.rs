@@ -60,8 +60,6 @@ pub(crate) struct HttpConf {
     pub prefix: PathBuf,
     /// The size of each worker's cache of verified JWTs.
     pub jwt_cache_entries: usize,
-    /// The variables the configuration declares, for messages that name them.
-    pub names: Arc<crate::vars::Names>,
 }
 
 /// One listening address and the servers reachable through it.
@@ -129,6 +127,8 @@ pub(crate) struct ServerConf {
     pub rewrite: Arc<crate::rewrite::Program>,
     /// The `map` variables of the `http` block.
     pub maps: Arc<crate::map::Maps>,
+    /// The variables the configuration declares, for what a request reads of them.
+    pub names: Arc<crate::vars::Names>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -403,7 +403,6 @@ fn compile_declared(
             hostname: b.hostname.clone(),
             prefix: prefix.to_path_buf(),
             jwt_cache_entries: b.jwt.cache_entries(),
-            names: b.names.clone(),
         },
     };
     main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
@@ -642,7 +641,6 @@ impl Builder {
             hostname: self.hostname.clone(),
             prefix: self.prefix.clone(),
             jwt_cache_entries: self.jwt.cache_entries(),
-            names: self.names.clone(),
         })
     }
 
@@ -725,6 +723,7 @@ impl Builder {
                 conf,
                 rewrite,
                 maps: self.maps.clone(),
+                names: self.names.clone(),
                 locations: tree,
                 merge_slashes,
                 head_limits,

@@ -1344,8 +1344,7 @@ impl<'a> Request<'a> {
             Var::Set(slot) => match self.vars.get(*slot) {
                 Some(Some(v)) => out.extend_from_slice(v),
                 _ if self.loc.rewrite.uninitialized_warn => {
-                    let names = &self.worker.generation.borrow().http.names;
-                    let name = names.set.get(*slot).map_or("", String::as_str);
+                    let name = self.server.names.set.get(*slot).map_or("", String::as_str);
                     self.log(
                         Level::Warn,
                         &format!("using uninitialized \"{name}\" variable"),

@@ -65,9 +65,9 @@ impl Request<'_> {
     /// Keeps the upstream response's head for `$upstream_http_*`, when the configuration
     /// reads one.
     pub(crate) fn keep_upstream_head(&self, head: &portcullis_http::ResponseHead) {
-        let generation = self.worker.generation.borrow();
-        if generation
-            .http
+        // The request's own configuration's, also while a reload brings another.
+        if self
+            .server
             .names
             .upstream_heads
             .load(std::sync::atomic::Ordering::Relaxed)
