@@ -1412,7 +1412,12 @@ impl<'a> Request<'a> {
     /// `ETag` and `Last-Modified` replace the response's own (an empty value removes it), as
     /// nginx's headers filter sets them rather than adding a line.
     pub fn add_headers(&self, resp: &mut Response) {
-        let last_modified = resp.header_value("Last-Modified");
+        // Only `expires modified` reads it; most responses have no expires.
+        let last_modified = self
+            .loc
+            .expires
+            .as_ref()
+            .and_then(|_| resp.header_value("Last-Modified"));
         self.add_headers_with(resp, last_modified.as_deref());
     }
 
