@@ -342,3 +342,30 @@ fn proxy_redirect_regexes_and_refresh_as_nginx() {
         }
     }
 }
+
+#[test]
+fn named_captures_of_server_name_and_location_regexes_are_variables() {
+    let http = "    server {\n        listen 127.0.0.1:{PORT0};\n        \
+                server_name ~^(?<sub>[a-z]+)\\.example\\.com$;\n        \
+                location ~ ^/u/(?<user>[a-z]+)$ { return 200 \"sub=$sub user=$user\\n\"; }\n        \
+                location / { return 200 \"sub=$sub\\n\"; }\n    }\n    \
+                server {\n        listen 127.0.0.1:{PORT0} default_server;\n        \
+                location / { return 200 \"default\\n\"; }\n    }\n";
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (host, path, body) in [
+            ("abc.example.com", "/u/bob", "sub=abc user=bob\n"),
+            ("abc.example.com", "/x", "sub=abc\n"),
+            ("other", "/x", "default\n"),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            )
+            .expect("GET");
+            assert_eq!(r.body_text(), body, "{kind} {host}{path}");
+        }
+    }
+}

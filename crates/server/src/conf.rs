@@ -129,6 +129,8 @@ pub(crate) struct ServerConf {
     pub maps: Arc<crate::map::Maps>,
     /// The variables the configuration declares, for what a request reads of them.
     pub names: Arc<crate::vars::Names>,
+    /// The `server_name` regexes with named groups, and the slots those set.
+    pub name_captures: Vec<(regex::Regex, Vec<(usize, usize)>)>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -280,6 +282,8 @@ pub(crate) struct LocConf {
     pub add_headers: Vec<AddHeader>,
     /// `expires`: `None` for `off`.
     pub expires: Option<crate::expires::Expires>,
+    /// A regex location's named groups and the slots of the variables they set.
+    pub named_slots: Vec<(usize, usize)>,
     /// Server-level settings, also allowed at http level: carried here so they inherit.
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -297,6 +301,7 @@ pub fn compile(
     let mut set = Vec::new();
     collect_set_names(&loaded.directives, &mut set);
     crate::rewrite::collect_named_groups(&loaded.directives, &mut set);
+    collect_server_name_groups(&loaded.directives, &mut set);
     let mut seen = HashSet::new();
     set.retain(|n| seen.insert(n.clone()));
     let http = loaded.directives.iter().find(|d| d.name == "http");
@@ -308,6 +313,31 @@ pub fn compile(
         ..Default::default()
     };
     compile_declared(loaded, prefix, error_log, names)
+}
+
+/// The named groups of the `server_name` regexes: variables, as in nginx.
+fn collect_server_name_groups(directives: &[Directive], out: &mut Vec<String>) {
+    for d in directives {
+        if d.name == "server_name" {
+            for a in &d.args {
+                if let Some(pattern) = a.value.strip_prefix('~') {
+                    crate::rewrite::named_groups(pattern, out);
+                }
+            }
+        }
+        collect_server_name_groups(d.children(), out);
+    }
+}
+
+/// Each named group of `re` with the slot of the variable it sets.
+fn named_slots<'n>(
+    names: impl Iterator<Item = Option<&'n str>>,
+    declared: &crate::vars::Names,
+) -> Vec<(usize, usize)> {
+    names
+        .enumerate()
+        .filter_map(|(i, n)| Some((i, declared.set_slot(n?)?)))
+        .collect()
 }
 
 /// The variable names of every `set` in the configuration.
@@ -717,6 +747,17 @@ impl Builder {
         for l in locations {
             self.location(&conf, l, &mut tree)?;
         }
+        // An invalid regex is reported where the server names are compiled.
+        let name_captures = bits
+            .names
+            .iter()
+            .filter_map(|n| regex::Regex::new(n.strip_prefix('~')?).ok())
+            .map(|re| {
+                let slots = named_slots(re.capture_names(), &self.names);
+                (re, slots)
+            })
+            .filter(|(_, slots)| !slots.is_empty())
+            .collect();
         Ok((
             ServerConf {
                 name,
@@ -724,6 +765,7 @@ impl Builder {
                 rewrite,
                 maps: self.maps.clone(),
                 names: self.names.clone(),
+                name_captures,
                 locations: tree,
                 merge_slashes,
                 head_limits,
@@ -760,6 +802,10 @@ impl Builder {
         let mut conf = parent.clone();
         conf.name = name.to_string();
         conf.is_regex = modifier.starts_with('~');
+        conf.named_slots = match regex::Regex::new(name) {
+            Ok(re) if conf.is_regex => named_slots(re.capture_names(), &self.names),
+            _ => Vec::new(),
+        };
         conf.rewrite.program = Arc::default();
         conf.internal = false;
         conf.try_files = None;
@@ -1162,6 +1208,7 @@ impl LocConf {
             recursive_error_pages: false,
             add_headers: Vec::new(),
             expires: None,
+            named_slots: Vec::new(),
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),
             client_header_timeout: Duration::from_secs(60),

@@ -486,6 +486,22 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The named groups of the `server_name` regex that chose this server, as variables:
+    /// the first of the server's regexes that matches the host.
+    fn set_server_name_captures(&mut self) {
+        let server: &Arc<ServerConf> = self.server;
+        let host = String::from_utf8_lossy(self.head.host_bytes().unwrap_or_default()).into_owned();
+        for (re, slots) in &server.name_captures {
+            if let Some(c) = re.captures(&host) {
+                for &(group, slot) in slots {
+                    let value = c.get(group).map_or("", |m| m.as_str());
+                    self.set_var(slot, value.as_bytes().to_vec());
+                }
+                return;
+            }
+        }
+    }
+
     /// Runs the phases once and returns the response to send, or a placeholder when they
     /// stopped for a [`Suspension`].
     pub fn process(&mut self) -> Response {
@@ -497,6 +513,9 @@ impl<'a> Request<'a> {
                 r.close = true;
                 return r;
             }
+        }
+        if !self.server.name_captures.is_empty() {
+            self.set_server_name_captures();
         }
         let refused = match self.head.method() {
             Method::Trace => Some("TRACE"),
@@ -571,6 +590,12 @@ impl<'a> Request<'a> {
                 Some(m) => {
                     self.loc = m.conf.clone();
                     self.captures = m.captures;
+                    // A regex location's named groups are variables, as in nginx.
+                    let loc = self.loc.clone();
+                    for &(group, slot) in &loc.named_slots {
+                        let value = self.captures.get(&self.uri, group).to_vec();
+                        self.set_var(slot, value);
+                    }
                     // The groups are ranges of this URI, which a rewrite may change.
                     if !self.captures.is_empty() {
                         self.capture_uri.clone_from(&self.uri);

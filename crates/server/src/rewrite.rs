@@ -398,7 +398,7 @@ impl Request<'_> {
         Flow::Continue
     }
 
-    fn set_var(&mut self, slot: usize, value: Vec<u8>) {
+    pub(crate) fn set_var(&mut self, slot: usize, value: Vec<u8>) {
         if self.vars.len() <= slot {
             self.vars.resize(slot + 1, None);
         }
