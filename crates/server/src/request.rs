@@ -591,10 +591,12 @@ impl<'a> Request<'a> {
                     self.loc = m.conf.clone();
                     self.captures = m.captures;
                     // A regex location's named groups are variables, as in nginx.
-                    let loc = self.loc.clone();
-                    for &(group, slot) in &loc.named_slots {
-                        let value = self.captures.get(&self.uri, group).to_vec();
-                        self.set_var(slot, value);
+                    if !self.loc.named_slots.is_empty() {
+                        let loc = self.loc.clone();
+                        for &(group, slot) in &loc.named_slots {
+                            let value = self.captures.get(&self.uri, group).to_vec();
+                            self.set_var(slot, value);
+                        }
                     }
                     // The groups are ranges of this URI, which a rewrite may change.
                     if !self.captures.is_empty() {
