@@ -266,14 +266,11 @@ fn a_bad_key_file_is_a_config_error_and_a_reload_with_it_keeps_the_old_keys() {
 
     let dir = support::TempDir::new("jwt-t");
     let conf = dir.write("bad.conf", support::render(&bad_conf, dir.path(), &[1]));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("-t")
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .expect("run -t");
+    let out = support::test_config(
+        std::process::Command::new(env!("CARGO_BIN_EXE_portcullis")),
+        dir.path(),
+        &conf,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     let line = support::read_lossy(&conf)

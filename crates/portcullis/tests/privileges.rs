@@ -289,7 +289,7 @@ fn test_config(kind: Kind, user_line: &str, as_user: Option<&str>) -> Option<(bo
     let ports = support::free_ports(1);
     let text = support::render(&CONFIG.replace("{USER}", user_line), dir.path(), &ports);
     fs::write(&conf, text).expect("write config");
-    let mut command = match as_user {
+    let command = match as_user {
         Some(user) => {
             let mut c = Command::new("setpriv");
             let ids = Ids::of(user, nobody_group());
@@ -301,14 +301,7 @@ fn test_config(kind: Kind, user_line: &str, as_user: Option<&str>) -> Option<(bo
         }
         None => Command::new(&binary),
     };
-    let out = command
-        .arg("-t")
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .expect("run -t");
+    let out = support::test_config(command, dir.path(), &conf);
     let stderr = String::from_utf8_lossy(&out.stderr).replace(&conf.display().to_string(), "CONF");
     Some((out.status.success(), stderr))
 }

@@ -79,14 +79,11 @@ fn check(context: &str, line: &str) -> Checked {
         .unwrap_or_else(|| panic!("no context {context}"))
         + 1;
     std::fs::write(&conf, &text).expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("-t")
-        .arg("-p")
-        .arg(dir.path())
-        .arg("-c")
-        .arg(&conf)
-        .output()
-        .expect("run portcullis -t");
+    let out = support::test_config(
+        Command::new(env!("CARGO_BIN_EXE_portcullis")),
+        dir.path(),
+        &conf,
+    );
     Checked {
         ok: out.status.success(),
         stderr: String::from_utf8_lossy(&out.stderr).replace(&conf.display().to_string(), "CONF"),

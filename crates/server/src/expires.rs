@@ -104,7 +104,8 @@ pub(crate) fn fields(
         }
         fixed => fixed,
     };
-    let http_date = |secs: i64| crate::static_files::fmt_http_date(date(secs));
+    let http_date =
+        |secs: i64| crate::static_files::fmt_http_date(crate::static_files::from_unix_secs(secs));
     let (at, max_age, negative) = match *expires {
         Expires::Epoch => return Some((EPOCH_DATE.into(), "no-cache".into())),
         Expires::Max => return Some((MAX_DATE.into(), format!("max-age={MAX_AGE}"))),
@@ -126,15 +127,6 @@ pub(crate) fn fields(
         format!("max-age={max_age}")
     };
     Some((http_date(at), cache_control))
-}
-
-fn date(secs: i64) -> std::time::SystemTime {
-    let magnitude = std::time::Duration::from_secs(secs.unsigned_abs());
-    if secs >= 0 {
-        std::time::UNIX_EPOCH + magnitude
-    } else {
-        std::time::UNIX_EPOCH - magnitude
-    }
 }
 
 #[cfg(test)]
@@ -174,7 +166,10 @@ mod tests {
         let now = 1_700_000_000;
         let (e, cc) = fields(&fixed("1h"), now, None, &none).expect("fields");
         assert_eq!(cc, "max-age=3600");
-        assert_eq!(e, crate::static_files::fmt_http_date(date(now + 3600)));
+        assert_eq!(
+            e,
+            crate::static_files::fmt_http_date(crate::static_files::from_unix_secs(now + 3600))
+        );
         assert_eq!(
             fields(&fixed("-1h"), now, None, &none).expect("f").1,
             "no-cache"

@@ -233,28 +233,6 @@ enum Step {
     Suspend,
 }
 
-/// The value of header `name` (lowercase, `-` for `_`) in the raw head `head`: the first
-/// such field, as nginx 1.22 gives it.
-fn header_of<'h>(head: &'h [u8], name: &str) -> Option<&'h [u8]> {
-    head.split(|&b| b == b'\n').skip(1).find_map(|line| {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let colon = line.iter().position(|&b| b == b':')?;
-        let field = &line[..colon];
-        field.eq_ignore_ascii_case(name.as_bytes()).then(|| {
-            let value = &line[colon + 1..];
-            let start = value
-                .iter()
-                .position(|&b| b != b' ' && b != b'\t')
-                .unwrap_or(value.len());
-            let end = value
-                .iter()
-                .rposition(|&b| b != b' ' && b != b'\t')
-                .map_or(start, |e| e + 1);
-            &value[start..end]
-        })
-    })
-}
-
 /// The statuses add_header (without `always`) and expires apply to.
 fn ok_status(status: u16) -> bool {
     matches!(
@@ -351,7 +329,7 @@ pub(crate) struct Request<'a> {
     request_id: std::cell::OnceCell<[u8; 32]>,
     /// The last upstream response's head, for `$upstream_http_*` (kept only when the
     /// configuration reads one).
-    upstream_head: std::cell::RefCell<Option<Vec<u8>>>,
+    upstream_head: std::cell::RefCell<Option<portcullis_http::ResponseHead>>,
     /// `$request_body`: the body as read whole for the upstream.
     request_body: std::cell::RefCell<Option<Bytes>>,
     /// The status decided so far, for `$status` before the response exists.
@@ -1035,7 +1013,7 @@ impl<'a> Request<'a> {
     /// that proxies, sends a request for its name without the slash.
     fn with_slash(&self) -> Vec<u8> {
         let mut location = BytesMut::with_capacity(self.uri.len() + 16);
-        crate::proxy::escape_uri(&self.uri, &mut location);
+        crate::vars::escape(&self.uri, &mut location, crate::vars::Escape::Uri);
         location.put_u8(b'/');
         if let Some(args) = self.args.as_ref().filter(|a| !a.is_empty()) {
             location.put_u8(b'?');
@@ -1356,10 +1334,13 @@ impl<'a> Request<'a> {
             | Var::UpstreamHeaderTime
             | Var::UpstreamResponseLength => self.upstream_var(v, out),
             Var::UpstreamHttp(name) => {
-                if let Some(head) = self.upstream_head.borrow().as_deref() {
-                    if let Some(value) = header_of(head, name) {
-                        out.extend_from_slice(value);
-                    }
+                if let Some(value) = self
+                    .upstream_head
+                    .borrow()
+                    .as_ref()
+                    .and_then(|h| h.header(name))
+                {
+                    out.extend_from_slice(value);
                 }
             }
             Var::RequestBody => {
@@ -1489,16 +1470,19 @@ impl<'a> Request<'a> {
         self.loc.add_headers.iter().filter(move |h| ok || h.always)
     }
 
-    /// Whether an add_header applying to `status` replaces the response's field `name`.
-    pub(crate) fn add_header_replaces(&self, status: u16, name: &[u8]) -> bool {
-        let expires = self.loc.expires.is_some()
-            && ok_status(status)
-            && (name.eq_ignore_ascii_case(b"Expires")
-                || name.eq_ignore_ascii_case(b"Cache-Control"));
-        expires
-            || self
-                .applied_add_headers(status)
-                .any(|h| replaces(&h.name) && h.name.as_bytes().eq_ignore_ascii_case(name))
+    /// The fields of a response of `status` that expires and add_header set in place of
+    /// the response's own: computed once per response, empty for most locations.
+    pub(crate) fn replaced_fields(&self, status: u16) -> Vec<&str> {
+        let mut fields = Vec::new();
+        if self.loc.expires.is_some() && ok_status(status) {
+            fields.extend(["Expires", "Cache-Control"]);
+        }
+        fields.extend(
+            self.applied_add_headers(status)
+                .filter(|h| replaces(&h.name))
+                .map(|h| h.name.as_str()),
+        );
+        fields
     }
 
     /// Writes the access log lines of the location that finished the request.

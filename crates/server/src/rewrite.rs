@@ -548,7 +548,11 @@ impl Request<'_> {
         let mut out = Vec::new();
         t.eval_into(&mut out, &mut |v, out| match v {
             Var::Capture(n) if escape => {
-                escape_args(self.captures.get(&self.capture_uri, *n), out);
+                crate::vars::escape(
+                    self.captures.get(&self.capture_uri, *n),
+                    out,
+                    crate::vars::Escape::Args,
+                );
             }
             _ => self.var(v, out, None),
         });
@@ -569,19 +573,6 @@ fn new_args(own: Option<Vec<u8>>, old: Option<Vec<u8>>, add_args: bool) -> Optio
         (None, old) => old?,
     };
     (!args.is_empty()).then_some(args)
-}
-
-/// nginx's NGX_ESCAPE_ARGS: space, `#`, `%`, `&`, `+`, `;`, `?`, control bytes and bytes
-/// from 0x7f up become `%XX`.
-fn escape_args(value: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in value {
-        if b <= 0x20 || b >= 0x7f || b"#%&+;?".contains(&b) {
-            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-        } else {
-            out.push(b);
-        }
-    }
 }
 
 /// nginx's NGX_UNESCAPE_REDIRECT over a rewritten redirect: before the first `?`, `%XX` is
@@ -755,7 +746,11 @@ mod tests {
     #[test]
     fn escapes_and_unescapes_as_nginx() {
         let mut out = Vec::new();
-        escape_args(b"a b&c+d;e?f#g%h/i=j\x01\xc3", &mut out);
+        crate::vars::escape(
+            b"a b&c+d;e?f#g%h/i=j\x01\xc3",
+            &mut out,
+            crate::vars::Escape::Args,
+        );
         assert_eq!(out, b"a%20b%26c%2Bd%3Be%3Ff%23g%25h/i=j%01%C3");
         assert_eq!(
             unescape_redirect(b"/a%41%20%2F%7e?x=%41"),

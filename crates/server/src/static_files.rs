@@ -19,5 +19,6 @@ pub use conditions::{
     content_range, multipart_parts, plan, unsatisfied_range, Conditions, Multipart, Part, Plan,
 };
 pub use date::{fmt_http_date, parse_http_date};
+pub(crate) use date::{fmt_openssl_time, from_unix_secs, secs_from_civil};
 pub use mime::MimeTypes;
 pub use send::{copy_file, send_file, SENDFILE_MAX_CHUNK, SEND_CHUNK};

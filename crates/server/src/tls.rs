@@ -242,9 +242,19 @@ fn client_cert_var(v: SslVar, cert: &[u8], out: &mut Vec<u8>) {
             let Some((start, end)) = dn::validity(cert) else {
                 return;
             };
+            let secs = |t: dn::CertTime| {
+                crate::static_files::secs_from_civil(
+                    t.year, t.month, t.day, t.hour, t.minute, t.second,
+                )
+            };
+            let (start, end) = (secs(start), secs(end));
             match v {
-                SslVar::ClientVStart => out.extend_from_slice(dn::openssl_time(start).as_bytes()),
-                SslVar::ClientVEnd => out.extend_from_slice(dn::openssl_time(end).as_bytes()),
+                SslVar::ClientVStart => {
+                    out.extend_from_slice(crate::static_files::fmt_openssl_time(start).as_bytes())
+                }
+                SslVar::ClientVEnd => {
+                    out.extend_from_slice(crate::static_files::fmt_openssl_time(end).as_bytes())
+                }
                 _ => {
                     // nginx: whole days left, 0 within the last one.
                     let now = std::time::SystemTime::now()
@@ -267,18 +277,11 @@ fn client_cert_var(v: SslVar, cert: &[u8], out: &mut Vec<u8>) {
             out.extend_from_slice(pem.replace('\n', "\n\t").as_bytes());
         }
         SslVar::ClientEscapedCert => {
-            const HEX: &[u8; 16] = b"0123456789ABCDEF";
-            for b in dn::pem(cert).bytes() {
-                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                    out.push(b);
-                } else {
-                    out.extend_from_slice(&[
-                        b'%',
-                        HEX[usize::from(b >> 4)],
-                        HEX[usize::from(b & 15)],
-                    ]);
-                }
-            }
+            crate::vars::escape(
+                dn::pem(cert).as_bytes(),
+                out,
+                crate::vars::Escape::Component,
+            );
         }
         _ => {}
     }

@@ -111,6 +111,8 @@ pub(crate) struct Names {
     pub jwt: Vec<(String, JwtVar)>,
     /// Some argument reads `$upstream_http_*`: proxied requests keep the upstream's head.
     pub upstream_heads: std::sync::atomic::AtomicBool,
+    /// Some argument reads `$request_body`: proxied requests keep the body they read.
+    pub request_body: std::sync::atomic::AtomicBool,
 }
 
 impl Names {
@@ -203,7 +205,12 @@ impl Var {
             "upstream_connect_time" => Var::UpstreamConnectTime,
             "upstream_header_time" => Var::UpstreamHeaderTime,
             "upstream_response_length" => Var::UpstreamResponseLength,
-            "request_body" => Var::RequestBody,
+            "request_body" => {
+                names
+                    .request_body
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Var::RequestBody
+            }
             "https" => Var::Ssl(SslVar::Https),
             "ssl_protocol" => Var::Ssl(SslVar::Protocol),
             "ssl_cipher" => Var::Ssl(SslVar::Cipher),
@@ -222,6 +229,35 @@ impl Var {
             "ssl_client_escaped_cert" => Var::Ssl(SslVar::ClientEscapedCert),
             _ => return None,
         })
+    }
+}
+
+/// Which of nginx's `ngx_escape_uri` tables an [`escape`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Escape {
+    /// NGX_ESCAPE_URI: controls, space, `#`, `%`, `?` and bytes from 0x7f.
+    Uri,
+    /// NGX_ESCAPE_ARGS: as `Uri`, and `&`, `+`, `;`.
+    Args,
+    /// NGX_ESCAPE_URI_COMPONENT: all but letters, digits and `-._~`.
+    Component,
+}
+
+/// Appends `value` with the bytes `kind` escapes written as `%XX` (uppercase), as nginx's
+/// `ngx_escape_uri` does.
+pub(crate) fn escape(value: &[u8], out: &mut impl bytes::BufMut, kind: Escape) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in value {
+        let escaped = match kind {
+            Escape::Uri => b <= b' ' || b >= 0x7f || b"#%?".contains(&b),
+            Escape::Args => b <= b' ' || b >= 0x7f || b"#%&+;?".contains(&b),
+            Escape::Component => !(b.is_ascii_alphanumeric() || b"-._~".contains(&b)),
+        };
+        if escaped {
+            out.put_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.put_u8(b);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! A client certificate's fields as nginx's `$ssl_client_*` variables write them: subject
 //! and issuer in RFC 2253, most specific attribute first (`CN=client,O=Example,C=US`, as
-//! nginx does since 1.11.6), the serial number in hex, the validity, the SHA-1 fingerprint
-//! and the PEM form.
+//! nginx does since 1.11.6), the serial number in hex, the validity (as the certificate
+//! writes it: dates are formatted by the server), the SHA-1 fingerprint and the PEM form.
 
 /// DER tags this reader meets.
 const SEQUENCE: u8 = 0x30;
@@ -81,8 +81,19 @@ pub fn serial_hex(cert: &[u8]) -> Option<String> {
     Some(serial[start..].iter().map(|b| format!("{b:02X}")).collect())
 }
 
-/// notBefore and notAfter, in seconds since the Unix epoch.
-pub fn validity(cert: &[u8]) -> Option<(i64, i64)> {
+/// A certificate time, UTC, as the certificate writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CertTime {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+}
+
+/// notBefore and notAfter.
+pub fn validity(cert: &[u8]) -> Option<(CertTime, CertTime)> {
     let validity = tbs_fields(cert)?[3];
     let (tag, before, rest) = tlv(validity)?;
     let not_before = asn1_time(tag, before)?;
@@ -91,64 +102,35 @@ pub fn validity(cert: &[u8]) -> Option<(i64, i64)> {
 }
 
 /// A UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
-fn asn1_time(tag: u8, text: &[u8]) -> Option<i64> {
-    let digits = |s: &[u8]| -> Option<i64> {
-        s.iter().try_fold(0i64, |acc, &b| {
-            b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
+fn asn1_time(tag: u8, text: &[u8]) -> Option<CertTime> {
+    let digits = |s: &[u8]| -> Option<u32> {
+        s.iter().try_fold(0u32, |acc, &b| {
+            b.is_ascii_digit().then(|| acc * 10 + u32::from(b - b'0'))
         })
     };
     let (year, rest) = match tag {
         0x17 if text.len() >= 13 => {
-            let yy = digits(&text[..2])?;
+            let yy = i64::from(digits(&text[..2])?);
             (if yy < 50 { 2000 + yy } else { 1900 + yy }, &text[2..])
         }
-        0x18 if text.len() >= 15 => (digits(&text[..4])?, &text[4..]),
+        0x18 if text.len() >= 15 => (i64::from(digits(&text[..4])?), &text[4..]),
         _ => return None,
     };
-    let month = digits(&rest[0..2])?;
-    let day = digits(&rest[2..4])?;
-    let (h, m, sec) = (
-        digits(&rest[4..6])?,
-        digits(&rest[6..8])?,
-        digits(&rest[8..10])?,
-    );
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || rest.get(10) != Some(&b'Z') {
-        return None;
-    }
-    // Days from the civil date (proleptic Gregorian), as in Howard Hinnant's algorithm.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + h * 3600 + m * 60 + sec)
-}
-
-/// A time as OpenSSL's `ASN1_TIME_print` writes it: `Nov 25 10:00:00 2026 GMT`.
-pub fn openssl_time(secs: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = secs.div_euclid(86_400);
-    let in_day = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{} {day:2} {:02}:{:02}:{:02} {year} GMT",
-        MONTHS[usize::try_from(month - 1).unwrap_or(0)],
-        in_day / 3600,
-        in_day / 60 % 60,
-        in_day % 60
-    )
+    let time = CertTime {
+        year,
+        month: digits(&rest[0..2])?,
+        day: digits(&rest[2..4])?,
+        hour: digits(&rest[4..6])?,
+        minute: digits(&rest[6..8])?,
+        second: digits(&rest[8..10])?,
+    };
+    let valid = (1..=12).contains(&time.month)
+        && (1..=31).contains(&time.day)
+        && time.hour < 24
+        && time.minute < 60
+        && time.second < 61
+        && rest.get(10) == Some(&b'Z');
+    valid.then_some(time)
 }
 
 /// The SHA-1 of the DER in lowercase hex (`$ssl_client_fingerprint`).
@@ -324,8 +306,11 @@ mod tests {
         assert_eq!(issuer_rfc2253(der).as_deref(), Some("CN=self"));
         assert_eq!(serial_hex(der).as_deref(), Some("8F01"));
         let (before, after) = validity(der).expect("validity");
-        assert_eq!(openssl_time(before), "Feb 29 00:00:00 2024 GMT");
-        assert_eq!(openssl_time(after), "Jan  1 00:00:00 2051 GMT");
+        assert_eq!((before.year, before.month, before.day), (2024, 2, 29));
+        assert_eq!(
+            (after.year, after.month, after.day, after.hour),
+            (2051, 1, 1, 0)
+        );
         assert_eq!(fingerprint_sha1(der).len(), 40);
         assert_eq!(pem(der), cert.pem().replace("\r\n", "\n"));
     }

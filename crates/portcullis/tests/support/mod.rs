@@ -18,7 +18,7 @@ use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -207,6 +207,19 @@ pub fn main_config(http_body: &str) -> String {
          events {{\n    worker_connections 256;\n}}\n\
          http {{\n    access_log {{PREFIX}}/access.log;\n{http_body}\n}}\n"
     )
+}
+
+/// Runs `command` (a server binary, or a wrapper around one) with `-t -p prefix -c conf`:
+/// the configuration test, as a user runs it.
+pub fn test_config(mut command: Command, prefix: &Path, conf: &Path) -> Output {
+    command
+        .arg("-t")
+        .arg("-p")
+        .arg(prefix)
+        .arg("-c")
+        .arg(conf)
+        .output()
+        .expect("run -t")
 }
 
 /// A running server process on its own prefix; stopped (TERM, then KILL) when dropped.

@@ -318,40 +318,42 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             response: Duration::ZERO,
             length: 0,
         };
-        let result = match streamed.as_mut() {
+        let result = if let Some(s) = streamed.as_mut() {
             // A streamed body is read from the client during the attempt, which sees it close.
-            Some(s) => {
-                attempt_once(
-                    &plan,
-                    &local,
-                    peer,
-                    peer_ref.addr,
-                    &head,
-                    &whole,
-                    Some((&mut *stream, &mut *read, s, send_timeout)),
-                    req,
-                    url,
-                    now,
-                    &mut attempt,
-                )
-                .await
-            }
-            // Else the client is watched while the upstream is reached and answers, as nginx
-            // watches it: one that goes away ends the attempt (proxy_ignore_client_abort off).
-            None if !settings.ignore_client_abort => {
-                let attempted = attempt_once::<S>(
-                    &plan,
-                    &local,
-                    peer,
-                    peer_ref.addr,
-                    &head,
-                    &whole,
-                    None,
-                    req,
-                    url,
-                    now,
-                    &mut attempt,
-                );
+            let source = Some((&mut *stream, &mut *read, s, send_timeout));
+            attempt_once(
+                &plan,
+                &local,
+                peer,
+                peer_ref.addr,
+                &head,
+                &whole,
+                source,
+                req,
+                url,
+                now,
+                &mut attempt,
+            )
+            .await
+        } else {
+            let attempted = attempt_once::<S>(
+                &plan,
+                &local,
+                peer,
+                peer_ref.addr,
+                &head,
+                &whole,
+                None,
+                req,
+                url,
+                now,
+                &mut attempt,
+            );
+            if settings.ignore_client_abort {
+                attempted.await
+            } else {
+                // The client is watched while the upstream is reached and answers, as nginx
+                // watches it: one that goes away ends the attempt.
                 tokio::select! {
                     biased;
                     r = attempted => r,
@@ -370,22 +372,6 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                         return Finish::ClientClosed { attempts };
                     }
                 }
-            }
-            None => {
-                attempt_once::<S>(
-                    &plan,
-                    &local,
-                    peer,
-                    peer_ref.addr,
-                    &head,
-                    &whole,
-                    None,
-                    req,
-                    url,
-                    now,
-                    &mut attempt,
-                )
-                .await
             }
         };
         let (mut conn, resp_head, ubuf) = match result {

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
 use portcullis_proxy::upstream::{KeyKind, LocalState, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
@@ -228,19 +228,6 @@ pub(crate) fn resolve(host: &str, port: u16) -> Option<Vec<SocketAddr>> {
     (!addrs.is_empty()).then_some(addrs)
 }
 
-/// Appends `uri` escaped as nginx's `ngx_escape_uri(NGX_ESCAPE_URI)`: controls, space, '#',
-/// '%', '?' and bytes above 0x7e become `%XX`.
-pub(crate) fn escape_uri(uri: &[u8], out: &mut BytesMut) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in uri {
-        if b <= b' ' || b >= 0x7f || b == b'#' || b == b'%' || b == b'?' {
-            out.put_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
-        } else {
-            out.put_u8(b);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,7 +263,7 @@ mod tests {
     #[test]
     fn escapes_like_nginx() {
         let mut out = BytesMut::new();
-        escape_uri(b"/a b#c%d?e\xc3\xa9/f", &mut out);
+        crate::vars::escape(b"/a b#c%d?e\xc3\xa9/f", &mut out, crate::vars::Escape::Uri);
         assert_eq!(&out[..], b"/a%20b%23c%25d%3Fe%C3%A9/f");
     }
 }

@@ -9,7 +9,7 @@ use portcullis_http::{KnownName, ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
-use crate::proxy::{escape_uri, Group, Plan, ProxyPass, Redirect, RedirectRule, Target};
+use crate::proxy::{Group, Plan, ProxyPass, Redirect, RedirectRule, Target};
 use crate::Level;
 
 /// Request headers nginx's proxy sets itself (or clears) unless proxy_set_header names them:
@@ -72,13 +72,20 @@ impl Request<'_> {
             .upstream_heads
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            *self.upstream_head.borrow_mut() = Some(head.raw().to_vec());
+            *self.upstream_head.borrow_mut() = Some(head.clone());
         }
     }
 
-    /// Keeps the client's body, read whole, for `$request_body` (a reference, not a copy).
+    /// Keeps the client's body, read whole, for `$request_body` (a reference, not a copy),
+    /// when the configuration reads it.
     pub(crate) fn keep_request_body(&self, body: &bytes::Bytes) {
-        *self.request_body.borrow_mut() = Some(body.clone());
+        let names = &self.server.names;
+        if names
+            .request_body
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            *self.request_body.borrow_mut() = Some(body.clone());
+        }
     }
 
     /// An error-log line about the upstream, with nginx's `upstream: "..."` part.
@@ -202,7 +209,7 @@ impl Request<'_> {
                         rest = r;
                     }
                 }
-                escape_uri(rest, &mut head);
+                crate::vars::escape(rest, &mut head, crate::vars::Escape::Uri);
                 if let Some(a) = &self.args {
                     head.put_u8(b'?');
                     head.put_slice(a);
@@ -347,6 +354,7 @@ impl Request<'_> {
         } else {
             out.put_slice(b"Connection: close\r\n");
         }
+        let replaced = self.replaced_fields(status);
         for f in head.fields() {
             let name = f.name;
             let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
@@ -362,7 +370,7 @@ impl Request<'_> {
                 }
                 _ => {}
             }
-            if s.hide_headers.iter().any(|h| is(h)) || self.add_header_replaces(status, name) {
+            if s.hide_headers.iter().any(|h| is(h)) || replaced.iter().any(|r| is(r)) {
                 continue;
             }
             if name.eq_ignore_ascii_case(b"refresh") {

@@ -41,6 +41,35 @@ pub(crate) fn from_unix_secs(secs: i64) -> SystemTime {
     }
 }
 
+/// Seconds since the epoch of a UTC date and time (a certificate's validity).
+pub(crate) fn secs_from_civil(
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: u32,
+    min: u32,
+    sec: u32,
+) -> i64 {
+    days_from_civil(year, month, day) * SECS_PER_DAY
+        + i64::from(hour) * 3600
+        + i64::from(min) * 60
+        + i64::from(sec)
+}
+
+/// `secs` as OpenSSL's `ASN1_TIME_print` writes it: `Nov  5 10:00:00 2026 GMT`.
+pub(crate) fn fmt_openssl_time(secs: i64) -> String {
+    let days = secs.div_euclid(SECS_PER_DAY);
+    let in_day = secs.rem_euclid(SECS_PER_DAY);
+    let (year, month, day) = civil_from_days(days);
+    let month = std::str::from_utf8(MONTHS[month as usize - 1]).unwrap_or("Jan");
+    format!(
+        "{month} {day:2} {:02}:{:02}:{:02} {year} GMT",
+        in_day / 3600,
+        in_day / 60 % 60,
+        in_day % 60
+    )
+}
+
 /// Formats `t` as an IMF-fixdate, the form of `Last-Modified` and `Date`.
 pub fn fmt_http_date(t: SystemTime) -> String {
     let secs = unix_secs(t);
@@ -207,6 +236,14 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openssl_times() {
+        let leap = secs_from_civil(2024, 2, 29, 0, 0, 0);
+        assert_eq!(fmt_openssl_time(leap), "Feb 29 00:00:00 2024 GMT");
+        let later = secs_from_civil(2051, 1, 1, 10, 2, 3);
+        assert_eq!(fmt_openssl_time(later), "Jan  1 10:02:03 2051 GMT");
+    }
 
     /// The Last-Modified nginx sent for a file touched at 2020-01-02 03:04:05 UTC.
     const NGINX_LAST_MODIFIED: &str = "Thu, 02 Jan 2020 03:04:05 GMT";
