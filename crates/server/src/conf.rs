@@ -289,7 +289,7 @@ pub(crate) struct LocConf {
     pub head_limits: portcullis_http::HeadLimits,
     pub client_header_timeout: Duration,
     /// `http2` and the `http2_*` directives.
-    pub http2: crate::h2::Http2Conf,
+    pub http2: crate::h2::conf::Http2Conf,
 }
 
 /// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
@@ -1099,7 +1099,7 @@ impl Builder {
                 )? => {}
             "error_log" => self.extra_error_log(d)?,
             name if name.starts_with("http2") => {
-                if !crate::h2::directive(&mut c.http2, d)? {
+                if !crate::h2::conf::directive(&mut c.http2, d)? {
                     self.check_meaning(d);
                 }
             }
@@ -1212,7 +1212,7 @@ impl LocConf {
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),
             client_header_timeout: Duration::from_secs(60),
-            http2: crate::h2::Http2Conf::default(),
+            http2: crate::h2::conf::Http2Conf::default(),
         }
     }
 }

@@ -18,10 +18,13 @@ use tokio::net::TcpStream;
 
 use crate::conf::{Listen, ServerConf};
 use crate::request::{Body, Request, Response};
-use crate::tls::{Start, Stream, TlsInfo};
+use crate::tls::{Start, Stream};
 use crate::vars::Var;
-use crate::worker::{ActiveGuard, Generation, Worker};
+use crate::worker::state::{ActiveGuard, Generation, Worker};
 use crate::Level;
+
+pub(crate) mod info;
+use info::ConnInfo;
 
 /// Bytes read per `read` call at least; a head usually arrives whole in one.
 const READ_CHUNK: usize = 4096;
@@ -39,20 +42,6 @@ const DISCARD_MAX: u64 = 1 << 30;
 const TLS_RECORD: usize = 16 * 1024;
 /// nginx's code for a plain HTTP request sent to a TLS port, answered as 400.
 const TO_HTTPS: u16 = 497;
-
-/// What the connection knows of itself, for variables and the error log.
-#[derive(Clone)]
-pub(crate) struct ConnInfo {
-    pub id: u64,
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
-    pub requests: u64,
-    /// When it was accepted: a request that starts more than `keepalive_time` later is its
-    /// last, as in nginx.
-    pub started: Instant,
-    /// The handshake's outcome, on a TLS connection.
-    pub tls: Option<Rc<TlsInfo>>,
-}
 
 pub(crate) async fn serve(
     guard: ActiveGuard,

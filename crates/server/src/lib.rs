@@ -18,7 +18,6 @@ mod conf;
 mod conn;
 mod expires;
 mod h2;
-mod h2_proxy;
 mod location;
 mod log;
 mod map;

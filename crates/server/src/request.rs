@@ -20,12 +20,12 @@ use portcullis_http::{Method, RequestHead};
 
 use crate::auth_jwt::Refusal;
 use crate::conf::{access_allowed, ErrorTarget, LocConf, Return, ServerConf, TryLast};
-use crate::conn::ConnInfo;
+use crate::conn::info::ConnInfo;
 use crate::location::Captures;
 use crate::rewrite::Outcome;
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
-use crate::worker::Worker;
+use crate::worker::state::Worker;
 use crate::Level;
 
 mod proxy;

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -16,11 +15,14 @@ use socket2::{Domain, Socket, Type};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, LocalSet};
 
-use crate::conf::{Compiled, HttpConf};
+use crate::conf::Compiled;
 use crate::log::{ErrorLog, LogFiles, WorkerLogs};
 use crate::static_files::FileCache;
 use crate::user::Credentials;
 use crate::Level;
+
+pub(crate) mod state;
+use state::{ActiveGuard, Generation, Shared, Worker};
 
 /// Entries in each worker's open-file cache.
 const FILE_CACHE_ENTRIES: usize = 1024;
@@ -28,26 +30,6 @@ const FILE_CACHE_ENTRIES: usize = 1024;
 /// a replaced file from being served stale for long, and takes a syscall off nearly every
 /// request under load.
 const FILE_CACHE_VALID: Duration = Duration::from_secs(1);
-
-/// State shared by all workers: the error log and the connection counter behind `*N`.
-pub(crate) struct Shared {
-    pub error_log: ErrorLog,
-    connections: AtomicU64,
-}
-
-impl Shared {
-    pub fn next_connection(&self) -> u64 {
-        self.connections.fetch_add(1, Ordering::Relaxed) + 1
-    }
-}
-
-/// What a connection needs of the configuration; a connection keeps the one it started with.
-pub(crate) struct Generation {
-    pub http: Arc<HttpConf>,
-    pub worker_connections: usize,
-    /// The access log files of `http`, opened by the server.
-    pub log_files: LogFiles,
-}
 
 enum Command {
     Generation {
@@ -60,38 +42,6 @@ enum Command {
     Stop {
         graceful: bool,
     },
-}
-
-/// Per-worker state, reached from every task of the worker through an `Rc`.
-pub(crate) struct Worker {
-    pub shared: Arc<Shared>,
-    pub generation: RefCell<Arc<Generation>>,
-    pub files: RefCell<FileCache>,
-    pub logs: RefCell<WorkerLogs>,
-    pub dates: RefCell<portcullis_http::DateCache>,
-    /// Open connections, for worker_connections and for a graceful stop.
-    pub active: Cell<usize>,
-    /// Set when a graceful stop begins: idle keepalive connections close.
-    pub stopping: watch::Receiver<bool>,
-    /// Woken when the last connection of a stopping worker closes.
-    pub drained: Notify,
-    /// Balancer state and keepalive pools of the upstream groups in use.
-    pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
-    /// Verified JWTs.
-    pub jwt: RefCell<crate::auth_jwt::WorkerJwt>,
-}
-
-/// Counts a connection as open for as long as it lives.
-pub(crate) struct ActiveGuard(pub Rc<Worker>);
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        let n = self.0.active.get() - 1;
-        self.0.active.set(n);
-        if n == 0 {
-            self.0.drained.notify_one();
-        }
-    }
 }
 
 struct WorkerHandle {
@@ -140,10 +90,7 @@ impl Server {
                 ),
             )
         })?;
-        let shared = Arc::new(Shared {
-            error_log,
-            connections: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new(error_log));
         let n = compiled.main.workers;
         let mut bound = HashMap::new();
         for l in &compiled.http.listens {

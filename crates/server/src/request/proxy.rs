@@ -37,7 +37,7 @@ const HIDDEN: &[&str] = &[
 ];
 
 impl Request<'_> {
-    pub(crate) fn worker(&self) -> &crate::worker::Worker {
+    pub(crate) fn worker(&self) -> &crate::worker::state::Worker {
         self.worker
     }
 

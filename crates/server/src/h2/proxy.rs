@@ -22,7 +22,7 @@ use http::header::{HeaderName, HeaderValue};
 use portcullis_http::{parse_response_head, Chunk, ChunkedDecoder, Framing, ResponseHead};
 use tokio::io::{AsyncReadExt, DuplexStream};
 
-use crate::h2::{Out, CONNECTION_FIELDS, FRAME_HEADER_LEN};
+use super::{Out, CONNECTION_FIELDS, FRAME_HEADER_LEN};
 use crate::proxy::{Finish, Plan, ReqBody, PIPE_SIZE};
 use crate::request::{Request, Response};
 use crate::Level;
@@ -131,7 +131,7 @@ async fn read_body(req: &Request<'_>, mut body: RecvStream) -> Result<ReqBody, u
                         Level::Error,
                         &format!("client intended to send too large chunked body: {total} bytes"),
                     );
-                    crate::h2::discard(body).await;
+                    super::discard(body).await;
                     return Err(413);
                 }
                 whole.extend_from_slice(&data);

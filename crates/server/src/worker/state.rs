@@ -1,0 +1,72 @@
+//! What every task of a worker reaches: the worker's own state behind an `Rc`, the state all
+//! workers share, and the configuration generation a connection started with.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{watch, Notify};
+
+use crate::conf::HttpConf;
+use crate::log::{ErrorLog, LogFiles, WorkerLogs};
+use crate::static_files::FileCache;
+
+/// State shared by all workers: the error log and the connection counter behind `*N`.
+pub(crate) struct Shared {
+    pub error_log: ErrorLog,
+    connections: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(error_log: ErrorLog) -> Shared {
+        Shared {
+            error_log,
+            connections: AtomicU64::new(0),
+        }
+    }
+
+    pub fn next_connection(&self) -> u64 {
+        self.connections.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// What a connection needs of the configuration; a connection keeps the one it started with.
+pub(crate) struct Generation {
+    pub http: Arc<HttpConf>,
+    pub worker_connections: usize,
+    /// The access log files of `http`, opened by the server.
+    pub log_files: LogFiles,
+}
+
+/// Per-worker state, reached from every task of the worker through an `Rc`.
+pub(crate) struct Worker {
+    pub shared: Arc<Shared>,
+    pub generation: RefCell<Arc<Generation>>,
+    pub files: RefCell<FileCache>,
+    pub logs: RefCell<WorkerLogs>,
+    pub dates: RefCell<portcullis_http::DateCache>,
+    /// Open connections, for worker_connections and for a graceful stop.
+    pub active: Cell<usize>,
+    /// Set when a graceful stop begins: idle keepalive connections close.
+    pub stopping: watch::Receiver<bool>,
+    /// Woken when the last connection of a stopping worker closes.
+    pub drained: Notify,
+    /// Balancer state and keepalive pools of the upstream groups in use.
+    pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
+    /// Verified JWTs.
+    pub jwt: RefCell<crate::auth_jwt::WorkerJwt>,
+}
+
+/// Counts a connection as open for as long as it lives.
+pub(crate) struct ActiveGuard(pub Rc<Worker>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        let n = self.0.active.get() - 1;
+        self.0.active.set(n);
+        if n == 0 {
+            self.0.drained.notify_one();
+        }
+    }
+}
