@@ -692,3 +692,71 @@ fn key_request_to_a_static_file() {
     );
     assert_eq!(r.status, 200, "{}", r.body_text());
 }
+
+/// `satisfy` combines allow/deny with `auth_jwt` as nginx's access phase combines its
+/// handlers: an allow/deny list that matches no rule decides nothing, so with `satisfy any`
+/// the token is still required; a matching `allow` admits without one; with `satisfy all`
+/// both must admit; a 401 outranks a 403.
+#[test]
+fn satisfy_combines_allow_deny_and_auth_jwt() {
+    let Some(keys) = Material::generate() else {
+        return;
+    };
+    let upstream = echo_upstream();
+    let config = support::main_config(&format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        auth_jwt "Test API";
+        auth_jwt_key_file {hs};
+        location /any-elsewhere {{ satisfy any; allow 10.0.0.0/8; proxy_pass {up}; }}
+        location /any-here {{ satisfy any; allow 127.0.0.1; deny all; proxy_pass {up}; }}
+        location /any-denied {{ satisfy any; deny all; proxy_pass {up}; }}
+        location /all-here {{ satisfy all; allow 127.0.0.1; deny all; proxy_pass {up}; }}
+        location /all-denied {{ satisfy all; deny all; proxy_pass {up}; }}
+        location /any-limit {{
+            satisfy any;
+            auth_jwt off;
+            limit_except GET {{ allow 10.0.0.0/8; deny all; auth_jwt "Writers"; }}
+            proxy_pass {up};
+        }}
+    }}
+"#,
+        hs = keys.key("hs.jwk"),
+        up = format_args!("http://127.0.0.1:{upstream}"),
+    ));
+    let server = Server::start(Kind::Portcullis, 1, &config).unwrap();
+    let hs = keys.token("hs_valid");
+    for (path, without, with) in [
+        ("/any-elsewhere", 401, 200),
+        ("/any-here", 200, 200),
+        ("/any-denied", 401, 200),
+        ("/all-here", 401, 200),
+        ("/all-denied", 403, 403),
+    ] {
+        let r = send(&server, "GET", path, "");
+        assert_eq!(r.status, without, "{path} without a token");
+        if without == 401 {
+            assert_eq!(r.header("www-authenticate"), Some(REALM), "{path}");
+        }
+        assert_eq!(
+            with_token(&server, path, hs).status,
+            with,
+            "{path} with one"
+        );
+    }
+    assert_eq!(send(&server, "GET", "/any-limit", "").status, 200);
+    let r = send(&server, "POST", "/any-limit", "Content-Length: 0\r\n");
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer realm=\"Writers\"")
+    );
+    let r = send(
+        &server,
+        "POST",
+        "/any-limit",
+        &format!("Authorization: Bearer {hs}\r\nContent-Length: 0\r\n"),
+    );
+    assert_eq!(r.status, 200);
+}

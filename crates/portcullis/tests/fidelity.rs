@@ -369,3 +369,59 @@ fn named_captures_of_server_name_and_location_regexes_are_variables() {
         }
     }
 }
+
+/// `allow`/`deny` as nginx's access module: one list per level made by both directives,
+/// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
+/// admits); a `limit_except` block applies its own rules, or its location's, to the methods
+/// it restricts.
+#[test]
+fn allow_and_deny_lists_inherit_and_combine_as_nginx() {
+    let upstream =
+        head_upstream(|_, _| b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n".to_vec());
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        deny 10.0.0.0/8;
+        allow 127.0.0.1;
+        deny all;
+        location /inherit { proxy_pass http://127.0.0.1:{UPSTREAM}; }
+        location /own { deny 127.0.0.1; proxy_pass http://127.0.0.1:{UPSTREAM}; }
+        location /both { allow 127.0.0.1; deny all; proxy_pass http://127.0.0.1:{UPSTREAM}; }
+        location /any { satisfy any; deny 10.0.0.0/8; proxy_pass http://127.0.0.1:{UPSTREAM}; }
+        location /le-own {
+            deny all;
+            limit_except GET { allow 127.0.0.1; }
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /le-inherits {
+            deny all;
+            limit_except GET { }
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+    }
+"#
+    .replace("{UPSTREAM}", &upstream.to_string());
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        let status = |method: &str, path: &str| {
+            let raw = format!(
+                "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            support::request(port, &raw).expect("response").status
+        };
+        for (method, path, want) in [
+            ("GET", "/inherit", 200),
+            ("GET", "/own", 403),
+            ("GET", "/both", 200),
+            ("GET", "/any", 200),
+            ("GET", "/le-own", 403),
+            ("POST", "/le-own", 200),
+            ("POST", "/le-inherits", 403),
+        ] {
+            assert_eq!(status(method, path), want, "{kind}: {method} {path}");
+        }
+    }
+}

@@ -36,8 +36,9 @@ use portcullis_config::{value, ConfigError, Directive};
 use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
 use crate::conf::{err, ServerConf};
-use crate::request::Request;
-use crate::vars::{JwtVar, Names, Template};
+use crate::module::{self, Load, Module, Slot};
+use crate::request::{Access, Handlers, Request};
+use crate::vars::{Names, Template};
 use crate::Level;
 
 mod fetch;
@@ -60,6 +61,140 @@ const MAX_KEY_FETCHES: usize = 8;
 /// Fetched key sets a worker keeps, and combined sets: past this the cache starts empty
 /// again (only key request URIs with variables could reach it).
 const MAX_CACHED_KEY_SETS: usize = 1024;
+
+/// The module: its directives, settings per level, access handler, variables and worker state.
+pub(crate) struct AuthJwt;
+
+pub(crate) static MODULE: AuthJwt = AuthJwt;
+
+impl Module for AuthJwt {
+    fn name(&self) -> &'static str {
+        "http_auth_jwt_module"
+    }
+
+    fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
+        let declared = declared_variables(http)?;
+        names.add_module_variables(
+            me,
+            Box::new(move |name| jwt_variable(name, &declared).map(|v| Arc::new(v) as Slot)),
+        );
+        Ok(())
+    }
+
+    fn load(&self) -> Box<dyn std::any::Any + Send + Sync> {
+        Box::<Loader>::default()
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(JwtConf::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        let loader = cx
+            .state
+            .downcast_mut::<Loader>()
+            .expect("the module's own load state");
+        let prefix = cx.prefix;
+        let path = |p: &str| prefix.join(p);
+        loader.directive(module::edit::<JwtConf>(conf), d, cx.first, &path, cx.names)
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            access: Some(access),
+            variable: Some(variable),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+
+    fn worker(&self, loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
+        let entries = loaded
+            .downcast_ref::<Loader>()
+            .map_or(DEFAULT_VERIFIED_CACHE_ENTRIES, Loader::cache_entries);
+        Box::new(RefCell::new(WorkerJwt::new(entries)))
+    }
+
+    fn reload(&self, state: &dyn std::any::Any, loaded: &(dyn std::any::Any + Send + Sync)) {
+        let entries = loaded
+            .downcast_ref::<Loader>()
+            .map_or(DEFAULT_VERIFIED_CACHE_ENTRIES, Loader::cache_entries);
+        if let Some(w) = state.downcast_ref::<RefCell<WorkerJwt>>() {
+            w.borrow_mut().reset(entries);
+        }
+    }
+}
+
+/// The access phase: the token checked against the level's keys and requirements.
+fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
+    let conf = module::get::<JwtConf>(conf);
+    let Some(auth) = &conf.auth else {
+        return Access::Declined;
+    };
+    let Some(worker) = req.worker_state::<RefCell<WorkerJwt>>() else {
+        return Access::Declined;
+    };
+    match authenticate(req, worker, conf, auth) {
+        Ok(()) => Access::Allowed,
+        Err(Refusal::Denied(d)) => Access::Denied {
+            status: d.status,
+            challenge: d.challenge,
+        },
+        Err(Refusal::Fetch(fetch)) => Access::Wait(Box::new(fetch)),
+    }
+}
+
+/// `$jwt_*` and the declared variables: empty without a verified token.
+fn variable(req: &Request<'_>, var: &Slot, out: &mut Vec<u8>) {
+    let verified = req.ctx::<JwtCtx>().and_then(|c| c.verified.as_deref());
+    eval_var(verified, module::get::<JwtVar>(var), out);
+}
+
+/// What a request keeps of the module: the token it accepted, for the `$jwt_*` variables, and
+/// the key requests run for it so far (kept when the phases run again).
+#[derive(Default)]
+struct JwtCtx {
+    verified: Option<Arc<Verified>>,
+    fetches: Fetches,
+}
+
+/// A JWT variable (`auth_jwt`), resolved at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JwtVar {
+    /// `$jwt_claim_NAME` or an `auth_jwt_claim_set` path.
+    Claim(Box<[Box<str>]>),
+    /// `$jwt_header_NAME` or an `auth_jwt_header_set` path.
+    Header(Box<[Box<str>]>),
+    /// `$jwt_payload`.
+    Payload,
+}
+
+/// The JWT variable called `name`, if it is one.
+fn jwt_variable(name: &str, declared: &[(String, JwtVar)]) -> Option<JwtVar> {
+    let declared = declared
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, var)| var.clone());
+    if declared.is_some() {
+        return declared;
+    }
+    if name == "jwt_payload" {
+        return Some(JwtVar::Payload);
+    }
+    if let Some(claim) = name.strip_prefix("jwt_claim_").filter(|c| !c.is_empty()) {
+        return Some(JwtVar::Claim(Box::new([claim.into()])));
+    }
+    if let Some(member) = name.strip_prefix("jwt_header_").filter(|h| !h.is_empty()) {
+        return Some(JwtVar::Header(Box::new([member.into()])));
+    }
+    None
+}
 
 /// The `auth_jwt*` settings of one level, merged with what it inherits.
 #[derive(Clone, Default)]
@@ -119,7 +254,7 @@ impl Default for CachePolicy {
 }
 
 /// The variables the `http` block's `auth_jwt_claim_set` and `auth_jwt_header_set` declare.
-pub(crate) fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtVar)>, ConfigError> {
+fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtVar)>, ConfigError> {
     let mut declared = Vec::new();
     for d in http {
         let header = match d.name.as_str() {
@@ -153,7 +288,7 @@ pub(crate) fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtV
 }
 
 /// Appends the value of `var` for the request's verified token; nothing without one.
-pub(crate) fn eval_var(verified: Option<&Verified>, var: &JwtVar, out: &mut Vec<u8>) {
+fn eval_var(verified: Option<&Verified>, var: &JwtVar, out: &mut Vec<u8>) {
     let Some(verified) = verified else {
         return;
     };
@@ -178,7 +313,7 @@ pub(crate) fn eval_var(verified: Option<&Verified>, var: &JwtVar, out: &mut Vec<
 /// Reads and parses key files while a configuration compiles; a file list used at several
 /// levels becomes one shared [`KeySet`], so its tokens share cache entries.
 #[derive(Default)]
-pub(crate) struct Loader {
+struct Loader {
     sets: HashMap<Vec<PathBuf>, Arc<FileKeys>>,
     /// The largest `auth_jwt_verified_cache` size, for the workers' caches.
     cache_entries: usize,
@@ -192,8 +327,8 @@ impl Loader {
 
     /// Applies an `auth_jwt*` directive to `c`. `first` says whether it is the first
     /// `auth_jwt_key_file` / `auth_jwt_key_request` / `auth_jwt_require` of its level (it
-    /// then replaces the inherited list); `path` resolves a relative file name against the prefix. Returns false for a
-    /// directive that is not one of this module's.
+    /// then replaces the inherited list); `path` resolves a relative file name against the
+    /// prefix.
     pub fn directive(
         &mut self,
         c: &mut JwtConf,
@@ -201,7 +336,7 @@ impl Loader {
         first: bool,
         path: &dyn Fn(&str) -> PathBuf,
         names: &Names,
-    ) -> Result<bool, ConfigError> {
+    ) -> Result<(), ConfigError> {
         match d.name.as_str() {
             "auth_jwt" => c.auth = auth(d, names)?,
             "auth_jwt_key_file" => {
@@ -247,7 +382,7 @@ impl Loader {
                 }
                 c.require.push(Arc::new(require(d, names)?));
             }
-            // Read before compiling, by `with_variables`.
+            // Read before compiling, by `declare`.
             "auth_jwt_claim_set" | "auth_jwt_header_set" => {}
             "auth_jwt_verified_cache" => {
                 c.cache = cache_policy(d)?;
@@ -255,9 +390,10 @@ impl Loader {
                     self.cache_entries = self.cache_entries.max(entries);
                 }
             }
-            _ => return Ok(false),
+            // `owns` hands over no other.
+            _ => {}
         }
-        Ok(true)
+        Ok(())
     }
 
     /// The combined keys of `files`, each read and parsed once per compile.
@@ -509,7 +645,8 @@ fn keys(req: &Request<'_>, worker: &RefCell<WorkerJwt>, conf: &JwtConf) -> Keys 
     let mut parts: Vec<Fetched> = Vec::with_capacity(conf.key_requests.len());
     for t in &conf.key_requests {
         let uri = req.eval(t);
-        if let Some((_, got)) = req.key_fetches.iter().find(|(u, _)| *u == uri) {
+        let fetches = req.ctx::<JwtCtx>().map_or(&[][..], |c| &c.fetches[..]);
+        if let Some((_, got)) = fetches.iter().find(|(u, _)| *u == uri) {
             match got {
                 Some(f) => parts.push(f.clone()),
                 None => return Keys::Failed,
@@ -583,7 +720,8 @@ impl crate::request::Suspension for KeyFetch {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>> {
         Box::pin(async move {
             let fetch = *self;
-            let got = if req.key_fetches.len() >= MAX_KEY_FETCHES {
+            let ran = req.ctx::<JwtCtx>().map_or(0, |c| c.fetches.len());
+            let got = if ran >= MAX_KEY_FETCHES {
                 req.log(
                     Level::Error,
                     &format!("more than {MAX_KEY_FETCHES} JWT key requests for one request"),
@@ -597,9 +735,9 @@ impl crate::request::Suspension for KeyFetch {
                             body,
                             at: Instant::now(),
                         };
-                        if !fetch.cache.is_zero() {
-                            let worker = req.worker();
-                            let mut w = worker.jwt.borrow_mut();
+                        let worker = req.worker_state::<RefCell<WorkerJwt>>();
+                        if let Some(worker) = worker.filter(|_| !fetch.cache.is_zero()) {
+                            let mut w = worker.borrow_mut();
                             w.keys.put(req.server, fetch.uri.clone(), fetched.clone());
                         }
                         Some(fetched)
@@ -616,14 +754,14 @@ impl crate::request::Suspension for KeyFetch {
                     }
                 }
             };
-            req.key_fetches.push((fetch.uri, got));
+            req.ctx_mut::<JwtCtx>().fetches.push((fetch.uri, got));
         })
     }
 }
 
 /// The access phase's JWT check for a level with `auth_jwt` on. On success the verified
 /// token is the request's, for the `$jwt_*` variables.
-pub(crate) fn authenticate(
+fn authenticate(
     req: &mut Request<'_>,
     worker: &RefCell<WorkerJwt>,
     conf: &JwtConf,
@@ -677,7 +815,7 @@ pub(crate) fn authenticate(
             return Err(challenge(req, auth, 401, true).into());
         }
     };
-    req.jwt = Some(verified);
+    req.ctx_mut::<JwtCtx>().verified = Some(verified);
     for r in &conf.require {
         let held = r.values.iter().all(|v| {
             let value = req.eval(v);
@@ -750,6 +888,21 @@ mod tests {
     }
 
     #[test]
+    fn jwt_variables_by_name() {
+        assert_eq!(jwt_variable("jwt_payload", &[]), Some(JwtVar::Payload));
+        assert_eq!(
+            jwt_variable("jwt_claim_sub", &[]),
+            Some(JwtVar::Claim(Box::new(["sub".into()])))
+        );
+        assert_eq!(
+            jwt_variable("jwt_header_kid", &[]),
+            Some(JwtVar::Header(Box::new(["kid".into()])))
+        );
+        assert_eq!(jwt_variable("jwt_claim_", &[]), None);
+        assert_eq!(jwt_variable("uri", &[]), None);
+    }
+
+    #[test]
     fn directive_errors_name_the_place() {
         let dir = std::env::temp_dir();
         for (http, want) in [
@@ -799,6 +952,10 @@ mod tests {
         }
     }
 
+    fn jwt_conf(c: &crate::conf::LocConf) -> &JwtConf {
+        c.modules.iter().find_map(|s| s.downcast_ref()).unwrap()
+    }
+
     /// The one server of `http`, compiled.
     fn server(http: &str) -> Arc<ServerConf> {
         let dir = std::env::temp_dir();
@@ -815,13 +972,13 @@ mod tests {
             "auth_jwt_key_request /a;\nauth_jwt_key_cache 1m;\n\
              server { listen 127.0.0.1:1; auth_jwt_key_request /b$arg_t; auth_jwt_key_request /c; }",
         );
-        let jwt = &s.conf.jwt;
+        let jwt = jwt_conf(&s.conf);
         assert_eq!(jwt.key_requests.len(), 2);
         assert_eq!(jwt.key_requests[1].as_literal(), Some("/c"));
         assert_eq!(jwt.key_cache, Duration::from_secs(60));
         let s = server("auth_jwt_key_request /a;\nserver { listen 127.0.0.1:1; }");
-        assert_eq!(s.conf.jwt.key_requests.len(), 1);
-        assert!(s.conf.jwt.key_cache.is_zero());
+        assert_eq!(jwt_conf(&s.conf).key_requests.len(), 1);
+        assert!(jwt_conf(&s.conf).key_cache.is_zero());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Compiling a loaded configuration into its runtime form: typed settings, server-name tables,
 //! location trees. Every directive is read here once; the request path never parses strings.
 
+use std::any::Any;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use portcullis_config::{value, ConfigError, Directive, Loaded};
 
 use crate::location::{LocationTree, Match};
 use crate::log::{AccessLog, ErrorLogSpec, LogFormat};
+use crate::module::{Confs, Finish, Load, Registry, Slot};
 use crate::static_files::MimeTypes;
 use crate::user::Credentials;
 use crate::vars::Template;
@@ -58,8 +60,9 @@ pub(crate) struct HttpConf {
     pub hostname: String,
     /// `-p`: relative paths in variables resolve against it at request time.
     pub prefix: PathBuf,
-    /// The size of each worker's cache of verified JWTs.
-    pub jwt_cache_entries: usize,
+    /// The modules, and what loading this configuration kept for each (in the same order).
+    pub modules: Registry,
+    pub loaded: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
 /// One listening address and the servers reachable through it.
@@ -123,8 +126,6 @@ pub(crate) struct ServerConf {
     pub name: String,
     /// Server-level settings: used when no location matches, and inherited by locations.
     pub conf: Arc<LocConf>,
-    /// The server-level rewrite directives, run before the location search.
-    pub rewrite: Arc<crate::rewrite::Program>,
     /// The `map` variables of the `http` block.
     pub maps: Arc<crate::map::Maps>,
     /// The variables the configuration declares, for what a request reads of them.
@@ -137,6 +138,8 @@ pub(crate) struct ServerConf {
     pub client_header_timeout: Duration,
     /// Certificates and the rest of `ssl_*`, when the server has them.
     pub tls: Option<Arc<crate::tls_conf::ServerTlsConf>>,
+    /// The modules, whose settings each level keeps in its `modules`.
+    pub modules: Registry,
 }
 
 impl ServerConf {
@@ -146,21 +149,6 @@ impl ServerConf {
     pub fn named_location(&self, name: &str) -> Option<&Arc<LocConf>> {
         self.locations.named(name)
     }
-}
-
-#[derive(Clone)]
-pub(crate) enum Return {
-    /// `return code [text]`, also the 444 close.
-    Text { code: u16, text: Option<Template> },
-    /// `return 301|302|303|307|308 URL` or `return URL`.
-    Redirect { code: u16, url: Template },
-}
-
-#[derive(Clone)]
-pub(crate) struct AccessRule {
-    pub allow: bool,
-    /// `None` for `all`.
-    pub net: Option<(IpAddr, u8)>,
 }
 
 /// The bit of `method` in a `limit_except` mask: its place among the methods nginx lets
@@ -176,9 +164,9 @@ pub(crate) fn method_bit(method: &str) -> u16 {
 pub(crate) struct LimitExcept {
     /// The allowed methods, a bit each (see [`method_bit`]); GET implies HEAD.
     pub methods: u16,
-    pub access: Vec<AccessRule>,
-    /// The block's `auth_jwt*` settings over the location's, when it has any.
-    pub jwt: Option<crate::auth_jwt::JwtConf>,
+    /// The modules' settings of the block, when it has any of their directives: the
+    /// location's, with the block's on top.
+    pub modules: Option<Confs>,
 }
 
 #[derive(Clone)]
@@ -208,14 +196,6 @@ pub(crate) enum TryLast {
 pub(crate) struct TryFiles {
     pub files: Vec<Template>,
     pub last: TryLast,
-}
-
-/// `set $name value`, run in the rewrite phase in the order written.
-#[derive(Clone)]
-pub(crate) struct SetVar {
-    /// The variable's slot among the request's values.
-    pub slot: usize,
-    pub value: Template,
 }
 
 #[derive(Clone)]
@@ -250,14 +230,14 @@ pub(crate) struct LocConf {
     pub types: Arc<MimeTypes>,
     pub default_type: Arc<str>,
     pub error_pages: Vec<ErrorPage>,
-    /// The rewrite directives of this level (not inherited) and the rewrite module's flags.
-    pub rewrite: crate::rewrite::RewriteConf,
+    /// `uninitialized_variable_warn`: reading a `set` variable no `set` gave a value is
+    /// logged.
+    pub uninitialized_warn: bool,
     pub limit_except: Option<Arc<LimitExcept>>,
-    pub access: Vec<AccessRule>,
-    /// `satisfy any`: allow/deny or auth_jwt admitting the request is enough.
+    /// `satisfy any`: one access handler admitting the request is enough.
     pub satisfy_any: bool,
-    /// `auth_jwt` and its settings.
-    pub jwt: crate::auth_jwt::JwtConf,
+    /// Each module's settings of this level, in the registry's order.
+    pub modules: Confs,
     pub internal: bool,
     pub keepalive_timeout: Duration,
     pub keepalive_requests: u64,
@@ -293,39 +273,47 @@ pub(crate) struct LocConf {
 }
 
 /// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
-pub fn compile(
+/// `modules` are the modules the server runs.
+pub(crate) fn compile(
     loaded: &Loaded,
     prefix: &Path,
     error_log: Option<&Path>,
+    modules: Registry,
 ) -> Result<Compiled, ConfigError> {
     let mut set = Vec::new();
-    collect_set_names(&loaded.directives, &mut set);
-    crate::rewrite::collect_named_groups(&loaded.directives, &mut set);
-    collect_server_name_groups(&loaded.directives, &mut set);
-    let mut seen = HashSet::new();
-    set.retain(|n| seen.insert(n.clone()));
+    collect_regex_groups(&loaded.directives, &mut set);
     let http = loaded.directives.iter().find(|d| d.name == "http");
     let http = http.map_or(&[][..], |h| h.children());
-    let names = crate::vars::Names {
+    let mut names = crate::vars::Names {
         set,
         maps: crate::map::target_names(http),
-        jwt: crate::auth_jwt::declared_variables(http)?,
         ..Default::default()
     };
-    compile_declared(loaded, prefix, error_log, names)
+    for (i, m) in modules.iter().enumerate() {
+        m.declare(http, &mut names, i)?;
+    }
+    let mut seen = HashSet::new();
+    names.set.retain(|n| seen.insert(n.clone()));
+    compile_declared(loaded, prefix, error_log, names, modules)
 }
 
-/// The named groups of the `server_name` regexes: variables, as in nginx.
-fn collect_server_name_groups(directives: &[Directive], out: &mut Vec<String>) {
+/// The named groups of the `server_name` and `location` regexes: variables, as in nginx.
+fn collect_regex_groups(directives: &[Directive], out: &mut Vec<String>) {
     for d in directives {
-        if d.name == "server_name" {
-            for a in &d.args {
-                if let Some(pattern) = a.value.strip_prefix('~') {
-                    crate::rewrite::named_groups(pattern, out);
+        match d.name.as_str() {
+            "server_name" => {
+                for a in &d.args {
+                    if let Some(pattern) = a.value.strip_prefix('~') {
+                        crate::location::named_groups(pattern, out);
+                    }
                 }
             }
+            "location" => {
+                crate::location::named_groups(d.args.last().map_or("", |a| &a.value), out)
+            }
+            _ => {}
         }
-        collect_server_name_groups(d.children(), out);
+        collect_regex_groups(d.children(), out);
     }
 }
 
@@ -340,23 +328,12 @@ fn named_slots<'n>(
         .collect()
 }
 
-/// The variable names of every `set` in the configuration.
-fn collect_set_names(directives: &[Directive], out: &mut Vec<String>) {
-    for d in directives {
-        if d.name == "set" {
-            if let Some(name) = d.args.first().and_then(|a| a.value.strip_prefix('$')) {
-                out.push(name.to_string());
-            }
-        }
-        collect_set_names(d.children(), out);
-    }
-}
-
 fn compile_declared(
     loaded: &Loaded,
     prefix: &Path,
     error_log: Option<&Path>,
     names: crate::vars::Names,
+    modules: Registry,
 ) -> Result<Compiled, ConfigError> {
     let mut b = Builder {
         names: Arc::new(names),
@@ -368,7 +345,8 @@ fn compile_declared(
         groups: Arc::default(),
         tls: crate::tls_conf::TlsBuilder::default(),
         maps: Arc::default(),
-        jwt: crate::auth_jwt::Loader::default(),
+        modules,
+        loads: modules.iter().map(|m| m.load()).collect(),
     };
     let mut main = MainConf {
         credentials: None,
@@ -432,7 +410,11 @@ fn compile_declared(
             access_logs: Vec::new(),
             hostname: b.hostname.clone(),
             prefix: prefix.to_path_buf(),
-            jwt_cache_entries: b.jwt.cache_entries(),
+            modules,
+            loaded: std::mem::take(&mut b.loads)
+                .into_iter()
+                .map(Arc::from)
+                .collect(),
         },
     };
     main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
@@ -482,8 +464,9 @@ struct Builder {
     groups: Arc<crate::proxy::Groups>,
     tls: crate::tls_conf::TlsBuilder,
     maps: Arc<crate::map::Maps>,
-    /// Key files read so far, and the verified-token cache size.
-    jwt: crate::auth_jwt::Loader,
+    modules: Registry,
+    /// What each module keeps while the configuration loads.
+    loads: Vec<Box<dyn Any + Send + Sync>>,
 }
 
 /// Per-server settings collected while walking a server block.
@@ -550,7 +533,7 @@ impl Builder {
     }
 
     fn http(&mut self, h: &Directive) -> Result<HttpConf, ConfigError> {
-        let mut base = LocConf::defaults();
+        let mut base = LocConf::defaults(self.modules);
         let mut types = None;
         // log_format first: access_log may name a format defined after it.
         for d in h.children() {
@@ -670,7 +653,11 @@ impl Builder {
             access_logs: self.logs.values().cloned().collect(),
             hostname: self.hostname.clone(),
             prefix: self.prefix.clone(),
-            jwt_cache_entries: self.jwt.cache_entries(),
+            modules: self.modules,
+            loaded: std::mem::take(&mut self.loads)
+                .into_iter()
+                .map(Arc::from)
+                .collect(),
         })
     }
 
@@ -698,7 +685,6 @@ impl Builder {
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
-                name if crate::rewrite::DIRECTIVES.contains(&name) => {}
                 "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut conf, d, &mut touched)?,
             }
@@ -706,6 +692,7 @@ impl Builder {
         if let Some(types) = types {
             conf.types = Arc::new(types);
         }
+        self.finish_level(&mut conf, s.children(), false)?;
         let (merge_slashes, head_limits, client_header_timeout) = (
             conf.merge_slashes,
             conf.head_limits,
@@ -741,7 +728,6 @@ impl Builder {
             }
         }
         let name = bits.names[0].replace("$hostname", &self.hostname);
-        let rewrite = Arc::new(crate::rewrite::compile(s.children(), None, &self.names)?);
         let conf = Arc::new(conf);
         let mut tree = LocationTree::new();
         for l in locations {
@@ -762,7 +748,6 @@ impl Builder {
             ServerConf {
                 name,
                 conf,
-                rewrite,
                 maps: self.maps.clone(),
                 names: self.names.clone(),
                 name_captures,
@@ -771,6 +756,7 @@ impl Builder {
                 head_limits,
                 client_header_timeout,
                 tls: tls.conf,
+                modules: self.modules,
             },
             bits,
         ))
@@ -806,7 +792,6 @@ impl Builder {
             Ok(re) if conf.is_regex => named_slots(re.capture_names(), &self.names),
             _ => Vec::new(),
         };
-        conf.rewrite.program = Arc::default();
         conf.internal = false;
         conf.try_files = None;
         conf.proxy_pass = None;
@@ -818,7 +803,6 @@ impl Builder {
         for d in l.children() {
             match d.name.as_str() {
                 "location" => nested.push(d),
-                name if crate::rewrite::DIRECTIVES.contains(&name) => {}
                 "internal" => conf.internal = true,
                 "proxy_pass" => {
                     let fixed_uri_forbidden = conf.is_regex || name.starts_with('@');
@@ -828,13 +812,11 @@ impl Builder {
                     if conf.limit_except.is_some() {
                         return Err(err(d, "\"limit_except\" directive is duplicate"));
                     }
-                    let mut access = Vec::new();
                     for a in d.children() {
-                        match a.name.as_str() {
-                            "allow" | "deny" => access.push(access_rule(a)?),
-                            // After the loop: the block inherits the whole location's.
-                            other if other.starts_with("auth_jwt") => {}
-                            _ => self.check_meaning(a),
+                        // The modules' directives after the loop: the block inherits the
+                        // whole location's settings.
+                        if self.owner(&a.name).is_none() {
+                            self.check_meaning(a);
                         }
                     }
                     limit_except = Some(d);
@@ -844,8 +826,7 @@ impl Builder {
                             .iter()
                             .map(|a| method_bit(&a.value.to_ascii_uppercase()))
                             .fold(0, |mask, bit| mask | bit),
-                        access,
-                        jwt: None,
+                        modules: None,
                     }));
                 }
                 "types" => add_types(&mut types, d, &mut self.warnings),
@@ -861,17 +842,11 @@ impl Builder {
             })?;
         }
         if let (Some(d), Some(le)) = (limit_except, conf.limit_except.as_mut()) {
-            Arc::make_mut(le).jwt = self.limit_except_jwt(&conf.jwt, d)?;
+            Arc::make_mut(le).modules = self.limit_except_modules(&conf.modules, d)?;
         }
-        // The rewrite directives last: an `if` block's configuration inherits every other
-        // setting of the location, wherever it is written.
-        let program = {
-            let parent = &conf;
-            let names = self.names.clone();
-            let mut if_conf = |d: &Directive| self.if_conf(parent, d);
-            crate::rewrite::compile(l.children(), Some(&mut if_conf), &names)?
-        };
-        conf.rewrite.program = Arc::new(program);
+        // Last: an `if` block's configuration inherits every other setting of the location,
+        // wherever it is written.
+        self.finish_level(&mut conf, l.children(), true)?;
         let proxies = conf.proxy_pass.is_some();
         let conf_arc = Arc::new(conf);
         let mut children = LocationTree::new();
@@ -882,26 +857,45 @@ impl Builder {
             .map_err(|m| err(l, m))
     }
 
-    /// The `auth_jwt*` settings of a `limit_except` block over its location's, if it has any.
-    fn limit_except_jwt(
+    /// The modules' settings of a `limit_except` block over its location's, if it has any
+    /// of their directives.
+    fn limit_except_modules(
         &mut self,
-        location: &crate::auth_jwt::JwtConf,
+        location: &Confs,
         d: &Directive,
-    ) -> Result<Option<crate::auth_jwt::JwtConf>, ConfigError> {
-        let mut jwt = None;
+    ) -> Result<Option<Confs>, ConfigError> {
+        let mut confs = None;
         let mut touched = HashSet::new();
-        for a in d
-            .children()
-            .iter()
-            .filter(|a| a.name.starts_with("auth_jwt"))
-        {
-            let conf = jwt.get_or_insert_with(|| location.clone());
-            let first = touched.insert(a.name.as_str());
-            let prefix = self.prefix.clone();
-            let path = move |p: &str| prefix.join(p);
-            self.jwt.directive(conf, a, first, &path, &self.names)?;
+        for a in d.children() {
+            if let Some(i) = self.owner(&a.name) {
+                let confs = confs.get_or_insert_with(|| location.clone());
+                self.module_directive(&mut confs[i], i, a, &mut touched)?;
+            }
         }
-        Ok(jwt)
+        Ok(confs)
+    }
+
+    /// The module whose directive `name` is, by its place in the registry.
+    fn owner(&self, name: &str) -> Option<usize> {
+        self.modules.iter().position(|m| m.owns(name))
+    }
+
+    /// Hands module `i` its directive `d` for the level whose settings `conf` are.
+    fn module_directive(
+        &mut self,
+        conf: &mut Slot,
+        i: usize,
+        d: &Directive,
+        touched: &mut HashSet<String>,
+    ) -> Result<(), ConfigError> {
+        let mut cx = Load {
+            names: &self.names,
+            prefix: &self.prefix,
+            state: &mut *self.loads[i],
+            first: touched.insert(d.name.clone()),
+            first_of_module: touched.insert(format!("module {i}")),
+        };
+        self.modules[i].directive(conf, d, &mut cx)
     }
 
     /// `proxy_pass` of a location or an `if` block in one.
@@ -922,11 +916,9 @@ impl Builder {
     /// settings on top (nginx makes a nameless nested location of it).
     fn if_conf(&mut self, parent: &LocConf, d: &Directive) -> Result<Arc<LocConf>, ConfigError> {
         let mut conf = parent.clone();
-        conf.rewrite.program = Arc::default();
         let mut touched = HashSet::new();
         for c in d.children() {
             match c.name.as_str() {
-                name if crate::rewrite::DIRECTIVES.contains(&name) => {}
                 // nginx refuses a URI part in an `if` block's proxy_pass.
                 "proxy_pass" => self.proxy_pass(&mut conf, c, &parent.name, true)?,
                 _ => self.loc_directive(&mut conf, c, &mut touched)?,
@@ -937,7 +929,33 @@ impl Builder {
                 self.path(&p.to_string_lossy())
             })?;
         }
+        self.finish_level(&mut conf, d.children(), false)?;
         Ok(Arc::new(conf))
+    }
+
+    /// The end of a server, location or `if` level: each module completes its settings of
+    /// it. `nested` lets them build the configuration of the level's `if` blocks.
+    fn finish_level(
+        &mut self,
+        conf: &mut LocConf,
+        block: &[Directive],
+        nested: bool,
+    ) -> Result<(), ConfigError> {
+        let modules = self.modules;
+        for (i, m) in modules.iter().enumerate() {
+            let parent = conf.clone();
+            let mut slot = conf.modules[i].clone();
+            let names = self.names.clone();
+            let mut if_conf =
+                |d: &Directive| -> Result<Slot, ConfigError> { Ok(self.if_conf(&parent, d)?) };
+            let mut cx = Finish {
+                names: &names,
+                nested: nested.then_some(&mut if_conf as _),
+            };
+            m.finish(&mut slot, block, &mut cx)?;
+            conf.modules[i] = slot;
+        }
+        Ok(())
     }
 
     /// A directive that may appear at http, server or location level.
@@ -945,10 +963,10 @@ impl Builder {
         &mut self,
         c: &mut LocConf,
         d: &Directive,
-        touched: &mut HashSet<&'static str>,
+        touched: &mut HashSet<String>,
     ) -> Result<(), ConfigError> {
         // The first occurrence of a list directive at a level replaces the inherited list.
-        let mut first = |key: &'static str| touched.insert(key);
+        let mut first = |key: &str| touched.insert(key.to_string());
         match d.name.as_str() {
             "root" => {
                 c.root = Template::compile(d.arg(0), d, &self.names)?;
@@ -1001,28 +1019,6 @@ impl Builder {
                     _ => return Err(invalid_value(d, 0)),
                 }
             }
-            name if name.starts_with("auth_jwt") => {
-                let first = match name {
-                    "auth_jwt_key_file" => first("auth_jwt_key_file"),
-                    "auth_jwt_key_request" => first("auth_jwt_key_request"),
-                    "auth_jwt_require" => first("auth_jwt_require"),
-                    _ => true,
-                };
-                let prefix = self.prefix.clone();
-                let path = move |p: &str| prefix.join(p);
-                if !self
-                    .jwt
-                    .directive(&mut c.jwt, d, first, &path, &self.names)?
-                {
-                    self.check_meaning(d);
-                }
-            }
-            "allow" | "deny" => {
-                if first("access") {
-                    c.access.clear();
-                }
-                c.access.push(access_rule(d)?);
-            }
             "add_header" => {
                 if first("add_header") {
                     c.add_headers.clear();
@@ -1065,8 +1061,7 @@ impl Builder {
             "server_name_in_redirect" => c.server_name_in_redirect = value::flag(d, 0)?,
             "log_not_found" => c.log_not_found = value::flag(d, 0)?,
             "recursive_error_pages" => c.recursive_error_pages = value::flag(d, 0)?,
-            "rewrite_log" => c.rewrite.log = value::flag(d, 0)?,
-            "uninitialized_variable_warn" => c.rewrite.uninitialized_warn = value::flag(d, 0)?,
+            "uninitialized_variable_warn" => c.uninitialized_warn = value::flag(d, 0)?,
             "access_log" => {
                 if first("access_log") {
                     c.access_log.clear();
@@ -1103,7 +1098,10 @@ impl Builder {
                     self.check_meaning(d);
                 }
             }
-            _ => self.check_meaning(d),
+            name => match self.owner(name) {
+                Some(i) => self.module_directive(&mut c.modules[i], i, d, touched)?,
+                None => self.check_meaning(d),
+            },
         }
         Ok(())
     }
@@ -1174,7 +1172,7 @@ impl Builder {
 }
 
 impl LocConf {
-    fn defaults() -> LocConf {
+    fn defaults(modules: Registry) -> LocConf {
         LocConf {
             name: String::new(),
             is_regex: false,
@@ -1185,11 +1183,10 @@ impl LocConf {
             types: Arc::new(default_types()),
             default_type: Arc::from("text/plain"),
             error_pages: Vec::new(),
-            rewrite: crate::rewrite::RewriteConf::default(),
+            uninitialized_warn: true,
             limit_except: None,
-            access: Vec::new(),
             satisfy_any: false,
-            jwt: crate::auth_jwt::JwtConf::default(),
+            modules: modules.iter().map(|m| m.defaults()).collect(),
             internal: false,
             keepalive_timeout: Duration::from_secs(75),
             keepalive_requests: 1000,
@@ -1387,118 +1384,6 @@ fn add_server_name(
     Ok(())
 }
 
-pub(crate) fn compile_set(
-    d: &Directive,
-    names: &crate::vars::Names,
-) -> Result<SetVar, ConfigError> {
-    let name = d
-        .arg(0)
-        .strip_prefix('$')
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
-    crate::vars::refuse_limit_rate(d, name)?;
-    Ok(SetVar {
-        // Declared before compiling, by `collect_set_names`.
-        slot: names
-            .set_slot(name)
-            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
-        value: Template::compile(d.arg(1), d, names)?,
-    })
-}
-
-pub(crate) fn compile_return(
-    d: &Directive,
-    names: &crate::vars::Names,
-) -> Result<Return, ConfigError> {
-    let first = d.arg(0);
-    match first.parse::<u16>() {
-        Ok(code) if d.args.len() == 1 || !matches!(code, 301 | 302 | 303 | 307 | 308) => {
-            if code > 999 {
-                return Err(err(d, format!("invalid return code \"{first}\"")));
-            }
-            let text = d
-                .args
-                .get(1)
-                .map(|a| Template::compile(&a.value, d, names))
-                .transpose()?;
-            Ok(Return::Text { code, text })
-        }
-        Ok(code) => Ok(Return::Redirect {
-            code,
-            url: Template::compile(d.arg(1), d, names)?,
-        }),
-        Err(_)
-            if d.args.len() == 1
-                && (first.starts_with("http://")
-                    || first.starts_with("https://")
-                    || first.starts_with('$')) =>
-        {
-            Ok(Return::Redirect {
-                code: 302,
-                url: Template::compile(first, d, names)?,
-            })
-        }
-        Err(_) => Err(err(d, format!("invalid return code \"{first}\""))),
-    }
-}
-
-fn access_rule(d: &Directive) -> Result<AccessRule, ConfigError> {
-    let allow = d.name == "allow";
-    let v = d.arg(0);
-    if v == "all" {
-        return Ok(AccessRule { allow, net: None });
-    }
-    let bad = || err(d, format!("invalid parameter \"{v}\""));
-    let (ip, bits) = match v.split_once('/') {
-        Some((ip, bits)) => (
-            ip.parse::<IpAddr>().map_err(|_| bad())?,
-            bits.parse::<u8>().map_err(|_| bad())?,
-        ),
-        None => {
-            let ip = v.parse::<IpAddr>().map_err(|_| bad())?;
-            (ip, if ip.is_ipv4() { 32 } else { 128 })
-        }
-    };
-    if bits > if ip.is_ipv4() { 32 } else { 128 } {
-        return Err(bad());
-    }
-    Ok(AccessRule {
-        allow,
-        net: Some((ip, bits)),
-    })
-}
-
-impl AccessRule {
-    pub fn matches(&self, addr: IpAddr) -> bool {
-        let Some((net, bits)) = self.net else {
-            return true;
-        };
-        let addr = match addr {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-            v4 => v4,
-        };
-        match (net, addr) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-/// The result of a list of allow/deny rules: the first that matches decides; none allows.
-pub(crate) fn access_allowed(rules: &[AccessRule], addr: IpAddr) -> bool {
-    rules
-        .iter()
-        .find(|r| r.matches(addr))
-        .is_none_or(|r| r.allow)
-}
-
 fn error_page(d: &Directive, names: &crate::vars::Names) -> Result<ErrorPage, ConfigError> {
     let n = d.args.len();
     let target = d.arg(n - 1);
@@ -1549,38 +1434,12 @@ fn error_page(d: &Directive, names: &crate::vars::Names) -> Result<ErrorPage, Co
 mod tests {
     use super::*;
 
-    fn rule(s: &str) -> AccessRule {
-        let d = Directive {
-            name: "allow".into(),
-            args: vec![portcullis_config::Arg {
-                value: s.into(),
-                quoted: false,
-            }],
-            span: portcullis_config::Span {
-                file: Arc::from(Path::new("/t")),
-                line: 1,
-            },
-            block: None,
-        };
-        access_rule(&d).unwrap()
-    }
-
-    #[test]
-    fn access_rules_match_networks() {
-        assert!(rule("127.0.0.0/8").matches("127.1.2.3".parse().unwrap()));
-        assert!(!rule("127.0.0.0/8").matches("10.0.0.1".parse().unwrap()));
-        assert!(rule("127.0.0.1").matches("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(rule("all").matches("::1".parse().unwrap()));
-        assert!(rule("0.0.0.0/0").matches("1.2.3.4".parse().unwrap()));
-        assert!(rule("::1").matches("::1".parse().unwrap()));
-    }
-
     fn compiled(http: &str) -> Compiled {
         let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
         let dir = std::env::temp_dir();
         let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default())
             .unwrap_or_else(|e| panic!("{e}"));
-        compile(&loaded, &dir, None).unwrap_or_else(|e| panic!("{e}"))
+        crate::compile(&loaded, &dir, None).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn pick<'a>(c: &'a Compiled, port: u16, host: Option<&str>) -> &'a str {
@@ -1657,7 +1516,7 @@ mod tests {
         ] {
             let text = format!("events {{}}\nhttp {{\naccess_log off;\n{http}\n}}\n");
             let loaded = portcullis_config::load_str(&text, &dir.join("t.conf"), &Default::default()).unwrap();
-            let e = compile(&loaded, &dir, None).err().unwrap_or_else(|| panic!("{http}: compiled"));
+            let e = crate::compile(&loaded, &dir, None).err().unwrap_or_else(|| panic!("{http}: compiled"));
             assert!(e.to_string().contains(want), "{http}: {e}");
         }
     }

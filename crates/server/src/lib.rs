@@ -13,6 +13,7 @@
 //! A reload compiles a new configuration and hands it to the workers; connections keep the
 //! one they started with.
 
+mod access;
 mod auth_jwt;
 mod conf;
 mod conn;
@@ -21,6 +22,8 @@ mod h2;
 mod location;
 mod log;
 mod map;
+mod module;
+mod modules;
 mod proxy;
 mod request;
 mod rewrite;
@@ -31,9 +34,19 @@ mod user;
 mod vars;
 mod worker;
 
-pub use conf::{compile, Compiled};
+pub use conf::Compiled;
 pub use portcullis_config::ConfigError;
 pub use worker::Server;
+
+/// Compiles a loaded configuration into its runtime form, with every module of this build.
+/// `prefix` resolves relative paths; `error_log` is `-e`.
+pub fn compile(
+    loaded: &portcullis_config::Loaded,
+    prefix: &std::path::Path,
+    error_log: Option<&std::path::Path>,
+) -> Result<Compiled, ConfigError> {
+    conf::compile(loaded, prefix, error_log, modules::ALL)
+}
 
 /// nginx's error log levels, most severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

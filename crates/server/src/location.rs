@@ -33,6 +33,17 @@ impl Captures {
     }
 }
 
+/// The named groups of `pattern`, which nginx makes variables; an invalid pattern has none
+/// (it is reported where it is compiled).
+pub(crate) fn named_groups(pattern: &str, out: &mut Vec<String>) {
+    if !pattern.contains("(?") {
+        return;
+    }
+    if let Ok(re) = regex::Regex::new(pattern) {
+        out.extend(re.capture_names().flatten().map(str::to_string));
+    }
+}
+
 /// The one-line reason of a regex error (its display spans several lines with a caret).
 pub(crate) fn regex_reason(e: &regex::Error) -> String {
     let text = e.to_string();

@@ -1,12 +1,16 @@
-//! A request's trip through nginx's phases: the server's rewrite directives, find the location
+//! A request's trip through nginx's phases: the server rewrite phase, find the location
 //! (again after each internal redirect or `rewrite ... last`, at most [`MAX_REDIRECTS`] times),
-//! the location's rewrite directives (`crate::rewrite`), access (`limit_except`,
-//! `allow`/`deny`, then `auth_jwt`, combined as `satisfy` says; a subrequest skips it, as in
-//! nginx), `try_files`, then content (index, static files), and `error_page` for an error
-//! status. A phase handler that waits for something outside the phases (`auth_jwt`'s key
-//! subrequest) stops them ([`Step::Suspend`]) with a [`Suspension`]; [`Request::run`] awaits
-//! it and runs the phases again from the start, as nginx re-enters its phase handlers once a
-//! subrequest is done.
+//! the location's rewrite phase, access (`limit_except`, `allow`/`deny`, then the modules'
+//! access handlers, combined as `satisfy` says; a subrequest skips it, as in nginx),
+//! `try_files`, then content (index, static files, the proxy), and `error_page` for an error
+//! status.
+//!
+//! The rewrite and access phases run the [`Handlers`] the modules register, in the registry's
+//! order, each with the module's settings of the level; the modules' variables are evaluated
+//! by their handler too, and a module keeps its state of a request with it ([`Request::ctx`]).
+//! A handler that waits for something outside the phases (a subrequest) stops them
+//! ([`Step::Suspend`]) with a [`Suspension`]; [`Request::run`] awaits it and runs the phases
+//! again from the start, as nginx re-enters its phase handlers once a subrequest is done.
 
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
@@ -18,11 +22,10 @@ use std::time::{Instant, SystemTime};
 use bytes::{BufMut, Bytes, BytesMut};
 use portcullis_http::{Method, RequestHead};
 
-use crate::auth_jwt::Refusal;
-use crate::conf::{access_allowed, ErrorTarget, LocConf, Return, ServerConf, TryLast};
+use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::location::Captures;
-use crate::rewrite::Outcome;
+use crate::module::Slot;
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
@@ -222,14 +225,63 @@ pub(crate) trait Suspension {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>>;
 }
 
-enum Step {
+/// A module's phase handlers, which its `Module::handlers` returns; `None` for a phase it
+/// takes no part in.
+pub(crate) struct Handlers {
+    /// The rewrite phases: the server's rewrite phase, with the module's settings of the
+    /// server, and the location's, with those of the location.
+    pub rewrite: Option<fn(&mut Request<'_>, &Slot) -> Rewritten>,
+    /// The access phase, with the module's settings of the location (or of its
+    /// `limit_except` block).
+    pub access: Option<fn(&mut Request<'_>, &Slot) -> Access>,
+    /// Appends the value of one of the variables the module declared.
+    pub variable: Option<fn(&Request<'_>, &Slot, &mut Vec<u8>)>,
+}
+
+impl Handlers {
+    /// No handler: what a module starts from.
+    pub const NONE: Handlers = Handlers {
+        rewrite: None,
+        access: None,
+        variable: None,
+    };
+}
+
+/// What a rewrite phase handler decided.
+pub(crate) enum Rewritten {
+    /// On to the next handler, in the current location.
+    Next,
+    /// The URI changed: once the phase is over, the location is searched again.
+    Reroute,
+    /// The request is answered (or redirected internally).
+    Stop(Step),
+}
+
+/// What an access phase handler decided.
+pub(crate) enum Access {
+    /// Nothing to check at this level (nginx's `NGX_DECLINED`).
+    Declined,
+    Allowed,
+    /// Refused with `status`: 401 or 403 (which `satisfy any` lets another handler
+    /// overrule), or another status that ends the request at once; a 401 carries its
+    /// `WWW-Authenticate` value.
+    Denied {
+        status: u16,
+        challenge: Option<Vec<u8>>,
+    },
+    /// Something must be waited for first (a subrequest): the phases stop, and run again from
+    /// the start once it is done.
+    Wait(Box<dyn Suspension>),
+}
+
+pub(crate) enum Step {
     /// Run the location search again (internal redirect or named location).
     Again,
     Done(Response),
     /// An error status: error_page or the built-in page.
     Status(u16),
-    /// The access phase waits for keys (`auth_jwt_key_request`): the request stops, to be
-    /// run again from the start once they are fetched.
+    /// A phase handler waits for something (a subrequest): the request stops, to be run
+    /// again from the start once it is done.
     Suspend,
 }
 
@@ -344,17 +396,14 @@ pub(crate) struct Request<'a> {
     proxy_port: u16,
     /// The upstream attempts, for `$upstream_*`.
     pub upstream_attempts: Vec<crate::proxy::Attempt>,
-    /// The token `auth_jwt` accepted, for the `$jwt_*` variables.
-    pub(crate) jwt: Option<Arc<portcullis_jwt::Verified>>,
-    /// `WWW-Authenticate` of a 401 from `auth_jwt`; it survives an error_page redirect.
+    /// The modules' state of this request, one value of each module's own type.
+    ctx: Vec<Box<dyn std::any::Any>>,
+    /// `WWW-Authenticate` of a 401 from the access phase; it survives an error_page redirect.
     www_authenticate: Option<Vec<u8>>,
-    /// A subrequest (an `auth_jwt_key_request`): as in nginx, it skips the access phase.
+    /// A subrequest (a JWT key request): as in nginx, it skips the access phase.
     subrequest: bool,
-    /// The key request the access phase waits for, when the phases stopped for it.
     /// What the phases stopped for, awaited by [`Request::run`].
     suspended: Option<Box<dyn Suspension>>,
-    /// The key requests run for this request so far.
-    pub(crate) key_fetches: crate::auth_jwt::Fetches,
 }
 
 impl<'a> Request<'a> {
@@ -394,11 +443,10 @@ impl<'a> Request<'a> {
             proxy_host: bytes::Bytes::new(),
             proxy_port: 0,
             upstream_attempts: Vec::new(),
-            jwt: None,
+            ctx: Vec::new(),
             www_authenticate: None,
             subrequest: false,
             suspended: None,
-            key_fetches: Vec::new(),
             head,
         }
     }
@@ -414,13 +462,13 @@ impl<'a> Request<'a> {
         sub
     }
 
-    /// Makes the request as it was before [`process`](Self::process), keeping the keys its
-    /// key requests fetched, for the phases to run again.
+    /// Makes the request as it was before [`process`](Self::process), keeping the modules'
+    /// state (what a subrequest fetched), for the phases to run again.
     pub(crate) fn restart(&mut self) {
         let head = self.head.clone();
         let mut fresh = Request::new(self.worker, self.server, self.conn, head, self.start);
         fresh.http2 = self.http2;
-        fresh.key_fetches = std::mem::take(&mut self.key_fetches);
+        fresh.ctx = std::mem::take(&mut self.ctx);
         fresh.request_id = std::mem::take(&mut self.request_id);
         *self = fresh;
     }
@@ -441,6 +489,29 @@ impl<'a> Request<'a> {
             Some(rest) => std::borrow::Cow::Owned(format!("{rest}HTTP/2.0")),
             None => std::borrow::Cow::Borrowed(line),
         }
+    }
+
+    /// A module's state of this request, if it has made one.
+    pub(crate) fn ctx<T: 'static>(&self) -> Option<&T> {
+        self.ctx.iter().find_map(|c| c.downcast_ref())
+    }
+
+    /// A module's state of this request, made on first use.
+    pub(crate) fn ctx_mut<T: Default + 'static>(&mut self) -> &mut T {
+        let i = match self.ctx.iter().position(|c| c.is::<T>()) {
+            Some(i) => i,
+            None => {
+                self.ctx.push(Box::new(T::default()));
+                self.ctx.len() - 1
+            }
+        };
+        self.ctx[i].downcast_mut().expect("the type just found")
+    }
+
+    /// A module's state in this worker (what its `Module::worker` made).
+    pub(crate) fn worker_state<T: 'static>(&self) -> Option<&'a T> {
+        let worker: &'a Rc<Worker> = self.worker;
+        worker.modules.iter().find_map(|m| m.downcast_ref())
     }
 
     /// When the request's head was read.
@@ -540,9 +611,8 @@ impl<'a> Request<'a> {
         if self.named.is_none() && std::mem::take(&mut self.server_rewrite) {
             let server: &Arc<ServerConf> = self.server;
             self.loc = server.conf.clone();
-            match self.run_rewrite(&server.rewrite) {
-                Outcome::Next | Outcome::Reroute => {}
-                other => return self.rewrite_step(other),
+            if let Rewritten::Stop(step) = self.rewrite_phase(&server.conf) {
+                return step;
             }
         }
         let mut slash_redirect = false;
@@ -616,10 +686,13 @@ impl<'a> Request<'a> {
             }
             le.methods & bit == 0
         });
-        if restricted.is_none() {
-            match self.run_rewrite(&loc.rewrite.program) {
-                Outcome::Next => {}
-                Outcome::Reroute if self.redirects > MAX_REDIRECTS => {
+        // No location matched: the server's settings stand in for one, and its rewrite
+        // directives ran already (nginx skips the phase for this "null location").
+        let null_location = Arc::ptr_eq(&loc, &self.server.conf);
+        if restricted.is_none() && !null_location {
+            match self.rewrite_phase(&loc) {
+                Rewritten::Next => {}
+                Rewritten::Reroute if self.redirects > MAX_REDIRECTS => {
                     let uri = String::from_utf8_lossy(&self.uri).into_owned();
                     self.log(
                         Level::Error,
@@ -629,7 +702,8 @@ impl<'a> Request<'a> {
                     );
                     return Step::Status(500);
                 }
-                other => return self.rewrite_step(other),
+                Rewritten::Reroute => return Step::Again,
+                Rewritten::Stop(step) => return step,
             }
         }
         // An `if` that held may have switched the request to its block's configuration.
@@ -675,48 +749,49 @@ impl<'a> Request<'a> {
         self.content()
     }
 
-    /// The access phase: `allow`/`deny` (of the `limit_except` block when it restricts the
-    /// method), then `auth_jwt`, combined as `satisfy` says. `None` admits the request.
+    /// The access phase, as nginx's: each module's handler with the location's settings
+    /// (or those of the `limit_except` block that restricts the method). With `satisfy all`
+    /// every handler must admit the request or have nothing to check; with `satisfy any` the
+    /// first to admit it ends the phase, and if none does a refusal stands, a 401 before a
+    /// 403. `None` admits the request.
     fn access(
         &mut self,
         loc: &LocConf,
         restricted: Option<&Arc<crate::conf::LimitExcept>>,
     ) -> Option<Step> {
-        let rules = match restricted {
-            Some(le) if !le.access.is_empty() => &le.access,
-            _ => &loc.access,
-        };
-        let allowed = access_allowed(rules, self.conn.peer.ip());
-        if !allowed {
-            self.log(Level::Error, "access forbidden by rule");
-            if !loc.satisfy_any {
-                return Some(Step::Status(403));
-            }
-        }
-        // As nginx's access phase: the access module first; with `satisfy any` the first
-        // module to admit the request ends the phase, and a 401 outranks a 403.
-        let jwt = restricted
-            .and_then(|le| le.jwt.as_ref())
-            .unwrap_or(&loc.jwt);
-        match &jwt.auth {
-            Some(auth) if !(allowed && loc.satisfy_any) => {
-                let worker = self.worker;
-                match crate::auth_jwt::authenticate(self, &worker.jwt, jwt, auth) {
-                    Ok(()) => {}
-                    Err(Refusal::Denied(denied)) => {
-                        self.www_authenticate = denied.challenge;
-                        return Some(Step::Status(denied.status));
+        let confs = restricted
+            .and_then(|le| le.modules.as_ref())
+            .unwrap_or(&loc.modules);
+        let any = loc.satisfy_any;
+        let mut refused: Option<(u16, Option<Vec<u8>>)> = None;
+        let modules = self.server.modules;
+        for (m, conf) in modules.iter().zip(confs) {
+            let handlers = m.handlers().downcast_ref::<Handlers>();
+            let Some(access) = handlers.and_then(|h| h.access) else {
+                continue;
+            };
+            match access(self, conf) {
+                Access::Declined => {}
+                Access::Allowed if any => return None,
+                Access::Allowed => {}
+                Access::Denied { status, challenge } => {
+                    if !any || !matches!(status, 401 | 403) {
+                        self.www_authenticate = challenge;
+                        return Some(Step::Status(status));
                     }
-                    Err(Refusal::Fetch(fetch)) => {
-                        self.suspended = Some(Box::new(fetch));
-                        return Some(Step::Suspend);
+                    if refused.as_ref().is_none_or(|(s, _)| *s != 401) {
+                        refused = Some((status, challenge));
                     }
                 }
+                Access::Wait(wait) => {
+                    self.suspended = Some(wait);
+                    return Some(Step::Suspend);
+                }
             }
-            _ if !allowed => return Some(Step::Status(403)),
-            _ => {}
         }
-        None
+        let (status, challenge) = refused?;
+        self.www_authenticate = challenge;
+        Some(Step::Status(status))
     }
 
     /// An internal redirect to `target`, which may carry `?args`. Without them, the request's
@@ -739,14 +814,26 @@ impl<'a> Request<'a> {
         self.server_rewrite = true;
     }
 
-    /// The step a level's rewrite directives decided.
-    fn rewrite_step(&mut self, outcome: Outcome<'_>) -> Step {
-        match outcome {
-            // Callers go on with the phases themselves after these two.
-            Outcome::Next | Outcome::Reroute => Step::Again,
-            Outcome::Return(ret) => self.do_return(ret),
-            Outcome::Redirect { code, location } => self.redirect_response(code, &location),
-            Outcome::Status(code) => Step::Status(code),
+    /// A rewrite phase: each module's handler with its settings of `level` (the server's, or
+    /// the location's).
+    fn rewrite_phase(&mut self, level: &LocConf) -> Rewritten {
+        let modules = self.server.modules;
+        let mut rerouted = false;
+        for (m, conf) in modules.iter().zip(&level.modules) {
+            let handlers = m.handlers().downcast_ref::<Handlers>();
+            let Some(rewrite) = handlers.and_then(|h| h.rewrite) else {
+                continue;
+            };
+            match rewrite(self, conf) {
+                Rewritten::Next => {}
+                Rewritten::Reroute => rerouted = true,
+                stop @ Rewritten::Stop(_) => return stop,
+            }
+        }
+        if rerouted {
+            Rewritten::Reroute
+        } else {
+            Rewritten::Next
         }
     }
 
@@ -956,7 +1043,7 @@ impl<'a> Request<'a> {
 
     /// The type by the URI's extension, else default_type: nginx's ngx_http_set_content_type,
     /// used for files and for `return` text alike.
-    fn content_type(&self) -> Arc<str> {
+    pub(crate) fn content_type(&self) -> Arc<str> {
         let uri = std::str::from_utf8(&self.uri).unwrap_or("");
         self.loc
             .types
@@ -965,47 +1052,17 @@ impl<'a> Request<'a> {
             .unwrap_or_else(|| self.loc.default_type.clone())
     }
 
-    fn do_return(&mut self, ret: &Return) -> Step {
-        match ret {
-            Return::Text { code, text: None } => {
-                if *code == 204 {
-                    // nginx sends it as a response of its own, not an error page: it keeps
-                    // an error_page's status when it answers one.
-                    // The type and length go with the 204 (nginx's header filter drops them),
-                    // and show when an error_page gives it another status.
-                    let mut r = Response::new(204);
-                    r.content_type = Some(self.content_type());
-                    r.content_length = Some(0);
-                    Step::Done(r)
-                } else if *code >= 400 || *code == 304 || (300..400).contains(code) {
-                    Step::Status(*code)
-                } else {
-                    let mut r = Response::new(*code);
-                    r.content_type = Some(self.content_type());
-                    r.content_length = Some(0);
-                    Step::Done(r)
-                }
-            }
-            Return::Text {
-                code,
-                text: Some(t),
-            } => {
-                self.status = *code;
-                let body = Bytes::from(self.eval(t));
-                if (301..=308).contains(code) && *code != 304 && *code != 305 && *code != 306 {
-                    return self.redirect_response(*code, &body);
-                }
-                let mut r = Response::new(*code);
-                r.content_type = Some(self.content_type());
-                r.content_length = Some(body.len() as u64);
-                r.body = Body::Bytes(body);
-                Step::Done(r)
-            }
-            Return::Redirect { code, url } => {
-                let url = self.eval(url);
-                self.redirect_response(*code, &url)
-            }
+    /// Sets the status decided so far, which `$status` shows before the response exists.
+    pub(crate) fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
+
+    /// The value a `set` or a named capture gave variable `slot`.
+    pub(crate) fn set_var(&mut self, slot: usize, value: Vec<u8>) {
+        if self.vars.len() <= slot {
+            self.vars.resize(slot + 1, None);
         }
+        self.vars[slot] = Some(value);
     }
 
     /// The URI with a slash added, escaped as nginx escapes it (a space, `%`, `?`, `#`,
@@ -1024,7 +1081,7 @@ impl<'a> Request<'a> {
 
     /// A redirect with nginx's Location rules: a relative URI becomes absolute with the
     /// request's host and port when absolute_redirect is on.
-    fn redirect_response(&mut self, code: u16, location: &[u8]) -> Step {
+    pub(crate) fn redirect_response(&mut self, code: u16, location: &[u8]) -> Step {
         let mut r = self.error_response(code);
         let value = self.absolute_location(location);
         r.header("Location", &value);
@@ -1348,10 +1405,16 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(body);
                 }
             }
-            Var::Jwt(j) => crate::auth_jwt::eval_var(self.jwt.as_deref(), j, out),
+            Var::Module(v) => {
+                let module = self.server.modules.get(v.module);
+                let handlers = module.and_then(|m| m.handlers().downcast_ref::<Handlers>());
+                if let Some(variable) = handlers.and_then(|h| h.variable) {
+                    variable(self, &v.var, out);
+                }
+            }
             Var::Set(slot) => match self.vars.get(*slot) {
                 Some(Some(v)) => out.extend_from_slice(v),
-                _ if self.loc.rewrite.uninitialized_warn => {
+                _ if self.loc.uninitialized_warn => {
                     let name = self.server.names.set.get(*slot).map_or("", String::as_str);
                     self.log(
                         Level::Warn,

@@ -8,6 +8,11 @@
 //! `if` at location level also carries the location configuration its block defines (nginx
 //! makes a nameless nested location of it); when the condition holds, the request switches to
 //! that configuration, so `root`, `add_header` or `proxy_pass` inside the block apply.
+//!
+//! As a module: it declares the `set` targets and the named groups of its regexes as
+//! variables, compiles each level's program when the level ends ([`Module::finish`]), and
+//! runs it as the rewrite phases' handler, for the server before the location search and for
+//! the location after it.
 
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
@@ -15,32 +20,210 @@ use std::sync::Arc;
 use portcullis_config::{ConfigError, Directive};
 use regex::bytes::{Regex, RegexBuilder};
 
-use crate::conf::{err, LocConf, Return, SetVar};
-use crate::location::Captures;
-use crate::request::Request;
+use bytes::Bytes;
+
+use crate::conf::LocConf;
+use crate::location::{named_groups, Captures};
+use crate::module::{self, Finish, Load, Module, NestedConf, Slot};
+use crate::request::{Body, Handlers, Request, Response, Rewritten, Step};
 use crate::vars::{Names, Template, Var};
 use crate::Level;
 
-/// The directives that make up a level's program.
-pub(crate) const DIRECTIVES: &[&str] = &["rewrite", "set", "if", "return", "break"];
+fn err(d: &Directive, message: impl Into<String>) -> ConfigError {
+    ConfigError::at(d, message)
+}
+
+/// The module.
+pub(crate) struct RewriteModule;
+
+pub(crate) static MODULE: RewriteModule = RewriteModule;
+
+impl Module for RewriteModule {
+    fn name(&self) -> &'static str {
+        "http_rewrite_module"
+    }
+
+    /// Its directives but `uninitialized_variable_warn`, which the core's variables read.
+    fn owns(&self, directive: &str) -> bool {
+        directive != "uninitialized_variable_warn" && module::in_table(self.name(), directive)
+    }
+
+    fn declare(
+        &self,
+        http: &[Directive],
+        names: &mut Names,
+        _me: usize,
+    ) -> Result<(), ConfigError> {
+        collect_variables(http, &mut names.set);
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(RewriteConf::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        _cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        // The others make up the program, compiled when the level ends.
+        if d.name == "rewrite_log" {
+            module::edit::<RewriteConf>(conf).log = portcullis_config::value::flag(d, 0)?;
+        }
+        Ok(())
+    }
+
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let nested = cx.nested.as_deref_mut();
+        let program = compile(block, nested, cx.names)?;
+        module::edit::<RewriteConf>(conf).program = Arc::new(program);
+        Ok(())
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            rewrite: Some(rewrite_phase),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
 
 /// The rewrite module's settings of a level.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct RewriteConf {
     /// This level's own program; not inherited by nested locations.
     pub program: Arc<Program>,
     /// `rewrite_log`: regex matches and rewritten URIs at notice level.
     pub log: bool,
-    /// `uninitialized_variable_warn`.
-    pub uninitialized_warn: bool,
 }
 
-impl Default for RewriteConf {
-    fn default() -> Self {
-        RewriteConf {
-            program: Arc::default(),
-            log: false,
-            uninitialized_warn: true,
+/// The rewrite phase of a level: its program, and what the request does next.
+fn rewrite_phase(req: &mut Request<'_>, conf: &Slot) -> Rewritten {
+    let conf = module::get::<RewriteConf>(conf);
+    match req.run_rewrite(&conf.program, conf.log) {
+        Outcome::Next => Rewritten::Next,
+        Outcome::Reroute => Rewritten::Reroute,
+        Outcome::Return(ret) => Rewritten::Stop(do_return(req, ret)),
+        Outcome::Redirect { code, location } => {
+            Rewritten::Stop(req.redirect_response(code, &location))
+        }
+        Outcome::Status(code) => Rewritten::Stop(Step::Status(code)),
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Return {
+    /// `return code [text]`, also the 444 close.
+    Text { code: u16, text: Option<Template> },
+    /// `return 301|302|303|307|308 URL` or `return URL`.
+    Redirect { code: u16, url: Template },
+}
+
+/// `set $name value`, run in the rewrite phase in the order written.
+#[derive(Clone)]
+pub(crate) struct SetVar {
+    /// The variable's slot among the request's values.
+    pub slot: usize,
+    pub value: Template,
+}
+
+pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, ConfigError> {
+    let name = d
+        .arg(0)
+        .strip_prefix('$')
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
+    crate::vars::refuse_limit_rate(d, name)?;
+    Ok(SetVar {
+        // Declared before compiling, by `collect_variables`.
+        slot: names
+            .set_slot(name)
+            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
+        value: Template::compile(d.arg(1), d, names)?,
+    })
+}
+
+pub(crate) fn compile_return(d: &Directive, names: &Names) -> Result<Return, ConfigError> {
+    let first = d.arg(0);
+    match first.parse::<u16>() {
+        Ok(code) if d.args.len() == 1 || !matches!(code, 301 | 302 | 303 | 307 | 308) => {
+            if code > 999 {
+                return Err(err(d, format!("invalid return code \"{first}\"")));
+            }
+            let text = d
+                .args
+                .get(1)
+                .map(|a| Template::compile(&a.value, d, names))
+                .transpose()?;
+            Ok(Return::Text { code, text })
+        }
+        Ok(code) => Ok(Return::Redirect {
+            code,
+            url: Template::compile(d.arg(1), d, names)?,
+        }),
+        Err(_)
+            if d.args.len() == 1
+                && (first.starts_with("http://")
+                    || first.starts_with("https://")
+                    || first.starts_with('$')) =>
+        {
+            Ok(Return::Redirect {
+                code: 302,
+                url: Template::compile(first, d, names)?,
+            })
+        }
+        Err(_) => Err(err(d, format!("invalid return code \"{first}\""))),
+    }
+}
+
+/// `return`: the response it makes, or the error status nginx answers with its page.
+fn do_return(req: &mut Request<'_>, ret: &Return) -> Step {
+    match ret {
+        Return::Text { code, text: None } => {
+            if *code == 204 {
+                // nginx sends it as a response of its own, not an error page: it keeps
+                // an error_page's status when it answers one.
+                // The type and length go with the 204 (nginx's header filter drops them),
+                // and show when an error_page gives it another status.
+                let mut r = Response::new(204);
+                r.content_type = Some(req.content_type());
+                r.content_length = Some(0);
+                Step::Done(r)
+            } else if *code >= 400 || *code == 304 || (300..400).contains(code) {
+                Step::Status(*code)
+            } else {
+                let mut r = Response::new(*code);
+                r.content_type = Some(req.content_type());
+                r.content_length = Some(0);
+                Step::Done(r)
+            }
+        }
+        Return::Text {
+            code,
+            text: Some(t),
+        } => {
+            req.set_status(*code);
+            let body = Bytes::from(req.eval(t));
+            if (301..=308).contains(code) && *code != 304 && *code != 305 && *code != 306 {
+                return req.redirect_response(*code, &body);
+            }
+            let mut r = Response::new(*code);
+            r.content_type = Some(req.content_type());
+            r.content_length = Some(body.len() as u64);
+            r.body = Body::Bytes(body);
+            Step::Done(r)
+        }
+        Return::Redirect { code, url } => {
+            let url = req.eval(url);
+            req.redirect_response(*code, &url)
         }
     }
 }
@@ -128,26 +311,26 @@ enum FileTest {
     Exec,
 }
 
-/// Builds the configuration of an `if` block in a location.
-pub(crate) type IfConf<'a> = &'a mut dyn FnMut(&Directive) -> Result<Arc<LocConf>, ConfigError>;
-
 /// Compiles the rewrite directives among `directives` into a program. `if_conf` builds the
 /// configuration of an `if` block at location level; at server level it is `None`.
-pub(crate) fn compile(
+fn compile(
     directives: &[Directive],
-    mut if_conf: Option<IfConf<'_>>,
+    mut if_conf: Option<&mut NestedConf<'_>>,
     names: &Names,
 ) -> Result<Program, ConfigError> {
     let mut ops = Vec::new();
     for d in directives {
         let op = match d.name.as_str() {
             "rewrite" => Op::Rewrite(Box::new(compile_rewrite(d, names)?)),
-            "set" => Op::Set(crate::conf::compile_set(d, names)?),
-            "return" => Op::Return(crate::conf::compile_return(d, names)?),
+            "set" => Op::Set(compile_set(d, names)?),
+            "return" => Op::Return(compile_return(d, names)?),
             "break" => Op::Break,
             "if" => {
                 let conf = match if_conf.as_mut() {
-                    Some(f) => Some(f(d)?),
+                    Some(f) => {
+                        let conf = f(d)?.downcast::<LocConf>();
+                        Some(conf.map_err(|_| err(d, "an \"if\" block without its settings"))?)
+                    }
                     None => None,
                 };
                 Op::If(Box::new(If {
@@ -310,37 +493,30 @@ fn compile_condition(d: &Directive, names: &Names) -> Result<Cond, ConfigError> 
     }
 }
 
-/// The named groups of `pattern`, which nginx makes variables; an invalid pattern has none
-/// (it is reported where it is compiled).
-pub(crate) fn named_groups(pattern: &str, out: &mut Vec<String>) {
-    if !pattern.contains("(?") {
-        return;
-    }
-    if let Ok(re) = Regex::new(pattern) {
-        out.extend(re.capture_names().flatten().map(str::to_string));
-    }
-}
-
-/// The regexes of the rewrite module among `directives` and their blocks: their named groups
-/// are variables.
-pub(crate) fn collect_named_groups(directives: &[Directive], out: &mut Vec<String>) {
+/// The variables of the rewrite module among `directives` and their blocks: `set` targets,
+/// and the named groups of its regexes.
+fn collect_variables(directives: &[Directive], out: &mut Vec<String>) {
     for d in directives {
         match d.name.as_str() {
+            "set" => {
+                if let Some(name) = d.args.first().and_then(|a| a.value.strip_prefix('$')) {
+                    out.push(name.to_string());
+                }
+            }
             "rewrite" => named_groups(d.arg(0), out),
             "if" => {
                 for a in &d.args {
                     named_groups(a.value.trim_end_matches(')'), out);
                 }
             }
-            "location" => named_groups(d.args.last().map_or("", |a| &a.value), out),
             _ => {}
         }
-        collect_named_groups(d.children(), out);
+        collect_variables(d.children(), out);
     }
 }
 
 /// How a level's program ended.
-pub(crate) enum Outcome<'p> {
+enum Outcome<'p> {
     /// On to the next phase, in the current location.
     Next,
     /// The URI changed: search the location again.
@@ -359,17 +535,18 @@ enum Flow<'p> {
 }
 
 impl Request<'_> {
-    /// Runs a level's program: nginx's rewrite phase for that level.
-    pub(crate) fn run_rewrite<'p>(&mut self, program: &'p Program) -> Outcome<'p> {
+    /// Runs a level's program: nginx's rewrite phase for that level. `log` is its
+    /// `rewrite_log`.
+    fn run_rewrite<'p>(&mut self, program: &'p Program, log: bool) -> Outcome<'p> {
         let mut uri_changed = false;
-        match self.run_ops(&program.ops, &mut uri_changed) {
+        match self.run_ops(&program.ops, log, &mut uri_changed) {
             Flow::Stop(outcome) => outcome,
             Flow::Continue if uri_changed => Outcome::Reroute,
             Flow::Continue => Outcome::Next,
         }
     }
 
-    fn run_ops<'p>(&mut self, ops: &'p [Op], uri_changed: &mut bool) -> Flow<'p> {
+    fn run_ops<'p>(&mut self, ops: &'p [Op], log: bool, uri_changed: &mut bool) -> Flow<'p> {
         for op in ops {
             match op {
                 Op::Set(set) => {
@@ -379,17 +556,17 @@ impl Request<'_> {
                 Op::Return(ret) => return Flow::Stop(Outcome::Return(ret)),
                 Op::Break => return Flow::Stop(Outcome::Next),
                 Op::If(i) => {
-                    if self.condition(&i.cond) {
+                    if self.condition(&i.cond, log) {
                         if let Some(conf) = &i.conf {
                             self.loc = conf.clone();
                         }
-                        if let Flow::Stop(o) = self.run_ops(&i.body.ops, uri_changed) {
+                        if let Flow::Stop(o) = self.run_ops(&i.body.ops, log, uri_changed) {
                             return Flow::Stop(o);
                         }
                     }
                 }
                 Op::Rewrite(rw) => {
-                    if let Some(outcome) = self.rewrite(rw, uri_changed) {
+                    if let Some(outcome) = self.rewrite(rw, log, uri_changed) {
                         return Flow::Stop(outcome);
                     }
                 }
@@ -398,19 +575,12 @@ impl Request<'_> {
         Flow::Continue
     }
 
-    pub(crate) fn set_var(&mut self, slot: usize, value: Vec<u8>) {
-        if self.vars.len() <= slot {
-            self.vars.resize(slot + 1, None);
-        }
-        self.vars[slot] = Some(value);
-    }
-
     /// Matches `regex` against `subject` as nginx's script regex code does: a match of a regex
     /// with groups replaces the captures; a failed match clears them.
-    fn regex_match(&mut self, script: &ScriptRegex, subject: Vec<u8>) -> bool {
+    fn regex_match(&mut self, script: &ScriptRegex, subject: Vec<u8>, log: bool) -> bool {
         let (regex, source) = (&script.regex, &script.source);
         let caps = regex.captures(&subject);
-        if self.loc.rewrite.log {
+        if log {
             let verb = if caps.is_some() {
                 "matches"
             } else {
@@ -447,7 +617,7 @@ impl Request<'_> {
         true
     }
 
-    fn condition(&mut self, cond: &Cond) -> bool {
+    fn condition(&mut self, cond: &Cond, log: bool) -> bool {
         match cond {
             Cond::Truth(t) => {
                 let v = self.eval(t);
@@ -464,7 +634,7 @@ impl Request<'_> {
                 negate,
             } => {
                 let subject = self.eval(value);
-                self.regex_match(regex, subject) != *negate
+                self.regex_match(regex, subject, log) != *negate
             }
             Cond::File { path, test, negate } => {
                 let path = self.eval(path);
@@ -477,9 +647,14 @@ impl Request<'_> {
     }
 
     /// One `rewrite`: `None` when the level goes on with its next directive.
-    fn rewrite<'p>(&mut self, rw: &Rewrite, uri_changed: &mut bool) -> Option<Outcome<'p>> {
+    fn rewrite<'p>(
+        &mut self,
+        rw: &Rewrite,
+        log: bool,
+        uri_changed: &mut bool,
+    ) -> Option<Outcome<'p>> {
         let subject = self.uri.clone();
-        if !self.regex_match(&rw.regex, subject) {
+        if !self.regex_match(&rw.regex, subject, log) {
             return None;
         }
         // nginx escapes captures for the arguments (and all of a redirect) only when the
@@ -502,7 +677,7 @@ impl Request<'_> {
                 location.push(if rep.args.is_some() { b'&' } else { b'?' });
                 location.extend_from_slice(&old);
             }
-            if self.loc.rewrite.log {
+            if log {
                 self.log(
                     Level::Notice,
                     &format!(
@@ -514,7 +689,7 @@ impl Request<'_> {
             return Some(Outcome::Redirect { code, location });
         }
         self.args = new_args(args, old_args, rep.add_args);
-        if self.loc.rewrite.log {
+        if log {
             self.log(
                 Level::Notice,
                 &format!(

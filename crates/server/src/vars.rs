@@ -73,10 +73,36 @@ pub enum Var {
     UpstreamHeaderTime,
     /// `$https` and the `$ssl_*` variables of the connection's TLS.
     Ssl(SslVar),
-    /// `$jwt_claim_*`, `$jwt_header_*`, `$jwt_payload` and the `auth_jwt_claim_set` /
-    /// `auth_jwt_header_set` variables.
-    Jwt(JwtVar),
+    /// A variable a module declared (`$jwt_claim_*` of `auth_jwt`, say).
+    Module(ModuleVar),
 }
+
+/// A module's variable: the module's place in the registry, and what the module compiled of
+/// the name, which only it reads.
+#[derive(Clone)]
+pub struct ModuleVar {
+    pub module: usize,
+    pub var: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for ModuleVar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ModuleVar({})", self.module)
+    }
+}
+
+impl PartialEq for ModuleVar {
+    fn eq(&self, other: &Self) -> bool {
+        self.module == other.module && std::sync::Arc::ptr_eq(&self.var, &other.var)
+    }
+}
+
+impl Eq for ModuleVar {}
+
+/// How a module resolves a variable name to what its handler evaluates; `None` for a name
+/// that is not its own.
+pub(crate) type Resolve =
+    Box<dyn Fn(&str) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> + Send + Sync>;
 
 /// The TLS variables, from the connection's handshake; empty on a plain connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,20 +128,36 @@ pub enum SslVar {
 
 /// The variables a configuration declares, known before any of its arguments is compiled,
 /// as nginx collects them first (a `$name` may be used above its `set`): `set` targets and
-/// regex named captures, each a slot of a request's values; `map` targets; and the
-/// `auth_jwt_claim_set` / `auth_jwt_header_set` variables.
-#[derive(Debug, Default)]
+/// regex named captures, each a slot of a request's values; `map` targets; and what the
+/// modules declare.
+#[derive(Default)]
 pub(crate) struct Names {
     pub set: Vec<String>,
     pub maps: Vec<String>,
-    pub jwt: Vec<(String, JwtVar)>,
+    /// The modules' variables: each module's place in the registry and how it resolves a name.
+    pub modules: Vec<(usize, Resolve)>,
     /// Some argument reads `$upstream_http_*`: proxied requests keep the upstream's head.
     pub upstream_heads: std::sync::atomic::AtomicBool,
     /// Some argument reads `$request_body`: proxied requests keep the body they read.
     pub request_body: std::sync::atomic::AtomicBool,
 }
 
+impl std::fmt::Debug for Names {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Names")
+            .field("set", &self.set)
+            .field("maps", &self.maps)
+            .field("modules", &self.modules.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Names {
+    /// Makes the variables `resolve` knows the module's at place `module` of the registry.
+    pub fn add_module_variables(&mut self, module: usize, resolve: Resolve) {
+        self.modules.push((module, resolve));
+    }
+
     /// The slot of `set` variable `name`.
     pub fn set_slot(&self, name: &str) -> Option<usize> {
         self.set.iter().position(|n| n == name)
@@ -131,8 +173,11 @@ impl Var {
         if let Some(slot) = names.set_slot(name) {
             return Some(Var::Set(slot));
         }
-        if let Some(v) = jwt_variable(name, &names.jwt) {
-            return Some(Var::Jwt(v));
+        for (module, resolve) in &names.modules {
+            if let Some(var) = resolve(name) {
+                let module = *module;
+                return Some(Var::Module(ModuleVar { module, var }));
+            }
         }
         if let Ok(n) = name.parse::<usize>() {
             return (n <= 9).then_some(Var::Capture(n));
@@ -271,39 +316,6 @@ pub(crate) fn refuse_limit_rate(d: &Directive, name: &str) -> Result<(), ConfigE
         ));
     }
     Ok(())
-}
-
-/// A JWT variable (`auth_jwt`), resolved at load.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JwtVar {
-    /// `$jwt_claim_NAME` or an `auth_jwt_claim_set` path.
-    Claim(Box<[Box<str>]>),
-    /// `$jwt_header_NAME` or an `auth_jwt_header_set` path.
-    Header(Box<[Box<str>]>),
-    /// `$jwt_payload`.
-    Payload,
-}
-
-/// The JWT variable called `name`, if it is one.
-fn jwt_variable(name: &str, declared: &[(String, JwtVar)]) -> Option<JwtVar> {
-    let declared = declared
-        .iter()
-        .rev()
-        .find(|(n, _)| n == name)
-        .map(|(_, var)| var.clone());
-    if declared.is_some() {
-        return declared;
-    }
-    if name == "jwt_payload" {
-        return Some(JwtVar::Payload);
-    }
-    if let Some(claim) = name.strip_prefix("jwt_claim_").filter(|c| !c.is_empty()) {
-        return Some(JwtVar::Claim(Box::new([claim.into()])));
-    }
-    if let Some(member) = name.strip_prefix("jwt_header_").filter(|h| !h.is_empty()) {
-        return Some(JwtVar::Header(Box::new([member.into()])));
-    }
-    None
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -473,21 +485,6 @@ mod tests {
         assert_eq!(e.message, "unknown \"nosuch\" variable");
         assert!(Template::compile("a $ b", &d(), &Names::default()).is_err());
         assert!(Template::compile("${host", &d(), &Names::default()).is_err());
-    }
-
-    #[test]
-    fn jwt_variables_by_name() {
-        assert_eq!(jwt_variable("jwt_payload", &[]), Some(JwtVar::Payload));
-        assert_eq!(
-            jwt_variable("jwt_claim_sub", &[]),
-            Some(JwtVar::Claim(Box::new(["sub".into()])))
-        );
-        assert_eq!(
-            jwt_variable("jwt_header_kid", &[]),
-            Some(JwtVar::Header(Box::new(["kid".into()])))
-        );
-        assert_eq!(jwt_variable("jwt_claim_", &[]), None);
-        assert_eq!(jwt_variable("uri", &[]), None);
     }
 
     #[test]

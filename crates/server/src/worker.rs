@@ -15,7 +15,7 @@ use socket2::{Domain, Socket, Type};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, LocalSet};
 
-use crate::conf::Compiled;
+use crate::conf::{Compiled, HttpConf};
 use crate::log::{ErrorLog, LogFiles, WorkerLogs};
 use crate::static_files::FileCache;
 use crate::user::Credentials;
@@ -441,7 +441,7 @@ fn run_worker(
     };
     let local = LocalSet::new();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let jwt_cache_entries = generation.http.jwt_cache_entries;
+    let modules = module_states(&generation.http);
     let logs = WorkerLogs::new(generation.log_files.clone());
     let worker = Rc::new(Worker {
         shared,
@@ -456,7 +456,7 @@ fn run_worker(
         stopping: stop_rx,
         drained: Notify::new(),
         upstreams: RefCell::default(),
-        jwt: RefCell::new(crate::auth_jwt::WorkerJwt::new(jwt_cache_entries)),
+        modules,
     });
     let graceful = local.block_on(&rt, async {
         let mut accepting: HashMap<SocketAddr, AbortHandle> = HashMap::new();
@@ -480,14 +480,17 @@ fn run_worker(
                     added,
                     removed,
                 }) => {
-                    let jwt_cache_entries = generation.http.jwt_cache_entries;
                     worker
                         .logs
                         .borrow_mut()
                         .use_files(generation.log_files.clone());
+                    let http = generation.http.clone();
                     *worker.generation.borrow_mut() = generation;
                     worker.upstreams.borrow_mut().clear();
-                    worker.jwt.borrow_mut().reset(jwt_cache_entries);
+                    let states = http.modules.iter().zip(&worker.modules);
+                    for ((m, state), loaded) in states.zip(&http.loaded) {
+                        m.reload(&**state, &**loaded);
+                    }
                     for a in removed {
                         if let Some(h) = accepting.remove(&a) {
                             h.abort();
@@ -602,4 +605,10 @@ async fn flush_logs(worker: Rc<Worker>) {
             worker.logs.borrow_mut().flush_due(age);
         }
     }
+}
+
+/// Each module's state in a new worker, from what loading `http` kept for it.
+fn module_states(http: &HttpConf) -> Vec<Box<dyn std::any::Any>> {
+    let modules = http.modules.iter().zip(&http.loaded);
+    modules.map(|(m, loaded)| m.worker(&**loaded)).collect()
 }

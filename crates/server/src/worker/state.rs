@@ -54,8 +54,8 @@ pub(crate) struct Worker {
     pub drained: Notify,
     /// Balancer state and keepalive pools of the upstream groups in use.
     pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
-    /// Verified JWTs.
-    pub jwt: RefCell<crate::auth_jwt::WorkerJwt>,
+    /// Each module's state in this worker, in the registry's order.
+    pub modules: Vec<Box<dyn std::any::Any>>,
 }
 
 /// Counts a connection as open for as long as it lives.

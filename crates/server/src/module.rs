@@ -1,0 +1,163 @@
+//! The module interface: what an nginx module plugs into, so that the core (configuration
+//! compilation in `conf`, the phases in `request`, the workers) walks a list of modules and
+//! never names one.
+//!
+//! As an nginx module has its command table, its `create_loc_conf`/`merge_loc_conf` and the
+//! handlers it registers, a [`Module`] says which directives are its own, keeps its settings of
+//! each level in a [`Slot`] of [`Confs`] (a level starts as a copy of the one above it, as
+//! nginx's merge leaves what a level does not set), keeps what one load of a configuration
+//! shares between levels (files read once), declares its variables before any argument is
+//! compiled, and hands the phases its `Handlers` (as an nginx
+//! module pushes its handlers into the core's phase arrays). Its state in each worker (caches)
+//! is its own too. The registry, the one list of modules, is `modules.rs`.
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::Arc;
+
+use portcullis_config::{ConfigError, Directive};
+
+use crate::vars::Names;
+
+/// A module's settings of one level, or one of its compiled variables: its own type, which
+/// only the module reads.
+pub(crate) type Slot = Arc<dyn Any + Send + Sync>;
+
+/// Every module's settings of one level, in the registry's order.
+pub(crate) type Confs = Vec<Slot>;
+
+/// The modules of a server, in the order their handlers run.
+pub(crate) type Registry = &'static [&'static dyn Module];
+
+/// What a module's directive handler may use while a configuration loads.
+pub(crate) struct Load<'a> {
+    pub names: &'a Names,
+    /// `-p`: relative file names resolve against it.
+    pub prefix: &'a Path,
+    /// What this load of the configuration keeps for the module (from [`Module::load`]).
+    pub state: &'a mut (dyn Any + Send + Sync),
+    /// Whether the directive is the first of its name at this level: a list it makes then
+    /// replaces the inherited one, as in nginx.
+    pub first: bool,
+    /// Whether it is the first of the module's directives at this level, for a list that
+    /// several directives make (`allow` and `deny`).
+    pub first_of_module: bool,
+}
+
+/// What a module's [`finish`](Module::finish) may use at the end of a level.
+pub(crate) struct Finish<'a> {
+    pub names: &'a Names,
+    /// Builds the configuration of a block in this level that is a level of its own (an
+    /// `if` in a location, of which nginx makes a nameless location): the level's settings
+    /// with the block's on top, as the core's location settings behind a [`Slot`].
+    pub nested: Option<&'a mut NestedConf<'a>>,
+}
+
+/// How [`Finish::nested`] builds a block's configuration.
+pub(crate) type NestedConf<'a> = dyn FnMut(&Directive) -> Result<Slot, ConfigError> + 'a;
+
+/// An nginx module as the core sees it. Every method but [`name`](Module::name) has a default
+/// that does nothing, so a module implements what it takes part in.
+pub(crate) trait Module: Sync {
+    /// nginx's name for it, as in `-V` and the directive table
+    /// ([`portcullis_config::MODULES`]), e.g. `http_auth_jwt_module`.
+    fn name(&self) -> &'static str;
+
+    /// Whether `directive`, at the http, server, location, `if` or `limit_except` level, is
+    /// this module's: one of the directive table's entries under its name.
+    fn owns(&self, directive: &str) -> bool {
+        in_table(self.name(), directive)
+    }
+
+    /// Declares the module's variables, before any argument of the configuration is compiled
+    /// (a `$name` may be used above the directive that makes it). `me` is the module's place
+    /// in the registry, for [`Names::add_module_variables`].
+    fn declare(
+        &self,
+        _http: &[Directive],
+        _names: &mut Names,
+        _me: usize,
+    ) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    /// What one load of a configuration keeps for the module: files read once for every
+    /// level that names them, sizes the workers need. Kept with the loaded configuration and
+    /// handed to [`worker`](Module::worker).
+    fn load(&self) -> Box<dyn Any + Send + Sync> {
+        Box::new(())
+    }
+
+    /// The module's settings at the http level before any directive.
+    fn defaults(&self) -> Slot {
+        Arc::new(())
+    }
+
+    /// Applies one of the module's directives to a level's settings, which start as a copy of
+    /// the level above.
+    fn directive(
+        &self,
+        _conf: &mut Slot,
+        _d: &Directive,
+        _cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    /// The module's phase handlers: a `static` of the phases' `Handlers` type, which they
+    /// look up by type (this file does not name the phases, which run on the
+    /// configuration it loads).
+    fn handlers(&self) -> &'static (dyn Any + Send + Sync) {
+        &()
+    }
+
+    /// Completes the module's settings of a server, location or `if` level once every other
+    /// directive of it was read: `block` is the level's directives. What a level makes here
+    /// is its own, never inherited (nginx's rewrite module compiles a level's code so).
+    fn finish(
+        &self,
+        _conf: &mut Slot,
+        _block: &[Directive],
+        _cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    /// The module's state in a worker, made when the worker starts.
+    fn worker(&self, _loaded: &(dyn Any + Send + Sync)) -> Box<dyn Any> {
+        Box::new(())
+    }
+
+    /// A new configuration reached the worker: `state` is what [`worker`](Module::worker)
+    /// made.
+    fn reload(&self, _state: &dyn Any, _loaded: &(dyn Any + Send + Sync)) {}
+}
+
+/// Edits a level's settings of type `T`: the level's own copy, made on the first edit (a
+/// level shares its parent's until it changes them).
+pub(crate) fn edit<T: Clone + Send + Sync + 'static>(slot: &mut Slot) -> &mut T {
+    if Arc::get_mut(slot).is_none() {
+        let copy: T = slot
+            .downcast_ref::<T>()
+            .expect("a module's own settings")
+            .clone();
+        *slot = Arc::new(copy);
+    }
+    Arc::get_mut(slot)
+        .and_then(|s| s.downcast_mut::<T>())
+        .expect("a module's own settings")
+}
+
+/// Reads a level's settings of type `T`.
+pub(crate) fn get<T: 'static>(slot: &Slot) -> &T {
+    slot.downcast_ref::<T>().expect("a module's own settings")
+}
+
+/// Whether the directive table lists `directive` under the module called `module`.
+pub(crate) fn in_table(module: &str, directive: &str) -> bool {
+    portcullis_config::MODULES
+        .iter()
+        .filter(|m| m.name == module)
+        .flat_map(|m| m.directives)
+        .any(|d| d.name == directive)
+}

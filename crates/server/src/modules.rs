@@ -1,0 +1,32 @@
+//! The registry: every module the server runs, in the order their handlers run in each phase.
+//! Adding a module is adding its file (or folder) and its line here; the core reads this list
+//! and names none of them.
+
+use crate::module::Registry;
+
+pub(crate) static ALL: Registry = &[
+    &crate::rewrite::MODULE,
+    &crate::access::MODULE,
+    &crate::auth_jwt::MODULE,
+];
+
+#[cfg(test)]
+mod tests {
+    /// Every module here is one of the directive table's, which `-V` reads: the table says
+    /// it is built in, and it owns directives.
+    #[test]
+    fn every_module_is_in_the_directive_table() {
+        for m in super::ALL {
+            let entry = portcullis_config::MODULES
+                .iter()
+                .find(|t| t.name == m.name());
+            let entry = entry.unwrap_or_else(|| panic!("{} is not in the table", m.name()));
+            assert!(entry.present(), "{} is not built in for -V", m.name());
+            assert!(
+                entry.directives.iter().any(|d| m.owns(d.name)),
+                "{}",
+                m.name()
+            );
+        }
+    }
+}
