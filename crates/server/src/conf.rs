@@ -198,14 +198,6 @@ pub(crate) struct TryFiles {
     pub last: TryLast,
 }
 
-#[derive(Clone)]
-pub(crate) struct AddHeader {
-    pub name: String,
-    pub value: Template,
-    /// Also for error statuses, not only 200, 201, 204, 206, 301, 302, 303, 304, 307, 308.
-    pub always: bool,
-}
-
 /// `alias`: the path that replaces the part of the URI its location matched. Inherited by
 /// nested locations as nginx inherits it, with the length of the location that set it.
 #[derive(Clone)]
@@ -258,10 +250,6 @@ pub(crate) struct LocConf {
     /// The `proxy_*` settings, inherited.
     pub proxy: Arc<crate::proxy::ProxySettings>,
     pub recursive_error_pages: bool,
-    /// `add_header name value [always]`.
-    pub add_headers: Vec<AddHeader>,
-    /// `expires`: `None` for `off`.
-    pub expires: Option<crate::expires::Expires>,
     /// A regex location's named groups and the slots of the variables they set.
     pub named_slots: Vec<(usize, usize)>,
     /// Server-level settings, also allowed at http level: carried here so they inherit.
@@ -1019,22 +1007,6 @@ impl Builder {
                     _ => return Err(invalid_value(d, 0)),
                 }
             }
-            "add_header" => {
-                if first("add_header") {
-                    c.add_headers.clear();
-                }
-                let always = match d.args.get(2).map(|a| a.value.as_str()) {
-                    None => false,
-                    Some("always") => true,
-                    Some(other) => return Err(err(d, format!("invalid parameter \"{other}\""))),
-                };
-                c.add_headers.push(AddHeader {
-                    name: d.arg(0).to_string(),
-                    value: Template::compile(d.arg(1), d, &self.names)?,
-                    always,
-                });
-            }
-            "expires" => c.expires = crate::expires::compile(d, &self.names)?,
             "merge_slashes" => c.merge_slashes = value::flag(d, 0)?,
             "client_header_buffer_size" => c.head_limits.header_buffer_size = size_usize(d, 0)?,
             "large_client_header_buffers" => {
@@ -1203,8 +1175,6 @@ impl LocConf {
             proxy_pass: None,
             proxy: Arc::default(),
             recursive_error_pages: false,
-            add_headers: Vec::new(),
-            expires: None,
             named_slots: Vec::new(),
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),

@@ -89,7 +89,7 @@ impl Response {
         }
     }
 
-    fn header(&mut self, name: &str, value: &[u8]) {
+    pub(crate) fn header(&mut self, name: &str, value: &[u8]) {
         portcullis_http::write_header(&mut self.headers, name, value);
     }
 
@@ -236,6 +236,13 @@ pub(crate) struct Handlers {
     pub access: Option<fn(&mut Request<'_>, &Slot) -> Access>,
     /// Appends the value of one of the variables the module declared.
     pub variable: Option<fn(&Request<'_>, &Slot, &mut Vec<u8>)>,
+    /// The header filter: adds or replaces fields of the response the location finished
+    /// with. The `Last-Modified` given is a proxied response's, which is not among the
+    /// response's own fields; with `None` the filter reads the response's.
+    pub header_filter: Option<HeaderFilter>,
+    /// The fields the header filter sets in place of a response's own, for a response of
+    /// the given status: a proxied response's are left out as it is relayed.
+    pub replaced_fields: Option<for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>)>,
 }
 
 impl Handlers {
@@ -244,8 +251,13 @@ impl Handlers {
         rewrite: None,
         access: None,
         variable: None,
+        header_filter: None,
+        replaced_fields: None,
     };
 }
+
+/// A module's header filter (see [`Handlers::header_filter`]).
+pub(crate) type HeaderFilter = fn(&Request<'_>, &Slot, &mut Response, Option<&[u8]>);
 
 /// What a rewrite phase handler decided.
 pub(crate) enum Rewritten {
@@ -283,19 +295,6 @@ pub(crate) enum Step {
     /// A phase handler waits for something (a subrequest): the request stops, to be run
     /// again from the start once it is done.
     Suspend,
-}
-
-/// The statuses add_header (without `always`) and expires apply to.
-fn ok_status(status: u16) -> bool {
-    matches!(
-        status,
-        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
-    )
-}
-
-/// The fields add_header sets in place of the response's own instead of adding a line.
-fn replaces(name: &str) -> bool {
-    name.eq_ignore_ascii_case("ETag") || name.eq_ignore_ascii_case("Last-Modified")
 }
 
 /// `$request_id`: 16 random bytes in hex, as nginx makes it.
@@ -1479,72 +1478,35 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// add_header of the location that finished the request; an empty value adds nothing.
-    /// `ETag` and `Last-Modified` replace the response's own (an empty value removes it), as
-    /// nginx's headers filter sets them rather than adding a line.
+    /// The header filters of the modules, with their settings of the location that finished
+    /// the request (`add_header`, `expires`).
     pub fn add_headers(&self, resp: &mut Response) {
-        // Only `expires modified` reads it; most responses have no expires.
-        let last_modified = self
-            .loc
-            .expires
-            .as_ref()
-            .and_then(|_| resp.header_value("Last-Modified"));
-        self.add_headers_with(resp, last_modified.as_deref());
+        self.add_headers_with(resp, None);
     }
 
-    /// [`add_headers`](Self::add_headers), with `expires` reading `last_modified` (a
-    /// proxied response's, which is not among `resp`'s fields).
+    /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
+    /// not among `resp`'s fields.
     pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
-        if let Some(expires) = self.loc.expires.as_ref().filter(|_| ok_status(resp.status)) {
-            let now = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-            let last_modified = last_modified
-                .and_then(crate::static_files::parse_http_date)
-                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .and_then(|d| i64::try_from(d.as_secs()).ok());
-            let eval = |t: &crate::vars::Template| self.eval(t);
-            if let Some((date, cache_control)) =
-                crate::expires::fields(expires, now, last_modified, &eval)
-            {
-                resp.remove_header("Expires");
-                resp.remove_header("Cache-Control");
-                resp.header("Expires", date.as_bytes());
-                resp.header("Cache-Control", cache_control.as_bytes());
-            }
-        }
-        for h in self.applied_add_headers(resp.status) {
-            let value = self.eval(&h.value);
-            if replaces(&h.name) {
-                resp.remove_header(&h.name);
-            }
-            if !value.is_empty() {
-                resp.header(&h.name, &value);
+        let modules = self.server.modules;
+        for (m, conf) in modules.iter().zip(&self.loc.modules) {
+            let handlers = m.handlers().downcast_ref::<Handlers>();
+            if let Some(filter) = handlers.and_then(|h| h.header_filter) {
+                filter(self, conf, resp, last_modified);
             }
         }
     }
 
-    /// The location's add_header directives that apply to a response of `status`.
-    fn applied_add_headers(
-        &self,
-        status: u16,
-    ) -> impl Iterator<Item = &crate::conf::AddHeader> + '_ {
-        let ok = ok_status(status);
-        self.loc.add_headers.iter().filter(move |h| ok || h.always)
-    }
-
-    /// The fields of a response of `status` that expires and add_header set in place of
-    /// the response's own: computed once per response, empty for most locations.
+    /// The fields of a response of `status` that the header filters set in place of the
+    /// response's own: computed once per response, empty for most locations.
     pub(crate) fn replaced_fields(&self, status: u16) -> Vec<&str> {
         let mut fields = Vec::new();
-        if self.loc.expires.is_some() && ok_status(status) {
-            fields.extend(["Expires", "Cache-Control"]);
+        let modules = self.server.modules;
+        for (m, conf) in modules.iter().zip(&self.loc.modules) {
+            let handlers = m.handlers().downcast_ref::<Handlers>();
+            if let Some(replaced) = handlers.and_then(|h| h.replaced_fields) {
+                replaced(conf, status, &mut fields);
+            }
         }
-        fields.extend(
-            self.applied_add_headers(status)
-                .filter(|h| replaces(&h.name))
-                .map(|h| h.name.as_str()),
-        );
         fields
     }
 

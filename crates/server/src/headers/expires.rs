@@ -1,4 +1,4 @@
-//! `expires`: the `Expires` and `Cache-Control` fields of nginx's headers filter.
+//! `expires`: the `Expires` and `Cache-Control` fields of the headers filter.
 //!
 //! `expires [modified] time | epoch | max | off | @time-of-day`, a time in nginx's units that
 //! may be negative, or a variable holding any of them. It applies to the same statuses as
