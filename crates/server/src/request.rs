@@ -25,7 +25,7 @@ use portcullis_http::{Method, RequestHead};
 use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::location::Captures;
-use crate::module::Slot;
+use crate::module::{Module, Registry, Slot};
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
@@ -246,6 +246,20 @@ pub(crate) struct Handlers {
 }
 
 impl Handlers {
+    /// The handlers `module` registers, if it registers any.
+    fn of_module(module: &'static dyn Module) -> Option<&'static Handlers> {
+        module.handlers().downcast_ref()
+    }
+
+    /// Each module's handlers with its settings of a level (`confs`), in the registry's order.
+    fn of<'l>(
+        modules: Registry,
+        confs: &'l [Slot],
+    ) -> impl Iterator<Item = (&'static Handlers, &'l Slot)> + 'l {
+        let modules = modules.iter().zip(confs);
+        modules.filter_map(|(m, conf)| Some((Handlers::of_module(*m)?, conf)))
+    }
+
     /// No handler: what a module starts from.
     pub const NONE: Handlers = Handlers {
         rewrite: None,
@@ -763,10 +777,8 @@ impl<'a> Request<'a> {
             .unwrap_or(&loc.modules);
         let any = loc.satisfy_any;
         let mut refused: Option<(u16, Option<Vec<u8>>)> = None;
-        let modules = self.server.modules;
-        for (m, conf) in modules.iter().zip(confs) {
-            let handlers = m.handlers().downcast_ref::<Handlers>();
-            let Some(access) = handlers.and_then(|h| h.access) else {
+        for (handlers, conf) in Handlers::of(self.server.modules, confs) {
+            let Some(access) = handlers.access else {
                 continue;
             };
             match access(self, conf) {
@@ -816,11 +828,9 @@ impl<'a> Request<'a> {
     /// A rewrite phase: each module's handler with its settings of `level` (the server's, or
     /// the location's).
     fn rewrite_phase(&mut self, level: &LocConf) -> Rewritten {
-        let modules = self.server.modules;
         let mut rerouted = false;
-        for (m, conf) in modules.iter().zip(&level.modules) {
-            let handlers = m.handlers().downcast_ref::<Handlers>();
-            let Some(rewrite) = handlers.and_then(|h| h.rewrite) else {
+        for (handlers, conf) in Handlers::of(self.server.modules, &level.modules) {
+            let Some(rewrite) = handlers.rewrite else {
                 continue;
             };
             match rewrite(self, conf) {
@@ -1406,7 +1416,7 @@ impl<'a> Request<'a> {
             }
             Var::Module(v) => {
                 let module = self.server.modules.get(v.module);
-                let handlers = module.and_then(|m| m.handlers().downcast_ref::<Handlers>());
+                let handlers = module.and_then(|m| Handlers::of_module(*m));
                 if let Some(variable) = handlers.and_then(|h| h.variable) {
                     variable(self, &v.var, out);
                 }
@@ -1487,10 +1497,8 @@ impl<'a> Request<'a> {
     /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
     /// not among `resp`'s fields.
     pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
-        let modules = self.server.modules;
-        for (m, conf) in modules.iter().zip(&self.loc.modules) {
-            let handlers = m.handlers().downcast_ref::<Handlers>();
-            if let Some(filter) = handlers.and_then(|h| h.header_filter) {
+        for (handlers, conf) in Handlers::of(self.server.modules, &self.loc.modules) {
+            if let Some(filter) = handlers.header_filter {
                 filter(self, conf, resp, last_modified);
             }
         }
@@ -1500,10 +1508,8 @@ impl<'a> Request<'a> {
     /// response's own: computed once per response, empty for most locations.
     pub(crate) fn replaced_fields(&self, status: u16) -> Vec<&str> {
         let mut fields = Vec::new();
-        let modules = self.server.modules;
-        for (m, conf) in modules.iter().zip(&self.loc.modules) {
-            let handlers = m.handlers().downcast_ref::<Handlers>();
-            if let Some(replaced) = handlers.and_then(|h| h.replaced_fields) {
+        for (handlers, conf) in Handlers::of(self.server.modules, &self.loc.modules) {
+            if let Some(replaced) = handlers.replaced_fields {
                 replaced(conf, status, &mut fields);
             }
         }
