@@ -74,7 +74,7 @@ impl Module for HeadersModule {
                 });
             }
             "expires" => c.expires = expires::compile(d, cx.names)?,
-            // `add_trailer` is ignored with the table's warning before it gets here.
+            // `owns` hands over no other.
             _ => {}
         }
         Ok(())

@@ -64,7 +64,7 @@ pub(crate) trait Module: Sync {
     fn name(&self) -> &'static str;
 
     /// Whether `directive`, at the http, server, location, `if` or `limit_except` level, is
-    /// this module's: one of the directive table's entries under its name.
+    /// this module's: one the directive table lists as implemented under its name.
     fn owns(&self, directive: &str) -> bool {
         in_table(self.name(), directive)
     }
@@ -153,11 +153,12 @@ pub(crate) fn get<T: 'static>(slot: &Slot) -> &T {
     slot.downcast_ref::<T>().expect("a module's own settings")
 }
 
-/// Whether the directive table lists `directive` under the module called `module`.
+/// Whether the directive table lists `directive` under the module called `module` as
+/// implemented; one it ignores or refuses is the loader's and `check_meaning`'s to report.
 pub(crate) fn in_table(module: &str, directive: &str) -> bool {
     portcullis_config::MODULES
         .iter()
         .filter(|m| m.name == module)
         .flat_map(|m| m.directives)
-        .any(|d| d.name == directive)
+        .any(|d| d.name == directive && d.support == portcullis_config::Support::Yes)
 }
