@@ -138,8 +138,8 @@ pub(crate) struct ServerConf {
     pub client_header_timeout: Duration,
     /// Certificates and the rest of `ssl_*`, when the server has them.
     pub tls: Option<Arc<crate::tls_conf::ServerTlsConf>>,
-    /// The modules, whose settings each level keeps in its `modules`.
-    pub modules: Registry,
+    /// The modules' handlers by phase, as the phases read them (made once per configuration).
+    pub phases: Arc<dyn Any + Send + Sync>,
 }
 
 impl ServerConf {
@@ -261,12 +261,13 @@ pub(crate) struct LocConf {
 }
 
 /// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
-/// `modules` are the modules the server runs.
+/// `modules` are the modules the server runs, `phases` their handlers by phase.
 pub(crate) fn compile(
     loaded: &Loaded,
     prefix: &Path,
     error_log: Option<&Path>,
     modules: Registry,
+    phases: Arc<dyn Any + Send + Sync>,
 ) -> Result<Compiled, ConfigError> {
     let mut set = Vec::new();
     collect_regex_groups(&loaded.directives, &mut set);
@@ -282,7 +283,7 @@ pub(crate) fn compile(
     }
     let mut seen = HashSet::new();
     names.set.retain(|n| seen.insert(n.clone()));
-    compile_declared(loaded, prefix, error_log, names, modules)
+    compile_declared(loaded, prefix, error_log, names, modules, phases)
 }
 
 /// The named groups of the `server_name` and `location` regexes: variables, as in nginx.
@@ -322,6 +323,7 @@ fn compile_declared(
     error_log: Option<&Path>,
     names: crate::vars::Names,
     modules: Registry,
+    phases: Arc<dyn Any + Send + Sync>,
 ) -> Result<Compiled, ConfigError> {
     let mut b = Builder {
         names: Arc::new(names),
@@ -334,6 +336,7 @@ fn compile_declared(
         tls: crate::tls_conf::TlsBuilder::default(),
         maps: Arc::default(),
         modules,
+        phases,
         loads: modules.iter().map(|m| m.load()).collect(),
     };
     let mut main = MainConf {
@@ -453,6 +456,7 @@ struct Builder {
     tls: crate::tls_conf::TlsBuilder,
     maps: Arc<crate::map::Maps>,
     modules: Registry,
+    phases: Arc<dyn Any + Send + Sync>,
     /// What each module keeps while the configuration loads.
     loads: Vec<Box<dyn Any + Send + Sync>>,
 }
@@ -744,7 +748,7 @@ impl Builder {
                 head_limits,
                 client_header_timeout,
                 tls: tls.conf,
-                modules: self.modules,
+                phases: self.phases.clone(),
             },
             bits,
         ))

@@ -45,7 +45,8 @@ pub fn compile(
     prefix: &std::path::Path,
     error_log: Option<&std::path::Path>,
 ) -> Result<Compiled, ConfigError> {
-    conf::compile(loaded, prefix, error_log, modules::ALL)
+    let phases = std::sync::Arc::new(request::Phases::of(modules::ALL));
+    conf::compile(loaded, prefix, error_log, modules::ALL, phases)
 }
 
 /// nginx's error log levels, most severe first.

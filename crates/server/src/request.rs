@@ -25,7 +25,7 @@ use portcullis_http::{Method, RequestHead};
 use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::location::Captures;
-use crate::module::{Module, Registry, Slot};
+use crate::module::{Registry, Slot};
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
@@ -230,36 +230,27 @@ pub(crate) trait Suspension {
 pub(crate) struct Handlers {
     /// The rewrite phases: the server's rewrite phase, with the module's settings of the
     /// server, and the location's, with those of the location.
-    pub rewrite: Option<fn(&mut Request<'_>, &Slot) -> Rewritten>,
+    pub rewrite: Option<RewriteHandler>,
     /// The access phase, with the module's settings of the location (or of its
     /// `limit_except` block).
-    pub access: Option<fn(&mut Request<'_>, &Slot) -> Access>,
+    pub access: Option<AccessHandler>,
     /// Appends the value of one of the variables the module declared.
-    pub variable: Option<fn(&Request<'_>, &Slot, &mut Vec<u8>)>,
+    pub variable: Option<VariableHandler>,
     /// The header filter: adds or replaces fields of the response the location finished
     /// with. The `Last-Modified` given is a proxied response's, which is not among the
     /// response's own fields; with `None` the filter reads the response's.
     pub header_filter: Option<HeaderFilter>,
     /// The fields the header filter sets in place of a response's own, for a response of
     /// the given status: a proxied response's are left out as it is relayed.
-    pub replaced_fields: Option<for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>)>,
+    pub replaced_fields: Option<ReplacedFields>,
 }
 
+type RewriteHandler = fn(&mut Request<'_>, &Slot) -> Rewritten;
+type AccessHandler = fn(&mut Request<'_>, &Slot) -> Access;
+type VariableHandler = fn(&Request<'_>, &Slot, &mut Vec<u8>);
+type ReplacedFields = for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>);
+
 impl Handlers {
-    /// The handlers `module` registers, if it registers any.
-    fn of_module(module: &'static dyn Module) -> Option<&'static Handlers> {
-        module.handlers().downcast_ref()
-    }
-
-    /// Each module's handlers with its settings of a level (`confs`), in the registry's order.
-    fn of<'l>(
-        modules: Registry,
-        confs: &'l [Slot],
-    ) -> impl Iterator<Item = (&'static Handlers, &'l Slot)> + 'l {
-        let modules = modules.iter().zip(confs);
-        modules.filter_map(|(m, conf)| Some((Handlers::of_module(*m)?, conf)))
-    }
-
     /// No handler: what a module starts from.
     pub const NONE: Handlers = Handlers {
         rewrite: None,
@@ -268,6 +259,47 @@ impl Handlers {
         header_filter: None,
         replaced_fields: None,
     };
+}
+
+/// The modules' handlers by phase, made once per configuration (as nginx's phase engine is):
+/// a phase calls only the modules that take part in it, each with its place in the registry,
+/// which is also the place of its settings in a level's.
+#[derive(Default)]
+pub(crate) struct Phases {
+    rewrite: Vec<(usize, RewriteHandler)>,
+    access: Vec<(usize, AccessHandler)>,
+    header_filter: Vec<(usize, HeaderFilter)>,
+    replaced_fields: Vec<(usize, ReplacedFields)>,
+    /// By the module's place.
+    variable: Vec<Option<VariableHandler>>,
+}
+
+/// The phases of a configuration whose phases could not be read: none (not expected).
+static NO_PHASES: Phases = Phases {
+    rewrite: Vec::new(),
+    access: Vec::new(),
+    header_filter: Vec::new(),
+    replaced_fields: Vec::new(),
+    variable: Vec::new(),
+};
+
+impl Phases {
+    /// The handlers `modules` register, by phase.
+    pub(crate) fn of(modules: Registry) -> Phases {
+        let mut p = Phases::default();
+        for (i, m) in modules.iter().enumerate() {
+            let h = m
+                .handlers()
+                .downcast_ref::<Handlers>()
+                .unwrap_or(&Handlers::NONE);
+            p.rewrite.extend(h.rewrite.map(|f| (i, f)));
+            p.access.extend(h.access.map(|f| (i, f)));
+            p.header_filter.extend(h.header_filter.map(|f| (i, f)));
+            p.replaced_fields.extend(h.replaced_fields.map(|f| (i, f)));
+            p.variable.push(h.variable);
+        }
+        p
+    }
 }
 
 /// A module's header filter (see [`Handlers::header_filter`]).
@@ -368,6 +400,8 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
 pub(crate) struct Request<'a> {
     worker: &'a Rc<Worker>,
     pub server: &'a Arc<ServerConf>,
+    /// The modules' handlers by phase, of the server's configuration.
+    phases: &'a Phases,
     conn: &'a ConnInfo,
     pub head: RequestHead,
     method: Method,
@@ -432,6 +466,7 @@ impl<'a> Request<'a> {
         Request {
             worker,
             server,
+            phases: server.phases.downcast_ref::<Phases>().unwrap_or(&NO_PHASES),
             conn,
             method,
             uri: Vec::new(),
@@ -777,8 +812,8 @@ impl<'a> Request<'a> {
             .unwrap_or(&loc.modules);
         let any = loc.satisfy_any;
         let mut refused: Option<(u16, Option<Vec<u8>>)> = None;
-        for (handlers, conf) in Handlers::of(self.server.modules, confs) {
-            let Some(access) = handlers.access else {
+        for &(i, access) in &self.phases.access {
+            let Some(conf) = confs.get(i) else {
                 continue;
             };
             match access(self, conf) {
@@ -829,8 +864,8 @@ impl<'a> Request<'a> {
     /// the location's).
     fn rewrite_phase(&mut self, level: &LocConf) -> Rewritten {
         let mut rerouted = false;
-        for (handlers, conf) in Handlers::of(self.server.modules, &level.modules) {
-            let Some(rewrite) = handlers.rewrite else {
+        for &(i, rewrite) in &self.phases.rewrite {
+            let Some(conf) = level.modules.get(i) else {
                 continue;
             };
             match rewrite(self, conf) {
@@ -1415,9 +1450,7 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Module(v) => {
-                let module = self.server.modules.get(v.module);
-                let handlers = module.and_then(|m| Handlers::of_module(*m));
-                if let Some(variable) = handlers.and_then(|h| h.variable) {
+                if let Some(Some(variable)) = self.phases.variable.get(v.module) {
                     variable(self, &v.var, out);
                 }
             }
@@ -1497,8 +1530,8 @@ impl<'a> Request<'a> {
     /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
     /// not among `resp`'s fields.
     pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
-        for (handlers, conf) in Handlers::of(self.server.modules, &self.loc.modules) {
-            if let Some(filter) = handlers.header_filter {
+        for &(i, filter) in &self.phases.header_filter {
+            if let Some(conf) = self.loc.modules.get(i) {
                 filter(self, conf, resp, last_modified);
             }
         }
@@ -1508,8 +1541,8 @@ impl<'a> Request<'a> {
     /// response's own: computed once per response, empty for most locations.
     pub(crate) fn replaced_fields(&self, status: u16) -> Vec<&str> {
         let mut fields = Vec::new();
-        for (handlers, conf) in Handlers::of(self.server.modules, &self.loc.modules) {
-            if let Some(replaced) = handlers.replaced_fields {
+        for &(i, replaced) in &self.phases.replaced_fields {
+            if let Some(conf) = self.loc.modules.get(i) {
                 replaced(conf, status, &mut fields);
             }
         }
