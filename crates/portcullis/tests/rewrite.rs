@@ -426,3 +426,61 @@ fn bad_regex_is_refused_with_its_place() {
         );
     }
 }
+
+/// A map whose source is the response's `$status`, read by the access log once the response
+/// is sent (nginx's usual way to mark lines): the log lines are nginx's.
+#[test]
+fn map_read_by_the_access_log() {
+    let template = support::main_config(
+        r#"
+    map $status $class {
+        ~^2 ok;
+        404 missing;
+        default other;
+    }
+    log_format classes '$uri $status $class';
+    server {
+        listen 127.0.0.1:{PORT0};
+        access_log {PREFIX}/classes.log classes;
+        location /ok { return 200 "ok\n"; }
+        location /gone { return 410; }
+        location /map { return 200 "class=$class\n"; }
+    }
+"#,
+    );
+    let mut reference: Option<(Vec<String>, String)> = None;
+    for kind in support::kinds() {
+        let Some(mut server) = Server::start(kind, 1, &template) else {
+            continue;
+        };
+        let port = server.port(0);
+        let mut bodies = Vec::new();
+        for path in ["/ok", "/nosuch", "/gone", "/map"] {
+            let r = support::get(port, path).expect("request");
+            // Error pages name the server: only the status is compared.
+            let body = if r.status == 200 {
+                r.body_text()
+            } else {
+                String::new()
+            };
+            bodies.push(format!("{path} {} {body}", r.status));
+        }
+        let log_path = server.path("classes.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log_path).lines().count() == 4
+            }),
+            "{kind}: {}",
+            support::read_lossy(&log_path)
+        );
+        let log = support::read_lossy(&log_path);
+        assert!(log.contains("/nosuch 404 missing\n"), "{kind}: {log}");
+        assert!(log.contains("/gone 410 other\n"), "{kind}: {log}");
+        server.stop();
+        let got = (bodies, log);
+        match &reference {
+            Some(want) => assert_eq!(*want, got, "{kind} differs from nginx"),
+            None => reference = Some(got),
+        }
+    }
+}

@@ -37,7 +37,7 @@ use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
 use crate::conf::{err, ServerConf};
 use crate::module::{self, Load, Module, Slot};
-use crate::request::{Access, Handlers, Request};
+use crate::request::{Access, Handlers, Request, Response};
 use crate::vars::{Names, Template};
 use crate::Level;
 
@@ -150,7 +150,13 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
 }
 
 /// `$jwt_*` and the declared variables: empty without a verified token.
-fn variable(req: &Request<'_>, var: &Slot, out: &mut Vec<u8>) {
+fn variable(
+    req: &Request<'_>,
+    _conf: &Slot,
+    var: &Slot,
+    out: &mut Vec<u8>,
+    _resp: Option<(&Response, u64)>,
+) {
     let verified = req.ctx::<JwtCtx>().and_then(|c| c.verified.as_deref());
     eval_var(verified, module::get::<JwtVar>(var), out);
 }

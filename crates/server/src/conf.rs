@@ -126,8 +126,6 @@ pub(crate) struct ServerConf {
     pub name: String,
     /// Server-level settings: used when no location matches, and inherited by locations.
     pub conf: Arc<LocConf>,
-    /// The `map` variables of the `http` block.
-    pub maps: Arc<crate::map::Maps>,
     /// The variables the configuration declares, for what a request reads of them.
     pub names: Arc<crate::vars::Names>,
     /// The `server_name` regexes with named groups, and the slots those set.
@@ -275,7 +273,6 @@ pub(crate) fn compile(
     let http = http.map_or(&[][..], |h| h.children());
     let mut names = crate::vars::Names {
         set,
-        maps: crate::map::target_names(http),
         ..Default::default()
     };
     for (i, m) in modules.iter().enumerate() {
@@ -334,7 +331,6 @@ fn compile_declared(
         hostname: hostname(),
         groups: Arc::default(),
         tls: crate::tls_conf::TlsBuilder::default(),
-        maps: Arc::default(),
         modules,
         phases,
         loads: modules.iter().map(|m| m.load()).collect(),
@@ -454,7 +450,6 @@ struct Builder {
     /// `upstream` blocks by name.
     groups: Arc<crate::proxy::Groups>,
     tls: crate::tls_conf::TlsBuilder,
-    maps: Arc<crate::map::Maps>,
     modules: Registry,
     phases: Arc<dyn Any + Send + Sync>,
     /// What each module keeps while the configuration loads.
@@ -552,13 +547,12 @@ impl Builder {
             }
         }
         self.groups = Arc::new(groups);
-        self.maps = Arc::new(crate::map::Maps::compile(h.children(), &self.names)?);
         let mut servers = Vec::new();
         let mut touched = HashSet::new();
         for d in h.children() {
             match d.name.as_str() {
                 "server" => servers.push(d),
-                "log_format" | "upstream" | "map" => {}
+                "log_format" | "upstream" => {}
                 name if crate::tls_conf::is_ssl_directive(name) => {
                     self.check_meaning(d);
                     self.tls.http_directive(d);
@@ -740,7 +734,6 @@ impl Builder {
             ServerConf {
                 name,
                 conf,
-                maps: self.maps.clone(),
                 names: self.names.clone(),
                 name_captures,
                 locations: tree,

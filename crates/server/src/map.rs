@@ -1,24 +1,98 @@
-//! `map $source $target { ... }`: a variable whose value is looked up from another's.
+//! The map module (nginx's `ngx_http_map_module`): `map $source $target { ... }` makes a
+//! variable whose value is looked up from another's.
 //!
 //! Keys are matched as nginx does: exact strings (case-insensitively), then with `hostnames`
 //! the wildcard names (`*.example.com` and `.example.com`, most specific first, then
 //! `www.example.*`), then the `~` and `~*` regexes in the order written (their captures usable
 //! in the value), else `default`. A value is computed when the variable is first used and kept
-//! for the rest of the request, unless the map is `volatile`.
+//! for the rest of the request, unless the map is `volatile`. `map_hash_max_size` and
+//! `map_hash_bucket_size` size nginx's hash tables and mean nothing here.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use portcullis_config::{ConfigError, Directive};
 use regex::bytes::{Regex, RegexBuilder};
 
 use crate::location::Captures;
+use crate::module::{self, Load, Module, Slot};
+use crate::request::{Handlers, Request, Response};
 use crate::vars::{Names, Template, Var};
+use crate::Level;
 
-/// Every `map` of the `http` block; `Var::Map(i)` is the i-th.
-#[derive(Default)]
+pub(crate) struct MapModule;
+
+pub(crate) static MODULE: MapModule = MapModule;
+
+impl Module for MapModule {
+    fn name(&self) -> &'static str {
+        "http_map_module"
+    }
+
+    /// Each `map` target is a variable; its value is the map's at the target's place, the
+    /// last `map` of that name (a later map of the same name replaces an earlier one, as in
+    /// nginx).
+    fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
+        let targets = target_names(http);
+        names.add_module_variables_first(
+            me,
+            Box::new(move |name| {
+                let i = targets.iter().rposition(|n| n == name)?;
+                Some(Arc::new(i) as Slot)
+            }),
+        );
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Maps::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        let map = Map::compile(d, cx.names)?;
+        module::edit::<Maps>(conf).maps.push(Arc::new(map));
+        Ok(())
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            variable: Some(variable),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
+
+/// Appends the value of the map whose place `var` holds, computed once per request unless
+/// the map is `volatile`.
+fn variable(
+    req: &Request<'_>,
+    conf: &Slot,
+    var: &Slot,
+    out: &mut Vec<u8>,
+    resp: Option<(&Response, u64)>,
+) {
+    let maps = module::get::<Maps>(conf);
+    let cache = req.var_ctx::<MapCache>();
+    let i = *module::get::<usize>(var);
+    if let Err(Cycle(name)) = maps.value(i, &cache, out, &mut |v, o| req.var(v, o, resp)) {
+        req.log(
+            Level::Error,
+            &format!("cycle while evaluating variable \"{name}\""),
+        );
+    }
+}
+
+/// Every `map` of the `http` block, in order: a target's variable holds its map's place.
+#[derive(Default, Clone)]
 pub(crate) struct Maps {
-    maps: Vec<Map>,
+    maps: Vec<Arc<Map>>,
 }
 
 struct Map {
@@ -39,7 +113,7 @@ struct Map {
 }
 
 /// The target names of the `map` blocks among `directives`, in order: the index is the map's.
-pub(crate) fn target_names(directives: &[Directive]) -> Vec<String> {
+fn target_names(directives: &[Directive]) -> Vec<String> {
     directives
         .iter()
         .filter(|d| d.name == "map")
@@ -48,18 +122,8 @@ pub(crate) fn target_names(directives: &[Directive]) -> Vec<String> {
 }
 
 impl Maps {
-    /// Compiles the `map` blocks among the `http` block's `directives`.
-    pub(crate) fn compile(directives: &[Directive], names: &Names) -> Result<Maps, ConfigError> {
-        let maps = directives
-            .iter()
-            .filter(|d| d.name == "map")
-            .map(|d| Map::compile(d, names))
-            .collect::<Result<_, _>>()?;
-        Ok(Maps { maps })
-    }
-
     /// Appends the value of map `i`, computing it with `lookup` unless `cache` has it.
-    pub fn value(
+    fn value(
         &self,
         i: usize,
         cache: &MapCache,
@@ -70,25 +134,25 @@ impl Maps {
             return Ok(());
         };
         {
-            let mut slots = cache.slots.borrow_mut();
-            if slots.len() <= i {
-                slots.resize(i + 1, Slot::Empty);
+            let mut values = cache.values.borrow_mut();
+            if values.len() <= i {
+                values.resize(i + 1, Value::Empty);
             }
-            match &slots[i] {
-                Slot::Done(v) => {
+            match &values[i] {
+                Value::Done(v) => {
                     out.extend_from_slice(v);
                     return Ok(());
                 }
-                Slot::Evaluating => return Err(Cycle(map.name.clone())),
-                Slot::Empty => slots[i] = Slot::Evaluating,
+                Value::Evaluating => return Err(Cycle(map.name.clone())),
+                Value::Empty => values[i] = Value::Evaluating,
             }
         }
         let value = map.evaluate(lookup);
         out.extend_from_slice(&value);
-        cache.slots.borrow_mut()[i] = if map.volatile {
-            Slot::Empty
+        cache.values.borrow_mut()[i] = if map.volatile {
+            Value::Empty
         } else {
-            Slot::Done(value)
+            Value::Done(value)
         };
         Ok(())
     }
@@ -96,16 +160,16 @@ impl Maps {
 
 /// A map whose value needs itself: nginx's "cycle while evaluating variable".
 #[derive(Debug)]
-pub(crate) struct Cycle(pub String);
+struct Cycle(String);
 
 /// A request's computed map values.
 #[derive(Default)]
-pub(crate) struct MapCache {
-    slots: RefCell<Vec<Slot>>,
+struct MapCache {
+    values: RefCell<Vec<Value>>,
 }
 
 #[derive(Clone)]
-enum Slot {
+enum Value {
     Empty,
     Evaluating,
     Done(Vec<u8>),
@@ -267,11 +331,13 @@ mod tests {
         let loaded = portcullis_config::load_str(&text, &dir.join("m.conf"), &Default::default())
             .unwrap_or_else(|e| panic!("{e}"));
         let http = loaded.directives[1].children().to_vec();
-        let names = crate::vars::Names {
-            maps: target_names(&http),
-            ..Default::default()
-        };
-        Maps::compile(&http, &names)
+        let mut names = crate::vars::Names::default();
+        MODULE.declare(&http, &mut names, 0)?;
+        let maps = http.iter().filter(|d| d.name == "map");
+        let maps = maps.map(|d| Map::compile(d, &names).map(Arc::new));
+        Ok(Maps {
+            maps: maps.collect::<Result<_, _>>()?,
+        })
     }
 
     /// The value of the map for source `x`; each variable other than a capture reads as `x`.
@@ -323,8 +389,9 @@ mod tests {
         let cache = MapCache::default();
         let mut out = Vec::new();
         let mut inner = |v: &Var, o: &mut Vec<u8>| {
-            if let Var::Map(i) = v {
-                assert!(m.value(*i, &cache, o, &mut |_, _| {}).is_err());
+            if let Var::Module(v) = v {
+                let i = *module::get::<usize>(&v.var);
+                assert!(m.value(i, &cache, o, &mut |_, _| {}).is_err());
             }
         };
         assert!(m.value(0, &cache, &mut out, &mut inner).is_ok());

@@ -9,6 +9,7 @@ pub(crate) static ALL: Registry = &[
     &crate::access::MODULE,
     &crate::auth_jwt::MODULE,
     &crate::headers::MODULE,
+    &crate::map::MODULE,
 ];
 
 #[cfg(test)]

@@ -234,7 +234,9 @@ pub(crate) struct Handlers {
     /// The access phase, with the module's settings of the location (or of its
     /// `limit_except` block).
     pub access: Option<AccessHandler>,
-    /// Appends the value of one of the variables the module declared.
+    /// Appends the value of one of the variables the module declared, with the module's
+    /// settings of the request's location and what it compiled of the name; the response
+    /// is there once one was sent (for the access log).
     pub variable: Option<VariableHandler>,
     /// The header filter: adds or replaces fields of the response the location finished
     /// with. The `Last-Modified` given is a proxied response's, which is not among the
@@ -247,7 +249,7 @@ pub(crate) struct Handlers {
 
 type RewriteHandler = fn(&mut Request<'_>, &Slot) -> Rewritten;
 type AccessHandler = fn(&mut Request<'_>, &Slot) -> Access;
-type VariableHandler = fn(&Request<'_>, &Slot, &mut Vec<u8>);
+type VariableHandler = fn(&Request<'_>, &Slot, &Slot, &mut Vec<u8>, Option<(&Response, u64)>);
 type ReplacedFields = for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>);
 
 impl Handlers {
@@ -422,8 +424,8 @@ pub(crate) struct Request<'a> {
     start: Instant,
     /// Values of `set` variables, by slot; `None` until set.
     pub(crate) vars: Vec<Option<Vec<u8>>>,
-    /// The `map` values computed so far.
-    map_cache: crate::map::MapCache,
+    /// The modules' state of this request that their variables keep (see [`Self::var_ctx`]).
+    var_ctx: std::cell::RefCell<Vec<Rc<dyn std::any::Any>>>,
     /// `$request_id`, made when first used.
     request_id: std::cell::OnceCell<[u8; 32]>,
     /// The last upstream response's head, for `$upstream_http_*` (kept only when the
@@ -481,7 +483,7 @@ impl<'a> Request<'a> {
             error_page_used: false,
             start,
             vars: Vec::new(),
-            map_cache: crate::map::MapCache::default(),
+            var_ctx: Default::default(),
             request_id: std::cell::OnceCell::new(),
             upstream_head: std::cell::RefCell::default(),
             request_body: std::cell::RefCell::default(),
@@ -554,6 +556,19 @@ impl<'a> Request<'a> {
             }
         };
         self.ctx[i].downcast_mut().expect("the type just found")
+    }
+
+    /// A module's state of this request for its variable handlers, which see the request
+    /// shared: made on first use, and held by the handler by reference so that computing a
+    /// variable may read another of the same module.
+    pub(crate) fn var_ctx<T: Default + 'static>(&self) -> Rc<T> {
+        let mut ctx = self.var_ctx.borrow_mut();
+        if let Some(c) = ctx.iter().find(|c| c.is::<T>()) {
+            return c.clone().downcast().expect("the type just found");
+        }
+        let c = Rc::new(T::default());
+        ctx.push(c.clone());
+        c
     }
 
     /// A module's state in this worker (what its `Module::worker` made).
@@ -1450,8 +1465,11 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Module(v) => {
-                if let Some(Some(variable)) = self.phases.variable.get(v.module) {
-                    variable(self, &v.var, out);
+                let variable = self.phases.variable.get(v.module);
+                if let (Some(Some(variable)), Some(conf)) =
+                    (variable, self.loc.modules.get(v.module))
+                {
+                    variable(self, conf, &v.var, out, resp);
                 }
             }
             Var::Set(slot) => match self.vars.get(*slot) {
@@ -1465,16 +1483,6 @@ impl<'a> Request<'a> {
                 }
                 _ => {}
             },
-            Var::Map(i) => {
-                let maps = &self.server.maps;
-                let found = maps.value(*i, &self.map_cache, out, &mut |v, o| self.var(v, o, resp));
-                if let Err(crate::map::Cycle(name)) = found {
-                    self.log(
-                        Level::Error,
-                        &format!("cycle while evaluating variable \"{name}\""),
-                    );
-                }
-            }
             Var::BytesSent => {
                 if let Some((_, sent)) = resp {
                     let _ = write!(out, "{sent}");

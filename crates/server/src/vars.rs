@@ -55,8 +55,6 @@ pub enum Var {
     Uri,
     /// A variable of `set` (or a regex's named capture): its slot among the request's values.
     Set(usize),
-    /// The target of the i-th `map`.
-    Map(usize),
     ProxyHost,
     ProxyPort,
     ProxyAddXForwardedFor,
@@ -128,14 +126,14 @@ pub enum SslVar {
 
 /// The variables a configuration declares, known before any of its arguments is compiled,
 /// as nginx collects them first (a `$name` may be used above its `set`): `set` targets and
-/// regex named captures, each a slot of a request's values; `map` targets; and what the
-/// modules declare.
+/// regex named captures, each a slot of a request's values; and what the modules declare.
 #[derive(Default)]
 pub(crate) struct Names {
     pub set: Vec<String>,
-    pub maps: Vec<String>,
     /// The modules' variables: each module's place in the registry and how it resolves a name.
     pub modules: Vec<(usize, Resolve)>,
+    /// Those that a `set` variable of the same name does not hide (`map` targets).
+    pub modules_first: Vec<(usize, Resolve)>,
     /// Some argument reads `$upstream_http_*`: proxied requests keep the upstream's head.
     pub upstream_heads: std::sync::atomic::AtomicBool,
     /// Some argument reads `$request_body`: proxied requests keep the body they read.
@@ -146,8 +144,7 @@ impl std::fmt::Debug for Names {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Names")
             .field("set", &self.set)
-            .field("maps", &self.maps)
-            .field("modules", &self.modules.len())
+            .field("modules", &(self.modules.len() + self.modules_first.len()))
             .finish_non_exhaustive()
     }
 }
@@ -158,6 +155,22 @@ impl Names {
         self.modules.push((module, resolve));
     }
 
+    /// As [`add_module_variables`](Self::add_module_variables), for variables read in place of
+    /// a `set` variable of the same name.
+    pub fn add_module_variables_first(&mut self, module: usize, resolve: Resolve) {
+        self.modules_first.push((module, resolve));
+    }
+
+    fn module_variable(list: &[(usize, Resolve)], name: &str) -> Option<Var> {
+        list.iter().find_map(|(module, resolve)| {
+            let var = resolve(name)?;
+            Some(Var::Module(ModuleVar {
+                module: *module,
+                var,
+            }))
+        })
+    }
+
     /// The slot of `set` variable `name`.
     pub fn set_slot(&self, name: &str) -> Option<usize> {
         self.set.iter().position(|n| n == name)
@@ -166,18 +179,14 @@ impl Names {
 
 impl Var {
     fn from_name(name: &str, names: &Names) -> Option<Var> {
-        // A later map of the same name replaces an earlier one, as in nginx.
-        if let Some(i) = names.maps.iter().rposition(|n| n == name) {
-            return Some(Var::Map(i));
+        if let Some(var) = Names::module_variable(&names.modules_first, name) {
+            return Some(var);
         }
         if let Some(slot) = names.set_slot(name) {
             return Some(Var::Set(slot));
         }
-        for (module, resolve) in &names.modules {
-            if let Some(var) = resolve(name) {
-                let module = *module;
-                return Some(Var::Module(ModuleVar { module, var }));
-            }
+        if let Some(var) = Names::module_variable(&names.modules, name) {
+            return Some(var);
         }
         if let Ok(n) = name.parse::<usize>() {
             return (n <= 9).then_some(Var::Capture(n));
