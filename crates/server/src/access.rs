@@ -44,6 +44,10 @@ impl Module for AccessModule {
         Ok(())
     }
 
+    fn is_active(&self, conf: &Slot) -> bool {
+        !module::get::<Rules>(conf).is_empty()
+    }
+
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
         static HANDLERS: Handlers = Handlers {
             access: Some(access),

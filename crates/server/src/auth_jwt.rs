@@ -113,6 +113,10 @@ impl Module for AuthJwt {
         &HANDLERS
     }
 
+    fn is_active(&self, conf: &Slot) -> bool {
+        module::get::<JwtConf>(conf).auth.is_some()
+    }
+
     fn worker(&self, loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
         let entries = loaded
             .downcast_ref::<Loader>()
@@ -959,7 +963,7 @@ mod tests {
     }
 
     fn jwt_conf(c: &crate::conf::LocConf) -> &JwtConf {
-        c.modules.iter().find_map(|s| s.downcast_ref()).unwrap()
+        c.modules.find().unwrap()
     }
 
     /// The one server of `http`, compiled.

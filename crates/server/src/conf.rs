@@ -854,7 +854,7 @@ impl Builder {
         for a in d.children() {
             if let Some(i) = self.owner(&a.name) {
                 let confs = confs.get_or_insert_with(|| location.clone());
-                self.module_directive(&mut confs[i], i, a, &mut touched)?;
+                self.module_directive(confs.slot_mut(i), i, a, &mut touched)?;
             }
         }
         Ok(confs)
@@ -927,19 +927,23 @@ impl Builder {
         nested: bool,
     ) -> Result<(), ConfigError> {
         let modules = self.modules;
+        // The level as its `if` blocks start from: every directive of it read.
+        let parent = nested.then(|| conf.clone());
+        let names = self.names.clone();
         for (i, m) in modules.iter().enumerate() {
-            let parent = conf.clone();
-            let mut slot = conf.modules[i].clone();
-            let names = self.names.clone();
-            let mut if_conf =
-                |d: &Directive| -> Result<Slot, ConfigError> { Ok(self.if_conf(&parent, d)?) };
+            let mut if_conf = |d: &Directive| -> Result<Slot, ConfigError> {
+                let parent = parent
+                    .as_ref()
+                    .expect("only a level with if blocks builds them");
+                Ok(self.if_conf(parent, d)?)
+            };
             let mut cx = Finish {
                 names: &names,
                 nested: nested.then_some(&mut if_conf as _),
             };
-            m.finish(&mut slot, block, &mut cx)?;
-            conf.modules[i] = slot;
+            m.finish(conf.modules.slot_mut(i), block, &mut cx)?;
         }
+        conf.modules.settle(modules);
         Ok(())
     }
 
@@ -1068,7 +1072,7 @@ impl Builder {
                 }
             }
             name => match self.owner(name) {
-                Some(i) => self.module_directive(&mut c.modules[i], i, d, touched)?,
+                Some(i) => self.module_directive(c.modules.slot_mut(i), i, d, touched)?,
                 None => self.check_meaning(d),
             },
         }
@@ -1155,7 +1159,7 @@ impl LocConf {
             uninitialized_warn: true,
             limit_except: None,
             satisfy_any: false,
-            modules: modules.iter().map(|m| m.defaults()).collect(),
+            modules: Confs::defaults(modules),
             internal: false,
             keepalive_timeout: Duration::from_secs(75),
             keepalive_requests: 1000,

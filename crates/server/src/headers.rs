@@ -80,6 +80,11 @@ impl Module for HeadersModule {
         Ok(())
     }
 
+    fn is_active(&self, conf: &Slot) -> bool {
+        let c = module::get::<HeadersConf>(conf);
+        c.expires.is_some() || !c.add_headers.is_empty()
+    }
+
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
         static HANDLERS: Handlers = Handlers {
             header_filter: Some(header_filter),

@@ -60,6 +60,11 @@ impl Module for MapModule {
         Ok(())
     }
 
+    /// Variables only: no phase handler.
+    fn is_active(&self, _conf: &Slot) -> bool {
+        false
+    }
+
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
         static HANDLERS: Handlers = Handlers {
             variable: Some(variable),

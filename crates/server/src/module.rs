@@ -23,8 +23,73 @@ use crate::vars::Names;
 /// only the module reads.
 pub(crate) type Slot = Arc<dyn Any + Send + Sync>;
 
-/// Every module's settings of one level, in the registry's order.
-pub(crate) type Confs = Vec<Slot>;
+/// Every module's settings of one level, in the registry's order, and which of the modules
+/// have something to do at the level: the phases call only those (nginx's modules check
+/// the same in their handlers, here it is known once per level).
+#[derive(Clone, Default)]
+pub(crate) struct Confs {
+    slots: Vec<Slot>,
+    /// Bit `i`: module `i` may act. Set whenever its settings change, cleared only by
+    /// [`settle`](Confs::settle), so a level that is never settled calls every module.
+    active: u128,
+}
+
+/// Most modules a registry holds (the bits of [`Confs`]'s mask).
+pub(crate) const MAX_MODULES: usize = u128::BITS as usize;
+
+impl Confs {
+    /// The http level's: each module's defaults, each taken as active until settled.
+    pub fn defaults(modules: Registry) -> Confs {
+        assert!(modules.len() <= MAX_MODULES, "too many modules");
+        Confs {
+            slots: modules.iter().map(|m| m.defaults()).collect(),
+            active: u128::MAX,
+        }
+    }
+
+    /// Module `i`'s settings.
+    pub fn get(&self, i: usize) -> Option<&Slot> {
+        self.slots.get(i)
+    }
+
+    /// Module `i`'s settings when it has something to do at this level.
+    #[inline]
+    pub fn active(&self, i: usize) -> Option<&Slot> {
+        if self.active & (1 << i) == 0 {
+            return None;
+        }
+        self.slots.get(i)
+    }
+
+    /// Whether any module of `modules` (a mask of places) is active at this level.
+    #[inline]
+    pub fn any_active(&self, modules: u128) -> bool {
+        self.active & modules != 0
+    }
+
+    /// Module `i`'s settings, to change: the module counts as active until settled again.
+    pub fn slot_mut(&mut self, i: usize) -> &mut Slot {
+        self.active |= 1 << i;
+        &mut self.slots[i]
+    }
+
+    /// Asks each module whether it has something to do with its settings of this level,
+    /// once the level is complete.
+    pub fn settle(&mut self, modules: Registry) {
+        self.active = 0;
+        for (i, (m, slot)) in modules.iter().zip(&self.slots).enumerate() {
+            if m.is_active(slot) {
+                self.active |= 1 << i;
+            }
+        }
+    }
+
+    /// The settings of type `T`, of whichever module keeps them.
+    #[cfg(test)]
+    pub fn find<T: 'static>(&self) -> Option<&T> {
+        self.slots.iter().find_map(|s| s.downcast_ref())
+    }
+}
 
 /// The modules of a server, in the order their handlers run.
 pub(crate) type Registry = &'static [&'static dyn Module];
@@ -121,6 +186,13 @@ pub(crate) trait Module: Sync {
         _cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
         Ok(())
+    }
+
+    /// Whether the module's settings of a level (`conf`) give its phase handlers something
+    /// to do there; when not, the phases pass it by. Only a module whose handlers would
+    /// decline or do nothing with these settings may say no.
+    fn is_active(&self, _conf: &Slot) -> bool {
+        true
     }
 
     /// The module's state in a worker, made when the worker starts.

@@ -25,7 +25,7 @@ use portcullis_http::{Method, RequestHead};
 use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::location::Captures;
-use crate::module::{Registry, Slot};
+use crate::module::{Confs, Registry, Slot};
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
@@ -268,20 +268,59 @@ impl Handlers {
 /// which is also the place of its settings in a level's.
 #[derive(Default)]
 pub(crate) struct Phases {
-    rewrite: Vec<(usize, RewriteHandler)>,
-    access: Vec<(usize, AccessHandler)>,
-    header_filter: Vec<(usize, HeaderFilter)>,
-    replaced_fields: Vec<(usize, ReplacedFields)>,
+    rewrite: Phase<RewriteHandler>,
+    access: Phase<AccessHandler>,
+    header_filter: Phase<HeaderFilter>,
+    replaced_fields: Phase<ReplacedFields>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
 }
 
+/// One phase's handlers with their modules' places, and those places as a mask: a level
+/// where none of them is active skips the phase at once.
+struct Phase<H> {
+    handlers: Vec<(usize, H)>,
+    modules: u128,
+}
+
+impl<H> Phase<H> {
+    const EMPTY: Phase<H> = Phase {
+        handlers: Vec::new(),
+        modules: 0,
+    };
+}
+
+impl<H> Default for Phase<H> {
+    fn default() -> Self {
+        Phase::EMPTY
+    }
+}
+
+impl<H: Copy> Phase<H> {
+    fn add(&mut self, module: usize, handler: Option<H>) {
+        if let Some(h) = handler {
+            self.handlers.push((module, h));
+            self.modules |= 1 << module;
+        }
+    }
+
+    /// The handlers to run at a level, each with its module's settings there.
+    #[inline]
+    fn at<'c>(&'c self, confs: &'c Confs) -> impl Iterator<Item = (H, &'c Slot)> + 'c {
+        let none = !confs.any_active(self.modules);
+        let handlers = if none { &[][..] } else { &self.handlers[..] };
+        handlers
+            .iter()
+            .filter_map(|&(i, h)| Some((h, confs.active(i)?)))
+    }
+}
+
 /// The phases of a configuration whose phases could not be read: none (not expected).
 static NO_PHASES: Phases = Phases {
-    rewrite: Vec::new(),
-    access: Vec::new(),
-    header_filter: Vec::new(),
-    replaced_fields: Vec::new(),
+    rewrite: Phase::EMPTY,
+    access: Phase::EMPTY,
+    header_filter: Phase::EMPTY,
+    replaced_fields: Phase::EMPTY,
     variable: Vec::new(),
 };
 
@@ -294,10 +333,10 @@ impl Phases {
                 .handlers()
                 .downcast_ref::<Handlers>()
                 .unwrap_or(&Handlers::NONE);
-            p.rewrite.extend(h.rewrite.map(|f| (i, f)));
-            p.access.extend(h.access.map(|f| (i, f)));
-            p.header_filter.extend(h.header_filter.map(|f| (i, f)));
-            p.replaced_fields.extend(h.replaced_fields.map(|f| (i, f)));
+            p.rewrite.add(i, h.rewrite);
+            p.access.add(i, h.access);
+            p.header_filter.add(i, h.header_filter);
+            p.replaced_fields.add(i, h.replaced_fields);
             p.variable.push(h.variable);
         }
         p
@@ -827,10 +866,8 @@ impl<'a> Request<'a> {
             .unwrap_or(&loc.modules);
         let any = loc.satisfy_any;
         let mut refused: Option<(u16, Option<Vec<u8>>)> = None;
-        for &(i, access) in &self.phases.access {
-            let Some(conf) = confs.get(i) else {
-                continue;
-            };
+        let phases = self.phases;
+        for (access, conf) in phases.access.at(confs) {
             match access(self, conf) {
                 Access::Declined => {}
                 Access::Allowed if any => return None,
@@ -877,12 +914,20 @@ impl<'a> Request<'a> {
 
     /// A rewrite phase: each module's handler with its settings of `level` (the server's, or
     /// the location's).
+    #[inline]
     fn rewrite_phase(&mut self, level: &LocConf) -> Rewritten {
+        // Most levels have nothing to rewrite: not even a call then.
+        if !level.modules.any_active(self.phases.rewrite.modules) {
+            return Rewritten::Next;
+        }
+        self.run_rewrite_phase(level)
+    }
+
+    #[inline(never)]
+    fn run_rewrite_phase(&mut self, level: &LocConf) -> Rewritten {
         let mut rerouted = false;
-        for &(i, rewrite) in &self.phases.rewrite {
-            let Some(conf) = level.modules.get(i) else {
-                continue;
-            };
+        let phases = self.phases;
+        for (rewrite, conf) in phases.rewrite.at(&level.modules) {
             match rewrite(self, conf) {
                 Rewritten::Next => {}
                 Rewritten::Reroute => rerouted = true,
@@ -1538,10 +1583,8 @@ impl<'a> Request<'a> {
     /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
     /// not among `resp`'s fields.
     pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
-        for &(i, filter) in &self.phases.header_filter {
-            if let Some(conf) = self.loc.modules.get(i) {
-                filter(self, conf, resp, last_modified);
-            }
+        for (filter, conf) in self.phases.header_filter.at(&self.loc.modules) {
+            filter(self, conf, resp, last_modified);
         }
     }
 
@@ -1549,10 +1592,8 @@ impl<'a> Request<'a> {
     /// response's own: computed once per response, empty for most locations.
     pub(crate) fn replaced_fields(&self, status: u16) -> Vec<&str> {
         let mut fields = Vec::new();
-        for &(i, replaced) in &self.phases.replaced_fields {
-            if let Some(conf) = self.loc.modules.get(i) {
-                replaced(conf, status, &mut fields);
-            }
+        for (replaced, conf) in self.phases.replaced_fields.at(&self.loc.modules) {
+            replaced(conf, status, &mut fields);
         }
         fields
     }

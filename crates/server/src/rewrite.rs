@@ -87,6 +87,10 @@ impl Module for RewriteModule {
         Ok(())
     }
 
+    fn is_active(&self, conf: &Slot) -> bool {
+        !module::get::<RewriteConf>(conf).program.ops.is_empty()
+    }
+
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
         static HANDLERS: Handlers = Handlers {
             rewrite: Some(rewrite_phase),
