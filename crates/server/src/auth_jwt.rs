@@ -666,7 +666,7 @@ fn keys(req: &Request<'_>, worker: &RefCell<WorkerJwt>, conf: &JwtConf) -> Keys 
         let cached = lasting
             .then(|| {
                 let w = worker.borrow();
-                w.keys.get(req.server, &uri, now, conf.key_cache).cloned()
+                w.keys.get(req.server(), &uri, now, conf.key_cache).cloned()
             })
             .flatten();
         match cached {
@@ -748,7 +748,7 @@ impl crate::request::Suspension for KeyFetch {
                         let worker = req.worker_state::<RefCell<WorkerJwt>>();
                         if let Some(worker) = worker.filter(|_| !fetch.cache.is_zero()) {
                             let mut w = worker.borrow_mut();
-                            w.keys.put(req.server, fetch.uri.clone(), fetched.clone());
+                            w.keys.put(req.server(), fetch.uri.clone(), fetched.clone());
                         }
                         Some(fetched)
                     }
@@ -783,7 +783,7 @@ fn authenticate(
             from_variable = req.eval(t);
             Some(&from_variable[..]).filter(|t| !t.is_empty())
         }
-        None => req.head.header("authorization").and_then(bearer),
+        None => req.head().header("authorization").and_then(bearer),
     };
     // A request without a token is refused before any key is fetched.
     let Some(token) = token else {

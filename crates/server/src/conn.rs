@@ -232,14 +232,14 @@ impl Connection<'_> {
                     }
                     Proxied::Close => return,
                     Proxied::Done => {
-                        keepalive_timeout = req.loc.keepalive_timeout;
+                        keepalive_timeout = req.loc().keepalive_timeout;
                         self.set_nodelay();
                         continue 'requests;
                     }
                 }
             }
-            let loc = req.loc.clone();
-            let mut keep_alive = req.head.keep_alive()
+            let loc = req.loc().clone();
+            let mut keep_alive = req.head().keep_alive()
                 && !resp.close
                 && !loc.keepalive_timeout.is_zero()
                 && self.info.requests < loc.keepalive_requests
@@ -247,7 +247,7 @@ impl Connection<'_> {
                 && !*self.worker.stopping.borrow();
             // A proxy round has taken the body, or left the connection to close.
             let proxied = !round.first;
-            let mut discard = match req.head.body() {
+            let mut discard = match req.head().body() {
                 _ if proxied => None,
                 BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
                 BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
@@ -268,7 +268,7 @@ impl Connection<'_> {
                 }
             }
             if matches!(resp.status, 400 | 413 | 414 | 500 | 501)
-                || req.head.version() == Version::Http09
+                || req.head().version() == Version::Http09
             {
                 keep_alive = false;
             }
@@ -284,11 +284,11 @@ impl Connection<'_> {
             req.add_headers(&mut resp);
             // An error answered before the body is read needs no body: no 100 Continue then.
             let send_continue =
-                req.head.expect_continue() && discard.is_some() && resp.status < 400;
+                req.head().expect_continue() && discard.is_some() && resp.status < 400;
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
             req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
             if sent.is_err() || !keep_alive {
-                if discard.is_some() || (proxied && !matches!(req.head.body(), BodyKind::None)) {
+                if discard.is_some() || (proxied && !matches!(req.head().body(), BodyKind::None)) {
                     self.linger().await;
                 }
                 return;
@@ -452,7 +452,7 @@ impl Connection<'_> {
         }
         let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
         // HTTP/0.9 has no status line and no headers: the body alone.
-        if req.head.version() != Version::Http09 {
+        if req.head().version() != Version::Http09 {
             let mut dates = self.worker.dates.borrow_mut();
             resp.write_head(&mut self.out, dates.get(), loc.server_tokens);
         }
@@ -537,11 +537,12 @@ impl Connection<'_> {
         mut plan: crate::proxy::Plan,
         round: Round,
     ) -> Proxied {
-        let loc = req.loc.clone();
-        let kind = req.head.body();
+        let loc = req.loc().clone();
+        let kind = req.head().body();
         plan.pass_body &= round.first;
         // As nginx, a client waiting to be asked for its body is asked once it is read.
-        if plan.pass_body && req.head.expect_continue() && req.head.version() == Version::Http11 {
+        if plan.pass_body && req.head().expect_continue() && req.head().version() == Version::Http11
+        {
             let ask = self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
             if !matches!(
                 tokio::time::timeout(loc.send_timeout, ask).await,
@@ -565,7 +566,7 @@ impl Connection<'_> {
             match crate::proxy::collect_body(
                 &mut self.stream,
                 &mut self.buf,
-                req.head.body(),
+                req.head().body(),
                 loc.client_body_timeout,
                 max,
             )
@@ -584,7 +585,7 @@ impl Connection<'_> {
         let body_done = !round.first
             || matches!(kind, BodyKind::None)
             || matches!(body, crate::proxy::ReqBody::Whole(_));
-        let keep_alive = req.head.keep_alive()
+        let keep_alive = req.head().keep_alive()
             && !loc.keepalive_timeout.is_zero()
             && self.info.requests < loc.keepalive_requests
             && req.started().duration_since(self.info.started) <= loc.keepalive_time
@@ -606,7 +607,7 @@ impl Connection<'_> {
                 keep_alive,
                 attempts,
             } => {
-                req.upstream_attempts = attempts;
+                req.set_upstream_attempts(attempts);
                 let mut r = Response::new(status);
                 r.content_length = Some(body);
                 req.log_access(&r, sent);
@@ -617,7 +618,7 @@ impl Connection<'_> {
                 }
             }
             crate::proxy::Finish::ClientClosed { attempts } => {
-                req.upstream_attempts = attempts;
+                req.set_upstream_attempts(attempts);
                 req.log_access(&Response::new(crate::proxy::CLIENT_CLOSED), 0);
                 Proxied::Close
             }
@@ -627,7 +628,7 @@ impl Connection<'_> {
                 attempts,
                 challenge,
             } => {
-                req.upstream_attempts = attempts;
+                req.set_upstream_attempts(attempts);
                 let mut r = req.finalize_upstream_error(code, challenge);
                 // A body left unread must not be read as the next request.
                 if !body_read || !body_done {

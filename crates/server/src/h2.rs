@@ -323,7 +323,7 @@ async fn answer(
     mut respond: SendResponse<Bytes>,
 ) {
     let mut req = Request::new(worker, server, info, head, start);
-    req.http2 = true;
+    req.set_http2();
     let mut resp = req.run().await;
     // As over HTTP/1.1: an error_page target may be proxied and fail in its turn, and each
     // answer is proxied until one is ours. Only the first round has the request body.
@@ -355,9 +355,9 @@ async fn answer(
     }
     req.add_headers(&mut resp);
     let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
-    let chunk = req.loc.http2.chunk_size;
-    let timeout = req.loc.send_timeout;
-    let tokens = req.loc.server_tokens;
+    let chunk = req.loc().http2.chunk_size;
+    let timeout = req.loc().send_timeout;
+    let tokens = req.loc().server_tokens;
     let sent = send(
         worker, respond, &mut resp, head_only, tokens, chunk, timeout,
     )

@@ -440,29 +440,29 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
 
 pub(crate) struct Request<'a> {
     worker: &'a Rc<Worker>,
-    pub server: &'a Arc<ServerConf>,
+    server: &'a Arc<ServerConf>,
     /// The modules' handlers by phase, of the server's configuration.
     phases: &'a Phases,
     conn: &'a ConnInfo,
-    pub head: RequestHead,
+    head: RequestHead,
     method: Method,
     /// `$uri`: normalised, decoded; changes on internal redirects.
-    pub(crate) uri: Vec<u8>,
+    uri: Vec<u8>,
     /// `$args`.
-    pub(crate) args: Option<Vec<u8>>,
-    pub loc: Arc<LocConf>,
-    pub(crate) captures: Captures,
+    args: Option<Vec<u8>>,
+    loc: Arc<LocConf>,
+    captures: Captures,
     /// The value the captures refer to: the URI, or the subject of the last regex test.
-    pub(crate) capture_uri: Vec<u8>,
+    capture_uri: Vec<u8>,
     named: Option<String>,
-    pub(crate) internal: bool,
+    internal: bool,
     /// The server's rewrite directives are due: at the start and after an internal redirect.
     server_rewrite: bool,
     redirects: u32,
     error_page_used: bool,
     start: Instant,
     /// Values of `set` variables, by slot; `None` until set.
-    pub(crate) vars: Vec<Option<Vec<u8>>>,
+    vars: Vec<Option<Vec<u8>>>,
     /// The modules' state of this request that their variables keep (see [`Self::var_ctx`]).
     var_ctx: std::cell::RefCell<Vec<Rc<dyn std::any::Any>>>,
     /// `$request_id`, made when first used.
@@ -478,12 +478,12 @@ pub(crate) struct Request<'a> {
     err_status: Option<u16>,
     /// Whether the request came over HTTP/2. Its head is the HTTP/1.1 one it stands for, so
     /// `$server_protocol` and `$request` say "HTTP/2.0" from this.
-    pub http2: bool,
+    http2: bool,
     /// `$proxy_host` and `$proxy_port` of the proxy_pass being prepared.
     proxy_host: bytes::Bytes,
     proxy_port: u16,
     /// The upstream attempts, for `$upstream_*`.
-    pub upstream_attempts: Vec<crate::proxy::Attempt>,
+    upstream_attempts: Vec<crate::proxy::Attempt>,
     /// The modules' state of this request, one value of each module's own type.
     ctx: Vec<Box<dyn std::any::Any>>,
     /// `WWW-Authenticate` of a 401 from the access phase; it survives an error_page redirect.
@@ -619,6 +619,81 @@ impl<'a> Request<'a> {
     /// When the request's head was read.
     pub(crate) fn started(&self) -> Instant {
         self.start
+    }
+
+    /// The server block that took the request.
+    pub(crate) fn server(&self) -> &'a Arc<ServerConf> {
+        self.server
+    }
+
+    /// The request's head as it came (an HTTP/2 request's, as the HTTP/1.1 one it stands
+    /// for).
+    pub(crate) fn head(&self) -> &RequestHead {
+        &self.head
+    }
+
+    /// The settings of the location the request is in (or of its `if` block).
+    pub(crate) fn loc(&self) -> &Arc<LocConf> {
+        &self.loc
+    }
+
+    /// Marks the request as one that came over HTTP/2 (for `$server_protocol`, `$request`
+    /// and the error log).
+    pub(crate) fn set_http2(&mut self) {
+        self.http2 = true;
+    }
+
+    /// What the upstream exchange tried, for `$upstream_*` and the access log.
+    pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::proxy::Attempt>) {
+        self.upstream_attempts = attempts;
+    }
+
+    /// `$uri`: normalised, decoded.
+    pub(crate) fn uri(&self) -> &[u8] {
+        &self.uri
+    }
+
+    /// `$args`.
+    pub(crate) fn args(&self) -> Option<&[u8]> {
+        self.args.as_deref()
+    }
+
+    /// Takes `$args` away, for a rewrite to make new ones ([`set_args`](Self::set_args)).
+    pub(crate) fn take_args(&mut self) -> Option<Vec<u8>> {
+        self.args.take()
+    }
+
+    pub(crate) fn set_args(&mut self, args: Option<Vec<u8>>) {
+        self.args = args;
+    }
+
+    /// An internal rewrite of the URI: the request is internal from now on.
+    pub(crate) fn rewrite_uri(&mut self, uri: Vec<u8>) {
+        self.uri = uri;
+        self.internal = true;
+    }
+
+    /// The captures of a regex matched against `subject`, for `$1` to `$9`; `None` clears
+    /// them (a failed match).
+    pub(crate) fn set_captures(&mut self, captures: Option<(Captures, Vec<u8>)>) {
+        match captures {
+            Some((captures, subject)) => {
+                self.captures = captures;
+                self.capture_uri = subject;
+            }
+            None => self.captures = Captures::default(),
+        }
+    }
+
+    /// `$n` of the last regex that matched with captures.
+    pub(crate) fn capture(&self, n: usize) -> &[u8] {
+        self.captures.get(&self.capture_uri, n)
+    }
+
+    /// The request goes on in the configuration of an `if` block whose condition held (a
+    /// location of its own in nginx).
+    pub(crate) fn enter_if(&mut self, conf: &Arc<LocConf>) {
+        self.loc = conf.clone();
     }
 
     pub fn is_head(&self) -> bool {

@@ -562,7 +562,7 @@ impl Request<'_> {
                 Op::If(i) => {
                     if self.condition(&i.cond, log) {
                         if let Some(conf) = &i.conf {
-                            self.loc = conf.clone();
+                            self.enter_if(conf);
                         }
                         if let Flow::Stop(o) = self.run_ops(&i.body.ops, log, uri_changed) {
                             return Flow::Stop(o);
@@ -599,7 +599,7 @@ impl Request<'_> {
             );
         }
         let Some(caps) = caps else {
-            self.captures = Captures::default();
+            self.set_captures(None);
             return false;
         };
         if regex.captures_len() > 1 {
@@ -611,12 +611,12 @@ impl Request<'_> {
                     (slot, value.to_vec())
                 })
                 .collect();
-            self.captures = Captures::from_match(&caps);
+            let captures = Captures::from_match(&caps);
             drop(caps);
             for (slot, value) in named {
                 self.set_var(slot, value);
             }
-            self.capture_uri = subject;
+            self.set_captures(Some((captures, subject)));
         }
         true
     }
@@ -657,19 +657,19 @@ impl Request<'_> {
         log: bool,
         uri_changed: &mut bool,
     ) -> Option<Outcome<'p>> {
-        let subject = self.uri.clone();
+        let subject = self.uri().to_vec();
         if !self.regex_match(&rw.regex, subject, log) {
             return None;
         }
         // nginx escapes captures for the arguments (and all of a redirect) only when the
         // request's own URI was escaped or had a "+": their decoded form would change meaning.
-        let raw = self.head.path();
+        let raw = self.head().path();
         let quoted = raw.contains(&b'%') || raw.contains(&b'+');
         let redirect = rw.redirect.is_some();
         let rep = &rw.replacement;
         let path = self.expand(&rep.path, redirect && quoted);
         let args = rep.args.as_ref().map(|t| self.expand(t, quoted));
-        let old_args = self.args.take().filter(|a| !a.is_empty());
+        let old_args = self.take_args().filter(|a| !a.is_empty());
         if let Some(code) = rw.redirect {
             let mut location = path;
             if let Some(a) = args {
@@ -692,14 +692,14 @@ impl Request<'_> {
             }
             return Some(Outcome::Redirect { code, location });
         }
-        self.args = new_args(args, old_args, rep.add_args);
+        self.set_args(new_args(args, old_args, rep.add_args));
         if log {
             self.log(
                 Level::Notice,
                 &format!(
                     "rewritten data: \"{}\", args: \"{}\"",
                     String::from_utf8_lossy(&path),
-                    String::from_utf8_lossy(self.args.as_deref().unwrap_or(b""))
+                    String::from_utf8_lossy(self.args().unwrap_or(b""))
                 ),
             );
         }
@@ -707,8 +707,7 @@ impl Request<'_> {
             self.log(Level::Error, "the rewritten URI has a zero length");
             return Some(Outcome::Status(500));
         }
-        self.uri = path;
-        self.internal = true;
+        self.rewrite_uri(path);
         match rw.flag {
             Flag::None => {
                 *uri_changed = true;
@@ -727,11 +726,7 @@ impl Request<'_> {
         let mut out = Vec::new();
         t.eval_into(&mut out, &mut |v, out| match v {
             Var::Capture(n) if escape => {
-                crate::vars::escape(
-                    self.captures.get(&self.capture_uri, *n),
-                    out,
-                    crate::vars::Escape::Args,
-                );
+                crate::vars::escape(self.capture(*n), out, crate::vars::Escape::Args);
             }
             _ => self.var(v, out, None),
         });

@@ -73,22 +73,22 @@ pub(super) async fn fetch(req: &Request<'_>, uri: &[u8]) -> Result<(Bytes, KeySe
 
 /// The subrequest's head: `GET uri` with the main request's version and header fields.
 fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
-    let mut raw = BytesMut::with_capacity(uri.len() + req.head.raw().len() + 32);
+    let mut raw = BytesMut::with_capacity(uri.len() + req.head().raw().len() + 32);
     raw.extend_from_slice(b"GET ");
     raw.extend_from_slice(uri);
-    raw.extend_from_slice(if req.head.version() == Version::Http11 {
+    raw.extend_from_slice(if req.head().version() == Version::Http11 {
         b" HTTP/1.1\r\n"
     } else {
         b" HTTP/1.0\r\n"
     });
-    for (name, value) in req.head.headers() {
+    for (name, value) in req.head().headers() {
         if LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
             continue;
         }
         portcullis_http::write_header(&mut raw, name, value);
     }
     raw.extend_from_slice(b"\r\n");
-    match parse_request_head(&mut raw, &req.server.head_limits) {
+    match parse_request_head(&mut raw, &req.server().head_limits) {
         Ok(Some(head)) => Ok(head),
         Ok(None) => Err("incomplete subrequest".to_owned()),
         Err(e) => Err(format!("invalid subrequest: {}", e.reason())),
@@ -116,7 +116,7 @@ fn file_body(file: &CachedFile, offset: u64, len: u64) -> Result<Bytes, String> 
 /// nothing came from the upstream and `code` is the status to answer.
 async fn proxied(sub: &Request<'_>, plan: Plan) -> Result<Result<(u16, Bytes), u16>, String> {
     let (near, far) = tokio::io::duplex(PIPE_SIZE);
-    let send_timeout = sub.loc.send_timeout;
+    let send_timeout = sub.loc().send_timeout;
     let exchange = crate::proxy::serve_piped(near, sub, plan, ReqBody::None, send_timeout);
     let (finish, read) = tokio::join!(exchange, read_response(far));
     match finish {

@@ -53,8 +53,8 @@ pub(crate) async fn serve(
     };
     let pace = Pace {
         head_only: req.is_head(),
-        chunk: req.loc.http2.chunk_size,
-        timeout: req.loc.send_timeout,
+        chunk: req.loc().http2.chunk_size,
+        timeout: req.loc().send_timeout,
     };
     let (near, far) = tokio::io::duplex(PIPE_SIZE);
     let shared: &Request<'_> = req;
@@ -67,7 +67,7 @@ pub(crate) async fn serve(
             challenge,
             ..
         } => {
-            req.upstream_attempts = attempts;
+            req.set_upstream_attempts(attempts);
             match relayed.unsent {
                 Some(respond) => {
                     return Proxied::Answer(req.finalize_upstream_error(code, challenge), respond)
@@ -79,7 +79,7 @@ pub(crate) async fn serve(
         Finish::Sent {
             status, attempts, ..
         } => {
-            req.upstream_attempts = attempts;
+            req.set_upstream_attempts(attempts);
             // A head that never reached the pipe's end: the stream cannot be answered now.
             if let Some(mut respond) = relayed.unsent {
                 respond.send_reset(Reason::INTERNAL_ERROR);
@@ -88,7 +88,7 @@ pub(crate) async fn serve(
         }
         // The relay ended first: the client reset the stream.
         Finish::ClientClosed { attempts } => {
-            req.upstream_attempts = attempts;
+            req.set_upstream_attempts(attempts);
             if let Some(mut respond) = relayed.unsent {
                 respond.send_reset(Reason::CANCEL);
             }
@@ -107,8 +107,8 @@ async fn read_body(req: &Request<'_>, mut body: RecvStream) -> Result<ReqBody, u
     if body.is_end_stream() {
         return Ok(ReqBody::None);
     }
-    let max = req.loc.client_max_body_size;
-    let timeout = req.loc.client_body_timeout;
+    let max = req.loc().client_max_body_size;
+    let timeout = req.loc().client_body_timeout;
     let mut whole = BytesMut::new();
     loop {
         match tokio::time::timeout(timeout, body.data()).await {
