@@ -1295,7 +1295,16 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
             "reuseport" => out.reuseport = true,
             "ssl" => out.ssl = true,
             "http2" => out.http2 = true,
-            "deferred" | "bind" | "proxy_protocol" | "quic" => {}
+            "deferred" | "bind" | "quic" => {}
+            // Without the PROXY header nginx closes the connection; ignored, any client
+            // reaching the port directly would be served, and as the balancer's address.
+            "proxy_protocol" => {
+                return Err(err(
+                    d,
+                    "the \"proxy_protocol\" parameter is not supported yet and cannot be \
+                     ignored safely",
+                ))
+            }
             _ => {
                 if let Some(b) = v.strip_prefix("backlog=") {
                     out.backlog = b
