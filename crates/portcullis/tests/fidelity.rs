@@ -425,3 +425,52 @@ fn allow_and_deny_lists_inherit_and_combine_as_nginx() {
         }
     }
 }
+
+/// Variables of modules portcullis has, read where nginx's configurations read them: the
+/// upstream's cookies and trailers, the cache status of a location without a cache, the
+/// trailers sent, the rate limit and the PROXY protocol addresses (none here), whether the
+/// request came as TLS early data. The access log line is nginx's, byte for byte.
+#[test]
+fn upstream_cookie_trailer_and_absent_feature_variables() {
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nSet-Cookie: theme=dark; Path=/\r\n\
+          Set-Cookie: sid=abc123; HttpOnly\r\nTrailer: X-T\r\n\
+          Transfer-Encoding: chunked\r\n\r\n6\r\nhello\n\r\n0\r\nX-T: tv\r\n\r\n"
+            .to_vec()
+    });
+    let http = format!(
+        "    log_format vars '[$upstream_cookie_sid|$upstream_cookie_theme|\
+         $upstream_cookie_missing|$upstream_trailer_x_t|$upstream_cache_status|\
+         $sent_trailer_x_t|$limit_rate|$proxy_protocol_addr|$proxy_protocol_port|\
+         $proxy_protocol_server_addr|$proxy_protocol_server_port|$ssl_early_data|\
+         $ssl_alpn_protocol|$ssl_curve]';\n    \
+         server {{\n        listen 127.0.0.1:{{PORT0}};\n        \
+         access_log {{PREFIX}}/vars.log vars;\n        \
+         location / {{\n            proxy_pass http://127.0.0.1:{upstream};\n            \
+         add_header X-Sid $upstream_cookie_sid;\n        }}\n    }}\n"
+    );
+    let mut lines = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let r = get(server.port(0), "/p").expect("GET /p");
+        assert_eq!(r.status, 200, "{kind}: {r:?}");
+        assert_eq!(r.body_text(), "hello\n", "{kind}");
+        assert_eq!(r.header("x-sid"), Some("abc123"), "{kind}: add_header");
+        let log = server.path("vars.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log).contains(']')
+            }),
+            "{kind}: {:?}",
+            support::read_lossy(&log)
+        );
+        let line = support::read_lossy(&log);
+        assert!(line.starts_with("[abc123|dark|-|"), "{kind}: {line}");
+        lines.push((kind, line));
+    }
+    if let [(_, nginx), (_, ours)] = lines.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

@@ -438,6 +438,20 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
     }
 }
 
+/// The value of cookie `name` if a `Set-Cookie` field's `value` sets it, read as nginx's
+/// `ngx_http_parse_set_cookie_lines` does: the name first (ASCII case-insensitive), spaces,
+/// `=`, spaces, and the value up to the first `;`.
+fn set_cookie_value<'v>(value: &'v [u8], name: &[u8]) -> Option<&'v [u8]> {
+    if value.len() <= name.len() || !value[..name.len()].eq_ignore_ascii_case(name) {
+        return None;
+    }
+    let spaces = |s: &'v [u8]| &s[s.iter().take_while(|&&b| b == b' ').count()..];
+    let rest = spaces(&value[name.len()..]);
+    let rest = spaces(rest.strip_prefix(b"=")?);
+    let end = rest.iter().position(|&b| b == b';').unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
 pub(crate) struct Request<'a> {
     worker: &'a Rc<Worker>,
     server: &'a Arc<ServerConf>,
@@ -1579,6 +1593,19 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(value);
                 }
             }
+            Var::UpstreamCookie(name) => {
+                if let Some(head) = self.upstream_head.borrow().as_ref() {
+                    let mut lines = head
+                        .fields()
+                        .filter(|h| h.name.eq_ignore_ascii_case(b"set-cookie"));
+                    if let Some(v) = lines.find_map(|h| set_cookie_value(h.value, name.as_bytes()))
+                    {
+                        out.extend_from_slice(v);
+                    }
+                }
+            }
+            Var::LimitRate => out.push(b'0'),
+            Var::Empty => {}
             Var::RequestBody => {
                 if let Some(body) = self.request_body.borrow().as_ref() {
                     out.extend_from_slice(body);

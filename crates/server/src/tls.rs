@@ -37,6 +37,10 @@ pub(crate) struct TlsInfo {
     pub cipher: &'static str,
     /// `$ssl_server_name`.
     pub server_name: Option<Box<str>>,
+    /// `$ssl_alpn_protocol`.
+    pub alpn: Option<Box<[u8]>>,
+    /// `$ssl_curve`.
+    pub curve: Option<rustls::NamedGroup>,
     /// `$ssl_session_reused`.
     pub reused: bool,
     /// `$ssl_client_verify`.
@@ -134,6 +138,8 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         protocol,
         cipher,
         server_name: sni,
+        alpn: session.alpn_protocol().map(Box::from),
+        curve: session.negotiated_key_exchange_group().map(|g| g.name()),
         reused,
         verify,
         client_s_dn,
@@ -142,6 +148,33 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         h2: session.alpn_protocol() == Some(b"h2"),
     };
     Start::Tls(Stream::Tls(Box::new(stream)), Rc::new(info))
+}
+
+/// OpenSSL's short name of a key exchange group, as nginx's `$ssl_curve` shows it (its
+/// number in hex for one OpenSSL has no name for).
+fn curve_name(group: rustls::NamedGroup, out: &mut Vec<u8>) {
+    use rustls::NamedGroup as G;
+    let name = match group {
+        G::X25519 => "X25519",
+        G::X448 => "X448",
+        G::secp256r1 => "prime256v1",
+        G::secp384r1 => "secp384r1",
+        G::secp521r1 => "secp521r1",
+        G::FFDHE2048 => "ffdhe2048",
+        G::FFDHE3072 => "ffdhe3072",
+        G::FFDHE4096 => "ffdhe4096",
+        G::FFDHE6144 => "ffdhe6144",
+        G::FFDHE8192 => "ffdhe8192",
+        G::X25519MLKEM768 => "X25519MLKEM768",
+        G::secp256r1MLKEM768 => "SecP256r1MLKEM768",
+        G::MLKEM768 => "MLKEM768",
+        other => {
+            use std::io::Write as _;
+            let _ = write!(out, "0x{:04x}", u16::from(other));
+            return;
+        }
+    };
+    out.extend_from_slice(name.as_bytes());
 }
 
 /// nginx's line for a handshake that took too long.
@@ -207,6 +240,12 @@ pub(crate) fn ssl_var(v: SslVar, tls: Option<&TlsInfo>, out: &mut Vec<u8>) {
         SslVar::Https => out.extend_from_slice(b"on"),
         SslVar::Protocol => out.extend_from_slice(t.protocol.as_bytes()),
         SslVar::Cipher => out.extend_from_slice(t.cipher.as_bytes()),
+        SslVar::AlpnProtocol => out.extend_from_slice(t.alpn.as_deref().unwrap_or_default()),
+        SslVar::Curve => {
+            if let Some(group) = t.curve {
+                curve_name(group, out);
+            }
+        }
         SslVar::ServerName => {
             if let Some(n) = &t.server_name {
                 out.extend_from_slice(n.as_bytes());

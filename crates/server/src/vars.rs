@@ -66,6 +66,17 @@ pub enum Var {
     UpstreamResponseLength,
     /// `$upstream_http_<name>`: a header of the last upstream's response.
     UpstreamHttp(String),
+    /// `$upstream_cookie_<name>`: a cookie the last upstream's response set.
+    UpstreamCookie(String),
+    /// `$limit_rate`: the response rate limit, always 0 (`limit_rate` is refused).
+    LimitRate,
+    /// Variables of features that never take part here, whose value is then empty in nginx
+    /// too: `$upstream_trailer_*` (nginx 1.22's proxy keeps no upstream trailers),
+    /// `$sent_trailer_*` (no trailers are sent: `add_trailer` is ignored with a warning),
+    /// `$upstream_cache_status` (no cache: `proxy_cache` is ignored with a warning),
+    /// `$proxy_protocol_*` (`listen ... proxy_protocol` is refused) and `$ssl_early_data`
+    /// (TLS early data is never accepted).
+    Empty,
     /// `$request_body`: the client's body, when it was read whole to be proxied.
     RequestBody,
     UpstreamHeaderTime,
@@ -109,6 +120,10 @@ pub enum SslVar {
     Https,
     Protocol,
     Cipher,
+    /// `$ssl_alpn_protocol`: the protocol ALPN chose, empty without one.
+    AlpnProtocol,
+    /// `$ssl_curve`: the key exchange group, by OpenSSL's name.
+    Curve,
     ServerName,
     ClientVerify,
     ClientSDn,
@@ -204,6 +219,15 @@ impl Var {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             return Some(Var::UpstreamHttp(h));
         }
+        if let Some(c) = name.strip_prefix("upstream_cookie_") {
+            names
+                .upstream_heads
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Some(Var::UpstreamCookie(c.to_string()));
+        }
+        if name.starts_with("upstream_trailer_") || name.starts_with("sent_trailer_") {
+            return Some(Var::Empty);
+        }
         if let Some(h) = header("sent_http_") {
             return Some(Var::SentHttp(h));
         }
@@ -265,9 +289,18 @@ impl Var {
                     .store(true, std::sync::atomic::Ordering::Relaxed);
                 Var::RequestBody
             }
+            "limit_rate" => Var::LimitRate,
+            "upstream_cache_status"
+            | "proxy_protocol_addr"
+            | "proxy_protocol_port"
+            | "proxy_protocol_server_addr"
+            | "proxy_protocol_server_port"
+            | "ssl_early_data" => Var::Empty,
             "https" => Var::Ssl(SslVar::Https),
             "ssl_protocol" => Var::Ssl(SslVar::Protocol),
             "ssl_cipher" => Var::Ssl(SslVar::Cipher),
+            "ssl_alpn_protocol" => Var::Ssl(SslVar::AlpnProtocol),
+            "ssl_curve" => Var::Ssl(SslVar::Curve),
             "ssl_server_name" => Var::Ssl(SslVar::ServerName),
             "ssl_client_verify" => Var::Ssl(SslVar::ClientVerify),
             "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),
