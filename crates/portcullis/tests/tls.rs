@@ -10,7 +10,7 @@ mod support;
 mod tls_support;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use support::{kinds, main_config, read_lossy, skip, wait_until, Kind, Server};
 use tls_support::{openssl_available, request, s_client, KeyKind, Pair, Pki};
@@ -730,7 +730,9 @@ fn client_certificate_variables_match_nginx() {
         let Some(server) = start(kind, &body) else {
             continue;
         };
+        let before = unix_now();
         let out = s_client(server.port(0), &args, &request("localhost", "/vars"));
+        let after = unix_now();
         let values = out
             .split_once("BEGIN<")
             .and_then(|(_, rest)| rest.split_once(">END"))
@@ -744,9 +746,73 @@ fn client_certificate_variables_match_nginx() {
             !values.contains("s=|") && !values.contains("f=|"),
             "{kind}: {values}"
         );
+        // $ssl_client_v_remain is whole days from the time of the request to notAfter. The
+        // certificate ends exactly 30 days after the second it was made in, so the value is 30
+        // within that second and 29 after it: it depends on when each server is asked, and is
+        // checked against the time of the request rather than compared between the servers.
+        let field = |name: &str| {
+            values
+                .split('|')
+                .find_map(|f| f.strip_prefix(name))
+                .unwrap_or_else(|| panic!("{kind}: no {name} in {values}"))
+        };
+        let end = parse_openssl_time(field("ve="));
+        let remain: i64 = field("vr=")
+            .parse()
+            .unwrap_or_else(|e| panic!("{kind}: vr: {e} in {values}"));
+        let days = (end - after) / 86_400..=(end - before) / 86_400;
+        assert!(
+            days.contains(&remain),
+            "{kind}: {remain} days remain, expected {days:?}: {values}"
+        );
+        let values = values
+            .split('|')
+            .map(|f| if f.starts_with("vr=") { "vr=" } else { f })
+            .collect::<Vec<_>>()
+            .join("|");
         seen.push((kind, values));
     }
     if let [(_, nginx), (_, ours)] = seen.as_slice() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
+}
+
+/// The time in whole seconds since the Unix epoch, as the servers read it.
+fn unix_now() -> i64 {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    i64::try_from(secs).expect("time fits i64")
+}
+
+/// Seconds since the Unix epoch of a time as OpenSSL prints it: `Nov  5 10:00:00 2026 GMT`.
+fn parse_openssl_time(text: &str) -> i64 {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let bad = || -> ! { panic!("not an OpenSSL time: {text:?}") };
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [month, day, time, year, "GMT"] = parts.as_slice() else {
+        bad()
+    };
+    let month = MONTHS
+        .iter()
+        .position(|m| m == month)
+        .unwrap_or_else(|| bad()) as i64
+        + 1;
+    let num = |s: &str| s.parse::<i64>().unwrap_or_else(|_| bad());
+    let (day, year) = (num(day), num(year));
+    let hms: Vec<i64> = time.split(':').map(num).collect();
+    let [hour, minute, second] = hms.as_slice() else {
+        bad()
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + hour * 3600 + minute * 60 + second
 }
