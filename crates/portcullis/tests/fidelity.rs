@@ -474,3 +474,55 @@ fn upstream_cookie_trailer_and_absent_feature_variables() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
 }
+
+/// `$pipe` is "p" for a request whose bytes came with the one before it, "." otherwise, as
+/// nginx logs it; `$tcpinfo_*` are the kernel's figures of the client's connection.
+#[test]
+fn pipe_and_tcpinfo_variables() {
+    let http = "    log_format pipe '$request_uri $pipe $connection_requests';\n    \
+                log_format tcp '$tcpinfo_rtt|$tcpinfo_rttvar|$tcpinfo_snd_cwnd|$tcpinfo_rcv_space';\n    \
+                server {\n        listen 127.0.0.1:{PORT0};\n        \
+                access_log {PREFIX}/pipe.log pipe;\n        \
+                access_log {PREFIX}/tcp.log tcp;\n        \
+                location / { return 200 \"ok\\n\"; }\n    }\n";
+    let mut logs = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        let mut c = server.client(0);
+        let req = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        c.send(format!("{}{}", req("/a"), req("/b")).as_bytes())
+            .expect("send two");
+        for _ in 0..2 {
+            assert_eq!(c.read_response(false).expect("response").status, 200);
+        }
+        c.send(req("/c").as_bytes()).expect("send third");
+        assert_eq!(c.read_response(false).expect("response").status, 200);
+        let log = server.path("pipe.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == 3
+            }),
+            "{kind}: {:?}",
+            support::read_lossy(&log)
+        );
+        let pipe = support::read_lossy(&log);
+        assert_eq!(pipe, "/a . 1\n/b p 2\n/c . 3\n", "{kind}");
+        let tcp = support::read_lossy(&server.path("tcp.log"));
+        for line in tcp.lines() {
+            let figures: Vec<&str> = line.split('|').collect();
+            assert_eq!(figures.len(), 4, "{kind}: {line}");
+            for f in &figures {
+                assert!(f.parse::<u32>().is_ok(), "{kind}: {line}");
+            }
+            // A connection that carried data has a congestion window and receive space.
+            assert_ne!(figures[2], "0", "{kind}: {line}");
+            assert_ne!(figures[3], "0", "{kind}: {line}");
+        }
+        logs.push(pipe);
+    }
+    if let [nginx, ours] = logs.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

@@ -51,6 +51,7 @@ pub(crate) async fn serve(
     peer: SocketAddr,
 ) {
     let worker = guard.0.clone();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
         return;
     };
@@ -83,8 +84,10 @@ pub(crate) async fn serve(
         peer,
         local: addr,
         requests: 0,
+        pipelined: false,
         started: Instant::now(),
         tls,
+        fd,
     };
     let mut buf = BytesMut::with_capacity(FIRST_READ);
     // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
@@ -184,6 +187,8 @@ impl Connection<'_> {
         let mut stopping = self.worker.stopping.clone();
         let mut stop = std::pin::pin!(stopping.wait_for(|s| *s));
         'requests: loop {
+            // nginx's r->pipeline: the request's first bytes came with the one before.
+            self.info.pipelined = self.info.requests > 0 && !self.buf.is_empty();
             let head = match self
                 .read_head(&default, keepalive_timeout, stop.as_mut())
                 .await

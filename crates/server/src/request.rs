@@ -434,6 +434,12 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
         Var::TimeLocal => crate::log::fmt_time_local(SystemTime::now(), out),
         Var::TimeIso8601 => crate::log::fmt_time_iso8601(SystemTime::now(), out),
         Var::Ssl(s) => crate::tls::ssl_var(*s, conn.tls.as_deref(), out),
+        Var::Pipe => out.push(if conn.pipelined { b'p' } else { b'.' }),
+        Var::TcpInfo(which) => {
+            if let Some(n) = conn.tcp_info(*which) {
+                let _ = write!(out, "{n}");
+            }
+        }
         _ => {}
     }
 }
@@ -1563,6 +1569,8 @@ impl<'a> Request<'a> {
             | Var::Msec
             | Var::TimeLocal
             | Var::TimeIso8601
+            | Var::TcpInfo(_)
+            | Var::Pipe
             | Var::Ssl(_) => connection_var(v, self.conn, out),
             Var::ProxyHost => out.extend_from_slice(&self.proxy_host),
             Var::ProxyPort => {

@@ -68,6 +68,10 @@ pub enum Var {
     UpstreamHttp(String),
     /// `$upstream_cookie_<name>`: a cookie the last upstream's response set.
     UpstreamCookie(String),
+    /// `$tcpinfo_rtt`, `$tcpinfo_rttvar`, `$tcpinfo_snd_cwnd`, `$tcpinfo_rcv_space`.
+    TcpInfo(crate::conn::info::TcpInfo),
+    /// `$pipe`: "p" for a pipelined request, else ".".
+    Pipe,
     /// `$limit_rate`: the response rate limit, always 0 (`limit_rate` is refused).
     LimitRate,
     /// Variables of features that never take part here, whose value is then empty in nginx
@@ -290,6 +294,11 @@ impl Var {
                 Var::RequestBody
             }
             "limit_rate" => Var::LimitRate,
+            "pipe" => Var::Pipe,
+            "tcpinfo_rtt" => Var::TcpInfo(crate::conn::info::TcpInfo::Rtt),
+            "tcpinfo_rttvar" => Var::TcpInfo(crate::conn::info::TcpInfo::RttVar),
+            "tcpinfo_snd_cwnd" => Var::TcpInfo(crate::conn::info::TcpInfo::SndCwnd),
+            "tcpinfo_rcv_space" => Var::TcpInfo(crate::conn::info::TcpInfo::RcvSpace),
             "upstream_cache_status"
             | "proxy_protocol_addr"
             | "proxy_protocol_port"

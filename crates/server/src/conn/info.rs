@@ -14,9 +14,57 @@ pub(crate) struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub requests: u64,
+    /// Whether the current request was already read, whole or in part, when the one before
+    /// it ended (`$pipe`).
+    pub pipelined: bool,
     /// When it was accepted: a request that starts more than `keepalive_time` later is its
     /// last, as in nginx.
     pub started: Instant,
     /// The handshake's outcome, on a TLS connection.
     pub tls: Option<Rc<TlsInfo>>,
+    /// The client socket, for `$tcpinfo_*`.
+    pub fd: std::os::fd::RawFd,
+}
+
+/// One of the kernel's figures of a TCP connection that the `$tcpinfo_*` variables show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpInfo {
+    /// `$tcpinfo_rtt`: smoothed round-trip time, microseconds.
+    Rtt,
+    /// `$tcpinfo_rttvar`: its variance.
+    RttVar,
+    /// `$tcpinfo_snd_cwnd`: the congestion window, segments.
+    SndCwnd,
+    /// `$tcpinfo_rcv_space`: the receive space.
+    RcvSpace,
+}
+
+impl ConnInfo {
+    /// The figure `which` of the socket's `TCP_INFO`, as nginx reads it; `None` when the
+    /// kernel does not answer.
+    pub fn tcp_info(&self, which: TcpInfo) -> Option<u32> {
+        // SAFETY: `tcp_info` is plain data for which all zeroes is a valid value.
+        let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        // SAFETY: `ti` and `len` are valid for writes of the sizes given; a closed or reused
+        // descriptor makes the call fail or answer for another socket, never write past them.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&mut ti as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        Some(match which {
+            TcpInfo::Rtt => ti.tcpi_rtt,
+            TcpInfo::RttVar => ti.tcpi_rttvar,
+            TcpInfo::SndCwnd => ti.tcpi_snd_cwnd,
+            TcpInfo::RcvSpace => ti.tcpi_rcv_space,
+        })
+    }
 }
