@@ -714,7 +714,7 @@ fn client_certificate_variables_match_nginx() {
          location /vars {{ return 200 \"BEGIN<i=$ssl_client_i_dn|s=$ssl_client_serial|\
          f=$ssl_client_fingerprint|vs=$ssl_client_v_start|ve=$ssl_client_v_end|\
          vr=$ssl_client_v_remain|e=$ssl_client_escaped_cert|r=$ssl_client_raw_cert|\
-         c=$ssl_client_cert>END\"; }}",
+         c=$ssl_client_cert|sl=$ssl_client_s_dn_legacy|il=$ssl_client_i_dn_legacy>END\"; }}",
         ca.cert.display()
     );
     let body = server_block(&server_pair, &extra);
@@ -739,7 +739,9 @@ fn client_certificate_variables_match_nginx() {
             .map(|(v, _)| v.to_owned())
             .unwrap_or_else(|| panic!("{kind}: no variables in\n{out}"));
         assert!(
-            values.contains("i=CN=Test CA|") && values.contains("-----BEGIN CERTIFICATE-----"),
+            values.contains("i=CN=Test CA|")
+                && values.contains("-----BEGIN CERTIFICATE-----")
+                && values.contains("|sl=/O=Example/CN=client one|il=/CN=Test CA"),
             "{kind}: {values}"
         );
         assert!(

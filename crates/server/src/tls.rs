@@ -273,6 +273,12 @@ fn client_cert_var(v: SslVar, cert: &[u8], out: &mut Vec<u8>) {
         SslVar::ClientIDn => {
             out.extend_from_slice(dn::issuer_rfc2253(cert).unwrap_or_default().as_bytes())
         }
+        SslVar::ClientSDnLegacy => {
+            out.extend_from_slice(dn::subject_oneline(cert).unwrap_or_default().as_bytes())
+        }
+        SslVar::ClientIDnLegacy => {
+            out.extend_from_slice(dn::issuer_oneline(cert).unwrap_or_default().as_bytes())
+        }
         SslVar::ClientSerial => {
             out.extend_from_slice(dn::serial_hex(cert).unwrap_or_default().as_bytes())
         }

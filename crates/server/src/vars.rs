@@ -133,6 +133,9 @@ pub enum SslVar {
     ClientSDn,
     SessionReused,
     ClientIDn,
+    /// `$ssl_client_s_dn_legacy` and `$ssl_client_i_dn_legacy`: OpenSSL's one-line form.
+    ClientSDnLegacy,
+    ClientIDnLegacy,
     ClientSerial,
     ClientFingerprint,
     ClientVStart,
@@ -315,6 +318,8 @@ impl Var {
             "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),
             "ssl_session_reused" => Var::Ssl(SslVar::SessionReused),
             "ssl_client_i_dn" => Var::Ssl(SslVar::ClientIDn),
+            "ssl_client_s_dn_legacy" => Var::Ssl(SslVar::ClientSDnLegacy),
+            "ssl_client_i_dn_legacy" => Var::Ssl(SslVar::ClientIDnLegacy),
             "ssl_client_serial" => Var::Ssl(SslVar::ClientSerial),
             "ssl_client_fingerprint" => Var::Ssl(SslVar::ClientFingerprint),
             "ssl_client_v_start" => Var::Ssl(SslVar::ClientVStart),

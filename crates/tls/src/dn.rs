@@ -65,6 +65,17 @@ pub fn subject_rfc2253(cert: &[u8]) -> Option<String> {
     rfc2253(tbs_fields(cert)?[4])
 }
 
+/// The subject as OpenSSL's `X509_NAME_oneline` writes it (`$ssl_client_s_dn_legacy`):
+/// `/C=US/O=Example/CN=client`.
+pub fn subject_oneline(cert: &[u8]) -> Option<String> {
+    oneline(tbs_fields(cert)?[4])
+}
+
+/// The issuer, as [`subject_oneline`] writes the subject (`$ssl_client_i_dn_legacy`).
+pub fn issuer_oneline(cert: &[u8]) -> Option<String> {
+    oneline(tbs_fields(cert)?[2])
+}
+
 /// The issuer, as [`subject_rfc2253`] writes the subject (`$ssl_client_i_dn`).
 pub fn issuer_rfc2253(cert: &[u8]) -> Option<String> {
     rfc2253(tbs_fields(cert)?[2])
@@ -166,17 +177,19 @@ pub fn pem(cert: &[u8]) -> String {
     out
 }
 
-/// An RDNSequence in RFC 2253 form, most specific attribute first.
-fn rfc2253(mut rdns: &[u8]) -> Option<String> {
-    let mut parts = Vec::new();
+/// One attribute of a name: its OID and its value's bytes.
+type Attribute<'a> = (&'a [u8], &'a [u8]);
+
+/// Each RDN of an RDNSequence in the certificate's order, with its attributes.
+fn attributes(mut rdns: &[u8]) -> Option<Vec<Vec<Attribute<'_>>>> {
+    let mut out = Vec::new();
     while !rdns.is_empty() {
-        let (tag, set, rest) = tlv(rdns)?;
+        let (tag, mut set, rest) = tlv(rdns)?;
         rdns = rest;
         if tag != SET {
             return None;
         }
-        let mut attrs = Vec::new();
-        let mut set = set;
+        let mut rdn = Vec::new();
         while !set.is_empty() {
             let (_, attr, rest) = tlv(set)?;
             set = rest;
@@ -184,11 +197,44 @@ fn rfc2253(mut rdns: &[u8]) -> Option<String> {
             if tag != OID {
                 return None;
             }
-            let (_, value, _) = tlv(value)?;
-            attrs.push(format!("{}={}", attr_name(oid), escape(value)));
+            rdn.push((oid, tlv(value)?.1));
         }
-        parts.push(attrs.join("+"));
+        out.push(rdn);
     }
+    Some(out)
+}
+
+/// An RDNSequence as OpenSSL's `X509_NAME_oneline` writes it: in the certificate's order,
+/// `/name=value` for every attribute (those of one RDN too), and a byte outside `' '..='~'`
+/// as `\xHH`.
+fn oneline(rdns: &[u8]) -> Option<String> {
+    let mut out = String::new();
+    for (oid, value) in attributes(rdns)?.into_iter().flatten() {
+        out.push('/');
+        out.push_str(&attr_name(oid));
+        out.push('=');
+        for &b in value {
+            if (b' '..=b'~').contains(&b) {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("\\x{b:02X}"));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// An RDNSequence in RFC 2253 form, most specific attribute first.
+fn rfc2253(rdns: &[u8]) -> Option<String> {
+    let mut parts: Vec<String> = attributes(rdns)?
+        .iter()
+        .map(|rdn| {
+            let attrs = rdn
+                .iter()
+                .map(|(oid, value)| format!("{}={}", attr_name(oid), escape(value)));
+            attrs.collect::<Vec<_>>().join("+")
+        })
+        .collect();
     parts.reverse();
     Some(parts.join(","))
 }
@@ -289,6 +335,23 @@ mod tests {
             subject_rfc2253(cert.der()).as_deref(),
             Some("CN=client one,O=Example\\, Inc,C=US")
         );
+    }
+
+    #[test]
+    fn oneline_in_the_certificates_order_with_bytes_escaped() {
+        let mut params = rcgen::CertificateParams::new(vec!["client".into()]).unwrap();
+        let mut dn = rcgen::DistinguishedName::new();
+        dn.push(rcgen::DnType::CountryName, "US");
+        dn.push(rcgen::DnType::OrganizationName, "Example, Inc/\u{e9}");
+        dn.push(rcgen::DnType::CommonName, "client one");
+        params.distinguished_name = dn;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(
+            subject_oneline(cert.der()).as_deref(),
+            Some("/C=US/O=Example, Inc/\\xC3\\xA9/CN=client one")
+        );
+        assert_eq!(issuer_oneline(cert.der()), subject_oneline(cert.der()));
     }
 
     #[test]
