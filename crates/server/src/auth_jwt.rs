@@ -35,7 +35,7 @@ use bytes::Bytes;
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_jwt::{JwtError, KeySet, Verified, VerifiedCache};
 
-use crate::conf::{err, ServerConf};
+use crate::conf::ServerConf;
 use crate::module::{self, Load, Module, Slot};
 use crate::request::{Access, Handlers, Request, Response};
 use crate::vars::{Names, Template};
@@ -276,9 +276,9 @@ fn declared_variables(http: &[Directive]) -> Result<Vec<(String, JwtVar)>, Confi
             .arg(0)
             .strip_prefix('$')
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
+            .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
         if d.args.len() - 1 > MAX_CLAIM_PATH {
-            return Err(err(
+            return Err(ConfigError::at(
                 d,
                 format!("more than {MAX_CLAIM_PATH} names in \"{}\"", d.name),
             ));
@@ -351,7 +351,7 @@ impl Loader {
             "auth_jwt" => c.auth = auth(d, names)?,
             "auth_jwt_key_file" => {
                 if d.arg(0).contains('$') {
-                    return Err(err(
+                    return Err(ConfigError::at(
                         d,
                         "variables in \"auth_jwt_key_file\" are not supported",
                     ));
@@ -374,13 +374,13 @@ impl Loader {
             "auth_jwt_type" => match d.arg(0) {
                 "signed" => {}
                 "encrypted" | "nested" => {
-                    return Err(err(
+                    return Err(ConfigError::at(
                         d,
                         format!("\"auth_jwt_type {}\" is not supported", d.arg(0)),
                     ))
                 }
                 _ => {
-                    return Err(err(
+                    return Err(ConfigError::at(
                         d,
                         format!("invalid value \"{}\" in \"{}\" directive", d.arg(0), d.name),
                     ))
@@ -415,7 +415,7 @@ impl Loader {
         let mut contents = Vec::with_capacity(files.len());
         for file in files {
             let content = std::fs::read(file).map_err(|e| {
-                err(
+                ConfigError::at(
                     d,
                     format!(
                         "open() \"{}\" failed {}",
@@ -424,8 +424,9 @@ impl Loader {
                     ),
                 )
             })?;
-            let parsed = KeySet::parse(&content)
-                .map_err(|e| err(d, format!("invalid JWK set in \"{}\": {e}", file.display())))?;
+            let parsed = KeySet::parse(&content).map_err(|e| {
+                ConfigError::at(d, format!("invalid JWK set in \"{}\": {e}", file.display()))
+            })?;
             set.extend(parsed);
             contents.push(content);
         }
@@ -449,7 +450,7 @@ fn auth(d: &Directive, names: &Names) -> Result<Option<Arc<Auth>>, ConfigError> 
                 .value
                 .strip_prefix("token=")
                 .filter(|v| v.starts_with('$'))
-                .ok_or_else(|| err(d, format!("invalid parameter \"{}\"", a.value)))?;
+                .ok_or_else(|| ConfigError::at(d, format!("invalid parameter \"{}\"", a.value)))?;
             Some(Template::compile(var, d, names)?)
         }
     };
@@ -467,14 +468,14 @@ fn require(d: &Directive, names: &Names) -> Result<Require, ConfigError> {
             status = match code {
                 "401" => 401,
                 "403" => 403,
-                _ => return Err(err(d, format!("invalid value \"{}\"", a.value))),
+                _ => return Err(ConfigError::at(d, format!("invalid value \"{}\"", a.value))),
             };
         } else {
             values.push(Template::compile(&a.value, d, names)?);
         }
     }
     if values.is_empty() {
-        return Err(err(
+        return Err(ConfigError::at(
             d,
             "invalid number of arguments in \"auth_jwt_require\" directive",
         ));
@@ -485,7 +486,10 @@ fn require(d: &Directive, names: &Names) -> Result<Require, ConfigError> {
 fn cache_policy(d: &Directive) -> Result<CachePolicy, ConfigError> {
     if d.arg(0) == "off" {
         if d.args.len() > 1 {
-            return Err(err(d, format!("invalid parameter \"{}\"", d.arg(1))));
+            return Err(ConfigError::at(
+                d,
+                format!("invalid parameter \"{}\"", d.arg(1)),
+            ));
         }
         return Ok(CachePolicy::Off);
     }
@@ -494,7 +498,7 @@ fn cache_policy(d: &Directive) -> Result<CachePolicy, ConfigError> {
         .ok()
         .filter(|n| (1..=MAX_VERIFIED_CACHE_ENTRIES).contains(n))
         .ok_or_else(|| {
-            err(
+            ConfigError::at(
                 d,
                 format!(
                     "\"auth_jwt_verified_cache\" size must be between 1 and {MAX_VERIFIED_CACHE_ENTRIES}"

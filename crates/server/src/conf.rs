@@ -424,15 +424,8 @@ fn hostname() -> String {
     String::from_utf8_lossy(&buf[..len]).to_lowercase()
 }
 
-pub(crate) fn err(d: &Directive, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        message: message.into(),
-        span: Some(d.span.clone()),
-    }
-}
-
 fn invalid_value(d: &Directive, i: usize) -> ConfigError {
-    err(
+    ConfigError::at(
         d,
         format!("invalid value \"{}\" in \"{}\" directive", d.arg(i), d.name),
     )
@@ -508,9 +501,8 @@ impl Builder {
     fn error_log(&self, d: &Directive) -> Result<ErrorLogSpec, ConfigError> {
         let level = match d.args.get(1).map(|a| a.value.as_str()) {
             None => Level::Error,
-            Some(l) => {
-                Level::parse(l).ok_or_else(|| err(d, format!("invalid log level \"{l}\"")))?
-            }
+            Some(l) => Level::parse(l)
+                .ok_or_else(|| ConfigError::at(d, format!("invalid log level \"{l}\"")))?,
         };
         let path = match d.arg(0) {
             "stderr" => None,
@@ -527,7 +519,10 @@ impl Builder {
             if d.name == "log_format" {
                 let name = d.arg(0).to_string();
                 if name == "combined" {
-                    return Err(err(d, "duplicate \"log_format\" name \"combined\""));
+                    return Err(ConfigError::at(
+                        d,
+                        "duplicate \"log_format\" name \"combined\"",
+                    ));
                 }
                 let text: String = d.args[1..].iter().map(|a| a.value.as_str()).collect();
                 self.formats
@@ -541,7 +536,7 @@ impl Builder {
                 let g = crate::proxy::Group::compile(d, &self.names)?;
                 let name = g.upstream.name();
                 if groups.contains_key(name) {
-                    return Err(err(d, format!("duplicate upstream \"{name}\"")));
+                    return Err(ConfigError::at(d, format!("duplicate upstream \"{name}\"")));
                 }
                 groups.insert(name.to_string(), g);
             }
@@ -795,7 +790,10 @@ impl Builder {
                 }
                 "limit_except" => {
                     if conf.limit_except.is_some() {
-                        return Err(err(d, "\"limit_except\" directive is duplicate"));
+                        return Err(ConfigError::at(
+                            d,
+                            "\"limit_except\" directive is duplicate",
+                        ));
                     }
                     for a in d.children() {
                         // The modules' directives after the loop: the block inherits the
@@ -839,7 +837,7 @@ impl Builder {
             self.location(&conf_arc, n, &mut children)?;
         }
         tree.add(modifier, name, conf_arc, children, proxies)
-            .map_err(|m| err(l, m))
+            .map_err(|m| ConfigError::at(l, m))
     }
 
     /// The modules' settings of a `limit_except` block over its location's, if it has any
@@ -985,7 +983,7 @@ impl Builder {
                 let last = if let Some(code) = last.strip_prefix('=') {
                     TryLast::Code(
                         code.parse()
-                            .map_err(|_| err(d, format!("invalid code \"{last}\"")))?,
+                            .map_err(|_| ConfigError::at(d, format!("invalid code \"{last}\"")))?,
                     )
                 } else if last.starts_with('@') {
                     TryLast::Named(last.to_string())
@@ -1092,7 +1090,7 @@ impl Builder {
             self.formats
                 .get(format)
                 .cloned()
-                .ok_or_else(|| err(d, format!("unknown log format \"{format}\"")))?
+                .ok_or_else(|| ConfigError::at(d, format!("unknown log format \"{format}\"")))?
         };
         let mut buffer = 0usize;
         let mut flush = None;
@@ -1100,19 +1098,22 @@ impl Builder {
             if let Some(v) = a.value.strip_prefix("buffer=") {
                 buffer = value::parse_size(v)
                     .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| err(d, format!("invalid buffer size \"{v}\"")))?;
+                    .ok_or_else(|| ConfigError::at(d, format!("invalid buffer size \"{v}\"")))?;
             } else if let Some(v) = a.value.strip_prefix("flush=") {
-                flush = Some(
-                    value::parse_time(v)
-                        .ok_or_else(|| err(d, format!("invalid flush time \"{v}\"")))?,
-                );
+                flush =
+                    Some(value::parse_time(v).ok_or_else(|| {
+                        ConfigError::at(d, format!("invalid flush time \"{v}\""))
+                    })?);
             } else if a.value.starts_with("gzip") || a.value.starts_with("if=") {
                 self.warnings.push(format!(
                     "access_log parameter \"{}\" is not supported yet and is ignored in {}",
                     a.value, d.span
                 ));
             } else {
-                return Err(err(d, format!("invalid parameter \"{}\"", a.value)));
+                return Err(ConfigError::at(
+                    d,
+                    format!("invalid parameter \"{}\"", a.value),
+                ));
             }
         }
         if flush.is_some() && buffer == 0 {
@@ -1124,7 +1125,7 @@ impl Builder {
         }
         // Open it now so a path that cannot be written is a configuration error, as in nginx.
         crate::log::open_append(path).map_err(|e| {
-            err(
+            ConfigError::at(
                 d,
                 format!(
                     "open() \"{}\" failed {}",
@@ -1223,7 +1224,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
     let spec = d.arg(0);
     let (host, port) = if let Some(rest) = spec.strip_prefix('[') {
         let end = rest.find(']').ok_or_else(|| {
-            err(
+            ConfigError::at(
                 d,
                 format!("invalid IPv6 address in \"{spec}\" of the \"listen\" directive"),
             )
@@ -1238,10 +1239,10 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
         (Some(spec), "80")
     };
     if host.is_some_and(|h| h.starts_with("unix")) {
-        return Err(err(d, "unix domain sockets are not supported"));
+        return Err(ConfigError::at(d, "unix domain sockets are not supported"));
     }
     let port_err = || {
-        err(
+        ConfigError::at(
             d,
             format!("invalid port in \"{spec}\" of the \"listen\" directive"),
         )
@@ -1266,7 +1267,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
             Err(_) => (h, 0)
                 .to_socket_addrs()
                 .map_err(|_| {
-                    err(
+                    ConfigError::at(
                         d,
                         format!("host not found in \"{spec}\" of the \"listen\" directive"),
                     )
@@ -1299,7 +1300,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
             // Without the PROXY header nginx closes the connection; ignored, any client
             // reaching the port directly would be served, and as the balancer's address.
             "proxy_protocol" => {
-                return Err(err(
+                return Err(ConfigError::at(
                     d,
                     "the \"proxy_protocol\" parameter is not supported yet and cannot be \
                      ignored safely",
@@ -1309,7 +1310,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
                 if let Some(b) = v.strip_prefix("backlog=") {
                     out.backlog = b
                         .parse()
-                        .map_err(|_| err(d, format!("invalid backlog \"{b}\"")))?;
+                        .map_err(|_| ConfigError::at(d, format!("invalid backlog \"{b}\"")))?;
                 } else if [
                     "rcvbuf=",
                     "sndbuf=",
@@ -1323,7 +1324,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
                 .any(|p| v.starts_with(p))
                 {
                 } else {
-                    return Err(err(d, format!("invalid parameter \"{v}\"")));
+                    return Err(ConfigError::at(d, format!("invalid parameter \"{v}\"")));
                 }
             }
         }
@@ -1377,21 +1378,24 @@ fn error_page(d: &Directive, names: &crate::vars::Names) -> Result<ErrorPage, Co
             } else {
                 Some(
                     c.parse::<u16>()
-                        .map_err(|_| err(d, format!("invalid value \"{v}\"")))?,
+                        .map_err(|_| ConfigError::at(d, format!("invalid value \"{v}\"")))?,
                 )
             });
         } else {
             let code: u16 = v
                 .parse()
-                .map_err(|_| err(d, format!("invalid value \"{v}\"")))?;
+                .map_err(|_| ConfigError::at(d, format!("invalid value \"{v}\"")))?;
             if !(300..=599).contains(&code) {
-                return Err(err(d, format!("value \"{v}\" must be between 300 and 599")));
+                return Err(ConfigError::at(
+                    d,
+                    format!("value \"{v}\" must be between 300 and 599"),
+                ));
             }
             codes.push(code);
         }
     }
     if codes.is_empty() {
-        return Err(err(
+        return Err(ConfigError::at(
             d,
             "invalid number of arguments in \"error_page\" directive",
         ));

@@ -29,10 +29,6 @@ use crate::request::{Body, Handlers, Request, Response, Rewritten, Step};
 use crate::vars::{Names, Template, Var};
 use crate::Level;
 
-fn err(d: &Directive, message: impl Into<String>) -> ConfigError {
-    ConfigError::at(d, message)
-}
-
 /// The module.
 pub(crate) struct RewriteModule;
 
@@ -144,13 +140,13 @@ pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, Config
         .arg(0)
         .strip_prefix('$')
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
+        .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
     crate::vars::refuse_limit_rate(d, name)?;
     Ok(SetVar {
         // Declared before compiling, by `collect_variables`.
         slot: names
             .set_slot(name)
-            .ok_or_else(|| err(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
+            .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
         value: Template::compile(d.arg(1), d, names)?,
     })
 }
@@ -160,7 +156,10 @@ pub(crate) fn compile_return(d: &Directive, names: &Names) -> Result<Return, Con
     match first.parse::<u16>() {
         Ok(code) if d.args.len() == 1 || !matches!(code, 301 | 302 | 303 | 307 | 308) => {
             if code > 999 {
-                return Err(err(d, format!("invalid return code \"{first}\"")));
+                return Err(ConfigError::at(
+                    d,
+                    format!("invalid return code \"{first}\""),
+                ));
             }
             let text = d
                 .args
@@ -184,7 +183,10 @@ pub(crate) fn compile_return(d: &Directive, names: &Names) -> Result<Return, Con
                 url: Template::compile(first, d, names)?,
             })
         }
-        Err(_) => Err(err(d, format!("invalid return code \"{first}\""))),
+        Err(_) => Err(ConfigError::at(
+            d,
+            format!("invalid return code \"{first}\""),
+        )),
     }
 }
 
@@ -333,7 +335,9 @@ fn compile(
                 let conf = match if_conf.as_mut() {
                     Some(f) => {
                         let conf = f(d)?.downcast::<LocConf>();
-                        Some(conf.map_err(|_| err(d, "an \"if\" block without its settings"))?)
+                        Some(conf.map_err(|_| {
+                            ConfigError::at(d, "an \"if\" block without its settings")
+                        })?)
                     }
                     None => None,
                 };
@@ -361,7 +365,7 @@ fn compile_regex(
         .case_insensitive(caseless)
         .build()
         .map_err(|e| {
-            err(
+            ConfigError::at(
                 d,
                 format!(
                     "pcre2_compile() failed: {} in \"{source}\"",
@@ -411,7 +415,7 @@ fn compile_rewrite(d: &Directive, names: &Names) -> Result<Rewrite, ConfigError>
             redirect = Some(301);
             Flag::Last
         }
-        Some(other) => return Err(err(d, format!("invalid parameter \"{other}\""))),
+        Some(other) => return Err(ConfigError::at(d, format!("invalid parameter \"{other}\""))),
     };
     // A final "?" drops the request's arguments and is not part of the replacement.
     let add_args = match text.strip_suffix('?') {
@@ -451,7 +455,7 @@ fn compile_condition(d: &Directive, names: &Names) -> Result<Cond, ConfigError> 
         *last = last.strip_suffix(')').unwrap_or(last);
     }
     args.retain(|a| !a.is_empty());
-    let invalid = |s: &str| err(d, format!("invalid condition \"{s}\""));
+    let invalid = |s: &str| ConfigError::at(d, format!("invalid condition \"{s}\""));
     let variable = |s: &str| {
         if s.len() > 1 && s.starts_with('$') {
             Template::compile(s, d, names)
@@ -489,7 +493,10 @@ fn compile_condition(d: &Directive, names: &Names) -> Result<Cond, ConfigError> 
                     regex: compile_regex(d, other, op.ends_with('*'), names)?,
                     negate: op.starts_with('!'),
                 }),
-                _ => Err(err(d, format!("unexpected \"{op}\" in condition"))),
+                _ => Err(ConfigError::at(
+                    d,
+                    format!("unexpected \"{op}\" in condition"),
+                )),
             }
         }
         [first, ..] => Err(invalid(first)),

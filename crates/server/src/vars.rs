@@ -404,7 +404,7 @@ impl Template {
             i += 1;
             let (name, end) = if bytes.get(i) == Some(&b'{') {
                 let close = text[i..].find('}').ok_or_else(|| {
-                    err(
+                    ConfigError::at(
                         d,
                         format!(
                             "the closing bracket in \"{}\" variable is missing",
@@ -421,10 +421,13 @@ impl Template {
                 (&text[i..i + len], i + len)
             };
             if name.is_empty() {
-                return Err(err(d, format!("invalid variable name in \"{text}\"")));
+                return Err(ConfigError::at(
+                    d,
+                    format!("invalid variable name in \"{text}\""),
+                ));
             }
             let var = Var::from_name(name, names)
-                .ok_or_else(|| err(d, format!("unknown \"{name}\" variable")))?;
+                .ok_or_else(|| ConfigError::at(d, format!("unknown \"{name}\" variable")))?;
             if !lit.is_empty() {
                 pieces.push(Piece::Lit(std::mem::take(&mut lit)));
             }
@@ -459,13 +462,6 @@ impl Template {
                 Piece::Var(v) => lookup(v, out),
             }
         }
-    }
-}
-
-fn err(d: &Directive, message: String) -> ConfigError {
-    ConfigError {
-        message,
-        span: Some(d.span.clone()),
     }
 }
 

@@ -12,7 +12,6 @@ use portcullis_proxy::UpstreamTls;
 use portcullis_tls::ClientSpec;
 
 use super::{Group, Groups};
-use crate::conf::err;
 use crate::vars::{Names, Template};
 
 /// nginx's `proxy_buffer_size` default: one memory page.
@@ -256,7 +255,7 @@ pub(crate) fn directive(
                                 .case_insensitive(caseless)
                                 .build()
                                 .map_err(|e| {
-                                    err(
+                                    ConfigError::at(
                                         d,
                                         format!(
                                             "pcre2_compile() failed: {} in \"{pattern}\"",
@@ -301,7 +300,7 @@ pub(crate) fn directive(
                     "Vary",
                 ];
                 if !known.iter().any(|k| k.eq_ignore_ascii_case(&a.value)) {
-                    return Err(err(
+                    return Err(ConfigError::at(
                         d,
                         format!("invalid value \"{}\" in \"{}\" directive", a.value, d.name),
                     ));
@@ -325,7 +324,7 @@ fn ssl_directive(
         "proxy_ssl_protocols" => {
             let names: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
             let choice = portcullis_tls::protocol_versions(&names)
-                .map_err(|e| err(d, format!("{e} in \"{}\" directive", d.name)))?;
+                .map_err(|e| ConfigError::at(d, format!("{e} in \"{}\" directive", d.name)))?;
             if !choice.not_offered.is_empty() {
                 warnings.push(format!(
                     "protocols {} are not offered to upstreams in {}",
@@ -337,7 +336,7 @@ fn ssl_directive(
         }
         "proxy_ssl_ciphers" => {
             portcullis_tls::tls12_suites(d.arg(0)).map_err(|e| {
-                err(
+                ConfigError::at(
                     d,
                     format!("SSL_CTX_set_cipher_list(\"{}\") failed ({e})", d.arg(0)),
                 )
@@ -402,7 +401,7 @@ pub(crate) fn finish_tls(
         (None, _) => None,
         (Some(cert), Some(key)) => Some((resolve(cert), resolve(key))),
         (Some(cert), None) => {
-            return Err(err(
+            return Err(ConfigError::at(
                 d,
                 format!(
                     "no \"proxy_ssl_certificate_key\" is defined for certificate \"{}\"",
@@ -411,14 +410,15 @@ pub(crate) fn finish_tls(
             ))
         }
     };
-    let config = portcullis_tls::client_config(&spec).map_err(|e| err(d, e.to_string()))?;
+    let config =
+        portcullis_tls::client_config(&spec).map_err(|e| ConfigError::at(d, e.to_string()))?;
     let name = ssl.name.clone();
     Arc::make_mut(settings).tls = Some(Arc::new(UpstreamTls::new(config, name)));
     Ok(())
 }
 
 fn invalid(d: &Directive, i: usize) -> ConfigError {
-    err(
+    ConfigError::at(
         d,
         format!("invalid value \"{}\" in \"{}\" directive", d.arg(i), d.name),
     )
@@ -445,7 +445,7 @@ fn next_upstream(d: &Directive) -> Result<u16, ConfigError> {
             "non_idempotent" => next::NON_IDEMPOTENT,
             "off" => {
                 if d.args.len() > 1 {
-                    return Err(err(
+                    return Err(ConfigError::at(
                         d,
                         "invalid value \"off\" in \"proxy_next_upstream\" directive",
                     ));
@@ -454,7 +454,7 @@ fn next_upstream(d: &Directive) -> Result<u16, ConfigError> {
             }
             "updating" => 0,
             other => {
-                return Err(err(
+                return Err(ConfigError::at(
                     d,
                     format!("invalid value \"{other}\" in \"proxy_next_upstream\" directive"),
                 ))
@@ -493,17 +493,23 @@ pub(crate) fn proxy_pass(
     } else if let Some(r) = url.strip_prefix("https://") {
         (true, r)
     } else {
-        return Err(err(d, format!("invalid URL prefix in \"{url}\"")));
+        return Err(ConfigError::at(
+            d,
+            format!("invalid URL prefix in \"{url}\""),
+        ));
     };
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
         None => (rest, None),
     };
     if uri.is_some() && fixed_uri_forbidden {
-        return Err(err(d, "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block"));
+        return Err(ConfigError::at(d, "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block"));
     }
     if authority.is_empty() {
-        return Err(err(d, format!("no host in upstream \"{rest}\"")));
+        return Err(ConfigError::at(
+            d,
+            format!("no host in upstream \"{rest}\""),
+        ));
     }
     let default_port = if https { 443 } else { 80 };
     let target = match groups.get(authority) {
@@ -513,10 +519,12 @@ pub(crate) fn proxy_pass(
             port: default_port,
         },
         None => {
-            let (host, port) = split_host_port(authority, default_port)
-                .ok_or_else(|| err(d, format!("invalid port in upstream \"{authority}\"")))?;
-            let addrs = super::resolve(host, port)
-                .ok_or_else(|| err(d, format!("host not found in upstream \"{authority}\"")))?;
+            let (host, port) = split_host_port(authority, default_port).ok_or_else(|| {
+                ConfigError::at(d, format!("invalid port in upstream \"{authority}\""))
+            })?;
+            let addrs = super::resolve(host, port).ok_or_else(|| {
+                ConfigError::at(d, format!("host not found in upstream \"{authority}\""))
+            })?;
             let name = format!("{host}:{port}");
             let proxy_host = if port == default_port {
                 host.to_string()
