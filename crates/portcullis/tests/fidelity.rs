@@ -526,3 +526,55 @@ fn pipe_and_tcpinfo_variables() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
 }
+
+/// `$upstream_bytes_sent` and `$upstream_bytes_received`: the request's head and body as sent
+/// to the upstream and everything read back, per request on a kept-alive upstream connection
+/// as on a new one, as nginx counts them.
+#[test]
+fn upstream_bytes_sent_and_received() {
+    let upstream =
+        head_upstream(|_, _| b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello\n".to_vec());
+    let http = format!(
+        "    log_format bytes '$request_uri $upstream_bytes_received $upstream_bytes_sent';\n    \
+         upstream kept {{ server 127.0.0.1:{upstream}; keepalive 4; }}\n    \
+         server {{\n        listen 127.0.0.1:{{PORT0}};\n        \
+         access_log {{PREFIX}}/bytes.log bytes;\n        \
+         location /ka/ {{ proxy_pass http://kept; proxy_http_version 1.1; \
+         proxy_set_header Connection \"\"; }}\n        \
+         location /new/ {{ proxy_pass http://127.0.0.1:{upstream}; }}\n    }}\n"
+    );
+    let mut logs = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        for path in ["/ka/1", "/ka/2", "/new/1"] {
+            let r = get(port, path).expect("GET");
+            assert_eq!(r.status, 200, "{kind} {path}");
+        }
+        let r = support::request(
+            port,
+            "POST /ka/post HTTP/1.1\r\nHost: localhost\r\nContent-Length: 8\r\n\r\nabcdefgh",
+        )
+        .expect("POST");
+        assert_eq!(r.status, 200, "{kind} POST");
+        let log = server.path("bytes.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == 4
+            }),
+            "{kind}: {:?}",
+            support::read_lossy(&log)
+        );
+        let text = support::read_lossy(&log);
+        // The response is 44 bytes, head and body.
+        for line in text.lines() {
+            assert!(line.contains(" 44 "), "{kind}: {line}");
+        }
+        logs.push(text);
+    }
+    if let [nginx, ours] = logs.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

@@ -1590,7 +1590,9 @@ impl<'a> Request<'a> {
             | Var::UpstreamResponseTime
             | Var::UpstreamConnectTime
             | Var::UpstreamHeaderTime
-            | Var::UpstreamResponseLength => self.upstream_var(v, out),
+            | Var::UpstreamResponseLength
+            | Var::UpstreamBytesSent
+            | Var::UpstreamBytesReceived => self.upstream_var(v, out),
             Var::UpstreamHttp(name) => {
                 if let Some(value) = self
                     .upstream_head

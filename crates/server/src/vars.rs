@@ -64,6 +64,10 @@ pub enum Var {
     UpstreamConnectTime,
     /// `$upstream_response_length`: body bytes from each upstream tried.
     UpstreamResponseLength,
+    /// `$upstream_bytes_sent` and `$upstream_bytes_received`: bytes to and from each
+    /// upstream tried.
+    UpstreamBytesSent,
+    UpstreamBytesReceived,
     /// `$upstream_http_<name>`: a header of the last upstream's response.
     UpstreamHttp(String),
     /// `$upstream_cookie_<name>`: a cookie the last upstream's response set.
@@ -290,6 +294,8 @@ impl Var {
             "upstream_connect_time" => Var::UpstreamConnectTime,
             "upstream_header_time" => Var::UpstreamHeaderTime,
             "upstream_response_length" => Var::UpstreamResponseLength,
+            "upstream_bytes_sent" => Var::UpstreamBytesSent,
+            "upstream_bytes_received" => Var::UpstreamBytesReceived,
             "request_body" => {
                 names
                     .request_body

@@ -299,6 +299,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 header: None,
                 response: Duration::ZERO,
                 length: 0,
+                bytes_sent: 0,
+                bytes_received: 0,
             });
             return Finish::Status {
                 code: 502,
@@ -317,6 +319,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             header: None,
             response: Duration::ZERO,
             length: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
         };
         let result = if let Some(s) = streamed.as_mut() {
             // A streamed body is read from the client during the attempt, which sees it close.
@@ -474,6 +478,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         let end = Instant::now();
         attempt.response = end - attempt_start;
         attempt.length = forwarded.body;
+        attempt.bytes_received += forwarded.received;
         attempts.push(attempt);
         upstream.release(peer, outcome, end);
         let reusable = forwarded.upstream_done && plan.keepalive && !resp_head.connection_close();
@@ -609,6 +614,7 @@ async fn send_body<C: AsyncRead + Unpin, U: AsyncWrite + Unpin>(
     upstream: &mut U,
     body: &Streamed,
     send_timeout: Duration,
+    sent: &mut u64,
 ) -> Result<(), BodyError> {
     match body.kind {
         BodyKind::None => Ok(()),
@@ -620,6 +626,7 @@ async fn send_body<C: AsyncRead + Unpin, U: AsyncWrite + Unpin>(
                 }
                 let take = left.min(buf.len() as u64) as usize;
                 send_up(upstream, &buf[..take], send_timeout).await?;
+                *sent += take as u64;
                 let _ = buf.split_to(take);
                 left -= take as u64;
             }
@@ -643,12 +650,15 @@ async fn send_body<C: AsyncRead + Unpin, U: AsyncWrite + Unpin>(
                     }
                     Ok(Chunk::Done) => {
                         pending.put_slice(LAST_CHUNK);
-                        return send_up(upstream, &pending, send_timeout).await;
+                        send_up(upstream, &pending, send_timeout).await?;
+                        *sent += pending.len() as u64;
+                        return Ok(());
                     }
                     Ok(Chunk::NeedMore) => {
                         // What was decoded goes out before waiting for the client again.
                         if !pending.is_empty() {
                             send_up(upstream, &pending, send_timeout).await?;
+                            *sent += pending.len() as u64;
                             pending.clear();
                         }
                         read_body(client, buf, body.timeout).await?;
@@ -746,10 +756,17 @@ async fn attempt_once<S: AsyncRead + Unpin>(
             }
         };
         conn.requests += 1;
+        // A pooled connection found closed is not the attempt's: only the last try counts.
+        attempt.bytes_sent = 0;
+        attempt.bytes_received = 0;
         let sent = send_two(&mut conn.stream, head, body, settings.send_timeout).await;
+        if sent.is_ok() {
+            attempt.bytes_sent = (head.len() + body.len()) as u64;
+        }
         let sent = match (sent, source.as_mut()) {
             (Ok(()), Some((client, read, streamed, send_timeout))) => {
-                let body = send_body(*client, read, &mut conn.stream, streamed, *send_timeout);
+                let up = &mut attempt.bytes_sent;
+                let body = send_body(*client, read, &mut conn.stream, streamed, *send_timeout, up);
                 match Box::pin(body).await {
                     Ok(()) => Ok(()),
                     Err(BodyError::Client(code)) => {
@@ -788,7 +805,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
             &mut ubuf,
             settings.buffer_size,
             tokio::time::Instant::from_std(sent_at) + settings.read_timeout,
-            plan.head_request,
+            &mut attempt.bytes_received,
         )
         .await
         {
@@ -987,7 +1004,7 @@ async fn read_head<R: AsyncRead + Unpin>(
     buf: &mut BytesMut,
     limit: usize,
     deadline: tokio::time::Instant,
-    _head_request: bool,
+    received: &mut u64,
 ) -> Result<ResponseHead, HeadFailure> {
     let mut got_any = false;
     loop {
@@ -1003,7 +1020,10 @@ async fn read_head<R: AsyncRead + Unpin>(
             Ok(Ok(0)) => {
                 return Err(HeadFailure::Invalid(UpstreamHeadError::NoValidHeader));
             }
-            Ok(Ok(_)) => got_any = true,
+            Ok(Ok(k)) => {
+                got_any = true;
+                *received += k as u64;
+            }
             Ok(Err(e)) => return Err(HeadFailure::Io(e)),
             Err(_) => return Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
         }
@@ -1013,6 +1033,8 @@ async fn read_head<R: AsyncRead + Unpin>(
 struct Forwarded {
     sent: u64,
     body: u64,
+    /// Bytes read from the upstream after its head.
+    received: u64,
     keep_alive: bool,
     /// The upstream response was read to its end: the connection may be reused.
     upstream_done: bool,
@@ -1050,6 +1072,7 @@ async fn forward<S: AsyncWrite + Unpin>(
     let mut fw = Forwarded {
         sent: 0,
         body: 0,
+        received: 0,
         keep_alive,
         upstream_done: false,
     };
@@ -1078,7 +1101,7 @@ async fn forward<S: AsyncWrite + Unpin>(
                     .run(read_timeout, conn.stream.read_buf(&mut ubuf))
                     .await
                 {
-                    Ok(Ok(k)) if k > 0 => {}
+                    Ok(Ok(k)) if k > 0 => fw.received += k as u64,
                     other => {
                         log_body_failure(req, url, other.map_err(|_| ()).ok());
                         fw.keep_alive = false;
@@ -1162,7 +1185,7 @@ async fn forward<S: AsyncWrite + Unpin>(
                     .run(read_timeout, conn.stream.read_buf(&mut ubuf))
                     .await
                 {
-                    Ok(Ok(k)) if k > 0 => {}
+                    Ok(Ok(k)) if k > 0 => fw.received += k as u64,
                     other => {
                         log_body_failure(req, url, other.map_err(|_| ()).ok());
                         fw.keep_alive = false;
@@ -1213,7 +1236,7 @@ async fn forward<S: AsyncWrite + Unpin>(
                     .await
                 {
                     Ok(Ok(0)) => eof = true,
-                    Ok(Ok(_)) => {}
+                    Ok(Ok(k)) => fw.received += k as u64,
                     other => {
                         log_body_failure(req, url, other.map_err(|_| ()).ok());
                         fw.keep_alive = false;

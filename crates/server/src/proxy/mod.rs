@@ -113,6 +113,10 @@ pub(crate) struct Attempt {
     pub response: std::time::Duration,
     /// Body bytes received from the upstream (`$upstream_response_length`).
     pub length: u64,
+    /// Bytes sent to the upstream, request head and body (`$upstream_bytes_sent`).
+    pub bytes_sent: u64,
+    /// Bytes read from it, heads of interim responses included (`$upstream_bytes_received`).
+    pub bytes_received: u64,
 }
 
 /// A worker's state for one upstream group: the balancer's and the idle connections.

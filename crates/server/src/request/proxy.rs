@@ -499,6 +499,12 @@ impl Request<'_> {
                 Var::UpstreamResponseLength => {
                     let _ = write!(out, "{}", a.length);
                 }
+                Var::UpstreamBytesSent => {
+                    let _ = write!(out, "{}", a.bytes_sent);
+                }
+                Var::UpstreamBytesReceived => {
+                    let _ = write!(out, "{}", a.bytes_received);
+                }
                 _ => {}
             }
         }
