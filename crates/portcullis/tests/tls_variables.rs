@@ -1,6 +1,7 @@
 //! The `$ssl_*` variables of the handshake that nginx's configurations log most after the
-//! protocol and cipher: the protocol ALPN chose and the key exchange group, compared with
-//! nginx's for the same handshakes (TLS 1.3 and 1.2, several groups, with and without ALPN).
+//! protocol and cipher: the protocol ALPN chose, the key exchange group, and the cipher
+//! suites and groups the client offered, compared with nginx's for the same handshakes
+//! (TLS 1.3 and 1.2, several groups, with and without ALPN).
 
 mod support;
 #[path = "support/tls.rs"]
@@ -11,7 +12,7 @@ use support::{kinds, main_config, skip, Server};
 use tls_support::{openssl_available, request, s_client, KeyKind, Pki};
 
 #[test]
-fn alpn_protocol_and_curve_match_nginx() {
+fn handshake_variables_match_nginx() {
     if !openssl_available() {
         skip("the openssl command is not installed");
         return;
@@ -27,7 +28,7 @@ fn alpn_protocol_and_curve_match_nginx() {
          \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\
          \x20       ssl_ecdh_curve X25519:prime256v1:secp384r1;\n\
          \x20       location / {{ return 200 \"BEGIN<$ssl_protocol|$ssl_alpn_protocol|\
-         $ssl_curve|$ssl_early_data>END\"; }}\n\
+         $ssl_curve|$ssl_early_data|$ssl_ciphers|$ssl_curves>END\"; }}\n\
          \x20   }}\n",
         pair.cert.display(),
         pair.key.display()
@@ -54,8 +55,22 @@ fn alpn_protocol_and_curve_match_nginx() {
                 .unwrap_or_else(|| panic!("{kind} {args:?}: no variables in\n{out}"));
             values.push(v);
         }
-        assert_eq!(values[0], "TLSv1.3|http/1.1|X25519|", "{kind}");
-        assert_eq!(values[1], "TLSv1.3||prime256v1|", "{kind}");
+        assert!(
+            values[0].starts_with("TLSv1.3|http/1.1|X25519||TLS_AES_256_GCM_SHA384:"),
+            "{kind}: {}",
+            values[0]
+        );
+        assert!(
+            values[0].ends_with(":TLS_EMPTY_RENEGOTIATION_INFO_SCSV|X25519"),
+            "{kind}: {}",
+            values[0]
+        );
+        assert!(
+            values[1].starts_with("TLSv1.3||prime256v1||"),
+            "{kind}: {}",
+            values[1]
+        );
+        assert!(values[1].ends_with("|prime256v1"), "{kind}: {}", values[1]);
         seen.push((kind, values));
     }
     if let [(_, nginx), (_, ours)] = seen.as_slice() {

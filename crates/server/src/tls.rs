@@ -41,6 +41,8 @@ pub(crate) struct TlsInfo {
     pub alpn: Option<Box<[u8]>>,
     /// `$ssl_curve`.
     pub curve: Option<rustls::NamedGroup>,
+    /// What the client offered, kept only when the configuration reads it.
+    pub hello: Offered,
     /// `$ssl_session_reused`.
     pub reused: bool,
     /// `$ssl_client_verify`.
@@ -54,6 +56,14 @@ pub(crate) struct TlsInfo {
     pub refuse: Option<u16>,
     /// Whether ALPN chose HTTP/2.
     pub h2: bool,
+}
+
+/// The cipher suites and groups of a client's hello, by number, for `$ssl_ciphers` and
+/// `$ssl_curves`.
+#[derive(Default)]
+pub(crate) struct Offered {
+    pub ciphers: Option<Box<[u16]>>,
+    pub groups: Option<Box<[u16]>>,
 }
 
 /// How a connection to a TLS address starts.
@@ -86,6 +96,33 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
     };
     let hello = start.client_hello();
     let sni: Option<Box<str>> = hello.server_name().map(Box::from);
+    let offered = if listen
+        .servers
+        .default_server()
+        .names
+        .client_hello
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        Offered {
+            ciphers: Some(
+                hello
+                    .cipher_suites()
+                    .iter()
+                    .map(|&c| u16::from(c))
+                    .collect(),
+            ),
+            groups: Some(
+                hello
+                    .named_groups()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&g| u16::from(g))
+                    .collect(),
+            ),
+        }
+    } else {
+        Offered::default()
+    };
     let server = match sni.as_deref() {
         Some(name) => listen.servers.find(Some(name)),
         None => listen.servers.default_server(),
@@ -140,6 +177,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         server_name: sni,
         alpn: session.alpn_protocol().map(Box::from),
         curve: session.negotiated_key_exchange_group().map(|g| g.name()),
+        hello: offered,
         reused,
         verify,
         client_s_dn,
@@ -148,33 +186,6 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         h2: session.alpn_protocol() == Some(b"h2"),
     };
     Start::Tls(Stream::Tls(Box::new(stream)), Rc::new(info))
-}
-
-/// OpenSSL's short name of a key exchange group, as nginx's `$ssl_curve` shows it (its
-/// number in hex for one OpenSSL has no name for).
-fn curve_name(group: rustls::NamedGroup, out: &mut Vec<u8>) {
-    use rustls::NamedGroup as G;
-    let name = match group {
-        G::X25519 => "X25519",
-        G::X448 => "X448",
-        G::secp256r1 => "prime256v1",
-        G::secp384r1 => "secp384r1",
-        G::secp521r1 => "secp521r1",
-        G::FFDHE2048 => "ffdhe2048",
-        G::FFDHE3072 => "ffdhe3072",
-        G::FFDHE4096 => "ffdhe4096",
-        G::FFDHE6144 => "ffdhe6144",
-        G::FFDHE8192 => "ffdhe8192",
-        G::X25519MLKEM768 => "X25519MLKEM768",
-        G::secp256r1MLKEM768 => "SecP256r1MLKEM768",
-        G::MLKEM768 => "MLKEM768",
-        other => {
-            use std::io::Write as _;
-            let _ = write!(out, "0x{:04x}", u16::from(other));
-            return;
-        }
-    };
-    out.extend_from_slice(name.as_bytes());
 }
 
 /// nginx's line for a handshake that took too long.
@@ -243,7 +254,17 @@ pub(crate) fn ssl_var(v: SslVar, tls: Option<&TlsInfo>, out: &mut Vec<u8>) {
         SslVar::AlpnProtocol => out.extend_from_slice(t.alpn.as_deref().unwrap_or_default()),
         SslVar::Curve => {
             if let Some(group) = t.curve {
-                curve_name(group, out);
+                portcullis_tls::names::group_name(u16::from(group), out);
+            }
+        }
+        SslVar::Ciphers => {
+            if let Some(ids) = &t.hello.ciphers {
+                portcullis_tls::names::cipher_list(ids.iter().copied(), out);
+            }
+        }
+        SslVar::Curves => {
+            if let Some(ids) = &t.hello.groups {
+                portcullis_tls::names::group_list(ids.iter().copied(), out);
             }
         }
         SslVar::ServerName => {

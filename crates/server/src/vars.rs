@@ -132,6 +132,9 @@ pub enum SslVar {
     AlpnProtocol,
     /// `$ssl_curve`: the key exchange group, by OpenSSL's name.
     Curve,
+    /// `$ssl_ciphers` and `$ssl_curves`: what the client offered.
+    Ciphers,
+    Curves,
     ServerName,
     ClientVerify,
     ClientSDn,
@@ -164,6 +167,9 @@ pub(crate) struct Names {
     pub upstream_heads: std::sync::atomic::AtomicBool,
     /// Some argument reads `$request_body`: proxied requests keep the body they read.
     pub request_body: std::sync::atomic::AtomicBool,
+    /// Some argument reads `$ssl_ciphers` or `$ssl_curves`: TLS connections keep what the
+    /// client offered.
+    pub client_hello: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Names {
@@ -319,6 +325,16 @@ impl Var {
             "ssl_cipher" => Var::Ssl(SslVar::Cipher),
             "ssl_alpn_protocol" => Var::Ssl(SslVar::AlpnProtocol),
             "ssl_curve" => Var::Ssl(SslVar::Curve),
+            "ssl_ciphers" | "ssl_curves" => {
+                names
+                    .client_hello
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Var::Ssl(if name == "ssl_ciphers" {
+                    SslVar::Ciphers
+                } else {
+                    SslVar::Curves
+                })
+            }
             "ssl_server_name" => Var::Ssl(SslVar::ServerName),
             "ssl_client_verify" => Var::Ssl(SslVar::ClientVerify),
             "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),

@@ -13,6 +13,7 @@ mod certs;
 mod ciphers;
 pub mod client;
 pub mod dn;
+pub mod names;
 mod server;
 mod tickets;
 
