@@ -11,7 +11,7 @@ use std::time::Duration;
 use portcullis_config::{value, ConfigError, Directive, Loaded};
 
 use crate::location::{LocationTree, Match};
-use crate::log::{AccessLog, ErrorLogSpec, LogFormat};
+use crate::log::{AccessLog, ErrorLog, ErrorLogSpec, LogFormat};
 use crate::module::{Confs, Finish, Load, Registry, Slot};
 use crate::static_files::MimeTypes;
 use crate::user::Credentials;
@@ -48,7 +48,8 @@ pub(crate) struct MainConf {
     pub workers: usize,
     pub worker_rlimit_nofile: Option<u64>,
     pub worker_connections: usize,
-    pub error_log: ErrorLogSpec,
+    /// The main `error_log`s (each with its level), else `-e` or `logs/error.log`.
+    pub error_log: Vec<ErrorLogSpec>,
     pub warnings: Vec<String>,
 }
 
@@ -57,6 +58,8 @@ pub(crate) struct HttpConf {
     pub listens: Vec<Listen>,
     /// Every access log target, so workers can open their own handles.
     pub access_logs: Vec<Arc<AccessLog>>,
+    /// Every error log of the http block's levels, to open anew on USR1.
+    pub error_logs: Vec<Arc<ErrorLog>>,
     pub hostname: String,
     /// `-p`: relative paths in variables resolve against it at request time.
     pub prefix: PathBuf,
@@ -206,6 +209,13 @@ pub(crate) struct Alias {
     pub replaces: Option<usize>,
 }
 
+/// The `error_log`s of an http, server or location level: the targets as configured, and
+/// the log writing to them.
+pub(crate) struct LevelLog {
+    pub specs: Vec<ErrorLogSpec>,
+    pub log: Arc<ErrorLog>,
+}
+
 /// Settings that nginx merges http → server → location. Lists (error_page, index, access rules,
 /// access_log) defined at a level replace the inherited ones, as in nginx.
 #[derive(Clone)]
@@ -243,6 +253,8 @@ pub(crate) struct LocConf {
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
     pub access_log: Vec<Arc<AccessLog>>,
+    /// The level's `error_log`s; `None`: the main ones.
+    pub error_log: Option<Arc<LevelLog>>,
     /// The location's `proxy_pass` (not inherited).
     pub proxy_pass: Option<Arc<crate::proxy::ProxyPass>>,
     /// The `proxy_*` settings, inherited.
@@ -328,6 +340,7 @@ fn compile_declared(
         warnings: Vec::new(),
         formats: HashMap::new(),
         logs: HashMap::new(),
+        error_logs: Vec::new(),
         hostname: hostname(),
         groups: Arc::default(),
         tls: crate::tls_conf::TlsBuilder::default(),
@@ -342,18 +355,9 @@ fn compile_declared(
         workers: 1,
         worker_rlimit_nofile: None,
         worker_connections: 512,
-        error_log: ErrorLogSpec {
-            // `-e`: relative to the prefix, as nginx resolves it; `stderr` names the stream.
-            path: match error_log {
-                None => Some(prefix.join("logs/error.log")),
-                Some(p) if p == Path::new("stderr") => None,
-                Some(p) => Some(prefix.join(p)),
-            },
-            level: Level::Error,
-        },
+        error_log: Vec::new(),
         warnings: Vec::new(),
     };
-    let mut error_log_set = error_log.is_some();
     let mut http_block = None;
     let mut user = None;
     for d in &loaded.directives {
@@ -373,10 +377,7 @@ fn compile_declared(
                 }
             }
             "worker_rlimit_nofile" => main.worker_rlimit_nofile = Some(value::number(d, 0)?),
-            "error_log" if !error_log_set => {
-                main.error_log = b.error_log(d)?;
-                error_log_set = true;
-            }
+            "error_log" => main.error_log.push(b.error_log(d)?),
             "events" => {
                 for e in d.children() {
                     if e.name == "worker_connections" {
@@ -386,15 +387,27 @@ fn compile_declared(
                 }
             }
             "http" => http_block = Some(d),
-            "error_log" => b.extra_error_log(d)?,
             _ => b.check_meaning(d),
         }
+    }
+    // Without a main error_log, nginx's default: `-e`, relative to the prefix (`stderr`
+    // names the stream), else logs/error.log.
+    if main.error_log.is_empty() {
+        main.error_log.push(ErrorLogSpec {
+            path: match error_log {
+                None => Some(prefix.join("logs/error.log")),
+                Some(p) if p == Path::new("stderr") => None,
+                Some(p) => Some(prefix.join(p)),
+            },
+            level: Level::Error,
+        });
     }
     let http = match http_block {
         Some(h) => b.http(h)?,
         None => HttpConf {
             listens: Vec::new(),
             access_logs: Vec::new(),
+            error_logs: Vec::new(),
             hostname: b.hostname.clone(),
             prefix: prefix.to_path_buf(),
             modules,
@@ -439,6 +452,8 @@ struct Builder {
     formats: HashMap<String, Arc<LogFormat>>,
     /// Access log targets by (path, format name), shared by every level that names them.
     logs: HashMap<(PathBuf, String), Arc<AccessLog>>,
+    /// The error logs of http, server and location levels, one per set of targets.
+    error_logs: Vec<(Vec<ErrorLogSpec>, Arc<ErrorLog>)>,
     hostname: String,
     /// `upstream` blocks by name.
     groups: Arc<crate::proxy::Groups>,
@@ -488,14 +503,20 @@ impl Builder {
         }
     }
 
-    /// An error_log past the first main one: checked, then reported as not used.
-    fn extra_error_log(&mut self, d: &Directive) -> Result<(), ConfigError> {
-        self.error_log(d)?;
-        self.warnings.push(format!(
-            "only the first \"error_log\" of the main context is supported yet; this one is ignored in {}",
-            d.span
-        ));
-        Ok(())
+    /// The error log of a level whose `error_log` directives are `specs`: one per set of
+    /// targets, its files opened now (as nginx opens them at load: a file that cannot be
+    /// opened is a configuration error).
+    fn level_error_log(
+        &mut self,
+        specs: Vec<ErrorLogSpec>,
+        d: &Directive,
+    ) -> Result<Arc<ErrorLog>, ConfigError> {
+        if let Some((_, log)) = self.error_logs.iter().find(|(s, _)| *s == specs) {
+            return Ok(log.clone());
+        }
+        let log = Arc::new(ErrorLog::open(&specs).map_err(|e| ConfigError::at(d, e.to_string()))?);
+        self.error_logs.push((specs, log.clone()));
+        Ok(log)
     }
 
     fn error_log(&self, d: &Directive) -> Result<ErrorLogSpec, ConfigError> {
@@ -632,6 +653,7 @@ impl Builder {
         Ok(HttpConf {
             listens,
             access_logs: self.logs.values().cloned().collect(),
+            error_logs: self.error_logs.iter().map(|(_, l)| l.clone()).collect(),
             hostname: self.hostname.clone(),
             prefix: self.prefix.clone(),
             modules: self.modules,
@@ -1063,7 +1085,15 @@ impl Builder {
                     &mut self.warnings,
                     &self.names,
                 )? => {}
-            "error_log" => self.extra_error_log(d)?,
+            "error_log" => {
+                let mut specs = match (&c.error_log, first("error_log")) {
+                    (Some(inherited), false) => inherited.specs.clone(),
+                    _ => Vec::new(),
+                };
+                specs.push(self.error_log(d)?);
+                let log = self.level_error_log(specs.clone(), d)?;
+                c.error_log = Some(Arc::new(LevelLog { specs, log }));
+            }
             name if name.starts_with("http2") => {
                 if !crate::h2::conf::directive(&mut c.http2, d)? {
                     self.check_meaning(d);
@@ -1146,6 +1176,11 @@ impl Builder {
 }
 
 impl LocConf {
+    /// Where the level's messages go: its `error_log`s, else the main ones (`main`).
+    pub fn error_log<'l>(&'l self, main: &'l ErrorLog) -> &'l ErrorLog {
+        self.error_log.as_ref().map_or(main, |l| &l.log)
+    }
+
     fn defaults(modules: Registry) -> LocConf {
         LocConf {
             name: String::new(),
@@ -1174,6 +1209,7 @@ impl LocConf {
             server_name_in_redirect: false,
             log_not_found: true,
             access_log: Vec::new(),
+            error_log: None,
             proxy_pass: None,
             proxy: Arc::default(),
             recursive_error_pages: false,

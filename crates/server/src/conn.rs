@@ -64,7 +64,8 @@ pub(crate) async fn serve(
             }
             Start::PlainHttp(s) => (Stream::Plain(s), None, Some(TO_HTTPS)),
             Start::Closed(why) => {
-                let log = &worker.shared.error_log;
+                let default = &listen.servers.default_server().conf;
+                let log = default.error_log(&worker.shared.error_log);
                 if let Some(why) = why.filter(|_| log.enabled(Level::Info)) {
                     let id = worker.shared.next_connection();
                     log.write(
@@ -427,8 +428,11 @@ impl Connection<'_> {
         }
     }
 
+    /// A message of the connection, outside any request: to the default server's error log,
+    /// as nginx's connection log is.
     fn log(&self, level: Level, message: &str) {
-        let log = &self.worker.shared.error_log;
+        let server = self.listen.servers.find(None);
+        let log = server.conf.error_log(&self.worker.shared.error_log);
         if log.enabled(level) {
             log.write(
                 level,
@@ -436,7 +440,7 @@ impl Connection<'_> {
                 &format!(
                     "{message}, client: {}, server: {}",
                     self.info.peer.ip(),
-                    self.listen.servers.find(None).name
+                    server.name
                 ),
             );
         }

@@ -389,7 +389,7 @@ async fn refuse(
     e: RequestError,
     respond: SendResponse<Bytes>,
 ) {
-    let log = &worker.shared.error_log;
+    let log = server.conf.error_log(&worker.shared.error_log);
     if log.enabled(Level::Info) {
         log.write(
             Level::Info,

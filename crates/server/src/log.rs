@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -71,66 +72,99 @@ pub(crate) fn strerror(e: &io::Error) -> String {
     }
 }
 
-/// The error log: one file shared by every worker. Lines are written with a single `write` on
-/// an O_APPEND descriptor, so lines from different threads never interleave; the lock only
-/// guards the swap on reopen.
+/// An error log: the files (or stderr) one level's `error_log` directives name, each with its
+/// own level, shared by every worker. Lines are written with a single `write` on an O_APPEND
+/// descriptor, so lines from different threads never interleave; the lock only guards the
+/// swap on reload and reopen.
 pub struct ErrorLog {
-    spec: RwLock<ErrorLogSpec>,
-    file: RwLock<Option<File>>,
+    targets: RwLock<Vec<Target>>,
+    /// The least severe level any target writes, for the check made before a line is built.
+    max: AtomicU8,
+}
+
+struct Target {
+    spec: ErrorLogSpec,
+    /// `None`: stderr.
+    file: Option<File>,
+}
+
+/// Opens each of `specs`, as one error log.
+fn open_targets(specs: &[ErrorLogSpec]) -> io::Result<Vec<Target>> {
+    specs
+        .iter()
+        .map(|spec| {
+            let file = match &spec.path {
+                Some(p) => Some(open_append(p).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("open() \"{}\" failed {}", p.display(), os_error(&e)),
+                    )
+                })?),
+                None => None,
+            };
+            Ok(Target {
+                spec: spec.clone(),
+                file,
+            })
+        })
+        .collect()
+}
+
+fn max_level(specs: &[ErrorLogSpec]) -> u8 {
+    specs.iter().map(|s| s.level as u8).max().unwrap_or(0)
 }
 
 impl ErrorLog {
-    pub fn open(spec: &ErrorLogSpec) -> io::Result<ErrorLog> {
-        let file = match &spec.path {
-            Some(p) => Some(open_append(p)?),
-            None => None,
-        };
+    /// Opens every target of `specs`: the error is the first that cannot be opened, in
+    /// nginx's words.
+    pub fn open(specs: &[ErrorLogSpec]) -> io::Result<ErrorLog> {
         Ok(ErrorLog {
-            spec: RwLock::new(spec.clone()),
-            file: RwLock::new(file),
+            targets: RwLock::new(open_targets(specs)?),
+            max: AtomicU8::new(max_level(specs)),
         })
     }
 
-    /// Switches to another spec (reload): opens the new file first, so a failure keeps the old.
-    pub fn replace(&self, spec: &ErrorLogSpec) -> io::Result<()> {
-        let current = self.spec.read().map(|s| s.clone()).ok();
-        if current.as_ref() == Some(spec) {
+    /// Switches to other targets (reload): opens the new files first, so a failure keeps
+    /// the old ones.
+    pub fn replace(&self, specs: &[ErrorLogSpec]) -> io::Result<()> {
+        let same = self.targets.read().is_ok_and(|t| {
+            t.len() == specs.len() && t.iter().zip(specs).all(|(t, s)| t.spec == *s)
+        });
+        if same {
             return Ok(());
         }
-        let file = match &spec.path {
-            Some(p) => Some(open_append(p)?),
-            None => None,
-        };
-        if let Ok(mut f) = self.file.write() {
-            *f = file;
+        let targets = open_targets(specs)?;
+        if let Ok(mut t) = self.targets.write() {
+            *t = targets;
         }
-        if let Ok(mut s) = self.spec.write() {
-            *s = spec.clone();
-        }
+        self.max.store(max_level(specs), Ordering::Relaxed);
         Ok(())
     }
 
+    /// Opens every file anew (USR1), keeping a target whose file cannot be opened as it was.
     pub fn reopen(&self) -> io::Result<()> {
-        let spec = self
-            .spec
-            .read()
-            .map(|s| s.clone())
+        let mut targets = self
+            .targets
+            .write()
             .map_err(|_| io::Error::other("poisoned"))?;
-        if let Some(p) = &spec.path {
-            let f = open_append(p)?;
-            if let Ok(mut file) = self.file.write() {
-                *file = Some(f);
+        let mut failed = Ok(());
+        for t in targets.iter_mut() {
+            if let Some(p) = &t.spec.path {
+                match open_append(p) {
+                    Ok(f) => t.file = Some(f),
+                    Err(e) => failed = Err(e),
+                }
             }
         }
-        Ok(())
+        failed
     }
 
     pub fn enabled(&self, level: Level) -> bool {
-        self.spec.read().is_ok_and(|s| level <= s.level)
+        level as u8 <= self.max.load(Ordering::Relaxed)
     }
 
     /// Writes `YYYY/MM/DD HH:MM:SS [level] PID#TID: *CONN message` (the `*CONN` part only when
-    /// `conn` is given).
+    /// `conn` is given) to every target whose level admits it.
     pub fn write(&self, level: Level, conn: Option<u64>, message: &str) {
         if !self.enabled(level) {
             return;
@@ -155,17 +189,18 @@ impl ErrorLog {
         }
         line.extend_from_slice(message.as_bytes());
         line.push(b'\n');
-        match self.file.read() {
-            Ok(f) => match f.as_ref() {
-                Some(mut file) => {
-                    let _ = file.write_all(&line);
+        let Ok(targets) = self.targets.read() else {
+            let _ = io::stderr().write_all(&line);
+            return;
+        };
+        for t in targets.iter().filter(|t| level <= t.spec.level) {
+            match &t.file {
+                Some(file) => {
+                    let _ = (&*file).write_all(&line);
                 }
                 None => {
                     let _ = io::stderr().write_all(&line);
                 }
-            },
-            Err(_) => {
-                let _ = io::stderr().write_all(&line);
             }
         }
     }
@@ -468,19 +503,31 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pc-elog-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("error.log");
-        let log = ErrorLog::open(&ErrorLogSpec {
-            path: Some(path.clone()),
-            level: Level::Warn,
-        })
+        let verbose = dir.join("info.log");
+        let log = ErrorLog::open(&[
+            ErrorLogSpec {
+                path: Some(path.clone()),
+                level: Level::Warn,
+            },
+            ErrorLogSpec {
+                path: Some(verbose.clone()),
+                level: Level::Info,
+            },
+        ])
         .unwrap();
         log.write(Level::Error, Some(7), "boom");
         log.write(Level::Info, None, "hidden");
+        log.write(Level::Debug, None, "nowhere");
         let text = std::fs::read_to_string(&path).unwrap();
         let re = regex::Regex::new(
             r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} \[error\] \d+#\d+: \*7 boom\n$",
         )
         .unwrap();
         assert!(re.is_match(&text), "{text}");
+        // Each target writes what its own level admits.
+        let text = std::fs::read_to_string(&verbose).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.ends_with(" hidden\n"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1731,7 +1731,7 @@ impl<'a> Request<'a> {
     }
 
     pub(crate) fn log(&self, level: Level, message: &str) {
-        let log = &self.worker.shared.error_log;
+        let log = self.loc.error_log(&self.worker.shared.error_log);
         if !log.enabled(level) {
             return;
         }

@@ -74,22 +74,7 @@ struct State {
 impl Server {
     /// Binds every listener, starts the workers and returns once they accept.
     pub fn start(compiled: Compiled) -> io::Result<Server> {
-        let error_log = ErrorLog::open(&compiled.main.error_log).map_err(|e| {
-            let path = compiled
-                .main
-                .error_log
-                .path
-                .as_deref()
-                .unwrap_or(std::path::Path::new("stderr"));
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "open() \"{}\" failed {}",
-                    path.display(),
-                    crate::log::os_error(&e)
-                ),
-            )
-        })?;
+        let error_log = ErrorLog::open(&compiled.main.error_log)?;
         let shared = Arc::new(Shared::new(error_log));
         let n = compiled.main.workers;
         let mut bound = HashMap::new();
@@ -261,6 +246,11 @@ impl Server {
             return;
         };
         let current = state.generation.clone();
+        for log in &current.http.error_logs {
+            if let Err(e) = log.reopen() {
+                self.log(Level::Alert, &format!("reopening an error log failed: {e}"));
+            }
+        }
         let log_files = match crate::log::open_access_logs(&current.http.access_logs) {
             Ok(files) => files,
             Err(e) => {

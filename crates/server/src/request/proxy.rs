@@ -95,7 +95,7 @@ impl Request<'_> {
         message: &str,
         upstream: &dyn std::fmt::Display,
     ) {
-        let log = &self.worker.shared.error_log;
+        let log = self.loc.error_log(&self.worker.shared.error_log);
         if !log.enabled(level) {
             return;
         }
