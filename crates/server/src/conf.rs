@@ -11,7 +11,7 @@ use std::time::Duration;
 use portcullis_config::{value, ConfigError, Directive, Loaded};
 
 use crate::location::{LocationTree, Match};
-use crate::log::{AccessLog, ErrorLog, ErrorLogSpec, LogFormat};
+use crate::log::{AccessLog, ErrorLog, ErrorLogSpec, LogFormat, LogTarget};
 use crate::module::{Confs, Finish, Load, Registry, Slot};
 use crate::static_files::MimeTypes;
 use crate::user::Credentials;
@@ -394,10 +394,10 @@ fn compile_declared(
     // names the stream), else logs/error.log.
     if main.error_log.is_empty() {
         main.error_log.push(ErrorLogSpec {
-            path: match error_log {
-                None => Some(prefix.join("logs/error.log")),
-                Some(p) if p == Path::new("stderr") => None,
-                Some(p) => Some(prefix.join(p)),
+            to: match error_log {
+                None => LogTarget::File(prefix.join("logs/error.log")),
+                Some(p) if p == Path::new("stderr") => LogTarget::Stderr,
+                Some(p) => LogTarget::File(prefix.join(p)),
             },
             level: Level::Error,
         });
@@ -525,11 +525,24 @@ impl Builder {
             Some(l) => Level::parse(l)
                 .ok_or_else(|| ConfigError::at(d, format!("invalid log level \"{l}\"")))?,
         };
-        let path = match d.arg(0) {
-            "stderr" => None,
-            p => Some(self.path(p)),
-        };
-        Ok(ErrorLogSpec { path, level })
+        Ok(ErrorLogSpec {
+            to: self.log_target(d.arg(0), d)?,
+            level,
+        })
+    }
+
+    /// An error or access log's file, `stderr` or `syslog:` target.
+    fn log_target(&self, name: &str, d: &Directive) -> Result<LogTarget, ConfigError> {
+        Ok(match name {
+            "stderr" => LogTarget::Stderr,
+            _ => match name.strip_prefix("syslog:") {
+                Some(params) => LogTarget::Syslog(
+                    crate::log::syslog::Syslog::parse(params, &self.hostname)
+                        .map_err(|m| ConfigError::at(d, m))?,
+                ),
+                None => LogTarget::File(self.path(name)),
+            },
+        })
     }
 
     fn http(&mut self, h: &Directive) -> Result<HttpConf, ConfigError> {
@@ -1060,7 +1073,10 @@ impl Builder {
                     c.access_log.clear();
                 }
                 if d.arg(0) != "off" {
-                    let path = self.path(d.arg(0));
+                    let path = match d.arg(0) {
+                        name if name.starts_with("syslog:") => PathBuf::from(name),
+                        name => self.path(name),
+                    };
                     let format = d.args.get(1).map_or("combined", |a| a.value.as_str());
                     let log = self.access_log_target(
                         &path,
@@ -1153,22 +1169,32 @@ impl Builder {
         if let Some(l) = self.logs.get(&key) {
             return Ok(l.clone());
         }
+        let syslog = match path.to_str().and_then(|p| p.strip_prefix("syslog:")) {
+            Some(params) => Some(
+                crate::log::syslog::Syslog::parse(params, &self.hostname)
+                    .map_err(|m| ConfigError::at(d, m))?,
+            ),
+            None => None,
+        };
         // Open it now so a path that cannot be written is a configuration error, as in nginx.
-        crate::log::open_append(path).map_err(|e| {
-            ConfigError::at(
-                d,
-                format!(
-                    "open() \"{}\" failed {}",
-                    path.display(),
-                    crate::log::os_error(&e)
-                ),
-            )
-        })?;
+        if syslog.is_none() {
+            crate::log::open_append(path).map_err(|e| {
+                ConfigError::at(
+                    d,
+                    format!(
+                        "open() \"{}\" failed {}",
+                        path.display(),
+                        crate::log::os_error(&e)
+                    ),
+                )
+            })?;
+        }
         let log = Arc::new(AccessLog {
             path: path.to_path_buf(),
             format: fmt,
-            buffer,
+            buffer: if syslog.is_some() { 0 } else { buffer },
             flush: flush.unwrap_or(Duration::ZERO),
+            syslog,
         });
         self.logs.insert(key, log.clone());
         Ok(log)

@@ -15,6 +15,8 @@ use portcullis_config::{ConfigError, Directive};
 use crate::vars::{Template, Var};
 use crate::Level;
 
+pub mod syslog;
+
 impl Level {
     pub fn parse(s: &str) -> Option<Level> {
         Some(match s {
@@ -43,11 +45,19 @@ impl Level {
     }
 }
 
-/// `error_log` as configured: a path (`None` = stderr) and the least severe level written.
+/// `error_log` as configured: where, and the least severe level written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorLogSpec {
-    pub path: Option<PathBuf>,
+    pub to: LogTarget,
     pub level: Level,
+}
+
+/// Where a log writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    File(PathBuf),
+    Stderr,
+    Syslog(syslog::Syslog),
 }
 
 pub(crate) fn open_append(path: &Path) -> io::Result<File> {
@@ -84,8 +94,13 @@ pub struct ErrorLog {
 
 struct Target {
     spec: ErrorLogSpec,
-    /// `None`: stderr.
-    file: Option<File>,
+    sink: Sink,
+}
+
+enum Sink {
+    File(File),
+    Stderr,
+    Syslog(syslog::Sender),
 }
 
 /// Opens each of `specs`, as one error log.
@@ -93,18 +108,19 @@ fn open_targets(specs: &[ErrorLogSpec]) -> io::Result<Vec<Target>> {
     specs
         .iter()
         .map(|spec| {
-            let file = match &spec.path {
-                Some(p) => Some(open_append(p).map_err(|e| {
+            let sink = match &spec.to {
+                LogTarget::File(p) => Sink::File(open_append(p).map_err(|e| {
                     io::Error::new(
                         e.kind(),
                         format!("open() \"{}\" failed {}", p.display(), os_error(&e)),
                     )
                 })?),
-                None => None,
+                LogTarget::Stderr => Sink::Stderr,
+                LogTarget::Syslog(s) => Sink::Syslog(s.connect()?),
             };
             Ok(Target {
                 spec: spec.clone(),
-                file,
+                sink,
             })
         })
         .collect()
@@ -149,9 +165,9 @@ impl ErrorLog {
             .map_err(|_| io::Error::other("poisoned"))?;
         let mut failed = Ok(());
         for t in targets.iter_mut() {
-            if let Some(p) = &t.spec.path {
+            if let LogTarget::File(p) = &t.spec.to {
                 match open_append(p) {
-                    Ok(f) => t.file = Some(f),
+                    Ok(f) => t.sink = Sink::File(f),
                     Err(e) => failed = Err(e),
                 }
             }
@@ -194,12 +210,17 @@ impl ErrorLog {
             return;
         };
         for t in targets.iter().filter(|t| level <= t.spec.level) {
-            match &t.file {
-                Some(file) => {
+            match &t.sink {
+                Sink::File(file) => {
                     let _ = (&*file).write_all(&line);
                 }
-                None => {
+                Sink::Stderr => {
                     let _ = io::stderr().write_all(&line);
+                }
+                Sink::Syslog(sender) => {
+                    if let LogTarget::Syslog(s) = &t.spec.to {
+                        sender.send(&s.message(level as u8, &line));
+                    }
                 }
             }
         }
@@ -355,6 +376,9 @@ pub struct AccessLog {
     pub buffer: usize,
     /// Longest time a line may wait in the buffer.
     pub flush: Duration,
+    /// `syslog:`: each line is a message to a syslog server (`path` is the target as
+    /// written, and no file).
+    pub syslog: Option<syslog::Syslog>,
 }
 
 /// The access log files, opened by the server itself before any worker runs, as nginx's
@@ -366,7 +390,7 @@ pub(crate) type LogFiles = Arc<HashMap<PathBuf, Arc<File>>>;
 pub(crate) fn open_access_logs(logs: &[Arc<AccessLog>]) -> io::Result<LogFiles> {
     let mut files = HashMap::with_capacity(logs.len());
     for log in logs {
-        if files.contains_key(&log.path) {
+        if files.contains_key(&log.path) || log.syslog.is_some() {
             continue;
         }
         let file = open_append(&log.path).map_err(|e| {
@@ -389,6 +413,8 @@ pub struct WorkerLogs {
 
 struct WorkerLogFile {
     file: Option<Arc<File>>,
+    /// The socket of a `syslog:` target, made on its first line.
+    syslog: Option<syslog::Sender>,
     buf: Vec<u8>,
     oldest: Option<Instant>,
 }
@@ -409,9 +435,19 @@ impl WorkerLogs {
             .entry(log.path.clone())
             .or_insert_with(|| WorkerLogFile {
                 file: open.get(&log.path).cloned(),
+                syslog: None,
                 buf: Vec::new(),
                 oldest: None,
             });
+        if let Some(s) = &log.syslog {
+            if f.syslog.is_none() {
+                f.syslog = s.connect().ok();
+            }
+            if let Some(sender) = &f.syslog {
+                sender.send(&s.message(s.severity, line));
+            }
+            return;
+        }
         if log.buffer == 0 {
             if let Some(file) = f.file.as_deref() {
                 let _ = (&*file).write_all(line);
@@ -506,11 +542,11 @@ mod tests {
         let verbose = dir.join("info.log");
         let log = ErrorLog::open(&[
             ErrorLogSpec {
-                path: Some(path.clone()),
+                to: LogTarget::File(path.clone()),
                 level: Level::Warn,
             },
             ErrorLogSpec {
-                path: Some(verbose.clone()),
+                to: LogTarget::File(verbose.clone()),
                 level: Level::Info,
             },
         ])
