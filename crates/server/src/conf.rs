@@ -253,6 +253,10 @@ pub(crate) struct LocConf {
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
     pub access_log: Vec<Arc<AccessLog>>,
+    /// `resolver`: how names in `proxy_pass` URLs made of variables are resolved.
+    pub resolver: Option<Arc<crate::proxy::resolve::ResolverConf>>,
+    /// `resolver_timeout`.
+    pub resolver_timeout: Duration,
     /// The level's `error_log`s; `None`: the main ones.
     pub error_log: Option<Arc<LevelLog>>,
     /// The location's `proxy_pass` (not inherited).
@@ -1101,6 +1105,12 @@ impl Builder {
                     &mut self.warnings,
                     &self.names,
                 )? => {}
+            "resolver" => {
+                c.resolver = Some(Arc::new(crate::proxy::resolve::ResolverConf::parse(d)?));
+            }
+            "resolver_timeout" => {
+                c.resolver_timeout = Duration::from_millis(value::time_ms(d, 0)?);
+            }
             "error_log" => {
                 let mut specs = match (&c.error_log, first("error_log")) {
                     (Some(inherited), false) => inherited.specs.clone(),
@@ -1235,6 +1245,8 @@ impl LocConf {
             server_name_in_redirect: false,
             log_not_found: true,
             access_log: Vec::new(),
+            resolver: None,
+            resolver_timeout: Duration::from_secs(30),
             error_log: None,
             proxy_pass: None,
             proxy: Arc::default(),

@@ -446,6 +446,7 @@ fn run_worker(
         stopping: stop_rx,
         drained: Notify::new(),
         upstreams: RefCell::default(),
+        resolvers: RefCell::default(),
         modules,
     });
     let graceful = local.block_on(&rt, async {

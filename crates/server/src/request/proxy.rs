@@ -9,6 +9,7 @@ use portcullis_http::{KnownName, ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
+use crate::proxy::resolve::Found;
 use crate::proxy::{Group, Plan, ProxyPass, Redirect, RedirectRule, Target};
 use crate::Level;
 
@@ -161,13 +162,10 @@ impl Request<'_> {
                                 upstream: Arc::new(Upstream::implicit(&a.to_string(), vec![a])),
                                 key: None,
                             },
-                            None => {
-                                self.log(
-                                    Level::Error,
-                                    &format!("no resolver defined to resolve {authority}"),
-                                );
-                                return Step::Status(502);
-                            }
+                            None => match self.resolve(&authority, default_port) {
+                                Ok(group) => group,
+                                Err(step) => return step,
+                            },
                         }
                     }
                 };
@@ -470,6 +468,52 @@ impl Request<'_> {
 }
 
 impl Request<'_> {
+    /// The upstream of a `proxy_pass` URL made of variables whose host is a name: its
+    /// addresses from the location's `resolver` (the request waits for them when they are not
+    /// known yet), or the status to answer.
+    fn resolve(&mut self, authority: &str, default_port: u16) -> Result<Group, Step> {
+        let Some((host, port)) = crate::proxy::split_host_port(authority, default_port) else {
+            self.log(
+                Level::Error,
+                &format!("invalid port in upstream \"{authority}\""),
+            );
+            return Err(Step::Status(502));
+        };
+        let Some(resolver) = self.loc.resolver.clone() else {
+            self.log(
+                Level::Error,
+                &format!("no resolver defined to resolve {host}"),
+            );
+            return Err(Step::Status(502));
+        };
+        let timeout = self.loc.resolver_timeout;
+        let found = self
+            .worker
+            .resolvers
+            .borrow_mut()
+            .find(&resolver, host, timeout);
+        match found {
+            Found::Addrs(ips) => {
+                let addrs = ips
+                    .into_iter()
+                    .map(|ip| std::net::SocketAddr::new(ip, port))
+                    .collect();
+                Ok(Group {
+                    upstream: Arc::new(Upstream::implicit(authority, addrs)),
+                    key: None,
+                })
+            }
+            Found::Failed(why) => {
+                self.log(Level::Error, &format!("{host} could not be resolved {why}"));
+                Err(Step::Status(502))
+            }
+            Found::Ask(lookup) => {
+                self.suspended = Some(lookup);
+                Err(Step::Suspend)
+            }
+        }
+    }
+
     /// `$upstream_*` in nginx's formats: one value per attempt joined with ", ", times in
     /// seconds with milliseconds, "-" for a time that was not reached.
     pub(super) fn upstream_var(&self, v: &crate::vars::Var, out: &mut Vec<u8>) {

@@ -54,6 +54,8 @@ pub(crate) struct Worker {
     pub drained: Notify,
     /// Balancer state and keepalive pools of the upstream groups in use.
     pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
+    /// Host names of `proxy_pass` URLs made of variables, as resolved so far.
+    pub resolvers: RefCell<crate::proxy::resolve::WorkerResolvers>,
     /// Each module's state in this worker, in the registry's order.
     pub modules: Vec<Box<dyn std::any::Any>>,
 }

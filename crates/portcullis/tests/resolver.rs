@@ -1,0 +1,96 @@
+//! `resolver`: a host name in a `proxy_pass` URL made of variables is resolved when a request
+//! needs it, through the configured DNS server (a small one of the test's, on 127.0.0.1), and
+//! again once its answer expires (`valid=`); an unknown name and a location without a
+//! resolver are answered 502 with nginx's error lines. Compared with nginx.
+
+#[path = "support/dns.rs"]
+mod dns;
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener};
+use std::time::Duration;
+
+use support::{get, kinds, main_config, wait_until, Server};
+
+/// An HTTP server on `ip:port` that answers every request with `body`.
+fn upstream(ip: Ipv4Addr, port: u16, body: &'static str) -> u16 {
+    let listener = TcpListener::bind((ip, port)).expect("bind an upstream");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        continue;
+                    };
+                    buf.drain(..end + 4);
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if s.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn names_are_resolved_when_requests_need_them() {
+    let dns = dns::Dns::start();
+    let port = upstream(Ipv4Addr::LOCALHOST, 0, "one\n");
+    upstream(Ipv4Addr::new(127, 0, 0, 2), port, "two\n");
+    let http = format!(
+        "    server {{
+        listen 127.0.0.1:{{PORT0}};
+        resolver 127.0.0.1:{dns} valid=1s ipv6=off;
+        resolver_timeout 5s;
+        location /dyn/ {{ set $b backend.test:{port}; proxy_pass http://$b; }}
+        location /gone/ {{ set $b nosuch.test:{port}; proxy_pass http://$b; }}
+    }}
+    server {{
+        listen 127.0.0.1:{{PORT1}};
+        location /nores/ {{ set $b backend.test:{port}; proxy_pass http://$b; }}
+    }}
+",
+        dns = dns.port()
+    );
+    for kind in kinds() {
+        dns.set("backend.test", &[Ipv4Addr::LOCALHOST]);
+        let Some(server) = Server::start(kind, 2, &main_config(&http)) else {
+            continue;
+        };
+        let r = get(server.port(0), "/dyn/a").expect("GET /dyn/a");
+        assert_eq!((r.status, r.body_text().as_str()), (200, "one\n"), "{kind}");
+        let r = get(server.port(0), "/gone/a").expect("GET /gone/a");
+        assert_eq!(r.status, 502, "{kind}");
+        let r = get(server.port(1), "/nores/a").expect("GET /nores/a");
+        assert_eq!(r.status, 502, "{kind}");
+        let log = server.error_log();
+        for line in [
+            "nosuch.test could not be resolved (3: Host not found)".to_string(),
+            "no resolver defined to resolve backend.test, client".to_string(),
+        ] {
+            assert!(log.contains(&line), "{kind}: no {line:?} in\n{log}");
+        }
+        // A new answer is used once the old one expires.
+        dns.set("backend.test", &[Ipv4Addr::new(127, 0, 0, 2)]);
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                get(server.port(0), "/dyn/b").is_ok_and(|r| r.body_text() == "two\n")
+            }),
+            "{kind}: the new address was not used"
+        );
+    }
+}
