@@ -365,7 +365,7 @@ pub static MODULES: &[Module] = &[
             d("gzip_disable", HSL, MORE1).inert(),
             once("disable_symlinks", HSL, TAKE12).refuse_unless("off"),
             once("try_files", SL, MORE2),
-            once("if_modified_since", HSL, TAKE1).default_only("exact"),
+            once("if_modified_since", HSL, TAKE1),
             once("max_ranges", HSL, TAKE1).refuse(),
             once("output_buffers", HSL, TAKE2).inert(),
         ],

@@ -578,3 +578,79 @@ fn upstream_bytes_sent_and_received() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
 }
+
+/// `if_modified_since`: `exact` (the default) answers 304 only to the file's own second,
+/// `before` to it or any later date, `off` never; as nginx does.
+#[test]
+fn if_modified_since_exact_before_and_off() {
+    let docroot = support::TempDir::new("ims");
+    let file = docroot.write("f.txt", "hello\n");
+    let mtime = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let date = |t: std::time::SystemTime| httpdate(t);
+    let later = mtime + std::time::Duration::from_secs(3600);
+    let earlier = mtime - std::time::Duration::from_secs(3600);
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        root {root};\n        \
+         location /exact/ {{ alias {root}/; }}\n        \
+         location /before/ {{ alias {root}/; if_modified_since before; }}\n        \
+         location /off/ {{ alias {root}/; if_modified_since off; }}\n    }}\n",
+        root = docroot.path().display()
+    );
+    let cases = [
+        ("/exact/f.txt", date(mtime), 304),
+        ("/exact/f.txt", date(later), 200),
+        ("/before/f.txt", date(mtime), 304),
+        ("/before/f.txt", date(later), 304),
+        ("/before/f.txt", date(earlier), 200),
+        ("/off/f.txt", date(mtime), 200),
+    ];
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for (path, since, want) in &cases {
+            let r = support::request(
+                server.port(0),
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: localhost\r\nIf-Modified-Since: {since}\r\n\r\n"
+                ),
+            )
+            .expect("GET");
+            assert_eq!(r.status, *want, "{kind} {path} since {since}");
+        }
+    }
+}
+
+/// An HTTP date (RFC 9110's IMF-fixdate) of `t`.
+fn httpdate(t: std::time::SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

@@ -253,6 +253,8 @@ pub(crate) struct LocConf {
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
     pub access_log: Vec<Arc<AccessLog>>,
+    /// `if_modified_since`.
+    pub if_modified_since: crate::static_files::IfModifiedSince,
     /// `resolver`: how names in `proxy_pass` URLs made of variables are resolved.
     pub resolver: Option<Arc<crate::proxy::resolve::ResolverConf>>,
     /// `resolver_timeout`.
@@ -1108,6 +1110,20 @@ impl Builder {
             "resolver" => {
                 c.resolver = Some(Arc::new(crate::proxy::resolve::ResolverConf::parse(d)?));
             }
+            "if_modified_since" => {
+                use crate::static_files::IfModifiedSince as Ims;
+                c.if_modified_since = match d.arg(0) {
+                    "off" => Ims::Off,
+                    "exact" => Ims::Exact,
+                    "before" => Ims::Before,
+                    v => {
+                        return Err(ConfigError::at(
+                            d,
+                            format!("invalid value \"{v}\" in \"{}\" directive, it must be \"off\", \"exact\" or \"before\"", d.name),
+                        ))
+                    }
+                };
+            }
             "resolver_timeout" => {
                 c.resolver_timeout = Duration::from_millis(value::time_ms(d, 0)?);
             }
@@ -1247,6 +1263,7 @@ impl LocConf {
             access_log: Vec::new(),
             resolver: None,
             resolver_timeout: Duration::from_secs(30),
+            if_modified_since: crate::static_files::IfModifiedSince::Exact,
             error_log: None,
             proxy_pass: None,
             proxy: Arc::default(),

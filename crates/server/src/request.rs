@@ -1156,6 +1156,7 @@ impl<'a> Request<'a> {
                 .and_then(crate::static_files::parse_http_date),
             range: h.header("range"),
             if_range: h.header("if-range"),
+            ims: loc.if_modified_since,
         };
         let plan = crate::static_files::plan(&file, true, &conditions);
         let ext_type = loc

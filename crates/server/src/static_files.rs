@@ -16,7 +16,8 @@ mod send;
 
 pub use cache::{CachedFile, FileCache, Lookup, CACHE_ENTRIES, SMALL_FILE_MAX};
 pub use conditions::{
-    content_range, multipart_parts, plan, unsatisfied_range, Conditions, Multipart, Part, Plan,
+    content_range, multipart_parts, plan, unsatisfied_range, Conditions, IfModifiedSince,
+    Multipart, Part, Plan,
 };
 pub use date::{fmt_http_date, parse_http_date};
 pub(crate) use date::{fmt_openssl_time, from_unix_secs, secs_from_civil};

@@ -6,8 +6,8 @@
 //! - `If-Unmodified-Since` and `If-Match` are both evaluated (the RFC skips the former when
 //!   the latter is present); either failing gives 412.
 //! - `If-Modified-Since` matches only the exact `Last-Modified` second (nginx's default
-//!   `if_modified_since exact`), and when it is sent with `If-None-Match` both must match
-//!   for a 304.
+//!   `if_modified_since exact`; `before` also takes a later date, `off` none), and when it
+//!   is sent with `If-None-Match` both must match for a 304.
 //! - A `Range` that starts with `bytes=` but does not parse is 416, not ignored; one that
 //!   does not start with `bytes=` is ignored.
 //! - Several ranges whose lengths add up to more than the file are ignored (200), nginx's
@@ -33,6 +33,20 @@ pub struct Conditions<'a> {
     pub if_unmodified_since: Option<SystemTime>,
     pub range: Option<&'a [u8]>,
     pub if_range: Option<&'a [u8]>,
+    /// `if_modified_since`.
+    pub ims: IfModifiedSince,
+}
+
+/// `if_modified_since`: how `If-Modified-Since` is compared with the file's time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IfModifiedSince {
+    /// Never: the file is always sent.
+    Off,
+    /// Only the exact second.
+    #[default]
+    Exact,
+    /// That second or later.
+    Before,
 }
 
 /// The response to send.
@@ -81,7 +95,14 @@ pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
     }
 
     if c.if_modified_since.is_some() || c.if_none_match.is_some() {
-        let modified = c.if_modified_since.is_some_and(|t| unix_secs(t) != mtime);
+        let modified = c.if_modified_since.is_some_and(|t| {
+            let since = unix_secs(t);
+            match c.ims {
+                IfModifiedSince::Off => true,
+                IfModifiedSince::Exact => since != mtime,
+                IfModifiedSince::Before => since < mtime,
+            }
+        });
         let changed = c
             .if_none_match
             .is_some_and(|list| !etag_listed(list, &file.etag, true));
