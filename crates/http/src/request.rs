@@ -53,6 +53,11 @@ pub struct HeadLimits {
     /// "Request Header Or Cookie Too Large" page. Lines ignored for an invalid name do not
     /// count, as in nginx.
     pub max_headers: usize,
+    /// `underscores_in_headers`: an `_` in a name is a name's byte, not an invalid one.
+    pub underscores: bool,
+    /// `ignore_invalid_headers`: a line whose name holds an invalid byte is dropped; off, it
+    /// is kept as any other.
+    pub ignore_invalid: bool,
 }
 
 impl Default for HeadLimits {
@@ -62,6 +67,8 @@ impl Default for HeadLimits {
             large_buffers: DEFAULT_LARGE_BUFFERS,
             large_buffer_size: DEFAULT_LARGE_BUFFER_SIZE,
             max_headers: MAX_HEADERS,
+            underscores: false,
+            ignore_invalid: true,
         }
     }
 }
@@ -247,11 +254,28 @@ impl RequestHead {
             .map(|(_, v)| v)
     }
 
+    /// The first header `$http_<name>` reads, `name` written with `-` for `_`: as nginx
+    /// compares, ASCII case-insensitively and with `_` and `-` alike (a name may hold `_` with
+    /// `underscores_in_headers on`).
+    pub fn header_for_variable(&self, name: &str) -> Option<&[u8]> {
+        let fold = |b: u8| match b {
+            b'_' => b'-',
+            b => b.to_ascii_lowercase(),
+        };
+        self.headers()
+            .find(|(n, _)| {
+                n.len() == name.len()
+                    && n.bytes().zip(name.bytes()).all(|(a, b)| fold(a) == fold(b))
+            })
+            .map(|(_, v)| v)
+    }
+
     /// Every header kept, in order, names as sent, values without surrounding spaces (tabs
     /// stay, as in nginx). A line without a colon is a header with an empty value.
     pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
         self.headers.iter().map(|h| {
-            // Kept names are made of ASCII letters, digits and '-' only.
+            // Kept names are ASCII letters, digits and '-' ('_' too, and other bytes, when the
+            // server keeps them): a name that is not UTF-8 reads as empty.
             let name = std::str::from_utf8(h.name.of(&self.bytes)).unwrap_or_default();
             (name, h.value.of(&self.bytes))
         })
@@ -304,9 +328,10 @@ impl RequestHead {
 /// `Ok(None)` means the head is incomplete and what arrived so far is within `limits`: read
 /// more and call again. Empty lines before the request line are discarded (RFC 9112 2.2).
 ///
-/// Header lines are read as nginx 1.22 reads them with its defaults `ignore_invalid_headers
-/// on` and `underscores_in_headers off`: a line whose name holds a byte other than a letter,
-/// digit or '-' (an '_', '.', a byte above 0x7f, ...) is ignored; a line without a colon is a
+/// Header lines are read as nginx 1.22 reads them (here with its defaults
+/// `ignore_invalid_headers on` and `underscores_in_headers off`, which `limits` may change): a
+/// line whose name holds a byte other than a letter, digit or '-' (an '_', '.', a byte above
+/// 0x7f, ...) is ignored; a line without a colon is a
 /// header with an empty value; a name that is empty or holds a space, a control byte or DEL,
 /// a NUL anywhere, or a CR not followed by the line's end is refused with 400.
 ///
@@ -738,11 +763,7 @@ fn parse_fields(
         fields.host_lower = lowercase_copy(host, head);
         return Ok(fields);
     }
-    let headers = scan_header_lines(
-        head,
-        line_after(head, line.line.end as usize),
-        limits.max_headers,
-    )?;
+    let headers = scan_header_lines(head, line_after(head, line.line.end as usize), limits)?;
 
     let mut seen = 0u16;
     let mut has_host_header = false;
@@ -812,8 +833,9 @@ fn parse_fields(
 fn scan_header_lines(
     head: &[u8],
     mut start: usize,
-    max: usize,
+    limits: &HeadLimits,
 ) -> Result<Vec<HeaderSpan>, RequestError> {
+    let max = limits.max_headers;
     // Counting line ends first (one vectorised pass over a head the buffer limits keep
     // small) sizes the Vec once, whatever the number of lines; the empty line is not one.
     let lines = memchr_iter(b'\n', &head[start..]).count().saturating_sub(1);
@@ -822,7 +844,7 @@ fn scan_header_lines(
         if matches!(&head[start..lf], b"" | b"\r") {
             break;
         }
-        if let Some(field) = parse_header_line(head, start, lf)? {
+        if let Some(field) = parse_header_line(head, start, lf, limits)? {
             // Checked as each line is taken, so a bad line before the limit wins, as in nginx.
             if headers.len() == max {
                 return Err(RequestError::TooManyHeaders);
@@ -840,6 +862,7 @@ fn parse_header_line(
     head: &[u8],
     start: usize,
     end: usize,
+    limits: &HeadLimits,
 ) -> Result<Option<HeaderSpan>, RequestError> {
     let line = &head[start..end];
     // nginx takes a CR as the end of the line: more CRs may follow it, but nothing else.
@@ -857,6 +880,7 @@ fn parse_header_line(
                 break;
             }
             _ if b.is_ascii_alphanumeric() || b == b'-' => {}
+            b'_' if limits.underscores => {}
             // A leading colon, spaces, controls and DEL are refused; other bytes (and '_',
             // with `underscores_in_headers off`) only make the line ignored.
             _ if b <= b' ' || b == 0x7f || b == b':' => return Err(RequestError::BadHeader),
@@ -871,7 +895,7 @@ fn parse_header_line(
     if memchr(0, value).is_some() {
         return Err(RequestError::BadHeader);
     }
-    if !valid {
+    if !valid && limits.ignore_invalid {
         return Ok(None);
     }
     // Only spaces surround a value: nginx keeps tabs as part of it.
@@ -1710,7 +1734,7 @@ mod tests {
             header_buffer_size: 64,
             large_buffers: 1,
             large_buffer_size: 64,
-            max_headers: MAX_HEADERS,
+            ..HeadLimits::default()
         };
         let mut buf = BytesMut::from(&b"GET / HTTP/1.0\r\nA: 1\r\n\r\n"[..]);
         assert!(parse_request_head(&mut buf, &small).unwrap().is_some());
@@ -1752,6 +1776,7 @@ mod tests {
             large_buffers: 2,
             large_buffer_size: 24,
             max_headers: 2,
+            ..HeadLimits::default()
         };
         let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
         for round in 0..20_000 {

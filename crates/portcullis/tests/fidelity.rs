@@ -654,3 +654,67 @@ fn httpdate(t: std::time::SystemTime) -> String {
         rem % 60
     )
 }
+
+/// `underscores_in_headers on` keeps a header named with `_` (and `$http_x_api_key` reads
+/// `X_Api_Key`); `ignore_invalid_headers off` keeps every header whatever its name; by
+/// default both are dropped. What the upstream receives and what the variable reads are
+/// nginx's.
+#[test]
+fn underscores_and_invalid_header_names() {
+    // The upstream answers with the names of the header fields it received.
+    let upstream = head_upstream(|_, head| {
+        let text = String::from_utf8_lossy(head);
+        let mut names: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':').map(|(n, _)| n))
+            .filter(|n| n.starts_with('X'))
+            .collect();
+        names.sort_unstable();
+        let body = names.join(",");
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    });
+    let server = |port: u8, extra: &str| {
+        format!(
+            "    server {{\n        listen 127.0.0.1:{{PORT{port}}};\n        {extra}\n        \
+             location / {{ proxy_pass http://127.0.0.1:{upstream}; \
+             add_header X-Var \"[$http_x_api_key]\"; }}\n    }}\n"
+        )
+    };
+    let http = [
+        server(0, "underscores_in_headers on;"),
+        server(1, ""),
+        server(2, "ignore_invalid_headers off;"),
+    ]
+    .concat();
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 3, &support::main_config(&http)) else {
+            continue;
+        };
+        let mut answers = Vec::new();
+        for i in 0..3 {
+            let r = support::request(
+                server.port(i),
+                "GET / HTTP/1.1\r\nHost: localhost\r\nX_Api_Key: k1\r\nX.Dot: d\r\nX-Plain: p\r\n\r\n",
+            )
+            .expect("GET");
+            assert_eq!(r.status, 200, "{kind} server {i}");
+            answers.push(format!(
+                "{} {}",
+                r.body_text(),
+                r.header("x-var").unwrap_or_default()
+            ));
+        }
+        assert_eq!(answers[1], "X-Plain []", "{kind}: the defaults drop both");
+        assert_eq!(answers[0], "X-Plain,X_Api_Key [k1]", "{kind}");
+        seen.push((kind, answers));
+    }
+    if let [(_, nginx), (_, ours)] = seen.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

@@ -1475,7 +1475,7 @@ impl<'a> Request<'a> {
                 None => out.extend_from_slice(self.server.name.as_bytes()),
             },
             Var::HttpHeader(name) => {
-                if let Some(val) = h.header(name) {
+                if let Some(val) = h.header_for_variable(name) {
                     out.extend_from_slice(val)
                 }
             }
