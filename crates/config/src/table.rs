@@ -627,8 +627,8 @@ pub static MODULES: &[Module] = &[
         directives: &[
             once("proxy_pass", LOC | LIF | LMT, TAKE1),
             d("proxy_redirect", HSL, TAKE12),
-            d("proxy_cookie_domain", HSL, TAKE12).warn(),
-            d("proxy_cookie_path", HSL, TAKE12).warn(),
+            d("proxy_cookie_domain", HSL, TAKE12),
+            d("proxy_cookie_path", HSL, TAKE12),
             d("proxy_cookie_flags", HSL, TAKE1234).refuse_unless("off"),
             once("proxy_store", HSL, TAKE1).refuse_unless("off"),
             once("proxy_store_access", HSL, TAKE123).warn(),

@@ -718,3 +718,58 @@ fn underscores_and_invalid_header_names() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
 }
+
+/// `proxy_cookie_domain` and `proxy_cookie_path` rewrite the `Set-Cookie` fields of proxied
+/// responses as nginx does: plain and regex rules, the first that matches, a domain's leading
+/// dot kept, a rewritten cookie written anew, `off` leaving them alone.
+#[test]
+fn proxy_cookie_domain_and_path() {
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\n\
+          Set-Cookie: a=1; Domain=backend.local; Path=/app/x\r\n\
+          Set-Cookie: b=2;domain=.BACKEND.local;  path=/other ; HttpOnly\r\n\
+          Set-Cookie: c=3; Path=/application\r\n\
+          Set-Cookie: d=4\r\n\
+          Set-Cookie: e; path=/app/\r\n\
+          Set-Cookie: f=6; Domain=else.where; Path=/static\r\n\
+          Content-Length: 3\r\n\r\nok\n"
+            .to_vec()
+    });
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        \
+         location /plain/ {{ proxy_pass http://127.0.0.1:{upstream}; \
+         proxy_cookie_domain backend.local example.org; proxy_cookie_path /app/ /; \
+         proxy_cookie_path ~^/oth(.*)$ /new$1; }}\n        \
+         location /re/ {{ proxy_cookie_domain ~^(.+)\\.local$ $1.test; \
+         proxy_cookie_path /app $host/app; proxy_pass http://127.0.0.1:{upstream}; }}\n        \
+         location /off/ {{ proxy_cookie_domain off; proxy_pass http://127.0.0.1:{upstream}; }}\n    }}\n"
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let mut all = Vec::new();
+        for path in ["/plain/", "/re/", "/off/"] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.status, 200, "{kind} {path}");
+            let cookies: Vec<String> = r
+                .headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+                .map(|(_, v)| v.clone())
+                .collect();
+            assert_eq!(cookies.len(), 6, "{kind} {path}: {cookies:?}");
+            all.push(cookies);
+        }
+        assert_eq!(all[0][0], "a=1; Domain=example.org; Path=/x", "{kind}");
+        assert_eq!(
+            all[2][0], "a=1; Domain=backend.local; Path=/app/x",
+            "{kind}"
+        );
+        seen.push((kind, all));
+    }
+    if let [(_, nginx), (_, ours)] = seen.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

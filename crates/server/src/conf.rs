@@ -1104,6 +1104,8 @@ impl Builder {
                         "proxy_hide_header" => first("proxy_hide_header"),
                         "proxy_pass_header" => first("proxy_pass_header"),
                         "proxy_redirect" => first("proxy_redirect"),
+                        "proxy_cookie_domain" => first("proxy_cookie_domain"),
+                        "proxy_cookie_path" => first("proxy_cookie_path"),
                         _ => true,
                     },
                     &mut self.warnings,

@@ -29,8 +29,8 @@ pub(crate) use exchange::{
     preread_whole, serve, serve_piped, Client, Finish, ReqBody, Streamed, CLIENT_CLOSED, PIPE_SIZE,
 };
 pub(crate) use settings::{
-    directive, finish_tls, proxy_pass, split_host_port, ProxyPass, ProxySettings, Redirect,
-    RedirectRule, Target,
+    directive, finish_tls, proxy_pass, split_host_port, CookieRule, ProxyPass, ProxySettings,
+    Redirect, RedirectRule, Target,
 };
 
 /// The upstream groups of a configuration, by name.

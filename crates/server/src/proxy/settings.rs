@@ -71,6 +71,18 @@ pub(crate) enum RedirectRule {
     Regex(regex::bytes::Regex, Template),
 }
 
+/// One `proxy_cookie_domain` or `proxy_cookie_path` rule; the first that matches a
+/// `Set-Cookie` field's attribute rewrites it.
+#[derive(Clone)]
+pub(crate) enum CookieRule {
+    /// A plain value (variables allowed) and its replacement: for a domain, the whole value
+    /// without a leading dot, ASCII case-insensitively; for a path, its beginning.
+    Plain(Template, Template),
+    /// `~regex` (`~*` without case; a domain's always without case): a value it matches is
+    /// replaced whole, `$1`... being its captures.
+    Regex(regex::bytes::Regex, Template),
+}
+
 /// `proxy_set_header name value`.
 #[derive(Clone)]
 pub(crate) struct SetHeader {
@@ -103,6 +115,10 @@ pub(crate) struct ProxySettings {
     pub buffer_size: usize,
     pub request_buffering: bool,
     pub redirect: Redirect,
+    /// `proxy_cookie_domain`; empty: `off`.
+    pub cookie_domain: Vec<CookieRule>,
+    /// `proxy_cookie_path`; empty: `off`.
+    pub cookie_path: Vec<CookieRule>,
     pub intercept_errors: bool,
     pub ignore_client_abort: bool,
     pub set_body: Option<Template>,
@@ -143,6 +159,8 @@ impl Default for ProxySettings {
             buffer_size: DEFAULT_BUFFER_SIZE,
             request_buffering: true,
             redirect: Redirect::Default,
+            cookie_domain: Vec::new(),
+            cookie_path: Vec::new(),
             intercept_errors: false,
             ignore_client_abort: false,
             set_body: None,
@@ -274,6 +292,55 @@ pub(crate) fn directive(
                         }
                         _ => Redirect::List(vec![pair]),
                     }
+                }
+                _ => return Err(invalid(d, 0)),
+            }
+        }
+        "proxy_cookie_domain" | "proxy_cookie_path" => {
+            let domain = d.name == "proxy_cookie_domain";
+            let rules = if domain {
+                &mut s.cookie_domain
+            } else {
+                &mut s.cookie_path
+            };
+            if first {
+                rules.clear();
+            }
+            match (d.arg(0), d.args.len()) {
+                ("off", 1) => rules.clear(),
+                (from, 2) => {
+                    // A leading dot of a domain and of its replacement is not compared.
+                    let strip = |v: &str| -> String {
+                        if domain {
+                            v.strip_prefix('.').unwrap_or(v).to_string()
+                        } else {
+                            v.to_string()
+                        }
+                    };
+                    let to = Template::compile(&strip(d.arg(1)), d, vars)?;
+                    let rule = match from.strip_prefix('~') {
+                        Some(pattern) => {
+                            let (caseless, pattern) = match pattern.strip_prefix('*') {
+                                Some(p) => (true, p),
+                                None => (domain, pattern),
+                            };
+                            let re = regex::bytes::RegexBuilder::new(pattern)
+                                .case_insensitive(caseless)
+                                .build()
+                                .map_err(|e| {
+                                    ConfigError::at(
+                                        d,
+                                        format!(
+                                            "pcre2_compile() failed: {} in \"{pattern}\"",
+                                            crate::location::regex_reason(&e)
+                                        ),
+                                    )
+                                })?;
+                            CookieRule::Regex(re, to)
+                        }
+                        None => CookieRule::Plain(Template::compile(&strip(from), d, vars)?, to),
+                    };
+                    rules.push(rule);
                 }
                 _ => return Err(invalid(d, 0)),
             }

@@ -2,6 +2,7 @@
 //! exchange needs (upstream, URI, headers) into a [`Plan`], and writes the client's response
 //! head from the upstream's by nginx's rules.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
@@ -10,7 +11,9 @@ use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
 use crate::proxy::resolve::Found;
-use crate::proxy::{Group, Plan, ProxyPass, Redirect, RedirectRule, Target};
+use crate::proxy::{
+    CookieRule, Group, Plan, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
+};
 use crate::Level;
 
 /// Request headers nginx's proxy sets itself (or clears) unless proxy_set_header names them:
@@ -371,6 +374,14 @@ impl Request<'_> {
             if s.hide_headers.iter().any(|h| is(h)) || replaced.iter().any(|r| is(r)) {
                 continue;
             }
+            if (!s.cookie_domain.is_empty() || !s.cookie_path.is_empty())
+                && name.eq_ignore_ascii_case(b"set-cookie")
+            {
+                if let Some(value) = self.rewrite_cookie(s, f.value) {
+                    portcullis_http::write_header(out, "Set-Cookie", &value);
+                    continue;
+                }
+            }
             if name.eq_ignore_ascii_case(b"refresh") {
                 let value = self.rewrite_refresh(plan, f.value);
                 portcullis_http::write_header(out, "Refresh", &value);
@@ -390,6 +401,92 @@ impl Request<'_> {
         self.add_headers_with(&mut extra, head.header("last-modified"));
         out.put_slice(&extra.headers);
         out.put_slice(b"\r\n");
+    }
+
+    /// `proxy_cookie_domain` and `proxy_cookie_path` applied to a `Set-Cookie` value, as
+    /// nginx's proxy module rewrites it: `None` when no rule matched (the field is passed as
+    /// it came), else the cookie written anew, its attributes joined by `; `.
+    fn rewrite_cookie(&self, s: &ProxySettings, value: &[u8]) -> Option<Vec<u8>> {
+        let mut attrs = cookie_attributes(value);
+        // The cookie itself must have a value.
+        attrs.first()?.1.as_ref()?;
+        let mut changed = false;
+        for (key, value) in attrs.iter_mut().skip(1) {
+            let Some(v) = value.as_mut() else {
+                continue;
+            };
+            let (rules, domain) = if key.eq_ignore_ascii_case(b"domain") {
+                (&s.cookie_domain, true)
+            } else if key.eq_ignore_ascii_case(b"path") {
+                (&s.cookie_path, false)
+            } else {
+                continue;
+            };
+            if let Some(new) = self.rewrite_cookie_value(rules, v, domain) {
+                *v = Cow::Owned(new);
+                changed = true;
+            }
+        }
+        if !changed {
+            return None;
+        }
+        let mut out = Vec::with_capacity(value.len() + 16);
+        for (i, (key, value)) in attrs.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b"; ");
+            }
+            out.extend_from_slice(key);
+            if let Some(v) = value {
+                out.push(b'=');
+                out.extend_from_slice(v);
+            }
+        }
+        Some(out)
+    }
+
+    /// The first of `rules` that matches an attribute's `value`, applied.
+    fn rewrite_cookie_value(
+        &self,
+        rules: &[CookieRule],
+        value: &[u8],
+        domain: bool,
+    ) -> Option<Vec<u8>> {
+        // A domain's leading dot is kept, and not compared.
+        let (dot, rest) = match value.strip_prefix(b".") {
+            Some(rest) if domain => (&value[..1], rest),
+            _ => (&value[..0], value),
+        };
+        for rule in rules {
+            let replaced = match rule {
+                CookieRule::Plain(from, to) => {
+                    let from = self.eval(from);
+                    if domain {
+                        (from.eq_ignore_ascii_case(rest)).then(|| self.eval(to))
+                    } else {
+                        rest.strip_prefix(from.as_slice()).map(|tail| {
+                            let mut v = self.eval(to);
+                            v.extend_from_slice(tail);
+                            v
+                        })
+                    }
+                }
+                CookieRule::Regex(re, to) => re.captures(rest).map(|caps| {
+                    let caps = crate::location::Captures::from_match(&caps);
+                    let mut v = Vec::new();
+                    to.eval_into(&mut v, &mut |var, o| match var {
+                        crate::vars::Var::Capture(n) => o.extend_from_slice(caps.get(rest, *n)),
+                        other => self.var(other, o, None),
+                    });
+                    v
+                }),
+            };
+            if let Some(mut new) = replaced {
+                let mut v = dot.to_vec();
+                v.append(&mut new);
+                return Some(v);
+            }
+        }
+        None
     }
 
     /// proxy_redirect applied to a Location value. The rules are evaluated here, for the
@@ -553,4 +650,28 @@ impl Request<'_> {
             }
         }
     }
+}
+
+/// A cookie attribute: its name and value (`None` without `=`).
+type CookieAttribute<'a> = (&'a [u8], Option<Cow<'a, [u8]>>);
+
+/// A `Set-Cookie` value's attributes as nginx's proxy module splits them: `;`-separated
+/// `key[=value]` pairs, spaces around each part dropped.
+fn cookie_attributes(value: &[u8]) -> Vec<CookieAttribute<'_>> {
+    fn trim(p: &[u8]) -> &[u8] {
+        let start = p.iter().take_while(|&&b| b == b' ').count();
+        let end = p.len() - p[start..].iter().rev().take_while(|&&b| b == b' ').count();
+        &p[start..end]
+    }
+    value
+        .split(|&b| b == b';')
+        .map(|part| match part.iter().position(|&b| b == b'=') {
+            Some(eq) => (
+                trim(&part[..eq]),
+                Some(Cow::Borrowed(trim(&part[eq + 1..]))),
+            ),
+            None => (trim(part), None),
+        })
+        .filter(|(k, _)| !k.is_empty())
+        .collect()
 }
