@@ -588,7 +588,7 @@ fn if_modified_since_exact_before_and_off() {
     let mtime = std::fs::metadata(&file)
         .and_then(|m| m.modified())
         .expect("mtime");
-    let date = |t: std::time::SystemTime| httpdate(t);
+    let date = portcullis_server::static_files::fmt_http_date;
     let later = mtime + std::time::Duration::from_secs(3600);
     let earlier = mtime - std::time::Duration::from_secs(3600);
     let http = format!(
@@ -621,38 +621,6 @@ fn if_modified_since_exact_before_and_off() {
             assert_eq!(r.status, *want, "{kind} {path} since {since}");
         }
     }
-}
-
-/// An HTTP date (RFC 9110's IMF-fixdate) of `t`.
-fn httpdate(t: std::time::SystemTime) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_secs() as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// `underscores_in_headers on` keeps a header named with `_` (and `$http_x_api_key` reads

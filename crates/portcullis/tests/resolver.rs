@@ -7,43 +7,20 @@
 mod dns;
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use support::{get, kinds, main_config, wait_until, Server};
 
 /// An HTTP server on `ip:port` that answers every request with `body`.
 fn upstream(ip: Ipv4Addr, port: u16, body: &'static str) -> u16 {
-    let listener = TcpListener::bind((ip, port)).expect("bind an upstream");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                        }
-                        continue;
-                    };
-                    buf.drain(..end + 4);
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if s.write_all(reply.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
+    support::head_upstream_at(ip, port, move |_, _| {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    })
 }
 
 #[test]

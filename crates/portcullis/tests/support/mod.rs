@@ -727,7 +727,16 @@ pub fn server_recv_queue(server_port: u16, client_port: u16) -> Option<u64> {
 /// connection's number (from 1) and each request head as it arrives (a body is not read) and
 /// returns the whole response to write. Returns the port; the threads end with the test.
 pub fn head_upstream(answer: impl Fn(usize, &[u8]) -> Vec<u8> + Send + Sync + 'static) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    head_upstream_at(std::net::Ipv4Addr::LOCALHOST, 0, answer)
+}
+
+/// [`head_upstream`] on `ip:port` (0 for any free port).
+pub fn head_upstream_at(
+    ip: std::net::Ipv4Addr,
+    port: u16,
+    answer: impl Fn(usize, &[u8]) -> Vec<u8> + Send + Sync + 'static,
+) -> u16 {
+    let listener = TcpListener::bind((ip, port)).expect("bind upstream");
     let port = listener.local_addr().expect("addr").port();
     let answer = std::sync::Arc::new(answer);
     std::thread::spawn(move || {

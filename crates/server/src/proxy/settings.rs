@@ -196,6 +196,31 @@ pub(crate) struct ProxyPass {
     pub url: String,
 }
 
+/// The regex of a `~regex` argument (`pattern` after the `~`): `*` first makes it
+/// case-insensitive, as `caseless` does by default.
+fn tilde_regex(
+    d: &Directive,
+    pattern: &str,
+    caseless: bool,
+) -> Result<regex::bytes::Regex, ConfigError> {
+    let (caseless, pattern) = match pattern.strip_prefix('*') {
+        Some(p) => (true, p),
+        None => (caseless, pattern),
+    };
+    regex::bytes::RegexBuilder::new(pattern)
+        .case_insensitive(caseless)
+        .build()
+        .map_err(|e| {
+            ConfigError::at(
+                d,
+                format!(
+                    "pcre2_compile() failed: {} in \"{pattern}\"",
+                    crate::location::regex_reason(&e)
+                ),
+            )
+        })
+}
+
 /// Applies one `proxy_*` directive to `s`; `first` says whether this is the directive's
 /// first occurrence at this level (lists then replace the inherited ones). Returns false for
 /// a directive this module does not own.
@@ -264,25 +289,7 @@ pub(crate) fn directive(
                 (from, 2) => {
                     let to = Template::compile(d.arg(1), d, vars)?;
                     let pair = match from.strip_prefix('~') {
-                        Some(pattern) => {
-                            let (caseless, pattern) = match pattern.strip_prefix('*') {
-                                Some(p) => (true, p),
-                                None => (false, pattern),
-                            };
-                            let re = regex::bytes::RegexBuilder::new(pattern)
-                                .case_insensitive(caseless)
-                                .build()
-                                .map_err(|e| {
-                                    ConfigError::at(
-                                        d,
-                                        format!(
-                                            "pcre2_compile() failed: {} in \"{pattern}\"",
-                                            crate::location::regex_reason(&e)
-                                        ),
-                                    )
-                                })?;
-                            RedirectRule::Regex(re, to)
-                        }
+                        Some(pattern) => RedirectRule::Regex(tilde_regex(d, pattern, false)?, to),
                         None => RedirectRule::Prefix(Template::compile(from, d, vars)?, to),
                     };
                     match &mut s.redirect {
@@ -319,25 +326,7 @@ pub(crate) fn directive(
                     };
                     let to = Template::compile(&strip(d.arg(1)), d, vars)?;
                     let rule = match from.strip_prefix('~') {
-                        Some(pattern) => {
-                            let (caseless, pattern) = match pattern.strip_prefix('*') {
-                                Some(p) => (true, p),
-                                None => (domain, pattern),
-                            };
-                            let re = regex::bytes::RegexBuilder::new(pattern)
-                                .case_insensitive(caseless)
-                                .build()
-                                .map_err(|e| {
-                                    ConfigError::at(
-                                        d,
-                                        format!(
-                                            "pcre2_compile() failed: {} in \"{pattern}\"",
-                                            crate::location::regex_reason(&e)
-                                        ),
-                                    )
-                                })?;
-                            CookieRule::Regex(re, to)
-                        }
+                        Some(pattern) => CookieRule::Regex(tilde_regex(d, pattern, domain)?, to),
                         None => CookieRule::Plain(Template::compile(&strip(from), d, vars)?, to),
                     };
                     rules.push(rule);
