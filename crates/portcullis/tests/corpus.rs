@@ -157,12 +157,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
         GZIP_IGNORED,
     ),
     (
-        "map_routing_flags.conf",
-        "GET /",
-        "status content-type x-tenant body",
-        MAP_EMPTY_KEY,
-    ),
-    (
         "proxy_cache_microcache.conf",
         "GET /page",
         "x-cache-status",
@@ -228,18 +222,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
         "content-type",
         CHARSET_IGNORED,
     ),
-    (
-        "websocket_upgrade_map.conf",
-        "GET /socket/",
-        "content-length body",
-        MAP_EMPTY_KEY,
-    ),
-    (
-        "websocket_upgrade_map.conf",
-        "GET /socket/info?t=1",
-        "content-length body",
-        MAP_EMPTY_KEY,
-    ),
 ];
 
 // Why each difference is there.
@@ -248,7 +230,6 @@ const SENT_TYPE_TOO_LATE: &str = "$sent_http_content_type is still empty when `e
 const HEADERS_ON_416: &str = "add_header is applied on nginx's 200 before the range filter turns it into 416; portcullis decides on the 416 and leaves the headers out";
 const GZIP_IGNORED: &str =
     "gzip is accepted with a warning and not applied: no compression, no Vary, no weak ETag";
-const MAP_EMPTY_KEY: &str = "a map's \"\" entry never matches an empty source value (absent header, empty argument): the default is used instead";
 const PROXY_CACHE_IGNORED: &str = "proxy_cache is accepted with a warning and not applied: $upstream_cache_status is empty, so add_header sends nothing";
 const TRY_FILES_DIR_LOOP: &str = "try_files with `$uri/` on a URI that names a directory and ends in / answers 301 to the same URI (a redirect loop) instead of serving the directory (its index, or 403 without one)";
 const CHARSET_IGNORED: &str =

@@ -290,12 +290,12 @@ impl Map {
     }
 
     fn find(&self, source: &[u8]) -> Found<'_> {
-        // An empty value matches nothing but the default, as in nginx.
+        let low = source.to_ascii_lowercase();
+        // An empty value matches only a `''` key, or the default, as in nginx.
+        if let Some(t) = self.exact.get(&low) {
+            return Found::Plain(t);
+        }
         if !source.is_empty() {
-            let low = source.to_ascii_lowercase();
-            if let Some(t) = self.exact.get(&low) {
-                return Found::Plain(t);
-            }
             for (suffix, bare, t) in &self.leading {
                 let sub = low.len() > suffix.len() && low.ends_with(suffix);
                 if sub || (*bare && low == suffix[1..]) {
@@ -366,6 +366,13 @@ mod tests {
         assert_eq!(lookup(&m, "xyz"), "x");
         assert_eq!(lookup(&m, "q"), "d");
         assert_eq!(lookup(&m, ""), "d");
+    }
+
+    #[test]
+    fn an_empty_key_matches_an_empty_value() {
+        let m = maps("default upgrade;\n'' close;\n~. any;").unwrap();
+        assert_eq!(lookup(&m, ""), "close");
+        assert_eq!(lookup(&m, "websocket"), "any");
     }
 
     #[test]
