@@ -195,7 +195,9 @@ pub(crate) enum TryLast {
 
 #[derive(Clone)]
 pub(crate) struct TryFiles {
-    pub files: Vec<Template>,
+    /// Each item, and whether it tests for a directory: written with a final `/` (which
+    /// nginx then leaves out of the URI it sets).
+    pub files: Vec<(Template, bool)>,
     pub last: TryLast,
 }
 
@@ -1018,8 +1020,11 @@ impl Builder {
                 let n = d.args.len();
                 let files = d.args[..n - 1]
                     .iter()
-                    .map(|a| Template::compile(&a.value, d, &self.names))
-                    .collect::<Result<_, _>>()?;
+                    .map(|a| {
+                        let dir = a.value.len() > 1 && a.value.ends_with('/');
+                        Ok((Template::compile(&a.value, d, &self.names)?, dir))
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
                 let last = d.arg(n - 1);
                 let last = if let Some(code) = last.strip_prefix('=') {
                     TryLast::Code(

@@ -911,17 +911,18 @@ impl<'a> Request<'a> {
             }
         }
         if let Some(tf) = &loc.try_files {
-            for t in &tf.files {
+            for (t, test_dir) in &tf.files {
                 let value = self.eval(t);
-                let test_dir = value.ends_with(b"/");
                 let path = self.map_path(&value);
                 let is_dir = std::fs::metadata(&path).map(|m| m.is_dir());
                 if let Ok(is_dir) = is_dir {
-                    if is_dir == test_dir {
-                        // nginx drops the trailing slash of a `dir/` item, so a directory
-                        // found this way gets the 301 to its slashed form.
+                    // An item tests for a directory when it is written with a final `/`, not
+                    // when its value ends with one (`$uri` of `/dir/` is no directory test).
+                    if is_dir == *test_dir {
+                        // nginx leaves a `dir/` item's final slash out, so a directory found
+                        // this way gets the 301 to its slashed form.
                         let mut value = value;
-                        if test_dir && value.len() > 1 {
+                        if *test_dir {
                             value.pop();
                         }
                         self.uri = value;
