@@ -103,36 +103,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
         STUB_STATUS_IGNORED,
     ),
     (
-        "cache_expires_by_type_map.conf",
-        "GET /",
-        "expires cache-control",
-        SENT_TYPE_TOO_LATE,
-    ),
-    (
-        "cache_expires_by_type_map.conf",
-        "GET /css/site.css",
-        "expires cache-control",
-        SENT_TYPE_TOO_LATE,
-    ),
-    (
-        "cache_expires_by_type_map.conf",
-        "GET /js/app.js",
-        "expires cache-control",
-        SENT_TYPE_TOO_LATE,
-    ),
-    (
-        "cache_expires_by_type_map.conf",
-        "GET /assets/logo.png",
-        "expires cache-control",
-        SENT_TYPE_TOO_LATE,
-    ),
-    (
-        "cache_expires_by_type_map.conf",
-        "GET /data/api.json",
-        "expires cache-control",
-        SENT_TYPE_TOO_LATE,
-    ),
-    (
         "downloads_ranges_conditional.conf",
         "GET /files/report.bin | Range: bytes=5000-6000",
         "content-disposition x-content-type-options",
@@ -220,7 +190,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
 
 // Why each difference is there.
 const STUB_STATUS_IGNORED: &str = "stub_status is accepted with a warning and not served: the location falls through to the static files";
-const SENT_TYPE_TOO_LATE: &str = "$sent_http_content_type is still empty when `expires $expires` is evaluated, so the map gives its default (off) for every response; `expires $var` itself works";
 const HEADERS_ON_416: &str = "add_header is applied on nginx's 200 before the range filter turns it into 416; portcullis decides on the 416 and leaves the headers out";
 const GZIP_IGNORED: &str =
     "gzip is accepted with a warning and not applied: no compression, no Vary, no weak ETag";

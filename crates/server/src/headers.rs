@@ -138,7 +138,9 @@ fn header_filter(
             .and_then(crate::static_files::parse_http_date)
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
             .and_then(|d| i64::try_from(d.as_secs()).ok());
-        let eval = |t: &Template| req.eval(t);
+        // The response so far is there for `$sent_http_*` (a map on the content type).
+        let sent: &Response = resp;
+        let eval = |t: &Template| req.eval_for(t, sent);
         if let Some((date, cache_control)) = expires::fields(expires, now, last_modified, &eval) {
             resp.remove_header("Expires");
             resp.remove_header("Cache-Control");
@@ -147,7 +149,7 @@ fn header_filter(
         }
     }
     for h in applied(c, resp.status) {
-        let value = req.eval(&h.value);
+        let value = req.eval_for(&h.value, resp);
         if replaces(&h.name) {
             resp.remove_header(&h.name);
         }

@@ -1443,6 +1443,14 @@ impl<'a> Request<'a> {
         out
     }
 
+    /// [`eval`](Self::eval) while `resp` is being made (a header filter): `$sent_http_*`
+    /// read its fields so far.
+    pub(crate) fn eval_for(&self, t: &Template, resp: &Response) -> Vec<u8> {
+        let mut out = Vec::new();
+        t.eval_into(&mut out, &mut |v, out| self.var(v, out, Some((resp, 0))));
+        out
+    }
+
     /// Appends the value of `v`; `resp` gives the response-side values for the access log.
     pub(crate) fn var(&self, v: &Var, out: &mut Vec<u8>, resp: Option<(&Response, u64)>) {
         let h = &self.head;
