@@ -121,7 +121,8 @@ fn header_filter(
     last_modified: Option<&[u8]>,
 ) {
     let c = module::get::<HeadersConf>(conf);
-    if let Some(expires) = c.expires.as_ref().filter(|_| ok_status(resp.status)) {
+    let status = resp.filtered_as.unwrap_or(resp.status);
+    if let Some(expires) = c.expires.as_ref().filter(|_| ok_status(status)) {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -148,7 +149,7 @@ fn header_filter(
             resp.header("Cache-Control", cache_control.as_bytes());
         }
     }
-    for h in applied(c, resp.status) {
+    for h in applied(c, status) {
         let value = req.eval_for(&h.value, resp);
         if replaces(&h.name) {
             resp.remove_header(&h.name);

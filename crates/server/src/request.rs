@@ -73,6 +73,10 @@ pub(crate) struct Response {
     pub keep_alive: bool,
     /// Set for error statuses that error_page may replace.
     pub is_error: bool,
+    /// The status the header filter takes the response for, when not its own: a range that
+    /// cannot be satisfied is a 416 that nginx's range filter makes of a 200 after `add_header`
+    /// and `expires` have seen it.
+    pub filtered_as: Option<u16>,
 }
 
 impl Response {
@@ -86,6 +90,7 @@ impl Response {
             close: false,
             keep_alive: true,
             is_error: false,
+            filtered_as: None,
         }
     }
 
@@ -1179,6 +1184,7 @@ impl<'a> Request<'a> {
             Plan::Unsatisfiable => {
                 let mut resp = self.error_response(416);
                 resp.header("Content-Range", format!("bytes */{}", file.size).as_bytes());
+                resp.filtered_as = Some(200);
                 return Step::Done(resp);
             }
             Plan::Full => {
