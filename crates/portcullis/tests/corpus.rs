@@ -65,12 +65,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "ignoring it would open the password-protected area to everyone",
     ),
     (
-        "hidden_files_and_quiet_logs.conf",
-        "pcre2_compile() failed: look-around, including look-ahead and look-behind, is not \
-         supported in \"/\\.(?!well-known)\"",
-        "the regex engine has no look-ahead; nginx's PCRE2 has (a missing feature, not a choice)",
-    ),
-    (
         "php_fpm_site.conf",
         "unknown directive \"fastcgi_split_path_info\"",
         "the FastCGI module is not implemented; like an nginx built without it",

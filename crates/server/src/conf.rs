@@ -811,7 +811,7 @@ impl Builder {
         let mut conf = parent.clone();
         conf.name = name.to_string();
         conf.is_regex = modifier.starts_with('~');
-        conf.named_slots = match regex::Regex::new(name) {
+        conf.named_slots = match crate::location::LocationRegex::new(name, false) {
             Ok(re) if conf.is_regex => named_slots(re.capture_names(), &self.names),
             _ => Vec::new(),
         };

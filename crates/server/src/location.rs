@@ -3,7 +3,7 @@
 //! the regexes of the level are tried in the order written and the first match wins; else the
 //! longest prefix. This is `ngx_http_core_find_location`, level by level.
 
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::RegexBuilder;
 
 /// The captures of the regex location that matched: `$1`..`$9` for alias and try_files.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -39,8 +39,75 @@ pub(crate) fn named_groups(pattern: &str, out: &mut Vec<String>) {
     if !pattern.contains("(?") {
         return;
     }
-    if let Ok(re) = regex::Regex::new(pattern) {
+    if let Ok(re) = LocationRegex::new(pattern, false) {
         out.extend(re.capture_names().flatten().map(str::to_string));
+    }
+}
+
+/// A location's regex. PCRE's look-around (`location ~ /\.(?!well-known)`, h5bp's rule for
+/// hidden files) and backreferences are beyond the `regex` crate, which runs every other pattern in linear time;
+/// a pattern that needs it is run by `fancy-regex` (backtracking, as PCRE), on URIs that are
+/// UTF-8 (another matches no such location).
+pub(crate) enum LocationRegex {
+    Linear(regex::bytes::Regex),
+    Backtracking(fancy_regex::Regex),
+}
+
+impl LocationRegex {
+    /// The regex of `pattern`; the error is nginx's message.
+    pub fn new(pattern: &str, caseless: bool) -> Result<LocationRegex, String> {
+        match RegexBuilder::new(pattern)
+            .case_insensitive(caseless)
+            .build()
+        {
+            Ok(re) => Ok(LocationRegex::Linear(re)),
+            Err(e) => {
+                let fancy = fancy_regex::RegexBuilder::new(pattern)
+                    .case_insensitive(caseless)
+                    .build();
+                match fancy {
+                    Ok(re)
+                        if regex_reason(&e).contains("look-around")
+                            || regex_reason(&e).contains("backreferences") =>
+                    {
+                        Ok(LocationRegex::Backtracking(re))
+                    }
+                    _ => Err(format!(
+                        "pcre2_compile() failed: {} in \"{pattern}\"",
+                        regex_reason(&e)
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The names of the groups, by number (`None` for the whole match and unnamed ones).
+    pub fn capture_names(&self) -> Box<dyn Iterator<Item = Option<&str>> + '_> {
+        match self {
+            LocationRegex::Linear(re) => Box::new(re.capture_names()),
+            LocationRegex::Backtracking(re) => Box::new(re.capture_names()),
+        }
+    }
+
+    /// The groups of the first match in `uri`, if any.
+    pub fn captures(&self, uri: &[u8]) -> Option<Captures> {
+        match self {
+            LocationRegex::Linear(re) => {
+                if !re.is_match(uri) {
+                    return None;
+                }
+                re.captures(uri).map(|c| Captures::from_match(&c))
+            }
+            LocationRegex::Backtracking(re) => {
+                let text = std::str::from_utf8(uri).ok()?;
+                let c = re.captures(text).ok()??;
+                Some(Captures {
+                    groups: (0..c.len())
+                        .map(|i| c.get(i).map(|m| (m.start(), m.end())))
+                        .collect(),
+                })
+            }
+        }
     }
 }
 
@@ -74,7 +141,7 @@ struct Prefix<T> {
 }
 
 struct RegexLoc<T> {
-    re: Regex,
+    re: LocationRegex,
     conf: T,
     nested: LocationTree<T>,
 }
@@ -130,12 +197,7 @@ impl<T> LocationTree<T> {
         }
         match modifier {
             "~" | "~*" => {
-                let re = RegexBuilder::new(name)
-                    .case_insensitive(modifier == "~*")
-                    .build()
-                    .map_err(|e| {
-                        format!("pcre2_compile() failed: {} in \"{name}\"", regex_reason(&e))
-                    })?;
+                let re = LocationRegex::new(name, modifier == "~*")?;
                 self.regexes.push(RegexLoc { re, conf, nested });
             }
             "" | "=" | "^~" => {
@@ -224,10 +286,10 @@ impl<T> LocationTree<T> {
         if !noregex {
             // A capture search allocates its groups: the many URIs a regex does not match
             // are turned away by the cheaper test first.
-            for r in self.regexes.iter().filter(|r| r.re.is_match(uri)) {
+            for r in &self.regexes {
                 if let Some(c) = r.re.captures(uri) {
                     *best = Some(&r.conf);
-                    *caps = Captures::from_match(&c);
+                    *caps = c;
                     r.nested.search(uri, best, caps);
                     return Found::Final;
                 }
