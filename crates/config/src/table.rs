@@ -502,10 +502,10 @@ pub static MODULES: &[Module] = &[
         name: "http_charset_module",
         flag: Flag::Standard,
         directives: &[
-            once("charset", HSLI, TAKE1).warn(),
-            once("source_charset", HSLI, TAKE1).warn(),
+            once("charset", HSLI, TAKE1),
+            once("source_charset", HSLI, TAKE1),
             d("override_charset", HSLI, FLAG).warn(),
-            d("charset_types", HSL, MORE1).warn(),
+            d("charset_types", HSL, MORE1),
         ],
     },
     // Mirrored subrequests: not implemented, refused.

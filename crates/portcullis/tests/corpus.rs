@@ -132,48 +132,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
         "x-cache-status",
         PROXY_CACHE_IGNORED,
     ),
-    (
-        "static_site_expires.conf",
-        "GET /",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
-    (
-        "static_site_expires.conf",
-        "GET /js/app.js",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
-    (
-        "static_site_expires.conf",
-        "GET /feed.xml",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
-    (
-        "static_site_expires.conf",
-        "GET /sub/page.html",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
-    (
-        "static_site_expires.conf",
-        "GET /noindex/",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
-    (
-        "static_site_expires.conf",
-        "GET /noindex/readme.txt",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
-    (
-        "static_site_expires.conf",
-        "GET /missing.css",
-        "content-type",
-        CHARSET_IGNORED,
-    ),
 ];
 
 // Why each difference is there.
@@ -181,8 +139,6 @@ const STUB_STATUS_IGNORED: &str = "stub_status is accepted with a warning and no
 const GZIP_IGNORED: &str =
     "gzip is accepted with a warning and not applied: no compression, no Vary, no weak ETag";
 const PROXY_CACHE_IGNORED: &str = "proxy_cache is accepted with a warning and not applied: $upstream_cache_status is empty, so add_header sends nothing";
-const CHARSET_IGNORED: &str =
-    "charset is accepted with a warning and not applied: no `; charset=utf-8` on text types";
 
 /// One request of a corpus file.
 #[derive(Debug)]

@@ -204,6 +204,7 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ("http_access_module", "location", "deny all;"),
     ("http_auth_jwt_module", "location", "auth_jwt off;"),
     ("http_map_module", "http", "map $uri $m { default 1; }"),
+    ("http_charset_module", "location", "charset utf-8;"),
     ("http_upstream_least_conn_module", "upstream", "least_conn;"),
     (
         "http_upstream_hash_module",
@@ -339,4 +340,21 @@ fn the_proxy_protocol_listen_parameter_is_refused() {
         c.line
     );
     assert_eq!(c.stderr.lines().next(), Some(expected.as_str()), "{line}");
+}
+
+/// `charset` with a different `source_charset` makes nginx recode the body: not implemented,
+/// so the configuration is refused rather than sending bytes labelled with the wrong charset.
+#[test]
+fn recoding_between_charsets_is_refused() {
+    let line = "charset utf-8; source_charset koi8-r;";
+    let c = check("location", line);
+    assert!(!c.ok, "{line} loads:\n{}", c.stderr);
+    assert!(
+        c.stderr.lines().next().is_some_and(|l| l.starts_with(
+            "portcullis: [emerg] recoding from \"koi8-r\" to \"utf-8\" is not supported yet and cannot be ignored safely in CONF:"
+        )),
+        "{}",
+        c.stderr
+    );
+    assert!(check("location", "charset utf-8; source_charset utf-8;").ok);
 }

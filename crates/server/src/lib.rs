@@ -15,6 +15,7 @@
 
 mod access;
 mod auth_jwt;
+mod charset;
 mod conf;
 mod conn;
 mod h2;

@@ -10,6 +10,7 @@ pub(crate) static ALL: Registry = &[
     &crate::auth_jwt::MODULE,
     &crate::headers::MODULE,
     &crate::map::MODULE,
+    &crate::charset::MODULE,
 ];
 
 #[cfg(test)]
