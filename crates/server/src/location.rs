@@ -90,6 +90,7 @@ impl LocationRegex {
     }
 
     /// The groups of the first match in `uri`, if any.
+    #[inline]
     pub fn captures(&self, uri: &[u8]) -> Option<Captures> {
         match self {
             LocationRegex::Linear(re) => {
