@@ -73,7 +73,7 @@ pub enum Var {
     /// `$upstream_cookie_<name>`: a cookie the last upstream's response set.
     UpstreamCookie(String),
     /// `$tcpinfo_rtt`, `$tcpinfo_rttvar`, `$tcpinfo_snd_cwnd`, `$tcpinfo_rcv_space`.
-    TcpInfo(crate::conn::info::TcpInfo),
+    TcpInfo(TcpInfo),
     /// `$pipe`: "p" for a pipelined request, else ".".
     Pipe,
     /// `$limit_rate`: the response rate limit, always 0 (`limit_rate` is refused).
@@ -120,6 +120,19 @@ impl Eq for ModuleVar {}
 /// that is not its own.
 pub(crate) type Resolve =
     Box<dyn Fn(&str) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> + Send + Sync>;
+
+/// One of the kernel's figures of a TCP connection that the `$tcpinfo_*` variables show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpInfo {
+    /// `$tcpinfo_rtt`: smoothed round-trip time, microseconds.
+    Rtt,
+    /// `$tcpinfo_rttvar`: its variance.
+    RttVar,
+    /// `$tcpinfo_snd_cwnd`: the congestion window, segments.
+    SndCwnd,
+    /// `$tcpinfo_rcv_space`: the receive space.
+    RcvSpace,
+}
 
 /// The TLS variables, from the connection's handshake; empty on a plain connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,10 +323,10 @@ impl Var {
             }
             "limit_rate" => Var::LimitRate,
             "pipe" => Var::Pipe,
-            "tcpinfo_rtt" => Var::TcpInfo(crate::conn::info::TcpInfo::Rtt),
-            "tcpinfo_rttvar" => Var::TcpInfo(crate::conn::info::TcpInfo::RttVar),
-            "tcpinfo_snd_cwnd" => Var::TcpInfo(crate::conn::info::TcpInfo::SndCwnd),
-            "tcpinfo_rcv_space" => Var::TcpInfo(crate::conn::info::TcpInfo::RcvSpace),
+            "tcpinfo_rtt" => Var::TcpInfo(TcpInfo::Rtt),
+            "tcpinfo_rttvar" => Var::TcpInfo(TcpInfo::RttVar),
+            "tcpinfo_snd_cwnd" => Var::TcpInfo(TcpInfo::SndCwnd),
+            "tcpinfo_rcv_space" => Var::TcpInfo(TcpInfo::RcvSpace),
             "upstream_cache_status"
             | "proxy_protocol_addr"
             | "proxy_protocol_port"

@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::tls::TlsInfo;
+use crate::vars::TcpInfo;
 
 /// What the connection knows of itself, for variables and the error log.
 #[derive(Clone)]
@@ -24,19 +25,6 @@ pub(crate) struct ConnInfo {
     pub tls: Option<Rc<TlsInfo>>,
     /// The client socket, for `$tcpinfo_*`.
     pub fd: std::os::fd::RawFd,
-}
-
-/// One of the kernel's figures of a TCP connection that the `$tcpinfo_*` variables show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TcpInfo {
-    /// `$tcpinfo_rtt`: smoothed round-trip time, microseconds.
-    Rtt,
-    /// `$tcpinfo_rttvar`: its variance.
-    RttVar,
-    /// `$tcpinfo_snd_cwnd`: the congestion window, segments.
-    SndCwnd,
-    /// `$tcpinfo_rcv_space`: the receive space.
-    RcvSpace,
 }
 
 impl ConnInfo {

@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 use portcullis_config::{value, ConfigError, Directive};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::request::{Request, Suspension};
-
 /// `resolver` as configured.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct ResolverConf {
@@ -119,8 +117,9 @@ pub(crate) enum Found {
     Addrs(Vec<IpAddr>),
     /// The lookup failed: nginx's words for why.
     Failed(String),
-    /// Not known yet: the request waits for this lookup.
-    Ask(Box<dyn Suspension>),
+    /// Not known yet: the request waits for this lookup, then hands its answer to
+    /// [`WorkerResolvers::put`].
+    Ask(Lookup),
 }
 
 fn key(conf: &Arc<ResolverConf>) -> usize {
@@ -142,37 +141,38 @@ impl WorkerResolvers {
             }
             _ => {}
         }
-        Found::Ask(Box::new(Lookup {
+        Found::Ask(Lookup {
             conf: conf.clone(),
             name: k.1,
             timeout,
-        }))
+        })
+    }
+
+    /// Keeps the answer of a lookup; expired answers of other names go then.
+    pub fn put(&mut self, answered: Answered) {
+        let now = Instant::now();
+        self.answers
+            .retain(|_, (_, a)| !matches!(a, Answer::Found(_, until) if *until <= now));
+        let Answered(conf, name, answer) = answered;
+        self.answers.insert((key(&conf), name), (conf, answer));
     }
 }
 
 /// One lookup a request waits for.
-struct Lookup {
+pub(crate) struct Lookup {
     conf: Arc<ResolverConf>,
     name: String,
     timeout: Duration,
 }
 
-impl Suspension for Lookup {
-    fn resume<'r>(
-        self: Box<Self>,
-        req: &'r mut Request<'_>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>> {
-        Box::pin(async move {
-            let worker = req.worker();
-            let answer = lookup(&self.conf, &self.name, self.timeout).await;
-            let k = (key(&self.conf), self.name);
-            let mut w = worker.resolvers.borrow_mut();
-            // Expired answers of other names go as a new one comes.
-            let now = Instant::now();
-            w.answers
-                .retain(|_, (_, a)| !matches!(a, Answer::Found(_, until) if *until <= now));
-            w.answers.insert(k, (self.conf, answer));
-        })
+/// A lookup's answer, for [`WorkerResolvers::put`].
+pub(crate) struct Answered(Arc<ResolverConf>, String, Answer);
+
+impl Lookup {
+    /// Asks the servers.
+    pub async fn run(self) -> Answered {
+        let answer = lookup(&self.conf, &self.name, self.timeout).await;
+        Answered(self.conf, self.name, answer)
     }
 }
 

@@ -605,7 +605,7 @@ impl Request<'_> {
                 Err(Step::Status(502))
             }
             Found::Ask(lookup) => {
-                self.suspended = Some(lookup);
+                self.suspended = Some(Box::new(Resolving(lookup)));
                 Err(Step::Suspend)
             }
         }
@@ -674,4 +674,19 @@ fn cookie_attributes(value: &[u8]) -> Vec<CookieAttribute<'_>> {
         })
         .filter(|(k, _)| !k.is_empty())
         .collect()
+}
+
+/// A request waiting for a host name of its `proxy_pass` to be resolved.
+struct Resolving(crate::proxy::resolve::Lookup);
+
+impl super::Suspension for Resolving {
+    fn resume<'r>(
+        self: Box<Self>,
+        req: &'r mut Request<'_>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>> {
+        Box::pin(async move {
+            let answered = self.0.run().await;
+            req.worker().resolvers.borrow_mut().put(answered);
+        })
+    }
 }
