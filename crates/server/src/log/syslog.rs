@@ -102,10 +102,13 @@ impl Syslog {
                 };
                 let s = UdpSocket::bind(any)?;
                 s.connect(addr)?;
+                // A syslog server that falls behind loses messages, never stalls a worker.
+                s.set_nonblocking(true)?;
                 Sender::Udp(s)
             }
             Server::Unix(path) => {
                 let s = UnixDatagram::unbound()?;
+                s.set_nonblocking(true)?;
                 // A socket nobody listens on yet is tried again with each message.
                 let _ = s.connect(path);
                 Sender::Unix(s, path.clone())

@@ -9,9 +9,9 @@
 //! 30 s by default, passes), and the phases then run again and find it.
 //!
 //! The lookups are a stub resolver's, as nginx's own is: A and AAAA questions over UDP to
-//! each server in turn, TCP when an answer is truncated, no search domains. (A resolver crate
-//! would do, but the one at hand needs tokio's multi-thread scheduler compiled in, which makes
-//! every request of the single-threaded workers about 1.5 % dearer.)
+//! each server in turn (5 s each), TCP when an answer is truncated, no search domains. A
+//! resolver crate that needs tokio's multi-thread scheduler compiled in would make every
+//! proxied request of the single-threaded workers about 1.7 % dearer (BENCHMARKS.md).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -153,6 +153,13 @@ impl WorkerResolvers {
         let now = Instant::now();
         self.answers
             .retain(|_, (_, a)| !matches!(a, Answer::Found(_, until) if *until <= now));
+        // Names come from requests (`proxy_pass http://$host`): the map stays bounded.
+        while self.answers.len() >= MAX_ANSWERS {
+            let Some(k) = self.answers.keys().next().cloned() else {
+                break;
+            };
+            self.answers.remove(&k);
+        }
         let Answered(conf, name, answer) = answered;
         self.answers.insert((key(&conf), name), (conf, answer));
     }
@@ -185,6 +192,12 @@ const RCODE_NXDOMAIN: u8 = 3;
 const RCODE_REFUSED: u8 = 5;
 /// Shortest time an answer is kept, so that a TTL of 0 does not ask for every request.
 const MIN_VALID: Duration = Duration::from_secs(1);
+/// Longest time an answer is kept without `valid=`, whatever its TTL says.
+const MAX_VALID: Duration = Duration::from_secs(24 * 3600);
+/// Most answers a worker keeps.
+const MAX_ANSWERS: usize = 4096;
+/// Longest wait for one server before the next is asked (nginx resends every 5 s).
+const ATTEMPT: Duration = Duration::from_secs(5);
 
 /// Resolves `name` for `conf` within `timeout`: its addresses, or nginx's words for why not.
 async fn lookup(conf: &ResolverConf, name: &str, timeout: Duration) -> Answer {
@@ -226,9 +239,11 @@ async fn lookup(conf: &ResolverConf, name: &str, timeout: Duration) -> Answer {
     if addrs.is_empty() {
         return Answer::Failed(why.unwrap_or_else(|| "(3: Host not found)".into()));
     }
+    // A TTL with its top bit set is 0 (RFC 2181, 8).
+    let ttl = ttl.filter(|t| t & 0x8000_0000 == 0).unwrap_or(0);
     let valid = conf
         .valid
-        .unwrap_or_else(|| Duration::from_secs(u64::from(ttl.unwrap_or(0))))
+        .unwrap_or_else(|| Duration::from_secs(u64::from(ttl)).min(MAX_VALID))
         .max(MIN_VALID);
     Answer::Found(addrs, Instant::now() + valid)
 }
@@ -240,41 +255,69 @@ async fn query(
     qtype: u16,
 ) -> Result<(Vec<IpAddr>, u32), String> {
     let mut last = "(110: Operation timed out)".to_string();
-    for server in servers {
-        let mut id = [0u8; 2];
-        // SAFETY: getrandom writes at most the two bytes of `id`.
-        unsafe { libc::getrandom(id.as_mut_ptr().cast(), 2, 0) };
-        let id = u16::from_be_bytes(id);
-        let question = message(id, name, qtype);
-        let reply = match ask_udp(*server, &question).await {
-            Ok(r) if r.get(2).is_some_and(|f| f & 0x02 != 0) => ask_tcp(*server, &question).await,
-            other => other,
+    // Each server in turn, again and again until the caller's deadline: a lost datagram or
+    // a server that does not answer costs one attempt, not the whole timeout.
+    for server in servers.iter().cycle() {
+        let id = query_id();
+        let question = message(id, name, qtype).ok_or("(1: Format error)")?;
+        let attempt = async {
+            match ask_udp(*server, &question).await {
+                Ok(r) if r.get(2).is_some_and(|f| f & 0x02 != 0) => {
+                    ask_tcp(*server, &question).await
+                }
+                other => other,
+            }
         };
-        match reply
-            .map_err(|e| e.to_string())
-            .and_then(|r| answers(&r, id, qtype))
-        {
+        let reply = match tokio::time::timeout(ATTEMPT, attempt).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(last.clone()),
+        };
+        match reply.and_then(|r| answers(&r, id, qtype)) {
             Ok(found) => return Ok(found),
+            // A name the server does not know is known to be unknown.
+            Err(e) if e == "(3: Host not found)" => return Err(e),
             Err(e) => last = e,
         }
     }
     Err(last)
 }
 
-/// A query for `name` of type `qtype`, recursion desired.
-fn message(id: u16, name: &str, qtype: u16) -> Vec<u8> {
+/// A random query id, so that a reply cannot be guessed (the clock's nanoseconds if the
+/// kernel gives no random bytes).
+fn query_id() -> u16 {
+    let mut id = [0u8; 2];
+    // SAFETY: getrandom writes at most the two bytes of `id`.
+    let n = unsafe { libc::getrandom(id.as_mut_ptr().cast(), 2, 0) };
+    if n == 2 {
+        return u16::from_be_bytes(id);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (nanos ^ (nanos >> 16)) as u16
+}
+
+/// A query for `name` of type `qtype`, recursion desired; `None` for a name DNS cannot
+/// carry (an empty label, one longer than 63 bytes, more than 253 in all).
+fn message(id: u16, name: &str, qtype: u16) -> Option<Vec<u8>> {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name.len() > 253 {
+        return None;
+    }
     let mut m = Vec::with_capacity(name.len() + 18);
     m.extend_from_slice(&id.to_be_bytes());
     m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in name.trim_end_matches('.').split('.') {
-        let label = &label.as_bytes()[..label.len().min(63)];
+    for label in name.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return None;
+        }
         m.push(label.len() as u8);
-        m.extend_from_slice(label);
+        m.extend_from_slice(label.as_bytes());
     }
     m.push(0);
     m.extend_from_slice(&qtype.to_be_bytes());
     m.extend_from_slice(&CLASS_IN.to_be_bytes());
-    m
+    Some(m)
 }
 
 async fn ask_udp(server: SocketAddr, question: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -391,7 +434,9 @@ mod tests {
 
     #[test]
     fn questions_and_answers() {
-        let q = message(0x1234, "backend.example.", TYPE_A);
+        assert!(message(1, "a..b", TYPE_A).is_none());
+        assert!(message(1, &"x".repeat(64), TYPE_A).is_none());
+        let q = message(0x1234, "backend.example.", TYPE_A).unwrap();
         assert_eq!(&q[12..], b"\x07backend\x07example\x00\x00\x01\x00\x01");
         let r = reply(
             &q,
