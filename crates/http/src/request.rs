@@ -246,8 +246,9 @@ impl RequestHead {
         std::str::from_utf8(self.host_bytes()?).ok()
     }
 
-    /// The value of the first header with this name (ASCII case-insensitive). Lines nginx
-    /// ignores (see [`parse_request_head`]) are not found, so neither is any name with '_'.
+    /// The value of the first header with this name (ASCII case-insensitive). Lines the
+    /// parser ignored (see [`parse_request_head`]) are not found: by default, any name with
+    /// '_'.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
         self.headers()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))

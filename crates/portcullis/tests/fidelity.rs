@@ -650,7 +650,7 @@ fn underscores_and_invalid_header_names() {
         format!(
             "    server {{\n        listen 127.0.0.1:{{PORT{port}}};\n        {extra}\n        \
              location / {{ proxy_pass http://127.0.0.1:{upstream}; \
-             add_header X-Var \"[$http_x_api_key]\"; }}\n    }}\n"
+             add_header X-Var \"[$http_x_api_key|$http_x_forwarded_for]\"; }}\n    }}\n"
         )
     };
     let http = [
@@ -668,7 +668,8 @@ fn underscores_and_invalid_header_names() {
         for i in 0..3 {
             let r = support::request(
                 server.port(i),
-                "GET / HTTP/1.1\r\nHost: localhost\r\nX_Api_Key: k1\r\nX.Dot: d\r\nX-Plain: p\r\n\r\n",
+                "GET / HTTP/1.1\r\nHost: localhost\r\nX_Api_Key: k1\r\nX.Dot: d\r\nX-Plain: p\r\n\
+                 X_Forwarded_For: 10.9.9.9\r\n\r\n",
             )
             .expect("GET");
             assert_eq!(r.status, 200, "{kind} server {i}");
@@ -678,8 +679,12 @@ fn underscores_and_invalid_header_names() {
                 r.header("x-var").unwrap_or_default()
             ));
         }
-        assert_eq!(answers[1], "X-Plain []", "{kind}: the defaults drop both");
-        assert_eq!(answers[0], "X-Plain,X_Api_Key [k1]", "{kind}");
+        assert_eq!(answers[1], "X-Plain [|]", "{kind}: the defaults drop both");
+        // $http_x_forwarded_for reads only the header of that name, never X_Forwarded_For.
+        assert_eq!(
+            answers[0], "X-Plain,X_Api_Key,X_Forwarded_For [k1|]",
+            "{kind}"
+        );
         seen.push((kind, answers));
     }
     if let [(_, nginx), (_, ours)] = seen.as_slice() {

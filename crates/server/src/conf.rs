@@ -144,7 +144,10 @@ pub(crate) struct ServerConf {
 }
 
 impl ServerConf {
-    pub fn find_location(&self, uri: &[u8]) -> Option<Match<'_, Arc<LocConf>>> {
+    pub fn find_location(
+        &self,
+        uri: &[u8],
+    ) -> Result<Option<Match<'_, Arc<LocConf>>>, crate::location::RegexFailed> {
         self.locations.find(uri)
     }
     pub fn named_location(&self, name: &str) -> Option<&Arc<LocConf>> {

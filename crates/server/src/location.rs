@@ -72,10 +72,7 @@ impl LocationRegex {
                     {
                         Ok(LocationRegex::Backtracking(re))
                     }
-                    _ => Err(format!(
-                        "pcre2_compile() failed: {} in \"{pattern}\"",
-                        regex_reason(&e)
-                    )),
+                    _ => Err(regex_error(pattern, &e)),
                 }
             }
         }
@@ -89,27 +86,43 @@ impl LocationRegex {
         }
     }
 
-    /// The groups of the first match in `uri`, if any.
+    /// The groups of the first match in `uri`, if any. `Err`: the backtracking engine could
+    /// not decide (a URI that is not UTF-8, or its backtracking limit), which must not pass
+    /// for a non-match: a `deny` in the location would be skipped.
     #[inline]
-    pub fn captures(&self, uri: &[u8]) -> Option<Captures> {
+    pub fn captures(&self, uri: &[u8]) -> Result<Option<Captures>, RegexFailed> {
         match self {
             LocationRegex::Linear(re) => {
                 if !re.is_match(uri) {
-                    return None;
+                    return Ok(None);
                 }
-                re.captures(uri).map(|c| Captures::from_match(&c))
+                Ok(re.captures(uri).map(|c| Captures::from_match(&c)))
             }
             LocationRegex::Backtracking(re) => {
-                let text = std::str::from_utf8(uri).ok()?;
-                let c = re.captures(text).ok()??;
-                Some(Captures {
+                let text = std::str::from_utf8(uri).map_err(|_| RegexFailed)?;
+                let c = re.captures(text).map_err(|_| RegexFailed)?;
+                Ok(c.map(|c| Captures {
                     groups: (0..c.len())
                         .map(|i| c.get(i).map(|m| (m.start(), m.end())))
                         .collect(),
-                })
+                }))
             }
         }
     }
+}
+
+/// A location regex that could not be run on a URI (see [`LocationRegex::captures`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegexFailed;
+
+impl LocationRegex {}
+
+/// A regex of the configuration that does not compile, in nginx's words.
+pub(crate) fn regex_error(pattern: &str, e: &regex::Error) -> String {
+    format!(
+        "pcre2_compile() failed: {} in \"{pattern}\"",
+        regex_reason(e)
+    )
 }
 
 /// The one-line reason of a regex error (its display spans several lines with a caret).
@@ -229,22 +242,27 @@ impl<T> LocationTree<T> {
     }
 
     /// Finds the location for `uri` (already normalised).
-    pub fn find(&self, uri: &[u8]) -> Option<Match<'_, T>> {
+    pub fn find(&self, uri: &[u8]) -> Result<Option<Match<'_, T>>, RegexFailed> {
         let mut best = None;
         let mut captures = Captures::default();
-        let found = self.search(uri, &mut best, &mut captures);
+        let found = self.search(uri, &mut best, &mut captures)?;
         let redirect = matches!(found, Found::Redirect);
-        match found {
+        Ok(match found {
             Found::None => None,
             Found::Final | Found::Prefix | Found::Redirect => best.map(|conf| Match {
                 conf,
                 captures,
                 redirect,
             }),
-        }
+        })
     }
 
-    fn search<'a>(&'a self, uri: &[u8], best: &mut Option<&'a T>, caps: &mut Captures) -> Found {
+    fn search<'a>(
+        &'a self,
+        uri: &[u8],
+        best: &mut Option<&'a T>,
+        caps: &mut Captures,
+    ) -> Result<Found, RegexFailed> {
         let mut found = Found::None;
         let mut noregex = false;
         if let Some(p) = self
@@ -253,7 +271,7 @@ impl<T> LocationTree<T> {
             .find(|p| p.exact && p.name.as_bytes() == uri)
         {
             *best = Some(&p.conf);
-            return Found::Final;
+            return Ok(Found::Final);
         }
         // nginx's static tree stops at a name one slash longer than the URI, unless a prefix
         // is the URI itself; the regexes are not tried.
@@ -267,7 +285,7 @@ impl<T> LocationTree<T> {
                 .any(|q| !q.exact && q.name.as_bytes() == uri)
             {
                 *best = Some(&p.conf);
-                return Found::Redirect;
+                return Ok(Found::Redirect);
             }
         }
         let longest = self
@@ -279,8 +297,8 @@ impl<T> LocationTree<T> {
             *best = Some(&p.conf);
             noregex = p.noregex;
             found = Found::Prefix;
-            match p.nested.search(uri, best, caps) {
-                found @ (Found::Final | Found::Redirect) => return found,
+            match p.nested.search(uri, best, caps)? {
+                found @ (Found::Final | Found::Redirect) => return Ok(found),
                 Found::Prefix | Found::None => {}
             }
         }
@@ -288,15 +306,15 @@ impl<T> LocationTree<T> {
             // A capture search allocates its groups: the many URIs a regex does not match
             // are turned away by the cheaper test first.
             for r in &self.regexes {
-                if let Some(c) = r.re.captures(uri) {
+                if let Some(c) = r.re.captures(uri)? {
                     *best = Some(&r.conf);
                     *caps = c;
-                    r.nested.search(uri, best, caps);
-                    return Found::Final;
+                    r.nested.search(uri, best, caps)?;
+                    return Ok(Found::Final);
                 }
             }
         }
-        found
+        Ok(found)
     }
 }
 
@@ -314,7 +332,16 @@ mod tests {
     }
 
     fn find(t: &LocationTree<String>, uri: &str) -> Option<String> {
-        t.find(uri.as_bytes()).map(|m| m.conf.clone())
+        t.find(uri.as_bytes()).unwrap().map(|m| m.conf.clone())
+    }
+
+    #[test]
+    fn look_around_runs_and_fails_closed() {
+        let t = tree(&[("~", r"/\.(?!well-known)"), ("", "/")]);
+        assert_eq!(find(&t, "/.env").as_deref(), Some(r"~/\.(?!well-known)"));
+        assert_eq!(find(&t, "/.well-known/x").as_deref(), Some("/"));
+        // A URI the backtracking engine cannot read is no non-match.
+        assert_eq!(t.find(b"/.env\xff").err(), Some(RegexFailed));
     }
 
     #[test]
@@ -328,13 +355,13 @@ mod tests {
             true,
         )
         .unwrap();
-        let m = t.find(b"/auto").expect("found");
+        let m = t.find(b"/auto").unwrap().expect("found");
         assert!(m.redirect && m.conf == "/auto/");
-        assert!(!t.find(b"/auto/x").expect("found").redirect);
+        assert!(!t.find(b"/auto/x").unwrap().expect("found").redirect);
         assert_eq!(find(&t, "/xauto").as_deref(), Some("~auto$"));
         t.add("", "/auto", "/auto".to_string(), LocationTree::new(), false)
             .unwrap();
-        let m = t.find(b"/auto").expect("found");
+        let m = t.find(b"/auto").unwrap().expect("found");
         assert!(!m.redirect, "a prefix that is the URI itself wins");
     }
 
@@ -400,7 +427,7 @@ mod tests {
         .unwrap();
         assert_eq!(find(&t, "/a/x.txt").as_deref(), Some("txt"));
         assert_eq!(find(&t, "/a/b/c").as_deref(), Some("ab"));
-        let m = t.find(b"/a/q/r.bin").unwrap();
+        let m = t.find(b"/a/q/r.bin").unwrap().unwrap();
         assert_eq!(m.conf, "bin");
         assert_eq!(m.captures.get(b"/a/q/r.bin", 1), b"q/r");
         assert_eq!(find(&t, "/a/zzz").as_deref(), Some("a"));

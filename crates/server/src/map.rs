@@ -225,15 +225,7 @@ impl Map {
                 let regex = RegexBuilder::new(re)
                     .case_insensitive(caseless)
                     .build()
-                    .map_err(|x| {
-                        ConfigError::at(
-                            e,
-                            format!(
-                                "pcre2_compile() failed: {} in \"{re}\"",
-                                crate::location::regex_reason(&x)
-                            ),
-                        )
-                    })?;
+                    .map_err(|x| ConfigError::at(e, crate::location::regex_error(re, &x)))?;
                 map.regexes.push((regex, value));
             } else {
                 let key = key.strip_prefix('\\').unwrap_or(key).to_ascii_lowercase();

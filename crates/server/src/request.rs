@@ -320,15 +320,6 @@ impl<H: Copy> Phase<H> {
     }
 }
 
-/// The phases of a configuration whose phases could not be read: none (not expected).
-static NO_PHASES: Phases = Phases {
-    rewrite: Phase::EMPTY,
-    access: Phase::EMPTY,
-    header_filter: Phase::EMPTY,
-    replaced_fields: Phase::EMPTY,
-    variable: Vec::new(),
-};
-
 impl Phases {
     /// The handlers `modules` register, by phase.
     pub(crate) fn of(modules: Registry) -> Phases {
@@ -337,7 +328,7 @@ impl Phases {
             let h = m
                 .handlers()
                 .downcast_ref::<Handlers>()
-                .unwrap_or(&Handlers::NONE);
+                .expect("a module's handlers are the phases' Handlers");
             p.rewrite.add(i, h.rewrite);
             p.access.add(i, h.access);
             p.header_filter.add(i, h.header_filter);
@@ -532,7 +523,12 @@ impl<'a> Request<'a> {
         Request {
             worker,
             server,
-            phases: server.phases.downcast_ref::<Phases>().unwrap_or(&NO_PHASES),
+            // Made by `crate::compile` for every configuration: without them no access
+            // handler would run, so a configuration that lacked them must not serve.
+            phases: server
+                .phases
+                .downcast_ref::<Phases>()
+                .expect("the configuration's phases"),
             conn,
             method,
             uri: Vec::new(),
@@ -831,7 +827,18 @@ impl<'a> Request<'a> {
             }
             self.captures = Captures::default();
         } else {
-            match self.server.find_location(&self.uri) {
+            let found = match self.server.find_location(&self.uri) {
+                Ok(found) => found,
+                Err(_) => {
+                    let uri = String::from_utf8_lossy(&self.uri).into_owned();
+                    self.log(
+                        Level::Error,
+                        &format!("location regex could not be matched on \"{uri}\""),
+                    );
+                    return Step::Status(500);
+                }
+            };
+            match found {
                 Some(m) if m.redirect => {
                     self.loc = m.conf.clone();
                     self.captures = Captures::default();
@@ -1490,7 +1497,22 @@ impl<'a> Request<'a> {
                 None => out.extend_from_slice(self.server.name.as_bytes()),
             },
             Var::HttpHeader(name) => {
-                if let Some(val) = h.header_for_variable(name) {
+                // nginx reads these from the header it knows by name, never from one spelt
+                // with `_` (underscores_in_headers on); the others from any spelling.
+                const KNOWN: [&str; 6] = [
+                    "host",
+                    "user-agent",
+                    "referer",
+                    "via",
+                    "x-forwarded-for",
+                    "cookie",
+                ];
+                let found = if KNOWN.contains(&name.as_str()) {
+                    h.header(name)
+                } else {
+                    h.header_for_variable(name)
+                };
+                if let Some(val) = found {
                     out.extend_from_slice(val)
                 }
             }

@@ -364,15 +364,7 @@ fn compile_regex(
     let regex = RegexBuilder::new(source)
         .case_insensitive(caseless)
         .build()
-        .map_err(|e| {
-            ConfigError::at(
-                d,
-                format!(
-                    "pcre2_compile() failed: {} in \"{source}\"",
-                    crate::location::regex_reason(&e)
-                ),
-            )
-        })?;
+        .map_err(|e| ConfigError::at(d, crate::location::regex_error(source, &e)))?;
     // Every named group was declared before compiling, by `collect_named_groups`.
     let named = regex
         .capture_names()

@@ -82,7 +82,7 @@ fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
         b" HTTP/1.0\r\n"
     });
     for (name, value) in req.head().headers() {
-        if LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
+        if name.is_empty() || LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
             continue;
         }
         portcullis_http::write_header(&mut raw, name, value);

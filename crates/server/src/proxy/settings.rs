@@ -201,24 +201,18 @@ pub(crate) struct ProxyPass {
 fn tilde_regex(
     d: &Directive,
     pattern: &str,
-    caseless: bool,
+    domain: bool,
 ) -> Result<regex::bytes::Regex, ConfigError> {
+    // `~*` is case-insensitive; a domain's regex always is, and takes no `*` (nginx
+    // compiles one into the pattern, where it cannot stand).
     let (caseless, pattern) = match pattern.strip_prefix('*') {
-        Some(p) => (true, p),
-        None => (caseless, pattern),
+        Some(p) if !domain => (true, p),
+        _ => (domain, pattern),
     };
     regex::bytes::RegexBuilder::new(pattern)
         .case_insensitive(caseless)
         .build()
-        .map_err(|e| {
-            ConfigError::at(
-                d,
-                format!(
-                    "pcre2_compile() failed: {} in \"{pattern}\"",
-                    crate::location::regex_reason(&e)
-                ),
-            )
-        })
+        .map_err(|e| ConfigError::at(d, crate::location::regex_error(pattern, &e)))
 }
 
 /// Applies one `proxy_*` directive to `s`; `first` says whether this is the directive's
@@ -316,18 +310,24 @@ pub(crate) fn directive(
             match (d.arg(0), d.args.len()) {
                 ("off", 1) => rules.clear(),
                 (from, 2) => {
-                    // A leading dot of a domain and of its replacement is not compared.
-                    let strip = |v: &str| -> String {
+                    // A plain domain rule's leading dots, of the domain and of its
+                    // replacement, are not compared; a regex sees the value whole.
+                    let undot = |v: &str| -> String {
                         if domain {
                             v.strip_prefix('.').unwrap_or(v).to_string()
                         } else {
                             v.to_string()
                         }
                     };
-                    let to = Template::compile(&strip(d.arg(1)), d, vars)?;
                     let rule = match from.strip_prefix('~') {
-                        Some(pattern) => CookieRule::Regex(tilde_regex(d, pattern, domain)?, to),
-                        None => CookieRule::Plain(Template::compile(&strip(from), d, vars)?, to),
+                        Some(pattern) => CookieRule::Regex(
+                            tilde_regex(d, pattern, domain)?,
+                            Template::compile(d.arg(1), d, vars)?,
+                        ),
+                        None => CookieRule::Plain(
+                            Template::compile(&undot(from), d, vars)?,
+                            Template::compile(&undot(d.arg(1)), d, vars)?,
+                        ),
                     };
                     rules.push(rule);
                 }

@@ -252,6 +252,11 @@ impl Request<'_> {
         }
         if settings.pass_request_headers {
             for (name, value) in self.head.headers() {
+                // A name that is not UTF-8 (kept with ignore_invalid_headers off) is not
+                // passed: it would go out empty.
+                if name.is_empty() {
+                    continue;
+                }
                 let lower_is = |n: &str| name.eq_ignore_ascii_case(n);
                 let own = settings.set_headers.iter().any(|h| lower_is(&h.lower))
                     || DEFAULT_SET.iter().any(|(n, _)| lower_is(n))
@@ -451,7 +456,7 @@ impl Request<'_> {
         value: &[u8],
         domain: bool,
     ) -> Option<Vec<u8>> {
-        // A domain's leading dot is kept, and not compared.
+        // A plain domain rule does not compare a leading dot, and keeps it.
         let (dot, rest) = match value.strip_prefix(b".") {
             Some(rest) if domain => (&value[..1], rest),
             _ => (&value[..0], value),
@@ -460,7 +465,7 @@ impl Request<'_> {
             let replaced = match rule {
                 CookieRule::Plain(from, to) => {
                     let from = self.eval(from);
-                    if domain {
+                    let new = if domain {
                         (from.eq_ignore_ascii_case(rest)).then(|| self.eval(to))
                     } else {
                         rest.strip_prefix(from.as_slice()).map(|tail| {
@@ -468,22 +473,26 @@ impl Request<'_> {
                             v.extend_from_slice(tail);
                             v
                         })
-                    }
+                    };
+                    new.map(|mut new| {
+                        let mut v = dot.to_vec();
+                        v.append(&mut new);
+                        v
+                    })
                 }
-                CookieRule::Regex(re, to) => re.captures(rest).map(|caps| {
+                // A regex sees the value whole and replaces it whole.
+                CookieRule::Regex(re, to) => re.captures(value).map(|caps| {
                     let caps = crate::location::Captures::from_match(&caps);
                     let mut v = Vec::new();
                     to.eval_into(&mut v, &mut |var, o| match var {
-                        crate::vars::Var::Capture(n) => o.extend_from_slice(caps.get(rest, *n)),
+                        crate::vars::Var::Capture(n) => o.extend_from_slice(caps.get(value, *n)),
                         other => self.var(other, o, None),
                     });
                     v
                 }),
             };
-            if let Some(mut new) = replaced {
-                let mut v = dot.to_vec();
-                v.append(&mut new);
-                return Some(v);
+            if replaced.is_some() {
+                return replaced;
             }
         }
         None
