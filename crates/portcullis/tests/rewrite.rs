@@ -484,3 +484,41 @@ fn map_read_by_the_access_log() {
         }
     }
 }
+
+/// `set` on a map's target gives the variable its value from then on (nginx's `set` writes
+/// the variable the map made): `if (...) { set $loggable 0; }` over `map ... $loggable`.
+#[test]
+fn set_overrides_a_map_target() {
+    let template = support::main_config(
+        r#"
+    map $uri $loggable {
+        default 1;
+        /static 2;
+    }
+    server {
+        listen 127.0.0.1:{PORT0};
+        location / {
+            if ($arg_quiet) {
+                set $loggable 0;
+            }
+            return 200 "[$loggable]\n";
+        }
+    }
+"#,
+    );
+    let mut reference: Option<Vec<String>> = None;
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &template) else {
+            continue;
+        };
+        let bodies: Vec<String> = ["/a", "/a?quiet=1", "/static"]
+            .iter()
+            .map(|p| support::get(server.port(0), p).expect("GET").body_text())
+            .collect();
+        assert_eq!(bodies, ["[1]\n", "[0]\n", "[2]\n"], "{kind}");
+        match &reference {
+            Some(want) => assert_eq!(*want, bodies, "{kind} differs from nginx"),
+            None => reference = Some(bodies),
+        }
+    }
+}

@@ -84,8 +84,16 @@ fn variable(
     resp: Option<(&Response, u64)>,
 ) {
     let maps = module::get::<Maps>(conf);
-    let cache = req.var_ctx::<MapCache>();
     let i = *module::get::<usize>(var);
+    // `set $target ...` gives the variable its value from then on, as nginx's set writes
+    // the variable the map made.
+    if let Some(map) = maps.maps.get(i) {
+        if let Some(value) = req.set_value(&map.name) {
+            out.extend_from_slice(value);
+            return;
+        }
+    }
+    let cache = req.var_ctx::<MapCache>();
     if let Err(Cycle(name)) = maps.value(i, &cache, out, &mut |v, o| req.var(v, o, resp)) {
         req.log(
             Level::Error,

@@ -1271,6 +1271,12 @@ impl<'a> Request<'a> {
         self.status = status;
     }
 
+    /// The value a `set` gave the variable called `name` in this request, if one did.
+    pub(crate) fn set_value(&self, name: &str) -> Option<&[u8]> {
+        let slot = self.server.names.set_slot(name)?;
+        self.vars.get(slot)?.as_deref()
+    }
+
     /// The value a `set` or a named capture gave variable `slot`.
     pub(crate) fn set_var(&mut self, slot: usize, value: Vec<u8>) {
         if self.vars.len() <= slot {
