@@ -71,3 +71,53 @@ fn names_are_resolved_when_requests_need_them() {
         );
     }
 }
+
+/// A first resolver that never answers costs one attempt, not the request: the name is
+/// asked of the next server, within `resolver_timeout`, as nginx resends to the next one.
+#[test]
+fn a_silent_server_is_passed_over() {
+    let dns = dns::Dns::start();
+    dns.set("backend.test", &[Ipv4Addr::LOCALHOST]);
+    // Bound, so nothing refuses the datagrams, and never read.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a silent server");
+    let port = upstream(Ipv4Addr::LOCALHOST, 0, "one\n");
+    let http = format!(
+        "    server {{
+        listen 127.0.0.1:{{PORT0}};
+        resolver 127.0.0.1:{silent} 127.0.0.1:{dns} ipv6=off;
+        resolver_timeout 20s;
+        location / {{ set $b backend.test:{port}; proxy_pass http://$b; }}
+    }}
+",
+        silent = silent.local_addr().expect("addr").port(),
+        dns = dns.port()
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        // Two requests: whichever server each starts with, both are answered, the first
+        // after the silent server's attempt (longer than the usual client wait).
+        for path in ["/a", "/b"] {
+            let answer = slow_get(server.port(0), path);
+            assert!(
+                answer.starts_with("HTTP/1.1 200"),
+                "{kind} {path}: {answer}"
+            );
+            assert!(answer.ends_with("\r\n\r\none\n"), "{kind} {path}: {answer}");
+        }
+    }
+}
+
+/// A GET that waits up to 30 s for its whole answer (the connection closes after it).
+fn slow_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).expect("send");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).expect("answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
