@@ -32,7 +32,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -337,15 +337,10 @@ fn fill_docroot(dir: &TempDir) {
         ("docs/README.txt", b"read me first\n"),
         ("legacy/old.txt", b"old\n"),
     ];
-    let mtime = SystemTime::UNIX_EPOCH + Duration::from_secs(MTIME_SECS);
-    for (name, contents) in files {
-        let path = dir.write(name, contents);
-        File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(mtime))
-            .expect("set mtime");
-    }
+    dir.write_files(
+        files,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(MTIME_SECS),
+    );
 }
 
 /// Runs `-t` on the configuration in a scratch prefix: `Ok` when it loads, else the first

@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::fs::{self, File};
+use std::fs;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -564,15 +564,10 @@ fn make_docroot(dir: &TempDir) {
         ("local/file.txt", b"local only\n"),
         ("denied/file.txt", b"denied\n"),
     ];
-    let mtime = SystemTime::UNIX_EPOCH + Duration::from_secs(MTIME_SECS);
-    for (name, contents) in files {
-        let path = dir.write(name, contents);
-        File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(mtime))
-            .expect("set mtime");
-    }
+    dir.write_files(
+        files,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(MTIME_SECS),
+    );
 }
 
 /// What one step observed on one server.

@@ -164,6 +164,19 @@ impl TempDir {
         fs::write(&path, contents).expect("write file");
         path
     }
+
+    /// Writes each of `files` (a relative path and its contents) with `mtime` as its time, so
+    /// that ETag and Last-Modified do not change between runs.
+    pub fn write_files(&self, files: &[(&str, &[u8])], mtime: std::time::SystemTime) {
+        for (name, contents) in files {
+            let path = self.write(name, contents);
+            fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(mtime))
+                .expect("set mtime");
+        }
+    }
 }
 
 impl Drop for TempDir {
