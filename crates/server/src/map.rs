@@ -88,7 +88,7 @@ fn variable(
     // `set $target ...` gives the variable its value from then on, as nginx's set writes
     // the variable the map made.
     if let Some(map) = maps.maps.get(i) {
-        if let Some(value) = req.set_value(&map.name) {
+        if let Some(value) = map.set_slot.and_then(|slot| req.set_value(slot)) {
             out.extend_from_slice(value);
             return;
         }
@@ -111,6 +111,8 @@ pub(crate) struct Maps {
 struct Map {
     /// The target's name, for the cycle message.
     name: String,
+    /// The slot of a `set` of the same variable, which overrides the map once it ran.
+    set_slot: Option<usize>,
     source: Template,
     hostnames: bool,
     volatile: bool,
@@ -198,6 +200,7 @@ impl Map {
         crate::vars::refuse_limit_rate(d, name)?;
         let mut map = Map {
             name: name.to_string(),
+            set_slot: names.set_slot(name),
             source: Template::compile(d.arg(0), d, names)?,
             hostnames: false,
             volatile: false,

@@ -1271,9 +1271,9 @@ impl<'a> Request<'a> {
         self.status = status;
     }
 
-    /// The value a `set` gave the variable called `name` in this request, if one did.
-    pub(crate) fn set_value(&self, name: &str) -> Option<&[u8]> {
-        let slot = self.server.names.set_slot(name)?;
+    /// The value a `set` (or a named capture) gave variable `slot` in this request, if one
+    /// did.
+    pub(crate) fn set_value(&self, slot: usize) -> Option<&[u8]> {
         self.vars.get(slot)?.as_deref()
     }
 
