@@ -46,6 +46,8 @@ const CONFIG: &str = r#"
         location /echo/ { proxy_pass http://127.0.0.1:ECHO; }
         location /chunked/ { proxy_pass http://127.0.0.1:ECHO; proxy_http_version 1.1; }
         location /close/ { proxy_pass http://127.0.0.1:ECHO; }
+        location /cut/ { proxy_pass http://127.0.0.1:ECHO; }
+        location /stall/ { proxy_pass http://127.0.0.1:ECHO; proxy_http_version 1.1; }
         location /dead/ { proxy_pass http://127.0.0.1:DEAD; }
         location /small/ { proxy_pass http://127.0.0.1:ECHO; client_max_body_size 1k; }
     }
@@ -96,14 +98,22 @@ fn read_request(conn: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     Some((path, body))
 }
 
-/// Answers `/echo/` with the request body, `/chunked/` with it between two more chunks, and
-/// `/close/` with it and no length, closing the connection to end it.
+/// Answers `/echo/` with the request body, `/chunked/` with it between two more chunks,
+/// `/close/` with it and no length, closing the connection to end it; `/cut/` promises 100
+/// bytes and closes after 10; `/stall/` sends one chunk and then waits for the proxy to close.
 fn answer(mut conn: TcpStream) {
     let Some((path, body)) = read_request(&mut conn) else {
         return;
     };
     let mut out = Vec::new();
-    if path.starts_with("/chunked/") {
+    if path.starts_with("/cut/") {
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
+    } else if path.starts_with("/stall/") {
+        let _ =
+            conn.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst|\r\n");
+        let _ = conn.read(&mut [0; 1]);
+        return;
+    } else if path.starts_with("/chunked/") {
         out.extend_from_slice(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
         for part in [&b"first|"[..], &body, b"|last"] {
             if !part.is_empty() {
@@ -324,6 +334,59 @@ fn dead_upstream_is_502() {
         "{}",
         server.logs()
     );
+}
+
+/// Runs curl over h2c on `url` within `max_time` seconds: its exit code, the head and the
+/// body it got.
+fn curl_exit(url: &str, max_time: &str) -> Option<(i32, String, Vec<u8>)> {
+    let curl = h2c::tool("curl")?;
+    let dir = support::TempDir::new("curl");
+    let (head, body) = (dir.path().join("head"), dir.path().join("body"));
+    let status = Command::new(curl)
+        .args(["-s", "--max-time", max_time, H2, "-D"])
+        .arg(&head)
+        .arg("-o")
+        .arg(&body)
+        .arg(url)
+        .status()
+        .expect("run curl");
+    Some((
+        status.code()?,
+        support::read_lossy(&head),
+        fs::read(&body).unwrap_or_default(),
+    ))
+}
+
+#[test]
+fn an_upstream_body_cut_short_resets_the_stream() {
+    let Some((server, _pki)) = start() else {
+        return;
+    };
+    let (code, head, body) = curl_exit(&h2c_url(&server, "/cut/x"), "10").expect("response");
+    // 92: the stream was reset, not ended; a complete stream would exit 0. The frames still
+    // queued for a reset stream are dropped, so the client may see nothing of it.
+    assert_eq!(code, 92, "{head}");
+    assert!(body.len() < 100, "{} bytes", body.len());
+    assert!(
+        server
+            .error_log()
+            .contains("upstream prematurely closed connection while reading upstream"),
+        "{}",
+        server.error_log()
+    );
+}
+
+#[test]
+fn a_streamed_body_goes_out_as_it_comes() {
+    let Some((server, _pki)) = start() else {
+        return;
+    };
+    // The upstream holds the rest back until the proxy gives up on it: what came first
+    // reached the client before the end.
+    let (code, head, body) = curl_exit(&h2c_url(&server, "/stall/x"), "2").expect("response");
+    assert_eq!(code, 28, "curl timed out: {head}");
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert_eq!(body, b"first|");
 }
 
 #[test]

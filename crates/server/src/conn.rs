@@ -601,14 +601,15 @@ impl Connection<'_> {
             && !*self.worker.stopping.borrow()
             && (plan.pass_body || body_done)
             && !round.close;
-        let client = crate::proxy::Client {
-            stream: &mut self.stream,
-            out: &mut self.out,
-            read: &mut self.buf,
+        let mut client = crate::proxy::Client::new(
+            &mut self.stream,
+            &mut self.out,
+            &mut self.buf,
             keep_alive,
-            send_timeout: loc.send_timeout,
-        };
-        match crate::proxy::serve(client, req, plan, body).await {
+            loc.send_timeout,
+            req.is_http11(),
+        );
+        match crate::proxy::serve(&mut client, req, plan, body).await {
             crate::proxy::Finish::Sent {
                 status,
                 sent,

@@ -637,13 +637,6 @@ impl Out<'_> {
         Ok(())
     }
 
-    /// Ends the stream after a body sent by [`Out::paced`].
-    pub(crate) fn end(&mut self) -> io::Result<()> {
-        self.stream
-            .send_data(Bytes::new(), true)
-            .map_err(io::Error::other)
-    }
-
     /// Waits until the stream may send at least one byte.
     async fn capacity(&mut self) -> io::Result<usize> {
         loop {

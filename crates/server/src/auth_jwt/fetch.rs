@@ -3,21 +3,18 @@
 //! The subrequest is a GET of the URI with the main request's header fields, as nginx's
 //! subrequests share them, less those about the main request's body, conditions and ranges
 //! (nginx applies neither to a subrequest). It goes through the server's locations as an
-//! internal request without the access phase. A `proxy_pass` location's exchange writes its
-//! HTTP/1.1 response into an in-memory pipe read here, so every proxy rule applies unchanged;
+//! internal request without the access phase. A `proxy_pass` location's exchange sends its
+//! response to a [`Collect`] that keeps it in memory, so every proxy rule applies unchanged;
 //! a file or `return` text is taken as is. A status other than 2xx, a body over
 //! [`MAX_BODY`] or one that is no JWK set is a failure, described for the error log.
 
 use std::os::unix::fs::FileExt;
 
 use bytes::{Bytes, BytesMut};
-use portcullis_http::{
-    parse_request_head, parse_response_head, Chunk, ChunkedDecoder, Framing, RequestHead, Version,
-};
+use portcullis_http::{parse_request_head, RequestHead, Version};
 use portcullis_jwt::KeySet;
-use tokio::io::{AsyncReadExt, DuplexStream};
 
-use crate::proxy::{Finish, Plan, ReqBody, PIPE_SIZE};
+use crate::proxy::{Collect, Finish, Plan, ReqBody};
 use crate::request::{Body, Request};
 use crate::static_files::CachedFile;
 
@@ -112,96 +109,24 @@ fn file_body(file: &CachedFile, offset: u64, len: u64) -> Result<Bytes, String> 
     Ok(Bytes::from(buf))
 }
 
-/// Runs the exchange of a proxied subrequest and reads its response: `Ok(Err(code))` when
+/// Runs the exchange of a proxied subrequest and keeps its response: `Ok(Err(code))` when
 /// nothing came from the upstream and `code` is the status to answer.
 async fn proxied(sub: &Request<'_>, plan: Plan) -> Result<Result<(u16, Bytes), u16>, String> {
-    let (near, far) = tokio::io::duplex(PIPE_SIZE);
-    let send_timeout = sub.loc().send_timeout;
-    let exchange = crate::proxy::serve_piped(near, sub, plan, ReqBody::None, send_timeout);
-    let (finish, read) = tokio::join!(exchange, read_response(far));
-    match finish {
+    let mut down = Collect::new(MAX_BODY);
+    match crate::proxy::serve(&mut down, sub, plan, ReqBody::None).await {
         Finish::Status { code, .. } => Ok(Err(code)),
-        Finish::Sent { .. } => read.map(Ok),
-        // The reader holds its end of the pipe until the exchange ends: not expected.
+        Finish::Sent { .. } => {
+            let status = down.status();
+            if !(200..300).contains(&status) {
+                return Ok(Ok((status, Bytes::new())));
+            }
+            match down.into_body() {
+                Ok(body) => Ok(Ok((status, body))),
+                Err(true) => Err(format!("the response body is longer than {MAX_BODY} bytes")),
+                Err(false) => Err("the response body was cut short".to_owned()),
+            }
+        }
+        // A subrequest has no client of its own to lose.
         Finish::ClientClosed { .. } => Ok(Err(crate::proxy::CLIENT_CLOSED)),
-    }
-}
-
-/// Reads the HTTP/1.1 response the exchange writes into `pipe`: its status, and its body
-/// unless the status already fails.
-async fn read_response(mut pipe: DuplexStream) -> Result<(u16, Bytes), String> {
-    let mut buf = BytesMut::with_capacity(PIPE_SIZE);
-    let head = loop {
-        match parse_response_head(&mut buf, usize::MAX) {
-            Ok(Some(head)) => break head,
-            Ok(None) => {}
-            Err(_) => return Err("invalid response head".to_owned()),
-        }
-        if !read_more(&mut pipe, &mut buf).await? {
-            return Err("no response".to_owned());
-        }
-    };
-    let status = head.status();
-    if !(200..300).contains(&status) {
-        return Ok((status, Bytes::new()));
-    }
-    let framing = match status {
-        204 => Framing::Length(0),
-        _ => head.framing(),
-    };
-    let too_long = || format!("the response body is longer than {MAX_BODY} bytes");
-    let mut body = BytesMut::new();
-    match framing {
-        Framing::Length(n) => {
-            let n = usize::try_from(n)
-                .ok()
-                .filter(|&n| n <= MAX_BODY)
-                .ok_or_else(too_long)?;
-            while buf.len() < n {
-                if !read_more(&mut pipe, &mut buf).await? {
-                    return Err("the response body was cut short".to_owned());
-                }
-            }
-            body = buf.split_to(n);
-        }
-        Framing::UntilClose => loop {
-            body.extend_from_slice(&buf.split());
-            if body.len() > MAX_BODY {
-                return Err(too_long());
-            }
-            if !read_more(&mut pipe, &mut buf).await? {
-                break;
-            }
-        },
-        Framing::Chunked => {
-            let mut decoder = ChunkedDecoder::new();
-            loop {
-                match decoder.decode(&mut buf) {
-                    Ok(Chunk::Data(d)) => {
-                        body.extend_from_slice(&d);
-                        if body.len() > MAX_BODY {
-                            return Err(too_long());
-                        }
-                    }
-                    Ok(Chunk::Done) => break,
-                    Ok(Chunk::NeedMore) => {
-                        if !read_more(&mut pipe, &mut buf).await? {
-                            return Err("the response body was cut short".to_owned());
-                        }
-                    }
-                    Err(_) => return Err("invalid chunked response body".to_owned()),
-                }
-            }
-        }
-    }
-    Ok((status, body.freeze()))
-}
-
-/// Reads more of the pipe into `buf`; false at its end.
-async fn read_more(pipe: &mut DuplexStream, buf: &mut BytesMut) -> Result<bool, String> {
-    buf.reserve(PIPE_SIZE);
-    match pipe.read_buf(buf).await {
-        Ok(n) => Ok(n > 0),
-        Err(e) => Err(format!("reading the response failed: {e}")),
     }
 }

@@ -1,12 +1,10 @@
 //! HTTP/2 requests to a `proxy_pass` location, proxied to HTTP/1.x upstreams.
 //!
-//! The exchange with the upstream ([`crate::proxy::serve`]) writes an HTTP/1.1 response to its
-//! client. For an HTTP/2 stream that client is one end of a small in-memory pipe whose other
-//! end is read on the same task: the response head becomes a HEADERS frame (without the fields
-//! about one HTTP/1.1 connection), and the body, de-chunked, DATA frames sent as the stream's
-//! window opens. The pipe holds little, so a slow client holds the upstream back as it does
-//! over HTTP/1.1, and every rule of the exchange (retries, proxy_redirect, hidden fields,
-//! add_header, intercepted errors) applies unchanged.
+//! The exchange with the upstream ([`crate::proxy::serve`]) sends its response to the stream
+//! through [`ToStream`]: the head becomes a HEADERS frame (without the fields about one
+//! HTTP/1.1 connection), and the body DATA frames sent as the stream's window opens, so a
+//! slow client holds the upstream back as it does over HTTP/1.1. Every rule of the exchange
+//! (retries, proxy_redirect, hidden fields, add_header, intercepted errors) applies unchanged.
 //!
 //! The request body is read whole before the exchange, up to client_max_body_size, its
 //! window given back as it is read. nginx 1.22 has no extended CONNECT: a request asking for
@@ -16,14 +14,13 @@ use std::io;
 use std::time::Duration;
 
 use ::h2::server::SendResponse;
-use ::h2::{Reason, RecvStream};
+use ::h2::{Reason, RecvStream, SendStream};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
-use portcullis_http::{parse_response_head, Chunk, ChunkedDecoder, Framing, ResponseHead};
-use tokio::io::{AsyncReadExt, DuplexStream};
+use portcullis_http::Framing;
 
 use super::{Out, CONNECTION_FIELDS, FRAME_HEADER_LEN};
-use crate::proxy::{Finish, Plan, ReqBody, PIPE_SIZE};
+use crate::proxy::{Connection, Downstream, Fields, Finish, NoConnection, Plan, ReqBody};
 use crate::request::{Request, Response};
 use crate::Level;
 
@@ -56,10 +53,8 @@ pub(crate) async fn serve(
         chunk: req.loc().http2.chunk_size,
         timeout: req.loc().send_timeout,
     };
-    let (near, far) = tokio::io::duplex(PIPE_SIZE);
-    let shared: &Request<'_> = req;
-    let exchange = crate::proxy::serve_piped(near, shared, plan, body, pace.timeout);
-    let (finish, relayed) = tokio::join!(exchange, relay(far, respond, pace));
+    let mut down = ToStream::new(respond, pace);
+    let finish = crate::proxy::serve(&mut down, req, plan, body).await;
     let status = match finish {
         Finish::Status {
             code,
@@ -68,36 +63,34 @@ pub(crate) async fn serve(
             ..
         } => {
             req.set_upstream_attempts(attempts);
-            match relayed.unsent {
+            match down.respond.take() {
                 Some(respond) => {
                     return Proxied::Answer(req.finalize_upstream_error(code, challenge), respond)
                 }
-                // The exchange writes nothing before it chooses a status; logged as relayed.
-                None => relayed.status,
+                // The exchange sends nothing before it chooses a status.
+                None => down.head.status,
             }
         }
-        Finish::Sent {
-            status, attempts, ..
-        } => {
+        Finish::Sent { attempts, .. } => {
             req.set_upstream_attempts(attempts);
-            // A head that never reached the pipe's end: the stream cannot be answered now.
-            if let Some(mut respond) = relayed.unsent {
+            // A head that never went out: the stream cannot be answered now.
+            if let Some(mut respond) = down.respond.take() {
                 respond.send_reset(Reason::INTERNAL_ERROR);
             }
-            status
+            down.head.status
         }
-        // The relay ended first: the client reset the stream.
         Finish::ClientClosed { attempts } => {
             req.set_upstream_attempts(attempts);
-            if let Some(mut respond) = relayed.unsent {
+            if let Some(mut respond) = down.respond.take() {
                 respond.send_reset(Reason::CANCEL);
             }
             crate::proxy::CLIENT_CLOSED
         }
     };
+    let (sent, body) = down.sent();
     let mut logged = Response::new(status);
-    logged.content_length = Some(relayed.body);
-    req.log_access(&logged, relayed.sent);
+    logged.content_length = Some(body);
+    req.log_access(&logged, sent);
     Proxied::Done
 }
 
@@ -152,162 +145,183 @@ struct Pace {
     timeout: Duration,
 }
 
-/// What [`relay`] did.
-struct Relayed {
+/// The response head for the HEADERS frame.
+struct Head {
     status: u16,
-    /// `$bytes_sent`, counted as the rest of HTTP/2 counts it.
-    sent: u64,
-    /// `$body_bytes_sent`.
-    body: u64,
-    /// The stream, when the exchange wrote nothing: it is answered with a status instead.
-    unsent: Option<SendResponse<Bytes>>,
+    fields: http::HeaderMap,
+    /// The frame's size as `$bytes_sent` counts it: names and values as literals.
+    len: u64,
 }
 
-/// Reads the exchange's HTTP/1.1 response from `pipe` and sends it on the stream.
-async fn relay(mut pipe: DuplexStream, mut respond: SendResponse<Bytes>, pace: Pace) -> Relayed {
-    let mut relayed = Relayed {
-        status: 502,
-        sent: 0,
-        body: 0,
-        unsent: None,
-    };
-    let mut buf = BytesMut::with_capacity(PIPE_SIZE);
-    let head = loop {
-        match parse_response_head(&mut buf, usize::MAX) {
-            Ok(Some(head)) => break head,
-            Ok(None) => {}
-            Err(_) => {
-                respond.send_reset(Reason::INTERNAL_ERROR);
-                return relayed;
-            }
-        }
-        // A client that resets the stream (or closes the connection) before the head ends
-        // the relay; the exchange then sees the pipe close and gives the attempt up.
-        let read = tokio::select! {
-            biased;
-            read = pipe.read_buf(&mut buf) => read,
-            _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => {
-                relayed.status = crate::proxy::CLIENT_CLOSED;
-                return relayed;
-            }
-        };
-        match read {
-            Ok(n) if n > 0 => {}
-            _ if buf.is_empty() => {
-                relayed.unsent = Some(respond);
-                return relayed;
-            }
-            _ => {
-                respond.send_reset(Reason::INTERNAL_ERROR);
-                return relayed;
-            }
-        }
-    };
-    let status = head.status();
-    relayed.status = status;
-    let Ok(code) = http::StatusCode::from_u16(status) else {
-        respond.send_reset(Reason::INTERNAL_ERROR);
-        return relayed;
-    };
-    // HTTP/2 has no 101, and an interim status is not an answer.
-    if status < 200 {
-        respond.send_reset(Reason::INTERNAL_ERROR);
-        return relayed;
+impl Fields for Head {
+    fn status(&mut self, code: u16, _: &[u8]) {
+        self.status = code;
     }
-    let mut h2_head = http::Response::new(());
-    *h2_head.status_mut() = code;
-    relayed.sent = fields(&head, h2_head.headers_mut());
-    let framing = if pace.head_only || status == 204 || status == 304 {
-        Framing::Length(0)
-    } else {
-        head.framing()
-    };
-    let empty = matches!(framing, Framing::Length(0));
-    let Ok(mut stream) = respond.send_response(h2_head, empty) else {
-        return relayed;
-    };
-    if empty {
-        return relayed;
-    }
-    let mut out = Out {
-        stream: &mut stream,
-        chunk: pace.chunk,
-        timeout: pace.timeout,
-        sent: 0,
-    };
-    let result = body(&mut pipe, &mut buf, framing, &mut out).await;
-    relayed.body = out.sent;
-    relayed.sent += out.sent;
-    if result.is_err() {
-        // The upstream's body broke off: the stream must not look complete.
-        stream.send_reset(Reason::INTERNAL_ERROR);
-    }
-    relayed
-}
 
-/// Copies the response body framed by `framing` from `buf` and `pipe` to the stream, and
-/// ends the stream.
-async fn body(
-    pipe: &mut DuplexStream,
-    buf: &mut BytesMut,
-    framing: Framing,
-    out: &mut Out<'_>,
-) -> io::Result<()> {
-    let mut decoder = ChunkedDecoder::new();
-    let mut left = match framing {
-        Framing::Length(n) => n,
-        Framing::Chunked | Framing::UntilClose => u64::MAX,
-    };
-    loop {
-        let piece = match framing {
-            Framing::Length(_) if left == 0 => break,
-            Framing::Length(_) | Framing::UntilClose if !buf.is_empty() => {
-                let take = left.min(buf.len() as u64) as usize;
-                left -= take as u64;
-                Some(buf.split_to(take).freeze())
-            }
-            Framing::Chunked => match decoder.decode(buf) {
-                Ok(Chunk::Data(d)) => Some(d),
-                Ok(Chunk::Done) => break,
-                Ok(Chunk::NeedMore) => None,
-                Err(_) => return Err(io::Error::from(io::ErrorKind::InvalidData)),
-            },
-            _ => None,
-        };
-        match piece {
-            Some(p) => out.paced(p).await?,
-            None => {
-                buf.reserve(PIPE_SIZE);
-                if pipe.read_buf(buf).await? == 0 {
-                    if matches!(framing, Framing::UntilClose) {
-                        break;
-                    }
-                    return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-                }
-            }
-        }
-    }
-    out.end()
-}
-
-/// Copies the response fields into `fields`, leaving out those HTTP/2 has no place for.
-/// Returns the HEADERS frame's size as `$bytes_sent` counts it.
-fn fields(head: &ResponseHead, fields: &mut http::HeaderMap) -> u64 {
-    let mut len = FRAME_HEADER_LEN + 1;
-    for f in head.fields() {
-        let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(f.name),
-            HeaderValue::from_bytes(f.value),
-        ) else {
-            continue;
+    /// Leaves out the fields HTTP/2 has no place for.
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value))
+        else {
+            return;
         };
         if CONNECTION_FIELDS.contains(&name.as_str()) {
-            continue;
+            return;
         }
-        len += (f.name.len() + f.value.len() + 2) as u64;
-        fields.append(name, value);
+        self.len += (name.as_str().len() + value.len() + 2) as u64;
+        self.fields.append(name, value);
     }
-    len
+}
+
+/// The exchange's downstream on an HTTP/2 stream.
+struct ToStream {
+    /// The stream until its head is sent.
+    respond: Option<SendResponse<Bytes>>,
+    stream: Option<SendStream<Bytes>>,
+    head: Head,
+    /// No body follows the head.
+    empty: bool,
+    /// Body bytes not sent yet.
+    pending: BytesMut,
+    pace: Pace,
+    sent: u64,
+    body: u64,
+}
+
+impl ToStream {
+    fn new(respond: SendResponse<Bytes>, pace: Pace) -> ToStream {
+        ToStream {
+            respond: Some(respond),
+            stream: None,
+            head: Head {
+                status: 502,
+                fields: http::HeaderMap::new(),
+                len: 0,
+            },
+            empty: true,
+            pending: BytesMut::new(),
+            pace,
+            sent: 0,
+            body: 0,
+        }
+    }
+
+    /// Sends the HEADERS frame, if it has not gone yet; `last` ends the stream with it.
+    fn send_head(&mut self, last: bool) -> io::Result<()> {
+        let Some(mut respond) = self.respond.take() else {
+            return Ok(());
+        };
+        let status = self.head.status;
+        // HTTP/2 has no 101, and an interim status is not an answer.
+        let code = http::StatusCode::from_u16(status)
+            .ok()
+            .filter(|_| status >= 200);
+        let Some(code) = code else {
+            respond.send_reset(Reason::INTERNAL_ERROR);
+            return Err(io::Error::other("no HTTP/2 status"));
+        };
+        let mut h2_head = http::Response::new(());
+        *h2_head.status_mut() = code;
+        *h2_head.headers_mut() = std::mem::take(&mut self.head.fields);
+        self.sent += FRAME_HEADER_LEN + 1 + self.head.len;
+        let stream = respond
+            .send_response(h2_head, last)
+            .map_err(io::Error::other)?;
+        self.stream = Some(stream);
+        Ok(())
+    }
+
+    /// Sends `data` no faster than the window opens.
+    async fn paced(&mut self, data: Bytes) -> io::Result<()> {
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        };
+        let mut out = Out {
+            stream,
+            chunk: self.pace.chunk,
+            timeout: self.pace.timeout,
+            sent: 0,
+        };
+        let result = out.paced(data).await;
+        self.sent += out.sent;
+        self.body += out.sent;
+        result
+    }
+}
+
+impl Downstream for ToStream {
+    type Io = NoConnection;
+    type Head = Head;
+
+    fn connection(&mut self) -> Option<Connection<'_, NoConnection>> {
+        None
+    }
+
+    /// A client that resets the stream (or closes the connection) before the head.
+    async fn gone(&mut self) {
+        match self.respond.as_mut() {
+            Some(respond) => {
+                let _ = std::future::poll_fn(|cx| respond.poll_reset(cx)).await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    fn begin(&mut self, framing: Framing) -> &mut Head {
+        // HEAD: the head carries the upstream's length, and no body follows.
+        self.empty = self.pace.head_only || matches!(framing, Framing::Length(0));
+        self.head.fields.clear();
+        self.head.len = 0;
+        &mut self.head
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        if !self.empty {
+            self.pending.extend_from_slice(data);
+        }
+    }
+
+    async fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.empty {
+            return Ok(());
+        }
+        self.send_head(false)?;
+        self.pending.extend_from_slice(data);
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let data = self.pending.split().freeze();
+        self.paced(data).await
+    }
+
+    async fn finish(&mut self) -> io::Result<()> {
+        if self.empty {
+            return self.send_head(true);
+        }
+        self.send(&[]).await?;
+        match self.stream.as_mut() {
+            Some(stream) => stream
+                .send_data(Bytes::new(), true)
+                .map_err(io::Error::other),
+            None => Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+        }
+    }
+
+    /// The upstream's body broke off: the stream must not look complete.
+    fn broken(&mut self) {
+        if let Some(stream) = self.stream.as_mut() {
+            stream.send_reset(Reason::INTERNAL_ERROR);
+        } else if let Some(mut respond) = self.respond.take() {
+            respond.send_reset(Reason::INTERNAL_ERROR);
+        }
+    }
+
+    fn sent(&self) -> (u64, u64) {
+        (self.sent, self.body)
+    }
+
+    fn keep_alive(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -316,19 +330,34 @@ mod tests {
 
     #[test]
     fn connection_fields_are_left_out() {
-        let mut buf = BytesMut::from(
-            &b"HTTP/1.1 200 OK\r\nServer: x\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
-               Transfer-Encoding: chunked\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n"[..],
+        let mut head = Head {
+            status: 0,
+            fields: http::HeaderMap::new(),
+            len: 0,
+        };
+        head.status(200, b"OK");
+        for (name, value) in [
+            ("Server", "x"),
+            ("Connection", "keep-alive"),
+            ("Keep-Alive", "timeout=5"),
+            ("Transfer-Encoding", "chunked"),
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+        ] {
+            head.field(name.as_bytes(), value.as_bytes());
+        }
+        head.lines(b"X-Added: 1\r\nUpgrade: h2c\r\n");
+        assert_eq!(head.fields.len(), 4);
+        assert_eq!(head.fields.get_all("set-cookie").iter().count(), 2);
+        assert!(head.fields.get("connection").is_none());
+        assert!(
+            head.fields.get("transfer-encoding").is_none() && head.fields.get("upgrade").is_none()
         );
-        let head = parse_response_head(&mut buf, usize::MAX)
-            .unwrap_or_else(|e| panic!("{e:?}"))
-            .unwrap_or_else(|| panic!("incomplete"));
-        let mut map = http::HeaderMap::new();
-        let len = fields(&head, &mut map);
-        assert_eq!(map.len(), 3);
-        assert_eq!(map.get_all("set-cookie").iter().count(), 2);
-        assert!(map.get("connection").is_none() && map.get("transfer-encoding").is_none());
-        // "server: x", two cookies of "set-cookie: a=1", and the frame.
-        assert_eq!(len, FRAME_HEADER_LEN + 1 + 9 + 2 * 15);
+        assert_eq!(
+            head.fields.get("x-added").map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        // "server: x", two cookies of "set-cookie: a=1", "x-added: 1".
+        assert_eq!(head.len, 9 + 2 * 15 + 10);
     }
 }

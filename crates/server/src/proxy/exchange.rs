@@ -3,10 +3,7 @@
 //! caller sends through error_page; after that, the client connection is closed. A client
 //! that goes away before the response is noticed at once and ends the exchange (499).
 
-use std::io::IoSlice;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -19,27 +16,14 @@ use portcullis_proxy::{Conn, Stream, Timer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::downstream::{send_two, timeout_io, Downstream};
 use super::settings::next;
 use super::{Attempt, Plan};
 use crate::request::Request;
 use crate::Level;
 
 /// Bytes read from the upstream at least per call once the head is in.
-const READ_CHUNK: usize = 16 * 1024;
-
-/// The client side of the exchange: reached only through AsyncRead/AsyncWrite, so plain and
-/// TLS client connections work alike.
-pub(crate) struct Client<'c, S> {
-    pub stream: &'c mut S,
-    /// The connection's response-head buffer.
-    pub out: &'c mut BytesMut,
-    /// Bytes read from the client past the request (and its body): the first bytes of a
-    /// tunnel after an upgrade.
-    pub read: &'c mut BytesMut,
-    /// Whether the client connection may carry another request after this one.
-    pub keep_alive: bool,
-    pub send_timeout: Duration,
-}
+pub(super) const READ_CHUNK: usize = 16 * 1024;
 
 /// How the exchange ended.
 pub(crate) enum Finish {
@@ -68,22 +52,6 @@ pub(crate) enum Finish {
 
 /// nginx's status for a request whose client went away before the response.
 pub(crate) const CLIENT_CLOSED: u16 = 499;
-
-/// Most bytes kept from a client that sends more while its request waits for the upstream
-/// (pipelined requests); past them the client is no longer watched.
-const WATCH_LIMIT: usize = 64 * 1024;
-
-/// Returns when the client closes its side (or its connection fails), keeping what it sends
-/// meanwhile in `read`; never returns once `read` holds [`WATCH_LIMIT`] bytes.
-async fn client_gone<S: AsyncRead + Unpin>(stream: &mut S, read: &mut BytesMut) {
-    while read.len() < WATCH_LIMIT {
-        match stream.read_buf(read).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-    }
-    std::future::pending::<()>().await;
-}
 
 /// The request body the upstream gets.
 pub(crate) enum ReqBody {
@@ -175,36 +143,9 @@ impl Failure {
     }
 }
 
-/// Room in the in-memory pipe between [`serve_piped`] and the reader of its response.
-pub(crate) const PIPE_SIZE: usize = 64 * 1024;
-
-/// Runs the exchange for `plan` with its client side on `near`, one end of an in-memory pipe,
-/// for a caller that is no HTTP/1 connection (an HTTP/2 stream, a subrequest): the response
-/// comes out of the other end as an HTTP/1.1 connection would send it, and a response
-/// without framing ends with the pipe. Closing is for the caller to decide: the exchange
-/// keeps the pipe's connection alive.
-pub(crate) async fn serve_piped(
-    mut near: tokio::io::DuplexStream,
-    req: &Request<'_>,
-    plan: Plan,
-    body: ReqBody,
-    send_timeout: Duration,
-) -> Finish {
-    let mut out = BytesMut::new();
-    let mut read = BytesMut::new();
-    let client = Client {
-        stream: &mut near,
-        out: &mut out,
-        read: &mut read,
-        keep_alive: true,
-        send_timeout,
-    };
-    serve(client, req, plan, body).await
-}
-
-/// Runs the exchange for `plan` on behalf of `req`.
-pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-    client: Client<'_, S>,
+/// Runs the exchange for `plan` on behalf of `req`, its response sent to `down`.
+pub(crate) async fn serve<D: Downstream>(
+    down: &mut D,
     req: &Request<'_>,
     mut plan: Plan,
     body: ReqBody,
@@ -218,13 +159,6 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         Some(b) => ReqBody::Whole(Bytes::copy_from_slice(b)),
         None => body,
     };
-    let Client {
-        stream,
-        out,
-        read,
-        keep_alive,
-        send_timeout,
-    } = client;
     let mut head = Lent {
         buf: std::mem::take(&mut plan.head),
         req,
@@ -324,7 +258,16 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         };
         let result = if let Some(s) = streamed.as_mut() {
             // A streamed body is read from the client during the attempt, which sees it close.
-            let source = Some((&mut *stream, &mut *read, s, send_timeout));
+            // Only an HTTP/1 connection streams one.
+            let Some(c) = down.connection() else {
+                return Finish::Status {
+                    code: 500,
+                    body_read: false,
+                    attempts,
+                    challenge: None,
+                };
+            };
+            let source = Some((c.stream, c.read, s, c.send_timeout));
             attempt_once(
                 &plan,
                 &local,
@@ -340,7 +283,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             )
             .await
         } else {
-            let attempted = attempt_once::<S>(
+            let attempted = attempt_once::<D::Io>(
                 &plan,
                 &local,
                 peer,
@@ -361,7 +304,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 tokio::select! {
                     biased;
                     r = attempted => r,
-                    () = client_gone(&mut *stream, &mut *read) => {
+                    () = down.gone() => {
                         let end = Instant::now();
                         upstream.release(peer, Outcome::Ok, end);
                         req.log_upstream(
@@ -419,32 +362,33 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             continue;
         }
         if status == 101 && plan.upgrade {
-            out.clear();
-            req.write_proxied_head(out, &plan, &resp_head, false, false);
-            let head_len = out.len() as u64;
-            // Boxed, as the connect: an upgrade is rare and its future large.
-            let sent = Box::pin(tunnel(
-                stream,
-                &mut conn.stream,
-                out,
-                read,
-                ubuf,
-                settings.read_timeout,
-                send_timeout,
-            ))
-            .await;
-            let end = Instant::now();
-            attempt.response = end - attempt_start;
-            attempts.push(attempt);
-            upstream.release(peer, Outcome::Ok, end);
-            // `$body_bytes_sent`: what the tunnel carried to the client after the head.
-            return Finish::Sent {
-                status,
-                sent,
-                body: sent.saturating_sub(head_len),
-                keep_alive: false,
-                attempts,
-            };
+            req.write_proxied_head(down.begin(Framing::Length(0)), &plan, &resp_head);
+            if let Some(c) = down.connection() {
+                let head_len = c.out.len() as u64;
+                // Boxed, as the connect: an upgrade is rare and its future large.
+                let sent = Box::pin(tunnel(
+                    c.stream,
+                    &mut conn.stream,
+                    c.out,
+                    c.read,
+                    ubuf,
+                    settings.read_timeout,
+                    c.send_timeout,
+                ))
+                .await;
+                let end = Instant::now();
+                attempt.response = end - attempt_start;
+                attempts.push(attempt);
+                upstream.release(peer, Outcome::Ok, end);
+                // `$body_bytes_sent`: what the tunnel carried to the client after the head.
+                return Finish::Sent {
+                    status,
+                    sent,
+                    body: sent.saturating_sub(head_len),
+                    keep_alive: false,
+                    attempts,
+                };
+            }
         }
         if settings.intercept_errors && status >= 300 && req.has_error_page(status) {
             let end = Instant::now();
@@ -462,19 +406,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let failed = bit & next::FAILURE_STATUSES & settings.next_upstream != 0;
         let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
-        let forwarded = forward(
-            stream,
-            out,
-            req,
-            &plan,
-            &resp_head,
-            ubuf,
-            &mut conn,
-            keep_alive,
-            send_timeout,
-            url,
-        )
-        .await;
+        let forwarded = forward(down, req, &plan, &resp_head, ubuf, &mut conn, url).await;
         let end = Instant::now();
         attempt.response = end - attempt_start;
         attempt.length = forwarded.body;
@@ -938,58 +870,6 @@ fn describe(e: &std::io::Error, call: &str) -> String {
     }
 }
 
-async fn timeout_io<T>(
-    t: Duration,
-    f: impl std::future::Future<Output = std::io::Result<T>>,
-) -> std::io::Result<T> {
-    tokio::time::timeout(t, f)
-        .await
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
-}
-
-/// Writes `a` then `b`, vectored, within `timeout`. Most writes complete at once, so the
-/// first try arms no timer (and reads no clock); only a write that would block waits.
-async fn send_two<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    a: &[u8],
-    b: &[u8],
-    timeout: Duration,
-) -> std::io::Result<()> {
-    let mut cx = Context::from_waker(Waker::noop());
-    let n =
-        match Pin::new(&mut *w).poll_write_vectored(&mut cx, &[IoSlice::new(a), IoSlice::new(b)]) {
-            Poll::Ready(Ok(n)) => n,
-            Poll::Ready(Err(e)) => return Err(e),
-            Poll::Pending => 0,
-        };
-    if n == a.len() + b.len() {
-        return Ok(());
-    }
-    let (a, b) = match a.get(n..) {
-        Some(rest) => (rest, b),
-        None => (&[][..], &b[n - a.len()..]),
-    };
-    timeout_io(timeout, write_two(w, a, b)).await
-}
-
-/// Writes `a` then `b`, vectored.
-async fn write_two<W: AsyncWrite + Unpin>(w: &mut W, a: &[u8], b: &[u8]) -> std::io::Result<()> {
-    let total = a.len() + b.len();
-    let mut written = 0;
-    while written < total {
-        let h = &a[written.min(a.len())..];
-        let t = &b[written.saturating_sub(a.len())..];
-        let n = w
-            .write_vectored(&[IoSlice::new(h), IoSlice::new(t)])
-            .await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        written += n;
-    }
-    Ok(())
-}
-
 enum HeadFailure {
     /// EOF before any byte of a response.
     Closed,
@@ -1040,18 +920,15 @@ struct Forwarded {
     upstream_done: bool,
 }
 
-/// Writes the response head for the client and streams the body.
-#[allow(clippy::too_many_arguments)]
-async fn forward<S: AsyncWrite + Unpin>(
-    client: &mut S,
-    out: &mut BytesMut,
+/// Sends the response head to `down`, streams the body framed as the upstream framed it,
+/// and ends the response.
+async fn forward<D: Downstream>(
+    down: &mut D,
     req: &Request<'_>,
     plan: &Plan,
     head: &ResponseHead,
     mut ubuf: BytesMut,
     conn: &mut Conn<Stream>,
-    mut keep_alive: bool,
-    send_timeout: Duration,
     url: Url<'_>,
 ) -> Forwarded {
     let status = head.status();
@@ -1061,194 +938,109 @@ async fn forward<S: AsyncWrite + Unpin>(
     } else {
         head.framing()
     };
-    let http11_client = req.is_http11();
-    let rechunk = matches!(framing, Framing::Chunked | Framing::UntilClose) && http11_client;
-    if matches!(framing, Framing::UntilClose | Framing::Chunked) && !http11_client {
-        keep_alive = false;
-    }
-    out.clear();
-    req.write_proxied_head(out, plan, head, rechunk, keep_alive);
-    let head_len = out.len() as u64;
-    let mut fw = Forwarded {
-        sent: 0,
-        body: 0,
-        received: 0,
-        keep_alive,
-        upstream_done: false,
-    };
+    req.write_proxied_head(down.begin(framing), plan, head);
     let read_timeout = plan.settings.read_timeout;
-    match framing {
-        Framing::Length(n) => {
-            let mut left = n;
-            let first_len = left.min(ubuf.len() as u64);
-            let first = &ubuf[..first_len as usize];
-            left -= first_len;
-            if send_two(client, out, first, send_timeout).await.is_err() {
-                fw.keep_alive = false;
-                out.clear();
-                return_buffer(req, ubuf);
-                return fw;
+    let mut received = 0;
+    // Reads more of the upstream's body into `ubuf`: false at its close when that ends the
+    // body; when the body broke off, the failure is logged and `$done` leaves with false.
+    macro_rules! read_more {
+        ($done:lifetime, $eof_ends:expr) => {{
+            ubuf.reserve(READ_CHUNK);
+            match conn
+                .timer
+                .run(read_timeout, conn.stream.read_buf(&mut ubuf))
+                .await
+            {
+                Ok(Ok(0)) if $eof_ends => false,
+                Ok(Ok(k)) if k > 0 => {
+                    received += k as u64;
+                    true
+                }
+                other => {
+                    log_body_failure(req, url, other.map_err(|_| ()).ok());
+                    down.broken();
+                    break $done false;
+                }
             }
-            out.clear();
-            ubuf.advance(first_len as usize);
-            fw.sent = head_len + first_len;
-            fw.body = first_len;
-            while left > 0 {
-                ubuf.clear();
-                ubuf.reserve(READ_CHUNK);
-                match conn
-                    .timer
-                    .run(read_timeout, conn.stream.read_buf(&mut ubuf))
-                    .await
-                {
-                    Ok(Ok(k)) if k > 0 => fw.received += k as u64,
-                    other => {
-                        log_body_failure(req, url, other.map_err(|_| ()).ok());
-                        fw.keep_alive = false;
-                        return_buffer(req, ubuf);
-                        return fw;
+        }};
+    }
+    // Whether the upstream's response was read to its end and no further.
+    let upstream_done = 'done: {
+        match framing {
+            Framing::Length(n) => {
+                let mut left = n;
+                let first = left.min(ubuf.len() as u64) as usize;
+                left -= first as u64;
+                if down.send(&ubuf[..first]).await.is_err() {
+                    break 'done false;
+                }
+                ubuf.advance(first);
+                while left > 0 {
+                    ubuf.clear();
+                    read_more!('done, false);
+                    let take = left.min(ubuf.len() as u64) as usize;
+                    if down.send(&ubuf[..take]).await.is_err() {
+                        break 'done false;
                     }
+                    ubuf.advance(take);
+                    left -= take as u64;
                 }
-                let take = left.min(ubuf.len() as u64) as usize;
-                if send_two(client, &ubuf[..take], &[], send_timeout)
-                    .await
-                    .is_err()
-                {
-                    fw.keep_alive = false;
-                    return_buffer(req, ubuf);
-                    return fw;
-                }
-                let _ = ubuf.split_to(take);
-                left -= take as u64;
-                fw.sent += take as u64;
-                fw.body += take as u64;
+                // Bytes past the announced length mean the upstream cannot be trusted again.
+                down.finish().await.is_ok() && ubuf.is_empty()
             }
-            // Bytes past the announced length mean the upstream cannot be trusted again.
-            fw.upstream_done = ubuf.is_empty();
-        }
-        Framing::Chunked => {
-            let mut decoder = ChunkedDecoder::new();
-            let mut pending = BytesMut::new();
-            pending.put_slice(out);
-            out.clear();
-            fw.sent = head_len;
-            loop {
+            Framing::Chunked => {
+                let mut decoder = ChunkedDecoder::new();
                 loop {
-                    match decoder.decode(&mut ubuf) {
-                        Ok(Chunk::Data(d)) => {
-                            if rechunk {
-                                let (h, len) = chunk_header(d.len());
-                                pending.put_slice(&h[..len]);
-                                pending.put_slice(&d);
-                                pending.put_slice(b"\r\n");
-                            } else {
-                                pending.put_slice(&d);
+                    loop {
+                        match decoder.decode(&mut ubuf) {
+                            Ok(Chunk::Data(d)) => down.push(&d),
+                            Ok(Chunk::Done) => {
+                                break 'done down.finish().await.is_ok() && ubuf.is_empty()
                             }
-                            fw.body += d.len() as u64;
-                        }
-                        Ok(Chunk::Done) => {
-                            if rechunk {
-                                pending.put_slice(LAST_CHUNK);
+                            Ok(Chunk::NeedMore) => break,
+                            Err(_) => {
+                                req.log_upstream(
+                                    Level::Error,
+                                    "upstream sent invalid chunked response while reading upstream",
+                                    &url,
+                                );
+                                let _ = down.send(&[]).await;
+                                down.broken();
+                                break 'done false;
                             }
-                            fw.upstream_done = ubuf.is_empty();
-                            break;
-                        }
-                        Ok(Chunk::NeedMore) => break,
-                        Err(_) => {
-                            req.log_upstream(
-                                Level::Error,
-                                "upstream sent invalid chunked response while reading upstream",
-                                &url,
-                            );
-                            let _ = send_two(client, &pending, &[], send_timeout).await;
-                            fw.keep_alive = false;
-                            return_buffer(req, ubuf);
-                            return fw;
                         }
                     }
-                }
-                if !pending.is_empty() {
-                    if send_two(client, &pending, &[], send_timeout).await.is_err() {
-                        fw.keep_alive = false;
-                        return_buffer(req, ubuf);
-                        return fw;
+                    if down.send(&[]).await.is_err() {
+                        break 'done false;
                     }
-                    fw.sent += pending.len() as u64;
-                    pending.clear();
-                }
-                if decoder.is_done() {
-                    break;
-                }
-                ubuf.reserve(READ_CHUNK);
-                match conn
-                    .timer
-                    .run(read_timeout, conn.stream.read_buf(&mut ubuf))
-                    .await
-                {
-                    Ok(Ok(k)) if k > 0 => fw.received += k as u64,
-                    other => {
-                        log_body_failure(req, url, other.map_err(|_| ()).ok());
-                        fw.keep_alive = false;
-                        return_buffer(req, ubuf);
-                        return fw;
-                    }
+                    read_more!('done, false);
                 }
             }
-        }
-        Framing::UntilClose => {
-            let mut pending = BytesMut::new();
-            pending.put_slice(out);
-            out.clear();
-            fw.sent = head_len;
-            let mut eof = false;
-            loop {
+            Framing::UntilClose => loop {
                 if !ubuf.is_empty() {
-                    if rechunk {
-                        let (h, len) = chunk_header(ubuf.len());
-                        pending.put_slice(&h[..len]);
-                        pending.put_slice(&ubuf);
-                        pending.put_slice(b"\r\n");
-                    } else {
-                        pending.put_slice(&ubuf);
-                    }
-                    fw.body += ubuf.len() as u64;
+                    down.push(&ubuf);
                     ubuf.clear();
                 }
-                if eof && rechunk {
-                    pending.put_slice(LAST_CHUNK);
+                if down.send(&[]).await.is_err() {
+                    break 'done false;
                 }
-                if !pending.is_empty() {
-                    if send_two(client, &pending, &[], send_timeout).await.is_err() {
-                        fw.keep_alive = false;
-                        return_buffer(req, ubuf);
-                        return fw;
-                    }
-                    fw.sent += pending.len() as u64;
-                    pending.clear();
+                if !read_more!('done, true) {
+                    // The upstream's close ends the body, and its connection.
+                    let _ = down.finish().await;
+                    break 'done false;
                 }
-                if eof {
-                    break;
-                }
-                ubuf.reserve(READ_CHUNK);
-                match conn
-                    .timer
-                    .run(read_timeout, conn.stream.read_buf(&mut ubuf))
-                    .await
-                {
-                    Ok(Ok(0)) => eof = true,
-                    Ok(Ok(k)) => fw.received += k as u64,
-                    other => {
-                        log_body_failure(req, url, other.map_err(|_| ()).ok());
-                        fw.keep_alive = false;
-                        return_buffer(req, ubuf);
-                        return fw;
-                    }
-                }
-            }
+            },
         }
-    }
+    };
     return_buffer(req, ubuf);
-    fw
+    let (sent, body) = down.sent();
+    Forwarded {
+        sent,
+        body,
+        received,
+        keep_alive: down.keep_alive(),
+        upstream_done,
+    }
 }
 
 /// Which side a tunnel read came from.

@@ -8,6 +8,7 @@
 //! from the balancer, an idle connection from the worker's pool or a new one, the request,
 //! the response head forwarded by nginx's rules, and the body streamed to the client.
 
+mod downstream;
 mod exchange;
 pub(crate) mod resolve;
 mod settings;
@@ -24,10 +25,9 @@ use portcullis_proxy::upstream::{KeyKind, LocalState, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
 
 use crate::vars::Template;
+pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoConnection};
 pub(crate) use exchange::collect_body;
-pub(crate) use exchange::{
-    preread_whole, serve, serve_piped, Client, Finish, ReqBody, Streamed, CLIENT_CLOSED, PIPE_SIZE,
-};
+pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
 pub(crate) use settings::{
     directive, finish_tls, proxy_pass, split_host_port, CookieRule, ProxyPass, ProxySettings,
     Redirect, RedirectRule, Target,

@@ -5,14 +5,14 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 use portcullis_http::{KnownName, ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
 use super::{Body, Request, Response, Step};
 use crate::proxy::resolve::Found;
 use crate::proxy::{
-    CookieRule, Group, Plan, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
+    CookieRule, Fields, Group, Plan, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
 };
 use crate::Level;
 
@@ -296,13 +296,11 @@ impl Request<'_> {
     /// Writes the client's response head for an upstream's `head`: the status line as the
     /// upstream sent it, our Server and Date, the upstream's headers in order without the
     /// hop-by-hop and hidden ones, Location rewritten by proxy_redirect, add_header.
-    pub(crate) fn write_proxied_head(
+    pub(crate) fn write_proxied_head<F: Fields>(
         &self,
-        out: &mut BytesMut,
+        out: &mut F,
         plan: &Plan,
         head: &ResponseHead,
-        chunked: bool,
-        keep_alive: bool,
     ) {
         let s = &plan.settings;
         // An error_page target keeps the status of the error it answers (nginx's
@@ -311,55 +309,36 @@ impl Request<'_> {
             Some(code) if head.status() != 101 => code,
             _ => head.status(),
         };
-        out.put_slice(b"HTTP/1.1 ");
-        out.put_slice(&[
-            b'0' + (status / 100) as u8,
-            b'0' + (status / 10 % 10) as u8,
-            b'0' + (status % 10) as u8,
-        ]);
-        out.put_u8(b' ');
         if head.reason().is_empty() || status != head.status() {
-            out.put_slice(portcullis_http::reason(status).as_bytes());
+            out.status(status, portcullis_http::reason(status).as_bytes());
         } else {
-            out.put_slice(head.reason());
+            out.status(status, head.reason());
         }
-        out.put_slice(b"\r\n");
         let passed = |name: &str| s.pass_headers.iter().any(|p| p == name);
         if !passed("server") {
-            out.put_slice(b"Server: ");
-            out.put_slice(if self.loc.server_tokens {
-                super::VERSION.as_bytes()
-            } else {
-                b"portcullis"
-            });
-            out.put_slice(b"\r\n");
+            out.field(
+                b"Server",
+                if self.loc.server_tokens {
+                    super::VERSION.as_bytes()
+                } else {
+                    b"portcullis"
+                },
+            );
         }
         if !passed("date") {
-            out.put_slice(b"Date: ");
-            out.put_slice(self.worker.dates.borrow_mut().get());
-            out.put_slice(b"\r\n");
+            out.field(b"Date", self.worker.dates.borrow_mut().get());
         }
         if let Some(t) = head.known(KnownName::ContentType) {
-            portcullis_http::write_header(out, "Content-Type", t);
+            out.field(b"Content-Type", t);
         }
         let location = head
             .known(KnownName::Location)
             .map(|l| self.rewrite_location(plan, l));
         let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
         if let Some(l) = location.as_ref().filter(|_| relative) {
-            let abs = self.absolute_location(l);
-            portcullis_http::write_header(out, "Location", &abs);
+            out.field(b"Location", &self.absolute_location(l));
         }
-        if chunked {
-            out.put_slice(b"Transfer-Encoding: chunked\r\n");
-        }
-        if status == 101 && plan.upgrade {
-            out.put_slice(b"Connection: upgrade\r\n");
-        } else if keep_alive {
-            out.put_slice(b"Connection: keep-alive\r\n");
-        } else {
-            out.put_slice(b"Connection: close\r\n");
-        }
+        out.connection(status == 101 && plan.upgrade);
         let replaced = self.replaced_fields(status);
         for f in head.fields() {
             let name = f.name;
@@ -383,29 +362,26 @@ impl Request<'_> {
                 && name.eq_ignore_ascii_case(b"set-cookie")
             {
                 if let Some(value) = self.rewrite_cookie(s, f.value) {
-                    portcullis_http::write_header(out, "Set-Cookie", &value);
+                    out.field(b"Set-Cookie", &value);
                     continue;
                 }
             }
             if name.eq_ignore_ascii_case(b"refresh") {
-                let value = self.rewrite_refresh(plan, f.value);
-                portcullis_http::write_header(out, "Refresh", &value);
+                out.field(b"Refresh", &self.rewrite_refresh(plan, f.value));
                 continue;
             }
             if f.known == KnownName::Location {
                 if let Some(l) = location.as_ref().filter(|_| !relative) {
-                    out.put_slice(b"Location: ");
-                    out.put_slice(l);
-                    out.put_slice(b"\r\n");
+                    out.field(b"Location", l);
                 }
                 continue;
             }
-            out.put_slice(f.line);
+            out.line(f.name, f.value, f.line);
         }
         let mut extra = Response::new(status);
         self.add_headers_with(&mut extra, head.header("last-modified"));
-        out.put_slice(&extra.headers);
-        out.put_slice(b"\r\n");
+        out.lines(&extra.headers);
+        out.end();
     }
 
     /// `proxy_cookie_domain` and `proxy_cookie_path` applied to a `Set-Cookie` value, as
