@@ -18,6 +18,7 @@
 //! `response` (status lines, headers, error pages), `upstream_head` (upstream response heads),
 //! `date` (HTTP dates), `error`.
 
+mod auth;
 mod chunked;
 mod date;
 mod error;
@@ -26,6 +27,7 @@ mod request;
 mod response;
 mod upstream_head;
 
+pub use auth::basic_credentials;
 pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
 pub use date::{write_http_date, DateCache, HTTP_DATE_LEN};
 pub use error::RequestError;

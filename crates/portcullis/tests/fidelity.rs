@@ -746,3 +746,49 @@ fn proxy_cookie_domain_and_path() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
 }
+
+#[test]
+fn remote_user_is_read_from_basic_credentials_as_nginx_reads_them() {
+    let http = "    server {\n        listen 127.0.0.1:{PORT0};\n        \
+                location / { return 200 \"[$remote_user]\"; }\n    }\n";
+    // "alice:secret", "bob:", "a:b:c", ":secret", "alice" (no colon), bad base64.
+    let values = [
+        "Basic YWxpY2U6c2VjcmV0",
+        "basic    YWxpY2U6c2VjcmV0",
+        "BASIC Ym9iOg==",
+        "Basic Ym9iOg",
+        "Basic YTpiOmM=",
+        "Basic Ym9iOg==!!",
+        "Basic OnNlY3JldA==",
+        "Basic YWxpY2U",
+        "Basic !!!!",
+        "Basic YWxpY2U6c2VjcmV0a",
+        "Bearer YWxpY2U6c2VjcmV0",
+        "Basic",
+    ];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        let mut answers = Vec::new();
+        for value in values {
+            let r = support::request(
+                server.port(0),
+                &format!("GET / HTTP/1.1\r\nHost: localhost\r\nAuthorization: {value}\r\n\r\n"),
+            )
+            .expect("GET");
+            answers.push(format!("{value} -> {} {}", r.status, r.body_text()));
+        }
+        assert_eq!(
+            answers[0], "Basic YWxpY2U6c2VjcmV0 -> 200 [alice]",
+            "{kind}"
+        );
+        assert_eq!(answers[4], "Basic YTpiOmM= -> 200 [a]", "{kind}");
+        assert_eq!(answers[10], "Bearer YWxpY2U6c2VjcmV0 -> 200 []", "{kind}");
+        seen.push((kind, answers));
+    }
+    if let [(_, nginx), (_, ours)] = seen.as_slice() {
+        assert_eq!(ours, nginx, "portcullis against nginx");
+    }
+}

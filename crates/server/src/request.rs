@@ -1583,6 +1583,15 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(v)
                 }
             }
+            // The user of `Authorization: Basic`, whatever checks it, as nginx reads it.
+            Var::RemoteUser => {
+                if let Some((user, _)) = h
+                    .header("authorization")
+                    .and_then(portcullis_http::basic_credentials)
+                {
+                    out.extend_from_slice(&user);
+                }
+            }
             Var::Hostname => {
                 out.extend_from_slice(self.worker.generation.borrow().http.hostname.as_bytes())
             }
@@ -1603,7 +1612,6 @@ impl<'a> Request<'a> {
             | Var::BinaryRemoteAddr
             | Var::ConnectionTime
             | Var::RemotePort
-            | Var::RemoteUser
             | Var::ServerAddr
             | Var::ServerPort
             | Var::Connection
