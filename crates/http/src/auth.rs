@@ -10,7 +10,11 @@ pub fn basic_credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     if !scheme.eq_ignore_ascii_case(b"basic ") {
         return None;
     }
-    let encoded = value[6..].trim_ascii_start();
+    let start = value[6..]
+        .iter()
+        .position(|&b| b != b' ')
+        .map_or(value.len(), |i| 6 + i);
+    let encoded = &value[start..];
     let encoded = encoded
         .iter()
         .position(|&b| b == b'=')
@@ -87,9 +91,10 @@ mod tests {
             "Basic ",
             "Bearer YWxpY2U6c2VjcmV0",
             "Basic !!!!",
-            "Basic YWxpY2U",           // "alice": no colon
-            "Basic OnNlY3JldA==",      // ":secret": no user
-            "Basic YWxpY2U6c2VjcmV0a", // one character too many
+            "Basic YWxpY2U",            // "alice": no colon
+            "Basic OnNlY3JldA==",       // ":secret": no user
+            "Basic YWxpY2U6c2VjcmV0a",  // one character too many
+            "Basic \tYWxpY2U6c2VjcmV0", // only spaces are skipped
         ] {
             assert_eq!(user(value), None, "{value}");
         }

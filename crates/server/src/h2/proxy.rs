@@ -282,7 +282,8 @@ impl Downstream for ToStream {
 
     async fn send(&mut self, data: &[u8]) -> io::Result<()> {
         if self.empty {
-            return Ok(());
+            // The head alone ends the stream, whatever the upstream's body does after it.
+            return self.send_head(true);
         }
         self.send_head(false)?;
         self.pending.extend_from_slice(data);

@@ -243,8 +243,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Downstream for Client<'_, S> {
             self.push(data);
             return self.write_out(&[]).await;
         }
-        self.body += data.len() as u64;
-        self.write_out(data).await
+        let result = self.write_out(data).await;
+        if result.is_ok() {
+            self.body += data.len() as u64;
+        }
+        result
     }
 
     async fn finish(&mut self) -> io::Result<()> {

@@ -409,7 +409,7 @@ pub(crate) async fn serve<D: Downstream>(
         let forwarded = forward(down, req, &plan, &resp_head, ubuf, &mut conn, url).await;
         let end = Instant::now();
         attempt.response = end - attempt_start;
-        attempt.length = forwarded.body;
+        attempt.length = forwarded.length;
         attempt.bytes_received += forwarded.received;
         attempts.push(attempt);
         upstream.release(peer, outcome, end);
@@ -913,6 +913,8 @@ async fn read_head<R: AsyncRead + Unpin>(
 struct Forwarded {
     sent: u64,
     body: u64,
+    /// The upstream's body bytes read (`$upstream_response_length`).
+    length: u64,
     /// Bytes read from the upstream after its head.
     received: u64,
     keep_alive: bool,
@@ -941,6 +943,8 @@ async fn forward<D: Downstream>(
     req.write_proxied_head(down.begin(framing), plan, head);
     let read_timeout = plan.settings.read_timeout;
     let mut received = 0;
+    // The upstream's body bytes, whatever the client took of them.
+    let mut length = 0u64;
     // Reads more of the upstream's body into `ubuf`: false at its close when that ends the
     // body; when the body broke off, the failure is logged and `$done` leaves with false.
     macro_rules! read_more {
@@ -971,6 +975,7 @@ async fn forward<D: Downstream>(
                 let mut left = n;
                 let first = left.min(ubuf.len() as u64) as usize;
                 left -= first as u64;
+                length += first as u64;
                 if down.send(&ubuf[..first]).await.is_err() {
                     break 'done false;
                 }
@@ -979,6 +984,7 @@ async fn forward<D: Downstream>(
                     ubuf.clear();
                     read_more!('done, false);
                     let take = left.min(ubuf.len() as u64) as usize;
+                    length += take as u64;
                     if down.send(&ubuf[..take]).await.is_err() {
                         break 'done false;
                     }
@@ -993,7 +999,10 @@ async fn forward<D: Downstream>(
                 loop {
                     loop {
                         match decoder.decode(&mut ubuf) {
-                            Ok(Chunk::Data(d)) => down.push(&d),
+                            Ok(Chunk::Data(d)) => {
+                                length += d.len() as u64;
+                                down.push(&d);
+                            }
                             Ok(Chunk::Done) => {
                                 break 'done down.finish().await.is_ok() && ubuf.is_empty()
                             }
@@ -1018,6 +1027,7 @@ async fn forward<D: Downstream>(
             }
             Framing::UntilClose => loop {
                 if !ubuf.is_empty() {
+                    length += ubuf.len() as u64;
                     down.push(&ubuf);
                     ubuf.clear();
                 }
@@ -1037,6 +1047,7 @@ async fn forward<D: Downstream>(
     Forwarded {
         sent,
         body,
+        length,
         received,
         keep_alive: down.keep_alive(),
         upstream_done,
