@@ -818,3 +818,47 @@ fn parse_openssl_time(text: &str) -> i64 {
     let days = era * 146_097 + doe - 719_468;
     days * 86_400 + hour * 3600 + minute * 60 + second
 }
+
+/// Relative certificate and key names are found beside the main configuration file (nginx's
+/// `conf_prefix`), not in the `-p` prefix: `-t` loads them from there, and a configuration
+/// whose files are only in the prefix does not load.
+#[test]
+fn relative_certificates_are_beside_the_configuration() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("site", KeyKind::P256, "localhost");
+    for kind in kinds() {
+        let Some(binary) = kind.binary() else {
+            continue;
+        };
+        for beside in [true, false] {
+            let prefix = support::TempDir::new("tls-prefix");
+            let conf_dir = support::TempDir::new("tls-conf");
+            let files = if beside { &conf_dir } else { &prefix };
+            files.write("certs/site.crt", read_lossy(&pair.cert));
+            files.write("certs/site.key", read_lossy(&pair.key));
+            let http = "server { listen 127.0.0.1:{PORT0} ssl; \
+                        ssl_certificate certs/site.crt; ssl_certificate_key certs/site.key; }";
+            let conf = conf_dir.write(
+                "nginx.conf",
+                support::render(&main_config(http), prefix.path(), &support::free_ports(1)),
+            );
+            let out = support::test_config(Command::new(&binary), prefix.path(), &conf);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.success(),
+                beside,
+                "{kind}, beside {beside}:\n{stderr}"
+            );
+            if !beside {
+                let expected = conf_dir.path().join("certs/site.crt");
+                assert!(
+                    stderr.contains(&expected.display().to_string()),
+                    "{kind}:\n{stderr}"
+                );
+            }
+        }
+    }
+}

@@ -99,8 +99,8 @@ impl Module for AuthJwt {
             .state
             .downcast_mut::<Loader>()
             .expect("the module's own load state");
-        let prefix = cx.prefix;
-        let path = |p: &str| prefix.join(p);
+        let conf_prefix = cx.conf_prefix;
+        let path = |p: &str| conf_prefix.join(p);
         loader.directive(module::edit::<JwtConf>(conf), d, cx.first, &path, cx.names)
     }
 

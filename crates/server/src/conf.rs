@@ -348,6 +348,12 @@ fn compile_declared(
     let mut b = Builder {
         names: Arc::new(names),
         prefix: prefix.to_path_buf(),
+        conf_prefix: loaded
+            .files
+            .first()
+            .and_then(|f| f.path.parent())
+            .unwrap_or(prefix)
+            .to_path_buf(),
         warnings: Vec::new(),
         formats: HashMap::new(),
         logs: HashMap::new(),
@@ -459,6 +465,10 @@ struct Builder {
     /// The variables the configuration declares.
     names: Arc<crate::vars::Names>,
     prefix: PathBuf,
+    /// The main configuration file's directory (the prefix for a built-in configuration):
+    /// nginx's `conf_prefix`, against which the files the configuration reads (certificates,
+    /// keys, password files) resolve, where logs and the pid file resolve against `prefix`.
+    conf_prefix: PathBuf,
     warnings: Vec<String>,
     formats: HashMap<String, Arc<LogFormat>>,
     /// Access log targets by (path, format name), shared by every level that names them.
@@ -738,15 +748,8 @@ impl Builder {
         if bits.names.is_empty() {
             bits.names.push(String::new());
         }
-        let prefix = self.prefix.clone();
-        let resolve = move |p: &str| {
-            let p = Path::new(p);
-            if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                prefix.join(p)
-            }
-        };
+        let conf_prefix = self.conf_prefix.clone();
+        let resolve = move |p: &str| conf_prefix.join(p);
         let h2 = conf.http2.enabled || bits.listens.iter().any(|l| l.http2);
         let tls = self.tls.server(&ssl, s, h2, &resolve, &mut self.warnings)?;
         if tls.ssl_on {
@@ -866,9 +869,7 @@ impl Builder {
             conf.types = Arc::new(types);
         }
         if let Some(pass) = &conf.proxy_pass {
-            crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| {
-                self.path(&p.to_string_lossy())
-            })?;
+            crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| self.conf_prefix.join(p))?;
         }
         if let (Some(d), Some(le)) = (limit_except, conf.limit_except.as_mut()) {
             Arc::make_mut(le).modules = self.limit_except_modules(&conf.modules, d)?;
@@ -919,7 +920,7 @@ impl Builder {
     ) -> Result<(), ConfigError> {
         let mut cx = Load {
             names: &self.names,
-            prefix: &self.prefix,
+            conf_prefix: &self.conf_prefix,
             state: &mut *self.loads[i],
             first: touched.insert(d.name.clone()),
             first_of_module: touched.insert(format!("module {i}")),
@@ -954,9 +955,7 @@ impl Builder {
             }
         }
         if let Some(pass) = &conf.proxy_pass {
-            crate::proxy::finish_tls(&mut conf.proxy, pass, d, &|p| {
-                self.path(&p.to_string_lossy())
-            })?;
+            crate::proxy::finish_tls(&mut conf.proxy, pass, d, &|p| self.conf_prefix.join(p))?;
         }
         self.finish_level(&mut conf, d.children(), false)?;
         Ok(Arc::new(conf))

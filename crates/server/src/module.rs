@@ -97,8 +97,9 @@ pub(crate) type Registry = &'static [&'static dyn Module];
 /// What a module's directive handler may use while a configuration loads.
 pub(crate) struct Load<'a> {
     pub names: &'a Names,
-    /// `-p`: relative file names resolve against it.
-    pub prefix: &'a Path,
+    /// The directory of the main configuration file, which nginx's `conf_prefix` is: the
+    /// names of files the configuration reads (keys, password files) resolve against it.
+    pub conf_prefix: &'a Path,
     /// What this load of the configuration keeps for the module (from [`Module::load`]).
     pub state: &'a mut (dyn Any + Send + Sync),
     /// Whether the directive is the first of its name at this level: a list it makes then
