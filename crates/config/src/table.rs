@@ -406,13 +406,13 @@ pub static MODULES: &[Module] = &[
         flag: Flag::Standard,
         directives: &[d("allow", HSL | LMT, TAKE1), d("deny", HSL | LMT, TAKE1)],
     },
-    // Passwords from a file: not implemented, refused.
+    // Users and passwords from a file.
     Module {
         name: "http_auth_basic_module",
         flag: Flag::Standard,
         directives: &[
-            once("auth_basic", HSL | LMT, TAKE1).refuse_unless("off"),
-            once("auth_basic_user_file", HSL | LMT, TAKE1).refuse(),
+            once("auth_basic", HSL | LMT, TAKE1),
+            once("auth_basic_user_file", HSL | LMT, TAKE1),
         ],
     },
     // Authorization by a subrequest: not implemented, refused.

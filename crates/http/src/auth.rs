@@ -14,7 +14,17 @@ pub fn basic_credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         .iter()
         .position(|&b| b != b' ')
         .map_or(value.len(), |i| 6 + i);
-    let encoded = &value[start..];
+    let mut decoded = decode_base64(&value[start..])?;
+    let colon = decoded.iter().position(|&b| b == b':').filter(|&i| i > 0)?;
+    let password = decoded[colon + 1..].to_vec();
+    decoded.truncate(colon);
+    Some((decoded, password))
+}
+
+/// Standard base64 decoded as nginx's `ngx_decode_base64` does: the text ends at its first
+/// `=`, any other character outside the alphabet makes it invalid, and so does a length that
+/// leaves a single character over. `None` when it is invalid or empty.
+pub fn decode_base64(encoded: &[u8]) -> Option<Vec<u8>> {
     let encoded = encoded
         .iter()
         .position(|&b| b == b'=')
@@ -39,10 +49,7 @@ pub fn basic_credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
         3 => decoded.extend_from_slice(&[(bits >> 10) as u8, (bits >> 2) as u8]),
         _ => {}
     }
-    let colon = decoded.iter().position(|&b| b == b':').filter(|&i| i > 0)?;
-    let password = decoded[colon + 1..].to_vec();
-    decoded.truncate(colon);
-    Some((decoded, password))
+    Some(decoded)
 }
 
 /// The value of one character of the standard base64 alphabet.

@@ -58,11 +58,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "the autoindex module is not implemented; like an nginx built without it",
     ),
     (
-        "basic_auth_admin.conf",
-        "the \"auth_basic\" directive is not supported yet and cannot be ignored safely",
-        "ignoring it would open the password-protected area to everyone",
-    ),
-    (
         "php_fpm_site.conf",
         "unknown directive \"fastcgi_split_path_info\"",
         "the FastCGI module is not implemented; like an nginx built without it",
@@ -323,7 +318,9 @@ fn fill_docroot(dir: &TempDir) {
         ("page.md", b"# A page\n"),
         ("noext", b"no extension\n"),
         (".htaccess", b"Deny from all\n"),
-        (".htpasswd", b"user:$apr1$x$y\n"),
+        // "user" with the password "secret".
+        (".htpasswd", b"user:$apr1$rSiP3vYa$nm/ZreXK/j2l5TkCLqoTA.\n"),
+        ("admin/index.html", b"<html><body>admin</body></html>\n"),
         (".git/config", b"[core]\n"),
         (
             ".well-known/security.txt",

@@ -140,8 +140,6 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
     }
     // What the fail-closed rule names is all there.
     for name in [
-        "auth_basic",
-        "auth_basic_user_file",
         "auth_request",
         "limit_req",
         "limit_req_zone",
@@ -202,6 +200,11 @@ fn every_ignored_directive_loads_with_a_warning_at_its_line() {
 const BUILT_IN: &[(&str, &str, &str)] = &[
     ("http_rewrite_module", "location", "return 200;"),
     ("http_access_module", "location", "deny all;"),
+    (
+        "http_auth_basic_module",
+        "location",
+        "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
     ("http_auth_jwt_module", "location", "auth_jwt off;"),
     ("http_map_module", "http", "map $uri $m { default 1; }"),
     ("http_charset_module", "location", "charset utf-8;"),

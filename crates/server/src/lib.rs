@@ -14,6 +14,7 @@
 //! one they started with.
 
 mod access;
+mod auth_basic;
 mod auth_jwt;
 mod charset;
 mod conf;

@@ -7,6 +7,7 @@ use crate::module::Registry;
 pub(crate) static ALL: Registry = &[
     &crate::rewrite::MODULE,
     &crate::access::MODULE,
+    &crate::auth_basic::MODULE,
     &crate::auth_jwt::MODULE,
     &crate::headers::MODULE,
     &crate::map::MODULE,
