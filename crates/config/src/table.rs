@@ -415,13 +415,13 @@ pub static MODULES: &[Module] = &[
             once("auth_basic_user_file", HSL | LMT, TAKE1),
         ],
     },
-    // Authorization by a subrequest: not implemented, refused.
+    // Authorization by a subrequest.
     Module {
         name: "http_auth_request_module",
         flag: Flag::Optional,
         directives: &[
-            d("auth_request", HSL, TAKE1).refuse_unless("off"),
-            d("auth_request_set", HSL, TAKE2).refuse(),
+            once("auth_request", HSL, TAKE1),
+            d("auth_request_set", HSL, TAKE2),
         ],
     },
     // JWT authentication, as NGINX Plus has it.

@@ -140,7 +140,6 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
     }
     // What the fail-closed rule names is all there.
     for name in [
-        "auth_request",
         "limit_req",
         "limit_req_zone",
         "limit_conn",
@@ -204,6 +203,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "http_auth_basic_module",
         "location",
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
+    (
+        "http_auth_request_module",
+        "location",
+        "auth_request /auth; auth_request_set $u $upstream_status;",
     ),
     ("http_auth_jwt_module", "location", "auth_jwt off;"),
     ("http_map_module", "http", "map $uri $m { default 1; }"),

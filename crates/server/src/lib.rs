@@ -16,6 +16,7 @@
 mod access;
 mod auth_basic;
 mod auth_jwt;
+mod auth_request;
 mod charset;
 mod conf;
 mod conn;
@@ -30,6 +31,7 @@ mod proxy;
 mod request;
 mod rewrite;
 pub mod static_files;
+mod subrequest;
 mod tls;
 mod tls_conf;
 mod user;

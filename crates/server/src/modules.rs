@@ -8,6 +8,7 @@ pub(crate) static ALL: Registry = &[
     &crate::rewrite::MODULE,
     &crate::access::MODULE,
     &crate::auth_basic::MODULE,
+    &crate::auth_request::MODULE,
     &crate::auth_jwt::MODULE,
     &crate::headers::MODULE,
     &crate::map::MODULE,

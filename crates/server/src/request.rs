@@ -461,6 +461,9 @@ pub(crate) struct Request<'a> {
     phases: &'a Phases,
     conn: &'a ConnInfo,
     head: RequestHead,
+    /// A subrequest's main request's head: `$request` and `$request_uri` are the main
+    /// request's, as nginx's subrequests share its request line.
+    main_head: Option<RequestHead>,
     method: Method,
     /// `$uri`: normalised, decoded; changes on internal redirects.
     uri: Vec<u8>,
@@ -558,6 +561,7 @@ impl<'a> Request<'a> {
             subrequest: false,
             suspended: None,
             head,
+            main_head: None,
         }
     }
 
@@ -567,6 +571,7 @@ impl<'a> Request<'a> {
         sub.http2 = self.http2;
         sub.internal = true;
         sub.subrequest = true;
+        sub.main_head = Some(self.main_head.as_ref().unwrap_or(&self.head).clone());
         // nginx's subrequests share the main request's variables: `$request_id` too.
         let _ = sub.request_id.set(*self.request_id.get_or_init(random_id));
         sub
@@ -578,6 +583,7 @@ impl<'a> Request<'a> {
         let head = self.head.clone();
         let mut fresh = Request::new(self.worker, self.server, self.conn, head, self.start);
         fresh.http2 = self.http2;
+        fresh.main_head = self.main_head.take();
         fresh.ctx = std::mem::take(&mut self.ctx);
         fresh.request_id = std::mem::take(&mut self.request_id);
         *self = fresh;
@@ -594,7 +600,7 @@ impl<'a> Request<'a> {
 
     /// `$request`: the request line, with the version the request came with.
     fn request_line(&self) -> std::borrow::Cow<'_, str> {
-        let line = self.head.request_line();
+        let line = self.main_head.as_ref().unwrap_or(&self.head).request_line();
         match line.strip_suffix("HTTP/1.1").filter(|_| self.http2) {
             Some(rest) => std::borrow::Cow::Owned(format!("{rest}HTTP/2.0")),
             None => std::borrow::Cow::Borrowed(line),
@@ -635,6 +641,11 @@ impl<'a> Request<'a> {
     pub(crate) fn worker_state<T: 'static>(&self) -> Option<&'a T> {
         let worker: &'a Rc<Worker> = self.worker;
         worker.modules.iter().find_map(|m| m.downcast_ref())
+    }
+
+    /// How many internal redirects and location restarts the request has gone through.
+    pub(crate) fn redirects(&self) -> u32 {
+        self.redirects
     }
 
     /// When the request's head was read.
@@ -790,10 +801,10 @@ impl<'a> Request<'a> {
                 Step::Suspend => return Response::new(500),
             };
         };
+        // An access handler's challenge stays on the response through error_page redirects,
+        // whatever their status, as nginx keeps it among the response's fields.
         if let Some(challenge) = self.www_authenticate.take() {
-            if resp.status == 401 {
-                resp.header("WWW-Authenticate", &challenge);
-            }
+            resp.header("WWW-Authenticate", &challenge);
         }
         resp
     }
@@ -982,7 +993,7 @@ impl<'a> Request<'a> {
                 Access::Allowed => {}
                 Access::Denied { status, challenge } => {
                     if !any || !matches!(status, 401 | 403) {
-                        self.www_authenticate = challenge;
+                        self.challenge(challenge);
                         return Some(Step::Status(status));
                     }
                     if refused.as_ref().is_none_or(|(s, _)| *s != 401) {
@@ -996,8 +1007,16 @@ impl<'a> Request<'a> {
             }
         }
         let (status, challenge) = refused?;
-        self.www_authenticate = challenge;
+        self.challenge(challenge);
         Some(Step::Status(status))
+    }
+
+    /// Keeps the `WWW-Authenticate` of a refusal. A refusal without one leaves an earlier
+    /// one in place, as nginx keeps it on the response through an error page's redirect.
+    fn challenge(&mut self, challenge: Option<Vec<u8>>) {
+        if challenge.is_some() {
+            self.www_authenticate = challenge;
+        }
     }
 
     /// An internal redirect to `target`, which may carry `?args`. Without them, the request's
@@ -1497,7 +1516,9 @@ impl<'a> Request<'a> {
             }
             Var::Capture(n) => out.extend_from_slice(self.captures.get(&self.capture_uri, *n)),
             Var::Uri => out.extend_from_slice(&self.uri),
-            Var::RequestUri => out.extend_from_slice(h.target()),
+            Var::RequestUri => {
+                out.extend_from_slice(self.main_head.as_ref().unwrap_or(h).target());
+            }
             Var::Host => match h.host_bytes() {
                 Some(host) => out.extend_from_slice(host),
                 None => out.extend_from_slice(self.server.name.as_bytes()),
@@ -1683,7 +1704,7 @@ impl<'a> Request<'a> {
             }
             Var::Set(slot) => match self.vars.get(*slot) {
                 Some(Some(v)) => out.extend_from_slice(v),
-                _ if self.loc.uninitialized_warn => {
+                _ if self.loc.uninitialized_warn && !self.server.names.quiet.contains(slot) => {
                     let name = self.server.names.set.get(*slot).map_or("", String::as_str);
                     self.log(
                         Level::Warn,

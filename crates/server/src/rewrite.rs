@@ -26,7 +26,7 @@ use crate::conf::LocConf;
 use crate::location::{named_groups, Captures};
 use crate::module::{self, Finish, Load, Module, NestedConf, Slot};
 use crate::request::{Body, Handlers, Request, Response, Rewritten, Step};
-use crate::vars::{Names, Template, Var};
+use crate::vars::{compile_set, Names, SetVar, Template, Var};
 use crate::Level;
 
 /// The module.
@@ -125,30 +125,6 @@ pub(crate) enum Return {
     Text { code: u16, text: Option<Template> },
     /// `return 301|302|303|307|308 URL` or `return URL`.
     Redirect { code: u16, url: Template },
-}
-
-/// `set $name value`, run in the rewrite phase in the order written.
-#[derive(Clone)]
-pub(crate) struct SetVar {
-    /// The variable's slot among the request's values.
-    pub slot: usize,
-    pub value: Template,
-}
-
-pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, ConfigError> {
-    let name = d
-        .arg(0)
-        .strip_prefix('$')
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
-    crate::vars::refuse_limit_rate(d, name)?;
-    Ok(SetVar {
-        // Declared before compiling, by `collect_variables`.
-        slot: names
-            .set_slot(name)
-            .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
-        value: Template::compile(d.arg(1), d, names)?,
-    })
 }
 
 pub(crate) fn compile_return(d: &Directive, names: &Names) -> Result<Return, ConfigError> {

@@ -172,6 +172,9 @@ pub enum SslVar {
 #[derive(Default)]
 pub(crate) struct Names {
     pub set: Vec<String>,
+    /// The slots of `set` that read as empty without a warning while unset: those only a
+    /// module sets (`auth_request_set`), whose variables nginx gives a handler of their own.
+    pub quiet: Vec<usize>,
     /// The modules' variables: each module's place in the registry and how it resolves a name.
     pub modules: Vec<(usize, Resolve)>,
     /// Those that a `set` variable of the same name does not hide (`map` targets).
@@ -395,6 +398,31 @@ pub(crate) fn escape(value: &[u8], out: &mut impl bytes::BufMut, kind: Escape) {
             out.put_u8(b);
         }
     }
+}
+
+/// `set $name value` (run in the rewrite phase in the order written) and the like
+/// (`auth_request_set`): a value for a variable of a request.
+#[derive(Clone)]
+pub(crate) struct SetVar {
+    /// The variable's slot among the request's values.
+    pub slot: usize,
+    pub value: Template,
+}
+
+pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, ConfigError> {
+    let name = d
+        .arg(0)
+        .strip_prefix('$')
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
+    refuse_limit_rate(d, name)?;
+    Ok(SetVar {
+        // Declared before compiling, by the module that owns the directive.
+        slot: names
+            .set_slot(name)
+            .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
+        value: Template::compile(d.arg(1), d, names)?,
+    })
 }
 
 /// nginx's `$limit_rate` is writable and limits the response rate; rate limits are not

@@ -293,9 +293,13 @@ async fn client_gone<S: AsyncRead + Unpin>(stream: &mut S, read: &mut BytesMut) 
 /// A response kept in memory, for a subrequest: its status and body, bounded.
 pub(crate) struct Collect {
     status: u16,
+    /// The response's first `WWW-Authenticate` field.
+    challenge: Option<Vec<u8>>,
     body: BytesMut,
     /// The most body bytes kept; past them the exchange ends.
     max: usize,
+    /// The body is read and dropped.
+    discard: bool,
     /// The body was whole.
     finished: bool,
     /// The body was longer than `max`.
@@ -306,16 +310,31 @@ impl Collect {
     pub(crate) fn new(max: usize) -> Collect {
         Collect {
             status: 0,
+            challenge: None,
             body: BytesMut::new(),
             max,
+            discard: false,
             finished: false,
             overflow: false,
+        }
+    }
+
+    /// One that keeps the head only: the body is read to its end and dropped.
+    pub(crate) fn head_only() -> Collect {
+        Collect {
+            discard: true,
+            ..Collect::new(0)
         }
     }
 
     /// The status the exchange wrote.
     pub(crate) fn status(&self) -> u16 {
         self.status
+    }
+
+    /// The value of the response's first `WWW-Authenticate` field.
+    pub(crate) fn challenge(&self) -> Option<&[u8]> {
+        self.challenge.as_deref()
     }
 
     /// The body, if it came whole and within the bound: `Err(true)` when it was too long.
@@ -334,8 +353,11 @@ impl Fields for Collect {
     fn status(&mut self, code: u16, _: &[u8]) {
         self.status = code;
     }
-    fn field(&mut self, _: &[u8], _: &[u8]) {}
-    fn lines(&mut self, _: &[u8]) {}
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        if self.challenge.is_none() && name.eq_ignore_ascii_case(b"www-authenticate") {
+            self.challenge = Some(value.to_vec());
+        }
+    }
 }
 
 impl Downstream for Collect {
@@ -355,6 +377,9 @@ impl Downstream for Collect {
     }
 
     fn push(&mut self, data: &[u8]) {
+        if self.discard {
+            return;
+        }
         if self.body.len() + data.len() > self.max {
             self.overflow = true;
         } else {

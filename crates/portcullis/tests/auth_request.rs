@@ -1,0 +1,211 @@
+//! `auth_request` and `auth_request_set`, compared with nginx on the same configuration and
+//! the same authentication service: allowed, refused with 401 (and the service's
+//! `WWW-Authenticate`) or 403, an unexpected status or a service that is down (500), a
+//! subrequest answered by `return` or a missing file, `satisfy any` with `allow`/`deny`,
+//! `auth_request off` under an inherited one, the main request's fields reaching the service,
+//! variables set from the service's answer, and an error page that is itself protected.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use support::{head_upstream, kinds, Server};
+
+const CONFIG: &str = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        root {PREFIX}/www;
+        add_header X-User "[$user]" always;
+        auth_request /auth/deny;
+        location /auth/ {
+            internal;
+            proxy_pass http://127.0.0.1:{SERVICE};
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Original-URI $request_uri;
+        }
+        location /ok/ {
+            auth_request /auth/ok;
+            auth_request_set $user $upstream_http_x_user;
+        }
+        location /challenge/ { auth_request /auth/challenge; }
+        location /teapot/ { auth_request /auth/teapot; }
+        location /token/ {
+            auth_request /auth/token;
+            auth_request_set $user "$upstream_status:$upstream_http_x_user";
+        }
+        location /deny/ { }
+        location /off/ { auth_request off; }
+        location /return/ { auth_request /local204; }
+        location = /local204 { return 204; }
+        location /return401/ { auth_request /local401; }
+        location = /local401 { return 401; }
+        location /missing/ { auth_request /nothing-here; }
+        location /down/ { auth_request /down-service; }
+        location = /down-service { proxy_pass http://127.0.0.1:{DEAD}; }
+        location /any-allowed/ { satisfy any; allow 127.0.0.1; deny all; }
+        location /any-challenge/ { satisfy any; deny all; auth_request /auth/challenge; }
+        location /error-page/ {
+            auth_request /auth/challenge;
+            error_page 401 /off/login.html;
+        }
+        location /protected-error-page/ {
+            auth_request /auth/challenge;
+            error_page 401 /deny/login.html;
+        }
+    }
+"#;
+
+/// The authentication service: its answer by the path asked, and how many it answered.
+fn service(asked: Arc<AtomicUsize>) -> u16 {
+    head_upstream(move |_, head| {
+        asked.fetch_add(1, Ordering::SeqCst);
+        let head = String::from_utf8_lossy(head).to_string();
+        let path = head.split(' ').nth(1).unwrap_or_default().to_string();
+        let (status, fields) = match path.as_str() {
+            "/auth/ok" => ("200 OK", "X-User: alice\r\n"),
+            "/auth/deny" => ("403 Forbidden", ""),
+            "/auth/challenge" => (
+                "401 Unauthorized",
+                "WWW-Authenticate: Bearer realm=\"api\"\r\nX-User: nobody\r\n",
+            ),
+            "/auth/teapot" => ("418 I'm a teapot", ""),
+            "/auth/token"
+                if head.contains("\r\nAuthorization: Bearer good\r\n")
+                    && head.contains("\r\nX-Original-URI: /token/f?x=1\r\n") =>
+            {
+                ("200 OK", "X-User: token-holder\r\n")
+            }
+            "/auth/token" => ("401 Unauthorized", "WWW-Authenticate: Bearer\r\n"),
+            _ => ("404 Not Found", ""),
+        };
+        format!("HTTP/1.1 {status}\r\n{fields}Content-Length: 10\r\n\r\nignored!!\n").into_bytes()
+    })
+}
+
+#[test]
+fn auth_request_answers_as_nginx_does() {
+    let dead = support::free_ports(1)[0];
+    let requests: &[(&str, &str)] = &[
+        ("/ok/f", ""),
+        ("/challenge/f", ""),
+        ("/teapot/f", ""),
+        ("/token/f?x=1", "Authorization: Bearer good\r\n"),
+        ("/token/f?x=1", "Authorization: Bearer bad\r\n"),
+        ("/deny/f", ""),
+        ("/off/f", ""),
+        ("/return/f", ""),
+        ("/return401/f", ""),
+        ("/missing/f", ""),
+        ("/down/f", ""),
+        ("/any-allowed/f", ""),
+        ("/any-challenge/f", ""),
+        ("/error-page/f", ""),
+        ("/protected-error-page/f", ""),
+    ];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let port = service(asked.clone());
+        let http = CONFIG
+            .replace("{SERVICE}", &port.to_string())
+            .replace("{DEAD}", &dead.to_string());
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for dir in [
+            "ok",
+            "challenge",
+            "teapot",
+            "token",
+            "deny",
+            "off",
+            "return",
+            "return401",
+            "missing",
+            "down",
+            "any-allowed",
+            "any-challenge",
+            "error-page",
+            "protected-error-page",
+        ] {
+            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
+            std::fs::write(server.path(&format!("www/{dir}/f")), "file\n").expect("write");
+        }
+        std::fs::write(server.path("www/off/login.html"), "log in\n").expect("write");
+        std::fs::write(server.path("www/deny/login.html"), "log in\n").expect("write");
+        let mut got = Vec::new();
+        for (path, fields) in requests {
+            let r = support::request(
+                server.port(0),
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: localhost\r\n{fields}Connection: close\r\n\r\n"
+                ),
+            )
+            .expect("request");
+            got.push(format!(
+                "{path} {fields:?} -> {} {:?} {:?} {:?}",
+                r.status,
+                r.header("www-authenticate"),
+                r.header("x-user"),
+                r.body_text().lines().next().unwrap_or_default(),
+            ));
+        }
+        let at = |i: usize| got[i].as_str();
+        assert!(
+            at(0).contains("-> 200 None Some(\"[alice]\") \"file\""),
+            "{kind}: {}",
+            at(0)
+        );
+        assert!(
+            at(1).contains("-> 401 Some(\"Bearer realm=\\\"api\\\"\")"),
+            "{kind}: {}",
+            at(1)
+        );
+        assert!(at(2).contains("-> 500"), "{kind}: {}", at(2));
+        assert!(
+            at(3).contains("-> 200 None Some(\"[200:token-holder]\")"),
+            "{kind}: {}",
+            at(3)
+        );
+        assert!(
+            at(4).contains("-> 401 Some(\"Bearer\") Some(\"[401:]\")"),
+            "{kind}: {}",
+            at(4)
+        );
+        assert!(at(5).contains("-> 403"), "{kind}: {}", at(5));
+        assert!(at(6).contains("-> 200"), "{kind}: {}", at(6));
+        assert!(at(7).contains("-> 200"), "{kind}: {}", at(7));
+        assert!(at(8).contains("-> 401 None"), "{kind}: {}", at(8));
+        assert!(at(9).contains("-> 500"), "{kind}: {}", at(9));
+        assert!(at(10).contains("-> 500"), "{kind}: {}", at(10));
+        assert!(at(11).contains("-> 200"), "{kind}: {}", at(11));
+        assert!(
+            at(12).contains("-> 401 Some(\"Bearer realm="),
+            "{kind}: {}",
+            at(12)
+        );
+        assert!(at(13).contains("\"log in\""), "{kind}: {}", at(13));
+        // Every request asked the service once, the protected error page once more.
+        got.push(format!(
+            "service asked {} times",
+            asked.load(Ordering::SeqCst)
+        ));
+        let log = server.error_log();
+        for line in [
+            "auth request unexpected status: 418",
+            "auth request unexpected status: 404",
+            "auth request unexpected status: 502",
+        ] {
+            assert!(log.contains(line), "{kind}: no {line:?} in\n{log}");
+        }
+        assert!(!log.contains("using uninitialized"), "{kind}:\n{log}");
+        seen.push((kind, got));
+    }
+    if let [(_, nginx), (_, ours)] = seen.as_slice() {
+        for (n, o) in nginx.iter().zip(ours) {
+            assert_eq!(o, n, "portcullis against nginx");
+        }
+    }
+}

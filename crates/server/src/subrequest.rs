@@ -1,0 +1,183 @@
+//! Subrequests, as nginx's `ngx_http_subrequest` makes them for the modules that ask another
+//! location before answering (`auth_request`, `auth_jwt_key_request`).
+//!
+//! A subrequest is a GET of a URI with the main request's header fields, as nginx's
+//! subrequests share them, less those about the main request's body, conditions and ranges
+//! (nginx applies neither to a subrequest). It goes through the server's locations as an
+//! internal request without the access phase. A `proxy_pass` location's exchange sends its
+//! response to a [`Collect`] that keeps it in memory, so every proxy rule applies unchanged;
+//! a file or `return` text is taken as is. An upstream that gives nothing goes through the
+//! subrequest's `error_page`s, as for any request.
+
+use std::os::unix::fs::FileExt;
+
+use bytes::{Bytes, BytesMut};
+use portcullis_http::{parse_request_head, RequestHead, Version};
+
+use crate::proxy::{Collect, Finish, Plan, ReqBody};
+use crate::request::{Body, Request};
+use crate::static_files::CachedFile;
+
+/// Header fields of the main request the subrequest does without.
+const LEFT_OUT: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "expect",
+    "connection",
+    "upgrade",
+    "range",
+    "if-range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+];
+/// error_page redirects of the subrequest followed after a proxied failure, at most.
+const MAX_ANSWERS: usize = 4;
+
+/// What a subrequest answered.
+pub(crate) struct Answer {
+    pub status: u16,
+    /// The `WWW-Authenticate` field of the response, if it has one.
+    pub challenge: Option<Vec<u8>>,
+    /// The body, when it was asked for: whole and within the bound, or why not.
+    pub body: Result<Bytes, String>,
+}
+
+/// What to keep of a subrequest's body.
+#[derive(Clone, Copy)]
+pub(crate) enum Keep {
+    /// Nothing: only the head counts (nginx's `header_only` subrequests).
+    Head,
+    /// The body, up to this many bytes.
+    Body(usize),
+}
+
+/// Runs a subrequest of `req` for `uri` to its end. Returns the subrequest, whose variables
+/// (`$upstream_http_*`, `$upstream_status`, ...) then read what it did, and its answer; `Err`
+/// when the subrequest cannot be made.
+pub(crate) async fn run<'a>(
+    req: &Request<'a>,
+    uri: &[u8],
+    keep: Keep,
+) -> Result<(Request<'a>, Answer), String> {
+    let head = sub_head(req, uri)?;
+    let mut sub = req.subrequest(head);
+    let mut resp = sub.process();
+    let mut answers = 0;
+    let answer = loop {
+        answers += 1;
+        let status = resp.status;
+        let challenge = resp.header_value("www-authenticate");
+        let body = match std::mem::replace(&mut resp.body, Body::Empty) {
+            Body::Empty => Ok(Bytes::new()),
+            Body::Bytes(b) => Ok(b),
+            Body::File { file, offset, len } => match keep {
+                Keep::Head => Ok(Bytes::new()),
+                Keep::Body(max) => file_body(&file, offset, len, max),
+            },
+            Body::Parts(_) => Err("a multipart response".to_owned()),
+            Body::Proxy(plan) => match proxied(&mut sub, *plan, keep).await {
+                Ok(answer) => break answer,
+                // Nothing came from the upstream: its status goes through error_page.
+                Err(code) if answers < MAX_ANSWERS => {
+                    resp = sub.finalize_error(code);
+                    continue;
+                }
+                Err(code) => break no_body(code),
+            },
+        };
+        break Answer {
+            status,
+            challenge,
+            body,
+        };
+    };
+    Ok((sub, answer))
+}
+
+fn no_body(status: u16) -> Answer {
+    Answer {
+        status,
+        challenge: None,
+        body: Ok(Bytes::new()),
+    }
+}
+
+/// The subrequest's head: `GET uri` with the main request's version and header fields.
+fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
+    let mut raw = BytesMut::with_capacity(uri.len() + req.head().raw().len() + 32);
+    raw.extend_from_slice(b"GET ");
+    raw.extend_from_slice(uri);
+    raw.extend_from_slice(if req.head().version() == Version::Http11 {
+        b" HTTP/1.1\r\n"
+    } else {
+        b" HTTP/1.0\r\n"
+    });
+    for (name, value) in req.head().headers() {
+        if name.is_empty() || LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
+            continue;
+        }
+        portcullis_http::write_header(&mut raw, name, value);
+    }
+    raw.extend_from_slice(b"\r\n");
+    match parse_request_head(&mut raw, &req.server().head_limits) {
+        Ok(Some(head)) => Ok(head),
+        Ok(None) => Err("incomplete subrequest".to_owned()),
+        Err(e) => Err(format!("invalid subrequest: {}", e.reason())),
+    }
+}
+
+/// The bytes of a file response, read whole.
+fn file_body(file: &CachedFile, offset: u64, len: u64, max: usize) -> Result<Bytes, String> {
+    let size = usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= max)
+        .ok_or_else(|| format!("the response body is longer than {max} bytes"))?;
+    if let Some(contents) = &file.contents {
+        let start = offset as usize;
+        return Ok(contents.slice(start..start + size));
+    }
+    let mut buf = vec![0; size];
+    file.file
+        .read_exact_at(&mut buf, offset)
+        .map_err(|e| format!("read() failed {}", crate::log::os_error(&e)))?;
+    Ok(Bytes::from(buf))
+}
+
+/// Runs the exchange of a proxied subrequest and keeps its response: `Err(code)` when
+/// nothing came from the upstream and `code` is the status to answer.
+async fn proxied(sub: &mut Request<'_>, plan: Plan, keep: Keep) -> Result<Answer, u16> {
+    let mut down = match keep {
+        Keep::Head => Collect::head_only(),
+        Keep::Body(max) => Collect::new(max),
+    };
+    match crate::proxy::serve(&mut down, sub, plan, ReqBody::None).await {
+        Finish::Status { code, attempts, .. } => {
+            sub.set_upstream_attempts(attempts);
+            Err(code)
+        }
+        Finish::Sent { attempts, .. } => {
+            sub.set_upstream_attempts(attempts);
+            let status = down.status();
+            let challenge = down.challenge().map(<[u8]>::to_vec);
+            let body = match (down.into_body(), keep) {
+                (Ok(body), _) => Ok(body),
+                (Err(true), Keep::Body(max)) => {
+                    Err(format!("the response body is longer than {max} bytes"))
+                }
+                _ => Err("the response body was cut short".to_owned()),
+            };
+            Ok(Answer {
+                status,
+                challenge,
+                body,
+            })
+        }
+        // A subrequest has no client of its own to lose.
+        Finish::ClientClosed { attempts } => {
+            sub.set_upstream_attempts(attempts);
+            Err(crate::proxy::CLIENT_CLOSED)
+        }
+    }
+}
