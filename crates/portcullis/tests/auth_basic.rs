@@ -210,13 +210,24 @@ fn auth_basic_answers_as_nginx_does() {
     }
 }
 
-/// Kills the spawned server when the test ends, however it ends.
-struct Killed(std::process::Child);
+/// Stops the spawned server when the test ends, however it ends: TERM, as a user stops it
+/// (a KILLed nginx master leaves its workers serving), then KILL if it lingers.
+struct Stopped(std::process::Child);
 
-impl Drop for Killed {
+impl Drop for Stopped {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child, not
+        // yet reaped.
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let exited = support::wait_until(support::STOP_DEADLINE, || {
+            self.0.try_wait().ok().flatten().is_some()
+        });
+        if !exited {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
@@ -252,7 +263,7 @@ fn a_relative_user_file_is_beside_the_configuration() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn");
-        let _server = Killed(child);
+        let _server = Stopped(child);
         assert!(
             support::wait_until(support::STARTUP_DEADLINE, || {
                 std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
