@@ -1,7 +1,8 @@
 //! `auth_request` and `auth_request_set`, compared with nginx on the same configuration and
 //! the same authentication service: allowed, refused with 401 (and the service's
 //! `WWW-Authenticate`) or 403, an unexpected status or a service that is down (500), a
-//! subrequest answered by `return` or a missing file, `satisfy any` with `allow`/`deny`,
+//! subrequest answered by `return` or a missing file, `satisfy any` and `all` with
+//! `allow`/`deny` and `auth_basic`,
 //! `auth_request off` under an inherited one, the main request's fields reaching the service,
 //! variables set from the service's answer, and an error page that is itself protected.
 
@@ -46,6 +47,18 @@ const CONFIG: &str = r#"
         location = /down-service { proxy_pass http://127.0.0.1:{DEAD}; }
         location /any-allowed/ { satisfy any; allow 127.0.0.1; deny all; }
         location /any-challenge/ { satisfy any; deny all; auth_request /auth/challenge; }
+        location /basic-or-service/ {
+            satisfy any;
+            auth_basic "b";
+            auth_basic_user_file {PREFIX}/htpasswd;
+            auth_request /auth/deny;
+        }
+        location /basic-and-service/ {
+            auth_basic "b";
+            auth_basic_user_file {PREFIX}/htpasswd;
+            auth_request /auth/ok;
+            auth_request_set $user $upstream_http_x_user;
+        }
         location /error-page/ {
             auth_request /auth/challenge;
             error_page 401 /off/login.html;
@@ -102,6 +115,10 @@ fn auth_request_answers_as_nginx_does() {
         ("/any-allowed/f", ""),
         ("/any-challenge/f", ""),
         ("/error-page/f", ""),
+        ("/basic-or-service/f", ""),
+        ("/basic-or-service/f", "Authorization: Basic dTpw\r\n"),
+        ("/basic-and-service/f", ""),
+        ("/basic-and-service/f", "Authorization: Basic dTpw\r\n"),
         ("/protected-error-page/f", ""),
     ];
     let mut seen = Vec::new();
@@ -129,11 +146,15 @@ fn auth_request_answers_as_nginx_does() {
             "any-challenge",
             "error-page",
             "protected-error-page",
+            "basic-or-service",
+            "basic-and-service",
         ] {
             std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
             std::fs::write(server.path(&format!("www/{dir}/f")), "file\n").expect("write");
         }
         std::fs::write(server.path("www/off/login.html"), "log in\n").expect("write");
+        // "u" with the password "p".
+        std::fs::write(server.path("htpasswd"), "u:{PLAIN}p\n").expect("write");
         std::fs::write(server.path("www/deny/login.html"), "log in\n").expect("write");
         let mut got = Vec::new();
         for (path, fields) in requests {
@@ -187,6 +208,22 @@ fn auth_request_answers_as_nginx_does() {
             at(12)
         );
         assert!(at(13).contains("\"log in\""), "{kind}: {}", at(13));
+        assert!(
+            at(14).contains("-> 401 Some(\"Basic realm=\\\"b\\\"\")"),
+            "{kind}: {}",
+            at(14)
+        );
+        assert!(at(15).contains("-> 200"), "{kind}: {}", at(15));
+        assert!(
+            at(16).contains("-> 401 Some(\"Basic realm="),
+            "{kind}: {}",
+            at(16)
+        );
+        assert!(
+            at(17).contains("-> 200 None Some(\"[alice]\")"),
+            "{kind}: {}",
+            at(17)
+        );
         // Every request asked the service once, the protected error page once more.
         got.push(format!(
             "service asked {} times",
