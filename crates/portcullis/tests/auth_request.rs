@@ -59,6 +59,21 @@ const CONFIG: &str = r#"
             auth_request /auth/ok;
             auth_request_set $user $upstream_http_x_user;
         }
+        location /any-both/ {
+            satisfy any;
+            auth_basic "R";
+            auth_basic_user_file {PREFIX}/htpasswd;
+            auth_request /auth/challenge;
+        }
+        location /scoped/ {
+            set $scope admin;
+            auth_request /scope/check;
+        }
+        location /scope/ {
+            internal;
+            proxy_pass http://127.0.0.1:{SERVICE};
+            proxy_set_header X-Scope "[$scope]";
+        }
         location /error-page/ {
             auth_request /auth/challenge;
             error_page 401 /off/login.html;
@@ -91,6 +106,8 @@ fn service(asked: Arc<AtomicUsize>) -> u16 {
                 ("200 OK", "X-User: token-holder\r\n")
             }
             "/auth/token" => ("401 Unauthorized", "WWW-Authenticate: Bearer\r\n"),
+            "/scope/check" if head.contains("\r\nX-Scope: [admin]\r\n") => ("200 OK", ""),
+            "/scope/check" => ("403 Forbidden", ""),
             _ => ("404 Not Found", ""),
         };
         format!("HTTP/1.1 {status}\r\n{fields}Content-Length: 10\r\n\r\nignored!!\n").into_bytes()
@@ -119,6 +136,8 @@ fn auth_request_answers_as_nginx_does() {
         ("/basic-or-service/f", "Authorization: Basic dTpw\r\n"),
         ("/basic-and-service/f", ""),
         ("/basic-and-service/f", "Authorization: Basic dTpw\r\n"),
+        ("/any-both/f", ""),
+        ("/scoped/f", ""),
         ("/protected-error-page/f", ""),
     ];
     let mut seen = Vec::new();
@@ -148,6 +167,8 @@ fn auth_request_answers_as_nginx_does() {
             "protected-error-page",
             "basic-or-service",
             "basic-and-service",
+            "any-both",
+            "scoped",
         ] {
             std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
             std::fs::write(server.path(&format!("www/{dir}/f")), "file\n").expect("write");
@@ -165,10 +186,16 @@ fn auth_request_answers_as_nginx_does() {
                 ),
             )
             .expect("request");
+            let challenges: Vec<&str> = r
+                .headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+                .map(|(_, v)| v.as_str())
+                .collect();
             got.push(format!(
                 "{path} {fields:?} -> {} {:?} {:?} {:?}",
                 r.status,
-                r.header("www-authenticate"),
+                (!challenges.is_empty()).then(|| challenges.join(" | ")),
                 r.header("x-user"),
                 r.body_text().lines().next().unwrap_or_default(),
             ));
@@ -230,6 +257,9 @@ fn auth_request_answers_as_nginx_does() {
             asked.load(Ordering::SeqCst)
         ));
         let log = server.error_log();
+        // Each refusal is logged once, though the phases wait for a subrequest between.
+        let no_user = log.matches("no user/password was provided").count();
+        got.push(format!("{no_user} requests without credentials logged"));
         for line in [
             "auth request unexpected status: 418",
             "auth request unexpected status: 404",

@@ -104,8 +104,11 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
         return challenge(&realm);
     };
     let path = full_name(dir, req.eval(user_file));
-    let file = match read(&path) {
-        Ok(file) => file,
+    let stored = std::fs::File::open(&path)
+        .map_err(|e| ("open()", e))
+        .and_then(|file| password_in(file, &user).map_err(|e| ("pread()", e)));
+    let stored = match stored {
+        Ok(stored) => stored,
         Err((call, e)) => {
             let (level, status) = match (call, e.kind()) {
                 ("open()", io::ErrorKind::NotFound) => (Level::Error, 403),
@@ -124,7 +127,7 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
         }
     };
     let user_name = String::from_utf8_lossy(&user);
-    match password_of(&file, &user) {
+    match stored {
         None => {
             let message = format!(
                 "user \"{user_name}\" was not found in \"{}\"",
@@ -133,7 +136,7 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
             req.log(Level::Error, &message);
             challenge(&realm)
         }
-        Some(stored) if crypt::verify(&password, stored) => Access::Allowed,
+        Some(stored) if crypt::verify(&password, &stored) => Access::Allowed,
         Some(_) => {
             req.log(
                 Level::Error,
@@ -161,75 +164,92 @@ fn full_name(dir: &Path, name: Vec<u8>) -> PathBuf {
     dir.join(name)
 }
 
-/// The whole user file, or the call that failed (named as nginx names it) and its error.
-fn read(path: &Path) -> Result<Vec<u8>, (&'static str, io::Error)> {
-    let mut file = std::fs::File::open(path).map_err(|e| ("open()", e))?;
-    let mut text = Vec::new();
-    file.read_to_end(&mut text).map_err(|e| ("pread()", e))?;
-    Ok(text)
-}
+/// The longest stored password read: nginx reads a user file through a buffer of this
+/// size.
+const MAX_STORED: usize = 2048;
 
 /// The stored password of `user` in a user file, read as nginx reads it: the first line that
 /// starts with `user:` gives what follows, up to a `:`, CR or LF. A line that starts with `#`
 /// or CR is skipped, and so is an empty one. As in nginx, a line that ends while it still
-/// matches the start of the name is taken to run on into the next.
-fn password_of<'a>(file: &'a [u8], user: &[u8]) -> Option<&'a [u8]> {
+/// matches the start of the name is taken to run on into the next. The file is read a
+/// piece at a time, whatever its size.
+fn password_in(mut file: impl Read, user: &[u8]) -> io::Result<Option<Vec<u8>>> {
     enum State {
         /// This many bytes of `user:` matched on the current line.
         Login(usize),
         /// On to the next line.
         Skip,
+        /// The user's line: its password so far.
+        Password(Vec<u8>),
     }
     let mut state = State::Login(0);
-    for (i, &c) in file.iter().enumerate() {
-        state = match state {
-            State::Login(0) if c == b'#' || c == b'\r' => State::Skip,
-            State::Login(0) if c == b'\n' => State::Login(0),
-            State::Login(n) => {
-                // The name never holds a `:`: the credentials end it at their first one.
-                let expected = user.get(n).copied().unwrap_or(b':');
-                if c != expected {
-                    State::Skip
-                } else if n == user.len() {
-                    let rest = &file[i + 1..];
-                    let end = rest
-                        .iter()
-                        .position(|&b| matches!(b, b'\n' | b'\r' | b':'))
-                        .unwrap_or(rest.len());
-                    return Some(&rest[..end]);
-                } else {
-                    State::Login(n + 1)
-                }
-            }
-            State::Skip if c == b'\n' => State::Login(0),
-            State::Skip => State::Skip,
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         };
+        for &c in &buf[..n] {
+            state = match state {
+                State::Password(p) if matches!(c, b'\n' | b'\r' | b':') => return Ok(Some(p)),
+                State::Password(p) if p.len() == MAX_STORED => return Ok(Some(p)),
+                State::Password(mut p) => {
+                    p.push(c);
+                    State::Password(p)
+                }
+                State::Login(0) if c == b'#' || c == b'\r' => State::Skip,
+                State::Login(0) if c == b'\n' => State::Login(0),
+                State::Login(n) => {
+                    // The name never holds a `:`: the credentials end it at their first.
+                    let expected = user.get(n).copied().unwrap_or(b':');
+                    if c != expected {
+                        State::Skip
+                    } else if n == user.len() {
+                        State::Password(Vec::new())
+                    } else {
+                        State::Login(n + 1)
+                    }
+                }
+                State::Skip if c == b'\n' => State::Login(0),
+                State::Skip => State::Skip,
+            };
+        }
     }
-    None
+    Ok(match state {
+        State::Password(p) => Some(p),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::password_of;
+    use super::{password_in, MAX_STORED};
 
-    fn find<'a>(file: &'a str, user: &str) -> Option<&'a str> {
-        password_of(file.as_bytes(), user.as_bytes()).map(|p| std::str::from_utf8(p).unwrap())
+    fn find(file: &str, user: &str) -> Option<String> {
+        password_in(file.as_bytes(), user.as_bytes())
+            .unwrap()
+            .map(|p| String::from_utf8(p).unwrap())
     }
 
     #[test]
     fn a_user_file_is_read_as_nginx_reads_it() {
         let file = "# alice:commented\nalice:one:comment\r\n\nbob:two\nbob:second\ncarol:";
-        assert_eq!(find(file, "alice"), Some("one"));
-        assert_eq!(find(file, "bob"), Some("two"));
-        assert_eq!(find(file, "carol"), Some(""));
+        assert_eq!(find(file, "alice"), Some("one".into()));
+        assert_eq!(find(file, "bob"), Some("two".into()));
+        assert_eq!(find(file, "carol"), Some(String::new()));
         assert_eq!(find(file, "ali"), None);
         assert_eq!(find(file, "alicex"), None);
         assert_eq!(find(file, "#"), None);
-        assert_eq!(find("dave:three", "dave"), Some("three"));
-        assert_eq!(find("\r\ndave:x", "dave"), Some("x"));
+        assert_eq!(find("dave:three", "dave"), Some("three".into()));
+        assert_eq!(find("\r\ndave:x", "dave"), Some("x".into()));
         assert_eq!(find(" dave:x", "dave"), None);
         assert_eq!(find("dave", "dave"), None);
         // A line that stops short of the name swallows the next one, as in nginx.
-        assert_eq!(find("da\ndave:x\ndave:y", "dave"), Some("y"));
+        assert_eq!(find("da\ndave:x\ndave:y", "dave"), Some("y".into()));
+        // A line longer than the reader's piece, and a password longer than nginx's buffer.
+        let long = format!("{}\nerin:{}", "x".repeat(10_000), "p".repeat(5_000));
+        assert_eq!(find(&long, "erin").map(|p| p.len()), Some(MAX_STORED));
     }
 }

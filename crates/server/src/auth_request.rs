@@ -21,7 +21,7 @@ use portcullis_config::{ConfigError, Directive};
 use crate::module::{self, Load, Module, Slot};
 use crate::request::{Access, Handlers, Request, Suspension};
 use crate::subrequest::{self, Keep};
-use crate::vars::{compile_set, Names, SetVar};
+use crate::vars::{compile_set, variable_name, Names, SetVar};
 use crate::Level;
 
 pub(crate) struct AuthRequestModule;
@@ -53,7 +53,7 @@ impl Module for AuthRequestModule {
         fn collect(directives: &[Directive], names: &mut Names) {
             for d in directives {
                 if d.name == "auth_request_set" {
-                    let name = d.arg(0).strip_prefix('$').filter(|n| !n.is_empty());
+                    let name = variable_name(d.arg(0));
                     if let Some(name) = name.filter(|n| names.set_slot(n).is_none()) {
                         names.quiet.push(names.set.len());
                         names.set.push(name.to_owned());
@@ -115,7 +115,8 @@ struct AuthCtx {
 struct Done {
     redirects: u32,
     uri: Arc<[u8]>,
-    status: u16,
+    /// The subrequest's status; `None` when it could not run (a 500, logged already).
+    status: Option<u16>,
     challenge: Option<Vec<u8>>,
     /// The values of the level's `auth_request_set`s: slot and value.
     values: Vec<(usize, Vec<u8>)>,
@@ -146,9 +147,13 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
         req.set_var(slot, value);
     }
     match status {
-        200..=299 => Access::Allowed,
-        401 | 403 => Access::Denied { status, challenge },
-        _ => {
+        Some(200..=299) => Access::Allowed,
+        Some(status @ (401 | 403)) => Access::Denied { status, challenge },
+        None => Access::Denied {
+            status: 500,
+            challenge: None,
+        },
+        Some(status) => {
             req.log(
                 Level::Error,
                 &format!("auth request unexpected status: {status}"),
@@ -177,7 +182,7 @@ impl Suspension for Ask {
             let done = match subrequest::run(req, &self.uri, Keep::Head).await {
                 Ok((sub, answer)) => Done {
                     redirects: self.redirects,
-                    status: answer.status,
+                    status: Some(answer.status),
                     challenge: (answer.status == 401).then_some(answer.challenge).flatten(),
                     values: self
                         .sets
@@ -197,7 +202,7 @@ impl Suspension for Ask {
                     Done {
                         redirects: self.redirects,
                         uri: self.uri,
-                        status: 500,
+                        status: None,
                         challenge: None,
                         values: Vec::new(),
                     }

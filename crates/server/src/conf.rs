@@ -507,13 +507,9 @@ struct ListenSpec {
 }
 
 impl Builder {
+    /// `p` against the prefix, unless it is absolute.
     fn path(&self, p: &str) -> PathBuf {
-        let p = Path::new(p);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.prefix.join(p)
-        }
+        self.prefix.join(p)
     }
 
     /// A directive no module here reads: silent, or nginx's warning when the registry says

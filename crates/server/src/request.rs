@@ -236,6 +236,10 @@ pub(crate) struct Handlers {
     /// The rewrite phases: the server's rewrite phase, with the module's settings of the
     /// server, and the location's, with those of the location.
     pub rewrite: Option<RewriteHandler>,
+    /// The preaccess phase (limits), with the same settings as the access phase: a
+    /// handler's `Denied` ends the request whatever `satisfy` says, and its `Allowed` is
+    /// taken as `Declined`.
+    pub preaccess: Option<AccessHandler>,
     /// The access phase, with the module's settings of the location (or of its
     /// `limit_except` block).
     pub access: Option<AccessHandler>,
@@ -261,6 +265,7 @@ impl Handlers {
     /// No handler: what a module starts from.
     pub const NONE: Handlers = Handlers {
         rewrite: None,
+        preaccess: None,
         access: None,
         variable: None,
         header_filter: None,
@@ -274,6 +279,7 @@ impl Handlers {
 #[derive(Default)]
 pub(crate) struct Phases {
     rewrite: Phase<RewriteHandler>,
+    preaccess: Phase<AccessHandler>,
     access: Phase<AccessHandler>,
     header_filter: Phase<HeaderFilter>,
     replaced_fields: Phase<ReplacedFields>,
@@ -311,12 +317,12 @@ impl<H: Copy> Phase<H> {
 
     /// The handlers to run at a level, each with its module's settings there.
     #[inline]
-    fn at<'c>(&'c self, confs: &'c Confs) -> impl Iterator<Item = (H, &'c Slot)> + 'c {
+    fn at<'c>(&'c self, confs: &'c Confs) -> impl Iterator<Item = (usize, H, &'c Slot)> + 'c {
         let none = !confs.any_active(self.modules);
         let handlers = if none { &[][..] } else { &self.handlers[..] };
         handlers
             .iter()
-            .filter_map(|&(i, h)| Some((h, confs.active(i)?)))
+            .filter_map(|&(i, h)| Some((i, h, confs.active(i)?)))
     }
 }
 
@@ -330,6 +336,7 @@ impl Phases {
                 .downcast_ref::<Handlers>()
                 .expect("a module's handlers are the phases' Handlers");
             p.rewrite.add(i, h.rewrite);
+            p.preaccess.add(i, h.preaccess);
             p.access.add(i, h.access);
             p.header_filter.add(i, h.header_filter);
             p.replaced_fields.add(i, h.replaced_fields);
@@ -350,6 +357,14 @@ pub(crate) enum Rewritten {
     Reroute,
     /// The request is answered (or redirected internally).
     Stop(Step),
+}
+
+/// An access handler's decision as the phase keeps it (see [`Request::access`]).
+#[derive(Clone)]
+enum Verdict {
+    Declined,
+    Allowed,
+    Denied(u16, Option<Vec<u8>>),
 }
 
 /// What an access phase handler decided.
@@ -505,8 +520,13 @@ pub(crate) struct Request<'a> {
     upstream_attempts: Vec<crate::proxy::Attempt>,
     /// The modules' state of this request, one value of each module's own type.
     ctx: Vec<Box<dyn std::any::Any>>,
-    /// `WWW-Authenticate` of a 401 from the access phase; it survives an error_page redirect.
-    www_authenticate: Option<Vec<u8>>,
+    /// `WWW-Authenticate` values of the access phase's refusals; they survive an error_page
+    /// redirect.
+    www_authenticate: Vec<Vec<u8>>,
+    /// The access handlers' verdicts before one that waited, by pass (internal redirects)
+    /// and module: when the phases run again after the wait, those handlers are not asked
+    /// again (nginx resumes the phase where it stopped).
+    verdicts: Vec<(u32, usize, Verdict)>,
     /// A subrequest (a JWT key request): as in nginx, it skips the access phase.
     subrequest: bool,
     /// What the phases stopped for, awaited by [`Request::run`].
@@ -557,7 +577,8 @@ impl<'a> Request<'a> {
             proxy_port: 0,
             upstream_attempts: Vec::new(),
             ctx: Vec::new(),
-            www_authenticate: None,
+            www_authenticate: Vec::new(),
+            verdicts: Vec::new(),
             subrequest: false,
             suspended: None,
             head,
@@ -571,10 +592,17 @@ impl<'a> Request<'a> {
         sub.http2 = self.http2;
         sub.internal = true;
         sub.subrequest = true;
-        sub.main_head = Some(self.main_head.as_ref().unwrap_or(&self.head).clone());
-        // nginx's subrequests share the main request's variables: `$request_id` too.
+        sub.main_head = Some(self.main_head().clone());
+        // nginx's subrequests share the main request's variables: the subrequest starts
+        // with their values (`set` ones and `$request_id`).
+        sub.vars = self.vars.clone();
         let _ = sub.request_id.set(*self.request_id.get_or_init(random_id));
         sub
+    }
+
+    /// The head of the main request: this one's, or, for a subrequest, its main request's.
+    fn main_head(&self) -> &RequestHead {
+        self.main_head.as_ref().unwrap_or(&self.head)
     }
 
     /// Makes the request as it was before [`process`](Self::process), keeping the modules'
@@ -585,6 +613,7 @@ impl<'a> Request<'a> {
         fresh.http2 = self.http2;
         fresh.main_head = self.main_head.take();
         fresh.ctx = std::mem::take(&mut self.ctx);
+        fresh.verdicts = std::mem::take(&mut self.verdicts);
         fresh.request_id = std::mem::take(&mut self.request_id);
         *self = fresh;
     }
@@ -600,7 +629,7 @@ impl<'a> Request<'a> {
 
     /// `$request`: the request line, with the version the request came with.
     fn request_line(&self) -> std::borrow::Cow<'_, str> {
-        let line = self.main_head.as_ref().unwrap_or(&self.head).request_line();
+        let line = self.main_head().request_line();
         match line.strip_suffix("HTTP/1.1").filter(|_| self.http2) {
             Some(rest) => std::borrow::Cow::Owned(format!("{rest}HTTP/2.0")),
             None => std::borrow::Cow::Borrowed(line),
@@ -803,7 +832,7 @@ impl<'a> Request<'a> {
         };
         // An access handler's challenge stays on the response through error_page redirects,
         // whatever their status, as nginx keeps it among the response's fields.
-        if let Some(challenge) = self.www_authenticate.take() {
+        for challenge in std::mem::take(&mut self.www_authenticate) {
             resp.header("WWW-Authenticate", &challenge);
         }
         resp
@@ -929,6 +958,9 @@ impl<'a> Request<'a> {
         // An `if` that held may have switched the request to its block's configuration.
         let loc = self.loc.clone();
         if !self.subrequest {
+            if let Some(step) = self.preaccess(&loc, restricted) {
+                return step;
+            }
             if let Some(step) = self.access(&loc, restricted) {
                 return step;
             }
@@ -970,53 +1002,104 @@ impl<'a> Request<'a> {
         self.content()
     }
 
-    /// The access phase, as nginx's: each module's handler with the location's settings
-    /// (or those of the `limit_except` block that restricts the method). With `satisfy all`
-    /// every handler must admit the request or have nothing to check; with `satisfy any` the
-    /// first to admit it ends the phase, and if none does a refusal stands, a 401 before a
-    /// 403. `None` admits the request.
-    fn access(
+    /// The settings the access phases run with: the location's, or those of the
+    /// `limit_except` block that restricts the method.
+    fn access_confs<'c>(
+        loc: &'c LocConf,
+        restricted: Option<&'c Arc<crate::conf::LimitExcept>>,
+    ) -> &'c Confs {
+        restricted
+            .and_then(|le| le.modules.as_ref())
+            .unwrap_or(&loc.modules)
+    }
+
+    /// The preaccess phase, as nginx's: the limits (`limit_req`), before the access phase
+    /// and outside `satisfy`: a refusal ends the request. `None` lets it go on.
+    fn preaccess(
         &mut self,
         loc: &LocConf,
         restricted: Option<&Arc<crate::conf::LimitExcept>>,
     ) -> Option<Step> {
-        let confs = restricted
-            .and_then(|le| le.modules.as_ref())
-            .unwrap_or(&loc.modules);
-        let any = loc.satisfy_any;
-        let mut refused: Option<(u16, Option<Vec<u8>>)> = None;
         let phases = self.phases;
-        for (access, conf) in phases.access.at(confs) {
-            match access(self, conf) {
-                Access::Declined => {}
-                Access::Allowed if any => return None,
-                Access::Allowed => {}
-                Access::Denied { status, challenge } => {
-                    if !any || !matches!(status, 401 | 403) {
-                        self.challenge(challenge);
-                        return Some(Step::Status(status));
-                    }
-                    if refused.as_ref().is_none_or(|(s, _)| *s != 401) {
-                        refused = Some((status, challenge));
-                    }
-                }
+        for (_, preaccess, conf) in phases.preaccess.at(Self::access_confs(loc, restricted)) {
+            match preaccess(self, conf) {
+                Access::Declined | Access::Allowed => {}
+                Access::Denied { status, .. } => return Some(Step::Status(status)),
                 Access::Wait(wait) => {
                     self.suspended = Some(wait);
                     return Some(Step::Suspend);
                 }
             }
         }
-        let (status, challenge) = refused?;
-        self.challenge(challenge);
-        Some(Step::Status(status))
+        None
     }
 
-    /// Keeps the `WWW-Authenticate` of a refusal. A refusal without one leaves an earlier
-    /// one in place, as nginx keeps it on the response through an error page's redirect.
-    fn challenge(&mut self, challenge: Option<Vec<u8>>) {
-        if challenge.is_some() {
-            self.www_authenticate = challenge;
+    /// The access phase, as nginx's: each module's handler with the location's settings
+    /// (or those of the `limit_except` block that restricts the method). With `satisfy all`
+    /// every handler must admit the request or have nothing to check; with `satisfy any` the
+    /// first to admit it ends the phase, and if none does a refusal stands, a 401 before a
+    /// 403, with the challenges of every 401. `None` admits the request.
+    fn access(
+        &mut self,
+        loc: &LocConf,
+        restricted: Option<&Arc<crate::conf::LimitExcept>>,
+    ) -> Option<Step> {
+        let any = loc.satisfy_any;
+        let mut refused: Option<u16> = None;
+        let mut challenges = Vec::new();
+        let pass = self.redirects;
+        // This pass's verdicts, kept with the request only if a handler makes it wait.
+        let mut decided: [Option<(usize, Verdict)>; 8] = Default::default();
+        let phases = self.phases;
+        for (n, (i, access, conf)) in phases
+            .access
+            .at(Self::access_confs(loc, restricted))
+            .enumerate()
+        {
+            let replayed = self
+                .verdicts
+                .iter()
+                .find(|(p, m, _)| (*p, *m) == (pass, i))
+                .map(|(_, _, v)| v.clone());
+            let verdict = match replayed {
+                Some(v) => v,
+                None => {
+                    let v = match access(self, conf) {
+                        Access::Wait(wait) => {
+                            let before = decided.into_iter().flatten();
+                            self.verdicts.extend(before.map(|(m, v)| (pass, m, v)));
+                            self.suspended = Some(wait);
+                            return Some(Step::Suspend);
+                        }
+                        Access::Declined => Verdict::Declined,
+                        Access::Allowed => Verdict::Allowed,
+                        Access::Denied { status, challenge } => Verdict::Denied(status, challenge),
+                    };
+                    if let Some(slot) = decided.get_mut(n) {
+                        *slot = Some((i, v.clone()));
+                    }
+                    v
+                }
+            };
+            match verdict {
+                Verdict::Declined => {}
+                Verdict::Allowed if any => return None,
+                Verdict::Allowed => {}
+                Verdict::Denied(status, challenge) => {
+                    if !any || !matches!(status, 401 | 403) {
+                        self.www_authenticate.extend(challenge);
+                        return Some(Step::Status(status));
+                    }
+                    challenges.extend(challenge);
+                    if refused != Some(401) {
+                        refused = Some(status);
+                    }
+                }
+            }
         }
+        let status = refused?;
+        self.www_authenticate.extend(challenges);
+        Some(Step::Status(status))
     }
 
     /// An internal redirect to `target`, which may carry `?args`. Without them, the request's
@@ -1054,7 +1137,7 @@ impl<'a> Request<'a> {
     fn run_rewrite_phase(&mut self, level: &LocConf) -> Rewritten {
         let mut rerouted = false;
         let phases = self.phases;
-        for (rewrite, conf) in phases.rewrite.at(&level.modules) {
+        for (_, rewrite, conf) in phases.rewrite.at(&level.modules) {
             match rewrite(self, conf) {
                 Rewritten::Next => {}
                 Rewritten::Reroute => rerouted = true,
@@ -1517,7 +1600,7 @@ impl<'a> Request<'a> {
             Var::Capture(n) => out.extend_from_slice(self.captures.get(&self.capture_uri, *n)),
             Var::Uri => out.extend_from_slice(&self.uri),
             Var::RequestUri => {
-                out.extend_from_slice(self.main_head.as_ref().unwrap_or(h).target());
+                out.extend_from_slice(self.main_head().target());
             }
             Var::Host => match h.host_bytes() {
                 Some(host) => out.extend_from_slice(host),
@@ -1768,7 +1851,7 @@ impl<'a> Request<'a> {
     /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
     /// not among `resp`'s fields.
     pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
-        for (filter, conf) in self.phases.header_filter.at(&self.loc.modules) {
+        for (_, filter, conf) in self.phases.header_filter.at(&self.loc.modules) {
             filter(self, conf, resp, last_modified);
         }
     }
@@ -1777,7 +1860,7 @@ impl<'a> Request<'a> {
     /// response's own: computed once per response, empty for most locations.
     pub(crate) fn replaced_fields(&self, status: u16) -> Vec<&str> {
         let mut fields = Vec::new();
-        for (replaced, conf) in self.phases.replaced_fields.at(&self.loc.modules) {
+        for (_, replaced, conf) in self.phases.replaced_fields.at(&self.loc.modules) {
             replaced(conf, status, &mut fields);
         }
         fields

@@ -26,7 +26,7 @@ use crate::conf::LocConf;
 use crate::location::{named_groups, Captures};
 use crate::module::{self, Finish, Load, Module, NestedConf, Slot};
 use crate::request::{Body, Handlers, Request, Response, Rewritten, Step};
-use crate::vars::{compile_set, Names, SetVar, Template, Var};
+use crate::vars::{compile_set, variable_name, Names, SetVar, Template, Var};
 use crate::Level;
 
 /// The module.
@@ -478,7 +478,7 @@ fn collect_variables(directives: &[Directive], out: &mut Vec<String>) {
     for d in directives {
         match d.name.as_str() {
             "set" => {
-                if let Some(name) = d.args.first().and_then(|a| a.value.strip_prefix('$')) {
+                if let Some(name) = d.args.first().and_then(|a| variable_name(&a.value)) {
                     out.push(name.to_string());
                 }
             }

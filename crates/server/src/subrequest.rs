@@ -1,9 +1,11 @@
 //! Subrequests, as nginx's `ngx_http_subrequest` makes them for the modules that ask another
 //! location before answering (`auth_request`, `auth_jwt_key_request`).
 //!
-//! A subrequest is a GET of a URI with the main request's header fields, as nginx's
-//! subrequests share them, less those about the main request's body, conditions and ranges
-//! (nginx applies neither to a subrequest). It goes through the server's locations as an
+//! A subrequest is a GET of a URI with the main request's header fields and variables, as
+//! nginx's subrequests share them, less the fields about the main request's body,
+//! conditions and ranges: nginx's filters apply neither conditions nor ranges to a
+//! subrequest's own responses (it does pass the fields on to a proxied upstream, which this
+//! does not). It goes through the server's locations as an
 //! internal request without the access phase. A `proxy_pass` location's exchange sends its
 //! response to a [`Collect`] that keeps it in memory, so every proxy rule applies unchanged;
 //! a file or `return` text is taken as is. An upstream that gives nothing goes through the
@@ -128,12 +130,16 @@ fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
     }
 }
 
+fn too_long(max: usize) -> String {
+    format!("the response body is longer than {max} bytes")
+}
+
 /// The bytes of a file response, read whole.
 fn file_body(file: &CachedFile, offset: u64, len: u64, max: usize) -> Result<Bytes, String> {
     let size = usize::try_from(len)
         .ok()
         .filter(|&n| n <= max)
-        .ok_or_else(|| format!("the response body is longer than {max} bytes"))?;
+        .ok_or_else(|| too_long(max))?;
     if let Some(contents) = &file.contents {
         let start = offset as usize;
         return Ok(contents.slice(start..start + size));
@@ -163,9 +169,7 @@ async fn proxied(sub: &mut Request<'_>, plan: Plan, keep: Keep) -> Result<Answer
             let challenge = down.challenge().map(<[u8]>::to_vec);
             let body = match (down.into_body(), keep) {
                 (Ok(body), _) => Ok(body),
-                (Err(true), Keep::Body(max)) => {
-                    Err(format!("the response body is longer than {max} bytes"))
-                }
+                (Err(true), Keep::Body(max)) => Err(too_long(max)),
                 _ => Err("the response body was cut short".to_owned()),
             };
             Ok(Answer {

@@ -409,11 +409,13 @@ pub(crate) struct SetVar {
     pub value: Template,
 }
 
+/// The name of the variable an argument such as `set`'s first names: `$name` without its `$`.
+pub(crate) fn variable_name(arg: &str) -> Option<&str> {
+    arg.strip_prefix('$').filter(|n| !n.is_empty())
+}
+
 pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, ConfigError> {
-    let name = d
-        .arg(0)
-        .strip_prefix('$')
-        .filter(|n| !n.is_empty())
+    let name = variable_name(d.arg(0))
         .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
     refuse_limit_rate(d, name)?;
     Ok(SetVar {

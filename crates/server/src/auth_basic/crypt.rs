@@ -154,25 +154,36 @@ fn to64(out: &mut Vec<u8>, mut v: u32, n: usize) {
 
 #[link(name = "crypt")]
 extern "C" {
-    /// libxcrypt's reentrant crypt(3): on an unknown or malformed setting it returns a
-    /// failure token (`*0` or `*1`) that no stored hash equals.
-    fn crypt_r(phrase: *const c_char, setting: *const c_char, data: *mut u8) -> *mut c_char;
+    /// libxcrypt's reentrant crypt(3) that is told the size of its work area and checks
+    /// it: NULL on an unknown or malformed setting.
+    fn crypt_rn(
+        phrase: *const c_char,
+        setting: *const c_char,
+        data: *mut u8,
+        size: std::ffi::c_int,
+    ) -> *mut c_char;
 }
 
-/// `sizeof(struct crypt_data)` in libxcrypt's `<crypt.h>`, a structure of `char` arrays.
+/// `sizeof(struct crypt_data)` in libxcrypt's `<crypt.h>`, a structure of `char` arrays;
+/// `crypt_rn` refuses a smaller area.
 const CRYPT_DATA_SIZE: usize = 32768;
 
 /// The system's crypt(3) of `phrase` with the salt and settings of `setting`.
 fn libc_crypt(phrase: &[u8], setting: &[u8]) -> Option<Vec<u8>> {
     let phrase = CString::new(phrase).ok()?;
     let setting = CString::new(setting).ok()?;
-    // crypt_r wants the structure zeroed before its first use.
+    // The work area must be zeroed before its first use.
     let mut data = vec![0u8; CRYPT_DATA_SIZE];
-    // SAFETY: both strings are NUL-terminated and outlive the call; `data` is a zeroed
-    // buffer of the size libxcrypt's `struct crypt_data` has (alignment 1: all `char`s).
-    // The result points into `data` (or is NULL) and is copied out before `data` goes.
+    // SAFETY: both strings are NUL-terminated and outlive the call; `data` is a zeroed area
+    // of the size passed, which crypt_rn checks against its own structure's. The result
+    // points into `data` (or is NULL) and is copied out before `data` goes.
     unsafe {
-        let out = crypt_r(phrase.as_ptr(), setting.as_ptr(), data.as_mut_ptr());
+        let out = crypt_rn(
+            phrase.as_ptr(),
+            setting.as_ptr(),
+            data.as_mut_ptr(),
+            CRYPT_DATA_SIZE as std::ffi::c_int,
+        );
         if out.is_null() {
             return None;
         }
