@@ -441,16 +441,16 @@ pub static MODULES: &[Module] = &[
             once("auth_jwt_verified_cache", HSL, TAKE12),
         ],
     },
-    // Request rate limits: not implemented, refused.
+    // Request rate limits.
     Module {
         name: "http_limit_req_module",
         flag: Flag::Standard,
         directives: &[
-            d("limit_req_zone", HTTP, TAKE3).refuse(),
-            d("limit_req", HSL, TAKE123).refuse(),
-            once("limit_req_status", HSL, TAKE1).warn(),
-            once("limit_req_log_level", HSL, TAKE1).warn(),
-            d("limit_req_dry_run", HSL, FLAG).warn(),
+            d("limit_req_zone", HTTP, TAKE3),
+            d("limit_req", HSL, TAKE123),
+            once("limit_req_status", HSL, TAKE1),
+            once("limit_req_log_level", HSL, TAKE1),
+            once("limit_req_dry_run", HSL, FLAG),
         ],
     },
     // Connection limits: not implemented, refused.

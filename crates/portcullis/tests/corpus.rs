@@ -64,8 +64,8 @@ const REFUSED: &[(&str, &str, &str)] = &[
     ),
     (
         "rate_limited_login.conf",
-        "the \"limit_req_zone\" directive is not supported yet and cannot be ignored safely",
-        "ignoring it would lift the rate limit the configuration asks for",
+        "the \"limit_conn_zone\" directive is not supported yet and cannot be ignored safely",
+        "ignoring it would lift the connection limit the configuration asks for",
     ),
     (
         "ssi_includes.conf",

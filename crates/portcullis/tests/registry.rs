@@ -140,8 +140,6 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
     }
     // What the fail-closed rule names is all there.
     for name in [
-        "limit_req",
-        "limit_req_zone",
         "limit_conn",
         "limit_conn_zone",
         "secure_link",
@@ -203,6 +201,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "http_auth_basic_module",
         "location",
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
+    (
+        "http_limit_req_module",
+        "http",
+        "limit_req_zone $binary_remote_addr zone=z:1m rate=5r/s; limit_req zone=z burst=5;",
     ),
     (
         "http_auth_request_module",

@@ -22,6 +22,7 @@ mod conf;
 mod conn;
 mod h2;
 mod headers;
+mod limit_req;
 mod location;
 mod log;
 mod map;
@@ -37,6 +38,7 @@ mod tls_conf;
 mod user;
 mod vars;
 mod worker;
+mod zone;
 
 pub use conf::Compiled;
 pub use portcullis_config::ConfigError;

@@ -1,0 +1,691 @@
+//! `ngx_http_limit_req_module`: `limit_req_zone`, `limit_req` (`burst=`, `nodelay`,
+//! `delay=`), `limit_req_status`, `limit_req_log_level`, `limit_req_dry_run` and
+//! `$limit_req_status`, in the preaccess phase, with nginx's leaky bucket:
+//!
+//! - each key (the zone's key evaluated for the request; an empty one is not limited) has an
+//!   excess, in thousandths of a request, that drains at the zone's rate and grows by one
+//!   request with each request;
+//! - a request whose excess would pass `burst` is refused (503 unless `limit_req_status`
+//!   says otherwise), logged at `limit_req_log_level`; one whose excess passes `delay` (0
+//!   by default, everything with `nodelay`) waits until the excess over it has drained,
+//!   logged a level lower;
+//! - with several `limit_req`s the request counts in every zone, the longest delay wins, and
+//!   the first refusal ends it;
+//! - a request is limited once, whatever internal redirects it goes through.
+//!
+//! A zone is shared by every worker and kept across reloads when its name and size stay (its
+//! key must stay too, as nginx requires). It holds as many keys as nginx's shared memory of
+//! that size does; a full zone makes room by dropping its least recently used key.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use portcullis_config::{value, ConfigError, Directive};
+
+use crate::module::{self, Finish, Load, Module, Slot};
+use crate::request::{Access, Handlers, Request, Response, Suspension};
+use crate::vars::{Names, Template};
+use crate::zone::{self, Room, Zone};
+use crate::Level;
+
+pub(crate) struct LimitReqModule;
+
+pub(crate) static MODULE: LimitReqModule = LimitReqModule;
+
+/// A level's settings, inherited by the levels inside it unless they set their own.
+#[derive(Clone)]
+struct Conf {
+    /// `limit_req`s; a level's first replaces the inherited list.
+    limits: Arc<Vec<Limit>>,
+    log_level: Level,
+    status: u16,
+    dry_run: bool,
+}
+
+impl Default for Conf {
+    fn default() -> Self {
+        Conf {
+            limits: Arc::default(),
+            log_level: Level::Error,
+            status: 503,
+            dry_run: false,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Limit {
+    zone: Arc<ZoneName>,
+    /// In thousandths of a request, as nginx counts.
+    burst: i64,
+    delay: i64,
+}
+
+/// A zone as one configuration names it: `limit_req` may name it before its
+/// `limit_req_zone`, which defines it.
+struct ZoneName {
+    name: String,
+    defined: OnceLock<ZoneDef>,
+}
+
+/// What `limit_req_zone` says: the key, the rate, and the zone's state.
+struct ZoneDef {
+    key: Template,
+    /// Thousandths of a request per second.
+    rate: i64,
+    zone: Arc<Zone<Table>>,
+}
+
+/// What one load of a configuration keeps: its zones by name.
+#[derive(Default)]
+struct Loader {
+    zones: HashMap<String, Arc<ZoneName>>,
+}
+
+impl Loader {
+    fn zone(&mut self, name: &str) -> Arc<ZoneName> {
+        self.zones
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(ZoneName {
+                    name: name.to_owned(),
+                    defined: OnceLock::new(),
+                })
+            })
+            .clone()
+    }
+}
+
+impl Module for LimitReqModule {
+    fn name(&self) -> &'static str {
+        "http_limit_req_module"
+    }
+
+    fn declare(
+        &self,
+        _http: &[Directive],
+        names: &mut Names,
+        me: usize,
+    ) -> Result<(), ConfigError> {
+        names.add_module_variables(
+            me,
+            Box::new(|name| (name == "limit_req_status").then(|| Arc::new(()) as Slot)),
+        );
+        Ok(())
+    }
+
+    fn load(&self) -> Box<dyn std::any::Any + Send + Sync> {
+        Box::<Loader>::default()
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Conf::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        let loader = cx
+            .state
+            .downcast_mut::<Loader>()
+            .expect("the module's own load state");
+        match d.name.as_str() {
+            "limit_req_zone" => define_zone(d, loader, cx.names),
+            "limit_req" => {
+                let limit = limit(d, loader)?;
+                let c = module::edit::<Conf>(conf);
+                if cx.first {
+                    c.limits = Arc::default();
+                }
+                if c.limits.iter().any(|l| Arc::ptr_eq(&l.zone, &limit.zone)) {
+                    return Err(ConfigError::at(d, "\"limit_req\" directive is duplicate"));
+                }
+                Arc::make_mut(&mut c.limits).push(limit);
+                Ok(())
+            }
+            "limit_req_status" => {
+                let status = value::number(d, 0)?;
+                if !(400..=599).contains(&status) {
+                    return Err(ConfigError::at(d, "value must be between 400 and 599"));
+                }
+                module::edit::<Conf>(conf).status = status as u16;
+                Ok(())
+            }
+            "limit_req_log_level" => {
+                module::edit::<Conf>(conf).log_level = match d.arg(0) {
+                    "info" => Level::Info,
+                    "notice" => Level::Notice,
+                    "warn" => Level::Warn,
+                    "error" => Level::Error,
+                    other => return Err(ConfigError::at(d, format!("invalid value \"{other}\""))),
+                };
+                Ok(())
+            }
+            _ => {
+                module::edit::<Conf>(conf).dry_run = value::flag(d, 0)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// A zone named by `limit_req` must be defined somewhere in `http`: known once the http
+    /// level is read, which is before any server's end.
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        _block: &[Directive],
+        _cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let c = module::get::<Conf>(conf);
+        match c.limits.iter().find(|l| l.zone.defined.get().is_none()) {
+            Some(l) => Err(ConfigError {
+                message: format!("zero size shared memory zone \"{}\"", l.zone.name),
+                span: None,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn is_active(&self, conf: &Slot) -> bool {
+        !module::get::<Conf>(conf).limits.is_empty()
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            preaccess: Some(preaccess),
+            variable: Some(variable),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
+
+/// `limit_req_zone key zone=name:size rate=Nr/s|Nr/m`.
+fn define_zone(d: &Directive, loader: &mut Loader, names: &Names) -> Result<(), ConfigError> {
+    let key = Template::compile(d.arg(0), d, names)?;
+    let mut zone: Option<(&str, usize)> = None;
+    let mut rate = 1000;
+    for a in &d.args[1..] {
+        let v = a.value.as_str();
+        if v.starts_with("zone=") {
+            zone = Some(zone::parse_zone(d, v)?);
+        } else if let Some(r) = v.strip_prefix("rate=") {
+            let (n, per) = match (r.strip_suffix("r/s"), r.strip_suffix("r/m")) {
+                (Some(n), _) => (n, 1),
+                (_, Some(n)) => (n, 60),
+                _ => (r, 1),
+            };
+            let n = value::parse_number(n)
+                .filter(|&n| n > 0)
+                .ok_or_else(|| ConfigError::at(d, format!("invalid rate \"{v}\"")))?;
+            rate = (n as i64).saturating_mul(1000) / per;
+        } else {
+            return Err(ConfigError::at(d, format!("invalid parameter \"{v}\"")));
+        }
+    }
+    let Some((name, size)) = zone else {
+        return Err(ConfigError::at(
+            d,
+            "\"limit_req_zone\" must have \"zone\" parameter",
+        ));
+    };
+    let slot = loader.zone(name);
+    if let Some(def) = slot.defined.get() {
+        return Err(ConfigError::at(
+            d,
+            format!(
+                "limit_req_zone \"{name}\" is already bound to key \"{}\"",
+                def.zone.key
+            ),
+        ));
+    }
+    let zone = Zone::shared("limit_req", name, size, d.arg(0), || Table::new(name, size))?;
+    let _ = slot.defined.set(ZoneDef { key, rate, zone });
+    Ok(())
+}
+
+/// `limit_req zone=name [burst=N] [nodelay | delay=N]`.
+fn limit(d: &Directive, loader: &mut Loader) -> Result<Limit, ConfigError> {
+    let mut zone = None;
+    let mut burst = 0;
+    let mut delay = 0;
+    for a in &d.args {
+        let v = a.value.as_str();
+        let positive = |n: &str, what: &str| {
+            value::parse_number(n)
+                .filter(|&n| n > 0 && n <= i64::MAX as u64 / 1000)
+                .map(|n| n as i64)
+                .ok_or_else(|| ConfigError::at(d, format!("invalid {what} value \"{v}\"")))
+        };
+        if let Some(name) = v.strip_prefix("zone=") {
+            zone = Some(loader.zone(name));
+        } else if let Some(n) = v.strip_prefix("burst=") {
+            burst = positive(n, "burst")?;
+        } else if let Some(n) = v.strip_prefix("delay=") {
+            delay = positive(n, "delay")?;
+        } else if v == "nodelay" {
+            delay = NO_DELAY;
+        } else {
+            return Err(ConfigError::at(d, format!("invalid parameter \"{v}\"")));
+        }
+    }
+    let zone =
+        zone.ok_or_else(|| ConfigError::at(d, "\"limit_req\" must have \"zone\" parameter"))?;
+    Ok(Limit {
+        zone,
+        burst: burst * 1000,
+        delay: delay.saturating_mul(1000),
+    })
+}
+
+/// `nodelay`: nginx's largest delay threshold.
+const NO_DELAY: i64 = i64::MAX / 1000;
+
+/// `$limit_req_status`'s values.
+#[derive(Clone, Copy)]
+enum Outcome {
+    Passed,
+    Delayed,
+    Rejected,
+    DelayedDryRun,
+    RejectedDryRun,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "PASSED",
+            Outcome::Delayed => "DELAYED",
+            Outcome::Rejected => "REJECTED",
+            Outcome::DelayedDryRun => "DELAYED_DRY_RUN",
+            Outcome::RejectedDryRun => "REJECTED_DRY_RUN",
+        }
+    }
+}
+
+/// What a request keeps of the module: how it was limited, once decided.
+#[derive(Default)]
+struct LimitCtx {
+    outcome: Option<Outcome>,
+}
+
+fn variable(
+    req: &Request<'_>,
+    _conf: &Slot,
+    _var: &Slot,
+    out: &mut Vec<u8>,
+    _resp: Option<(&Response, u64)>,
+) {
+    if let Some(outcome) = req.ctx::<LimitCtx>().and_then(|c| c.outcome) {
+        out.extend_from_slice(outcome.as_str().as_bytes());
+    }
+}
+
+fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
+    if req.ctx::<LimitCtx>().is_some_and(|c| c.outcome.is_some()) {
+        return Access::Declined;
+    }
+    let c = module::get::<Conf>(conf);
+    let now = now_ms();
+    let last = c.limits.len() - 1;
+    // The zones that counted the request without deciding (nginx's `count`), held until
+    // the one that decides has.
+    let mut held: Vec<(&Limit, &ZoneDef, Vec<u8>)> = Vec::new();
+    let mut decided: Option<(Found, &Limit, &ZoneDef)> = None;
+    for (n, limit) in c.limits.iter().enumerate() {
+        let Some(def) = limit.zone.defined.get() else {
+            continue;
+        };
+        let key = req.eval(&def.key);
+        if key.is_empty() {
+            continue;
+        }
+        if key.len() > 65535 {
+            req.log(
+                Level::Error,
+                &format!(
+                    "the value of the \"{}\" key is more than 65535 bytes: \"{}\"",
+                    def.zone.key,
+                    String::from_utf8_lossy(&key)
+                ),
+            );
+            continue;
+        }
+        let found = def
+            .zone
+            .lock()
+            .lookup(&key, def.rate, limit.burst, n == last, now);
+        decided = Some((found, limit, def));
+        if found != Found::Again {
+            break;
+        }
+        held.push((limit, def, key));
+    }
+    let Some((found, mut limit, def)) = decided else {
+        return Access::Declined;
+    };
+    let dry_run = if c.dry_run { ", dry run" } else { "" };
+    let mut excess = match found {
+        Found::Passed(excess) => excess,
+        Found::Again => 0,
+        Found::Busy(_) | Found::Full => {
+            if let Found::Busy(excess) = found {
+                req.log(
+                    c.log_level,
+                    &format!(
+                        "limiting requests{dry_run}, excess: {}.{:03} by zone \"{}\"",
+                        excess / 1000,
+                        excess % 1000,
+                        limit.zone.name
+                    ),
+                );
+            } else {
+                req.log(
+                    Level::Alert,
+                    &format!(
+                        "could not allocate node in limit_req zone \"{}\"",
+                        limit.zone.name
+                    ),
+                );
+            }
+            for (_, def, key) in &held {
+                def.zone.lock().release(key);
+            }
+            return match record(req, c, Outcome::Rejected) {
+                Outcome::Rejected => Access::Denied {
+                    status: c.status,
+                    challenge: None,
+                },
+                _ => Access::Declined,
+            };
+        }
+    };
+    // Each zone that held the request counts it now; the longest delay wins.
+    let mut max_delay = delay_ms(excess, limit, def);
+    for (l, d, key) in held.iter().rev() {
+        let counted = d.zone.lock().account(key, d.rate, now_ms());
+        let delay = delay_ms(counted, l, d);
+        if delay > max_delay {
+            (max_delay, excess, limit) = (delay, counted, l);
+        }
+    }
+    if max_delay == 0 {
+        record(req, c, Outcome::Passed);
+        return Access::Declined;
+    }
+    req.log(
+        lower(c.log_level),
+        &format!(
+            "delaying request{dry_run}, excess: {}.{:03}, by zone \"{}\"",
+            excess / 1000,
+            excess % 1000,
+            limit.zone.name
+        ),
+    );
+    match record(req, c, Outcome::Delayed) {
+        Outcome::Delayed => Access::Wait(Box::new(Delay(Duration::from_millis(max_delay)))),
+        _ => Access::Declined,
+    }
+}
+
+/// Records the request's outcome for `$limit_req_status` and for the phases' next run: its
+/// dry-run form under `limit_req_dry_run`, which lets every request through at once.
+fn record(req: &mut Request<'_>, c: &Conf, outcome: Outcome) -> Outcome {
+    let outcome = match (outcome, c.dry_run) {
+        (Outcome::Rejected, true) => Outcome::RejectedDryRun,
+        (Outcome::Delayed, true) => Outcome::DelayedDryRun,
+        (o, _) => o,
+    };
+    req.ctx_mut::<LimitCtx>().outcome = Some(outcome);
+    outcome
+}
+
+/// The log level of a delay: one below that of a refusal, as nginx's.
+fn lower(level: Level) -> Level {
+    match level {
+        Level::Error => Level::Warn,
+        Level::Warn => Level::Notice,
+        _ => Level::Info,
+    }
+}
+
+/// How long a request with `excess` waits in `limit`'s zone: until the excess over the
+/// limit's `delay` has drained.
+fn delay_ms(excess: i64, limit: &Limit, def: &ZoneDef) -> u64 {
+    if excess <= limit.delay {
+        return 0;
+    }
+    ((excess - limit.delay).saturating_mul(1000) / def.rate) as u64
+}
+
+/// A delayed request's wait, before the phases run again.
+struct Delay(Duration);
+
+impl Suspension for Delay {
+    fn resume<'r>(
+        self: Box<Self>,
+        _req: &'r mut Request<'_>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'r>> {
+        Box::pin(tokio::time::sleep(self.0))
+    }
+}
+
+/// The wall clock in milliseconds, as nginx's limits count time (a key never seen counts as
+/// last seen at the epoch).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What a zone said of a request.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Found {
+    /// Counted, with this excess.
+    Passed(i64),
+    /// Held: counted once the zone that decides has (only for a zone that is not the last).
+    Again,
+    /// Over the burst, with this excess.
+    Busy(i64),
+    /// No room for a new key.
+    Full,
+}
+
+/// The keys of a zone and their buckets, with nginx's queue of keys by last use.
+struct Table {
+    nodes: HashMap<Box<[u8]>, Node>,
+    /// Keys by their last use, oldest first.
+    queue: BTreeMap<u64, Box<[u8]>>,
+    ticks: u64,
+    room: Room,
+}
+
+struct Node {
+    /// Thousandths of a request over the rate.
+    excess: i64,
+    /// When it was last counted, in milliseconds.
+    last: i64,
+    /// Requests holding it (see [`Found::Again`]): not to be dropped meanwhile.
+    count: u32,
+    /// Its place in the queue.
+    tick: u64,
+}
+
+/// How the excess of a key looks after `ms` milliseconds of draining at `rate`, and one
+/// more request: clocks that went back count as no time, or one millisecond past a minute.
+fn drained(excess: i64, rate: i64, ms: i64) -> (i64, i64) {
+    let ms = match ms {
+        ms if ms < -60000 => 1,
+        ms if ms < 0 => 0,
+        ms => ms,
+    };
+    ((excess - rate.saturating_mul(ms) / 1000 + 1000).max(0), ms)
+}
+
+impl Table {
+    fn new(name: &str, size: usize) -> Table {
+        let mut room = Room::new(size);
+        // What nginx takes from the zone first: its tree and queue, and its log context.
+        room.take(80);
+        room.take(r#" in limit_req zone """#.len() + 1 + name.len());
+        Table {
+            nodes: HashMap::new(),
+            queue: BTreeMap::new(),
+            ticks: 0,
+            room,
+        }
+    }
+
+    /// nginx's `ngx_http_limit_req_lookup`: the key's bucket with this request, counted
+    /// when `account` (the last zone of the request), else held.
+    fn lookup(&mut self, key: &[u8], rate: i64, burst: i64, account: bool, now: i64) -> Found {
+        self.ticks += 1;
+        let tick = self.ticks;
+        if let Some(node) = self.nodes.get_mut(key) {
+            let old = std::mem::replace(&mut node.tick, tick);
+            if let Some(k) = self.queue.remove(&old) {
+                self.queue.insert(tick, k);
+            }
+            let (excess, ms) = drained(node.excess, rate, now - node.last);
+            if excess > burst {
+                return Found::Busy(excess);
+            }
+            if account {
+                node.excess = excess;
+                if ms != 0 {
+                    node.last = now;
+                }
+                return Found::Passed(excess);
+            }
+            node.count += 1;
+            return Found::Again;
+        }
+        self.expire(false, rate, now);
+        if !self.room.take(node_size(key)) {
+            self.expire(true, rate, now);
+            if !self.room.take(node_size(key)) {
+                return Found::Full;
+            }
+        }
+        let node = Node {
+            excess: 0,
+            last: if account { now } else { 0 },
+            count: u32::from(!account),
+            tick,
+        };
+        self.nodes.insert(key.into(), node);
+        self.queue.insert(tick, key.into());
+        if account {
+            Found::Passed(0)
+        } else {
+            Found::Again
+        }
+    }
+
+    /// nginx's `ngx_http_limit_req_account` for one held key: counts the request now.
+    fn account(&mut self, key: &[u8], rate: i64, now: i64) -> i64 {
+        let Some(node) = self.nodes.get_mut(key) else {
+            return 0;
+        };
+        let (excess, ms) = drained(node.excess, rate, now - node.last);
+        if ms != 0 {
+            node.last = now;
+        }
+        node.excess = excess;
+        node.count = node.count.saturating_sub(1);
+        excess
+    }
+
+    /// Lets go of a held key without counting the request.
+    fn release(&mut self, key: &[u8]) {
+        if let Some(node) = self.nodes.get_mut(key) {
+            node.count = node.count.saturating_sub(1);
+        }
+    }
+
+    /// nginx's `ngx_http_limit_req_expire`: drops up to two of the least recently used
+    /// keys that are idle (a minute unseen, their excess drained), and with `force` the
+    /// least recently used one first, whatever its state. A held key stops it.
+    fn expire(&mut self, force: bool, rate: i64, now: i64) {
+        let mut n = u32::from(!force);
+        while n < 3 {
+            let Some((&tick, key)) = self.queue.first_key_value() else {
+                return;
+            };
+            let node = &self.nodes[key];
+            if node.count != 0 {
+                return;
+            }
+            if n != 0 {
+                let ms = (now - node.last).abs();
+                if ms < 60000 || node.excess - rate.saturating_mul(ms) / 1000 > 0 {
+                    return;
+                }
+            }
+            n += 1;
+            if let Some(key) = self.queue.remove(&tick) {
+                self.nodes.remove(&key);
+                self.room.free(node_size(&key));
+            }
+        }
+    }
+}
+
+/// The bytes a key's node takes in nginx's zone: its tree node and bucket, then the key.
+fn node_size(key: &[u8]) -> usize {
+    80 + key.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: i64 = 1000;
+
+    #[test]
+    fn a_bucket_drains_at_the_rate_and_refuses_past_the_burst() {
+        let mut t = Table::new("t", zone::MIN_ZONE);
+        // 1 r/s, burst 2.
+        let (rate, burst) = (1000, 2000);
+        let t0 = 1_000_000;
+        assert_eq!(t.lookup(b"k", rate, burst, true, t0), Found::Passed(0));
+        assert_eq!(t.lookup(b"k", rate, burst, true, t0), Found::Passed(1000));
+        assert_eq!(t.lookup(b"k", rate, burst, true, t0), Found::Passed(2000));
+        assert_eq!(t.lookup(b"k", rate, burst, true, t0), Found::Busy(3000));
+        // Half a second drains half a request: not enough room yet. A second is.
+        assert_eq!(
+            t.lookup(b"k", rate, burst, true, t0 + SECOND / 2),
+            Found::Busy(2500)
+        );
+        assert_eq!(
+            t.lookup(b"k", rate, burst, true, t0 + SECOND),
+            Found::Passed(2000)
+        );
+        assert_eq!(
+            t.lookup(b"k", rate, burst, true, t0 + 10 * SECOND),
+            Found::Passed(0)
+        );
+        // Another key has its own bucket.
+        assert_eq!(t.lookup(b"j", rate, burst, true, t0), Found::Passed(0));
+    }
+
+    #[test]
+    fn a_full_zone_drops_its_least_recently_used_key() {
+        // Eight pages: the 128-byte chunks of six, less the tree's own.
+        let fits = 6 * 32 - 1;
+        let mut t = Table::new("t", zone::MIN_ZONE);
+        for i in 0..=fits {
+            let key = format!("{}", i % 10 + 100 * (i / 10));
+            assert!(matches!(
+                t.lookup(key.as_bytes(), 1, 0, true, 0),
+                Found::Passed(_)
+            ));
+        }
+        assert_eq!(t.nodes.len(), fits);
+        assert!(!t.nodes.contains_key(&b"0"[..]));
+    }
+}

@@ -1,0 +1,177 @@
+//! Shared memory zones, as nginx's modules declare them (`limit_req_zone`,
+//! `limit_conn_zone`): a named state that every worker shares, kept across reloads when the
+//! zone keeps its name and size, and that holds as much as nginx's slab allocator fits in a
+//! zone of that size (a [`Room`]).
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use portcullis_config::{value, ConfigError, Directive};
+
+/// The smallest zone nginx accepts: eight pages.
+pub(crate) const MIN_ZONE: usize = 8 * PAGE;
+const PAGE: usize = 4096;
+
+/// A zone's state, shared by every worker.
+pub(crate) struct Zone<T> {
+    pub name: String,
+    size: usize,
+    /// The key as written, which a reload must keep.
+    pub key: String,
+    state: Mutex<T>,
+}
+
+impl<T: Send + 'static> Zone<T> {
+    /// The zone `name` of `size` bytes: the one a running configuration has when it has one
+    /// of that name, size and kind (nginx keeps a shared zone so), else a new one made by
+    /// `make`. A kept zone must keep its key: `what` names the zone in the error, as nginx's
+    /// modules do (`limit_req`, `limit_conn_zone`).
+    pub fn shared(
+        what: &str,
+        name: &str,
+        size: usize,
+        key: &str,
+        make: impl FnOnce() -> T,
+    ) -> Result<Arc<Zone<T>>, ConfigError> {
+        static LIVE: Mutex<Vec<Weak<dyn Any + Send + Sync>>> = Mutex::new(Vec::new());
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|z| z.strong_count() > 0);
+        let running = live
+            .iter()
+            .filter_map(|z| z.upgrade()?.downcast::<Zone<T>>().ok())
+            .find(|z| z.name == name && z.size == size);
+        if let Some(zone) = running {
+            if zone.key != key {
+                return Err(ConfigError {
+                    message: format!(
+                        "{what} \"{name}\" uses the \"{key}\" key while previously it used the \"{}\" key",
+                        zone.key
+                    ),
+                    span: None,
+                });
+            }
+            return Ok(zone);
+        }
+        let zone = Arc::new(Zone {
+            name: name.to_owned(),
+            size,
+            key: key.to_owned(),
+            state: Mutex::new(make()),
+        });
+        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&zone) as _;
+        live.push(weak);
+        Ok(zone)
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// `zone=name:size` of a zone directive `d`: the name and the size, at least [`MIN_ZONE`].
+pub(crate) fn parse_zone<'d>(d: &Directive, arg: &'d str) -> Result<(&'d str, usize), ConfigError> {
+    let spec = arg.strip_prefix("zone=").unwrap_or(arg);
+    let bad_size = || ConfigError::at(d, format!("invalid zone size \"{arg}\""));
+    let (name, size) = spec.split_once(':').ok_or_else(bad_size)?;
+    let size = value::parse_size(size).ok_or_else(bad_size)? as usize;
+    if size < MIN_ZONE {
+        return Err(ConfigError::at(d, format!("zone \"{arg}\" is too small")));
+    }
+    Ok((name, size))
+}
+
+/// The room in a zone, as nginx's slab allocator gives it out: pages of the zone's size
+/// (less its own bookkeeping), each cut into chunks of one power of two.
+pub(crate) struct Room {
+    free_pages: usize,
+    /// By chunk size (8 << i, up to half a page): pages held and chunks used.
+    classes: [(usize, usize); 9],
+}
+
+impl Room {
+    pub fn new(size: usize) -> Room {
+        // The allocator's pool, slots and statistics, then one descriptor per page.
+        const HEADER: usize = 208 + 9 * (24 + 32);
+        let pages = size.saturating_sub(HEADER) / (PAGE + 24);
+        let start = (HEADER + pages * 24).next_multiple_of(PAGE);
+        Room {
+            free_pages: pages.min(size.saturating_sub(start) / PAGE),
+            classes: [(0, 0); 9],
+        }
+    }
+
+    /// The chunk class of `size` and its chunks per page, or `None` for whole pages.
+    fn class(size: usize) -> Option<(usize, usize)> {
+        let chunk = size.max(8).next_power_of_two();
+        if chunk > PAGE / 2 {
+            return None;
+        }
+        let i = chunk.trailing_zeros() as usize - 3;
+        // Chunks under 64 bytes keep their page's bitmap in the page's first chunks.
+        let bitmap = (PAGE / chunk / 8).div_ceil(chunk);
+        let per_page = PAGE / chunk - if chunk < 64 { bitmap } else { 0 };
+        Some((i, per_page))
+    }
+
+    /// Takes room for `size` bytes, if there is.
+    pub fn take(&mut self, size: usize) -> bool {
+        let Some((i, per_page)) = Room::class(size) else {
+            let pages = size.div_ceil(PAGE);
+            if self.free_pages < pages {
+                return false;
+            }
+            self.free_pages -= pages;
+            return true;
+        };
+        let (pages, used) = &mut self.classes[i];
+        if *used == *pages * per_page {
+            if self.free_pages == 0 {
+                return false;
+            }
+            self.free_pages -= 1;
+            *pages += 1;
+        }
+        *used += 1;
+        true
+    }
+
+    /// Gives back the room of `size` bytes.
+    pub fn free(&mut self, size: usize) {
+        let Some((i, per_page)) = Room::class(size) else {
+            self.free_pages += size.div_ceil(PAGE);
+            return;
+        };
+        let (pages, used) = &mut self.classes[i];
+        *used = used.saturating_sub(1);
+        if *pages > 0 && *used <= (*pages - 1) * per_page {
+            *pages -= 1;
+            self.free_pages += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zone_holds_what_nginx_s_slab_allocator_fits() {
+        // Eight pages: seven for chunks after the allocator's own; a page for each size.
+        let mut room = Room::new(MIN_ZONE);
+        assert!(room.take(80));
+        assert!(room.take(22));
+        let fits = std::iter::repeat_with(|| room.take(81))
+            .take_while(|&t| t)
+            .count();
+        assert_eq!(fits, 6 * 32 - 1);
+        room.free(81);
+        assert!(room.take(81));
+        assert!(!room.take(81));
+        // A megabyte has 254 pages.
+        let mut room = Room::new(1 << 20);
+        let pages = std::iter::repeat_with(|| room.take(PAGE))
+            .take_while(|&t| t)
+            .count();
+        assert_eq!(pages, 254);
+    }
+}
