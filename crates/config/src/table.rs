@@ -453,16 +453,16 @@ pub static MODULES: &[Module] = &[
             once("limit_req_dry_run", HSL, FLAG),
         ],
     },
-    // Connection limits: not implemented, refused.
+    // Limits on the requests in progress.
     Module {
         name: "http_limit_conn_module",
         flag: Flag::Standard,
         directives: &[
-            d("limit_conn_zone", HTTP, TAKE2).refuse(),
-            d("limit_conn", HSL, TAKE2).refuse(),
-            once("limit_conn_status", HSL, TAKE1).warn(),
-            once("limit_conn_log_level", HSL, TAKE1).warn(),
-            d("limit_conn_dry_run", HSL, FLAG).warn(),
+            d("limit_conn_zone", HTTP, TAKE2),
+            d("limit_conn", HSL, TAKE2),
+            once("limit_conn_status", HSL, TAKE1),
+            once("limit_conn_log_level", HSL, TAKE1),
+            once("limit_conn_dry_run", HSL, FLAG),
         ],
     },
     // The client address from a header: not implemented, refused.

@@ -63,11 +63,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "the FastCGI module is not implemented; like an nginx built without it",
     ),
     (
-        "rate_limited_login.conf",
-        "the \"limit_conn_zone\" directive is not supported yet and cannot be ignored safely",
-        "ignoring it would lift the connection limit the configuration asks for",
-    ),
-    (
         "ssi_includes.conf",
         "unknown directive \"ssi\"",
         "the SSI module is not implemented; like an nginx built without it",

@@ -140,8 +140,6 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
     }
     // What the fail-closed rule names is all there.
     for name in [
-        "limit_conn",
-        "limit_conn_zone",
         "secure_link",
         "valid_referers",
         "ssl_crl",
@@ -201,6 +199,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "http_auth_basic_module",
         "location",
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
+    (
+        "http_limit_conn_module",
+        "http",
+        "limit_conn_zone $binary_remote_addr zone=c:1m; limit_conn c 10;",
     ),
     (
         "http_limit_req_module",

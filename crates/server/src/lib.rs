@@ -22,6 +22,7 @@ mod conf;
 mod conn;
 mod h2;
 mod headers;
+mod limit_conn;
 mod limit_req;
 mod location;
 mod log;

@@ -18,7 +18,7 @@
 //! that size does; a full zone makes room by dropping its least recently used key.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis_config::{value, ConfigError, Directive};
@@ -26,7 +26,7 @@ use portcullis_config::{value, ConfigError, Directive};
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Access, Handlers, Request, Response, Suspension};
 use crate::vars::{Names, Template};
-use crate::zone::{self, Room, Zone};
+use crate::zone::{self, ByName, Named, Room, Zone};
 use crate::Level;
 
 pub(crate) struct LimitReqModule;
@@ -62,13 +62,6 @@ struct Limit {
     delay: i64,
 }
 
-/// A zone as one configuration names it: `limit_req` may name it before its
-/// `limit_req_zone`, which defines it.
-struct ZoneName {
-    name: String,
-    defined: OnceLock<ZoneDef>,
-}
-
 /// What `limit_req_zone` says: the key, the rate, and the zone's state.
 struct ZoneDef {
     key: Template,
@@ -77,25 +70,11 @@ struct ZoneDef {
     zone: Arc<Zone<Table>>,
 }
 
-/// What one load of a configuration keeps: its zones by name.
-#[derive(Default)]
-struct Loader {
-    zones: HashMap<String, Arc<ZoneName>>,
-}
+/// A zone as this configuration names it.
+type ZoneName = Named<ZoneDef>;
 
-impl Loader {
-    fn zone(&mut self, name: &str) -> Arc<ZoneName> {
-        self.zones
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                Arc::new(ZoneName {
-                    name: name.to_owned(),
-                    defined: OnceLock::new(),
-                })
-            })
-            .clone()
-    }
-}
+/// What one load of a configuration keeps: its zones by name.
+type Loader = ByName<ZoneDef>;
 
 impl Module for LimitReqModule {
     fn name(&self) -> &'static str {
@@ -148,21 +127,11 @@ impl Module for LimitReqModule {
                 Ok(())
             }
             "limit_req_status" => {
-                let status = value::number(d, 0)?;
-                if !(400..=599).contains(&status) {
-                    return Err(ConfigError::at(d, "value must be between 400 and 599"));
-                }
-                module::edit::<Conf>(conf).status = status as u16;
+                module::edit::<Conf>(conf).status = zone::limit_status(d)?;
                 Ok(())
             }
             "limit_req_log_level" => {
-                module::edit::<Conf>(conf).log_level = match d.arg(0) {
-                    "info" => Level::Info,
-                    "notice" => Level::Notice,
-                    "warn" => Level::Warn,
-                    "error" => Level::Error,
-                    other => return Err(ConfigError::at(d, format!("invalid value \"{other}\""))),
-                };
+                module::edit::<Conf>(conf).log_level = zone::limit_log_level(d)?;
                 Ok(())
             }
             _ => {
@@ -181,13 +150,7 @@ impl Module for LimitReqModule {
         _cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::get::<Conf>(conf);
-        match c.limits.iter().find(|l| l.zone.defined.get().is_none()) {
-            Some(l) => Err(ConfigError {
-                message: format!("zero size shared memory zone \"{}\"", l.zone.name),
-                span: None,
-            }),
-            None => Ok(()),
-        }
+        c.limits.iter().try_for_each(|l| l.zone.check_defined())
     }
 
     fn is_active(&self, conf: &Slot) -> bool {
@@ -233,7 +196,7 @@ fn define_zone(d: &Directive, loader: &mut Loader, names: &Names) -> Result<(), 
             "\"limit_req_zone\" must have \"zone\" parameter",
         ));
     };
-    let slot = loader.zone(name);
+    let slot = loader.get(name);
     if let Some(def) = slot.defined.get() {
         return Err(ConfigError::at(
             d,
@@ -262,7 +225,7 @@ fn limit(d: &Directive, loader: &mut Loader) -> Result<Limit, ConfigError> {
                 .ok_or_else(|| ConfigError::at(d, format!("invalid {what} value \"{v}\"")))
         };
         if let Some(name) = v.strip_prefix("zone=") {
-            zone = Some(loader.zone(name));
+            zone = Some(loader.get(name));
         } else if let Some(n) = v.strip_prefix("burst=") {
             burst = positive(n, "burst")?;
         } else if let Some(n) = v.strip_prefix("delay=") {

@@ -7,6 +7,7 @@ use crate::module::Registry;
 pub(crate) static ALL: Registry = &[
     &crate::rewrite::MODULE,
     &crate::limit_req::MODULE,
+    &crate::limit_conn::MODULE,
     &crate::access::MODULE,
     &crate::auth_basic::MODULE,
     &crate::auth_request::MODULE,

@@ -1,12 +1,16 @@
 //! Shared memory zones, as nginx's modules declare them (`limit_req_zone`,
 //! `limit_conn_zone`): a named state that every worker shares, kept across reloads when the
 //! zone keeps its name and size, and that holds as much as nginx's slab allocator fits in a
-//! zone of that size (a [`Room`]).
+//! zone of that size (a [`Room`]). And the settings the modules that limit with them share
+//! (`limit_req_status`, `limit_conn_log_level`, ...).
 
 use std::any::Any;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
 use portcullis_config::{value, ConfigError, Directive};
+
+use crate::Level;
 
 /// The smallest zone nginx accepts: eight pages.
 pub(crate) const MIN_ZONE: usize = 8 * PAGE;
@@ -68,6 +72,49 @@ impl<T: Send + 'static> Zone<T> {
     }
 }
 
+/// A zone as one configuration names it: a directive may name it (`limit_req zone=one`)
+/// before the directive that defines it (`limit_req_zone ... zone=one:10m`) with `D`.
+pub(crate) struct Named<D> {
+    pub name: String,
+    pub defined: OnceLock<D>,
+}
+
+impl<D> Named<D> {
+    /// The error of a zone named and never defined, once the http level is read.
+    pub fn check_defined(&self) -> Result<(), ConfigError> {
+        match self.defined.get() {
+            Some(_) => Ok(()),
+            None => Err(ConfigError {
+                message: format!("zero size shared memory zone \"{}\"", self.name),
+                span: None,
+            }),
+        }
+    }
+}
+
+/// The zones of one kind that one load of a configuration names, by name.
+pub(crate) struct ByName<D>(HashMap<String, Arc<Named<D>>>);
+
+impl<D> Default for ByName<D> {
+    fn default() -> Self {
+        ByName(HashMap::new())
+    }
+}
+
+impl<D> ByName<D> {
+    pub fn get(&mut self, name: &str) -> Arc<Named<D>> {
+        self.0
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(Named {
+                    name: name.to_owned(),
+                    defined: OnceLock::new(),
+                })
+            })
+            .clone()
+    }
+}
+
 /// `zone=name:size` of a zone directive `d`: the name and the size, at least [`MIN_ZONE`].
 pub(crate) fn parse_zone<'d>(d: &Directive, arg: &'d str) -> Result<(&'d str, usize), ConfigError> {
     let spec = arg.strip_prefix("zone=").unwrap_or(arg);
@@ -78,6 +125,26 @@ pub(crate) fn parse_zone<'d>(d: &Directive, arg: &'d str) -> Result<(&'d str, us
         return Err(ConfigError::at(d, format!("zone \"{arg}\" is too small")));
     }
     Ok((name, size))
+}
+
+/// `limit_req_status` and `limit_conn_status`: a status from 400 to 599.
+pub(crate) fn limit_status(d: &Directive) -> Result<u16, ConfigError> {
+    let status = value::number(d, 0)?;
+    if !(400..=599).contains(&status) {
+        return Err(ConfigError::at(d, "value must be between 400 and 599"));
+    }
+    Ok(status as u16)
+}
+
+/// `limit_req_log_level` and `limit_conn_log_level`.
+pub(crate) fn limit_log_level(d: &Directive) -> Result<Level, ConfigError> {
+    Ok(match d.arg(0) {
+        "info" => Level::Info,
+        "notice" => Level::Notice,
+        "warn" => Level::Warn,
+        "error" => Level::Error,
+        other => return Err(ConfigError::at(d, format!("invalid value \"{other}\""))),
+    })
 }
 
 /// The room in a zone, as nginx's slab allocator gives it out: pages of the zone's size
