@@ -78,6 +78,9 @@ pub struct Scenario {
     /// wrk sends a different valid token with every request (see
     /// [`crate::assets::wrk_token_cycle_script`]) instead of one token on all of them.
     pub distinct_tokens: bool,
+    /// Every request goes through `limit_req` with a key per client, at a rate and burst
+    /// no request reaches: the cost of the limit itself.
+    pub limit_req: bool,
 }
 
 const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scenario {
@@ -90,6 +93,7 @@ const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scena
         close: false,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     }
 }
 
@@ -103,6 +107,7 @@ const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Sce
         close: false,
         jwt,
         distinct_tokens: false,
+        limit_req: false,
     }
 }
 
@@ -118,6 +123,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     Scenario {
         name: "rp-http",
@@ -128,6 +134,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     apigw(
         "apigw",
@@ -157,6 +164,13 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     web("web-0k", "/0kb", None),
     web("web-1k", "/1kb", None),
+    Scenario {
+        name: "web-1k-limit-req",
+        about: "web server as web-1k, every request through limit_req with a key per client \
+                (a rate and burst it never reaches): the cost of the limit",
+        limit_req: true,
+        ..web("web-1k", "/1kb", None)
+    },
     web("web-10k", "/10kb", None),
     web("web-100k", "/100kb", None),
     web("web-https-0k", "/0kb", Some(Cert::Rsa)),
@@ -172,6 +186,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: true,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     Scenario {
         name: "tps-ecdsa",
@@ -182,6 +197,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: true,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     Scenario {
         name: "tps-rsa",
@@ -192,6 +208,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: true,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     Scenario {
         name: "throughput-100k",
@@ -202,6 +219,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     Scenario {
         name: "throughput-1m",
@@ -212,6 +230,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
     Scenario {
         name: "throughput-10m",
@@ -222,6 +241,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        limit_req: false,
     },
 ];
 
@@ -309,6 +329,12 @@ const HTTP_SETTINGS: &str = "    default_type application/octet-stream;
     keepalive_requests 1000000000;
 ";
 
+/// The per-client limit of the `limit_req` scenarios, at the http level.
+const LIMIT_REQ: &str = "
+    limit_req_zone $binary_remote_addr zone=per_client:10m rate=100000000r/s;
+    limit_req zone=per_client burst=100000000 nodelay;
+";
+
 fn main_context(out: &mut String, workers: u32, logs: &Path, name: &str) {
     let logs = logs.display();
     let _ = write!(
@@ -377,6 +403,9 @@ impl Scenario {
     pub fn nginx_conf(&self, layout: &Layout, workers: u32) -> String {
         let mut out = String::new();
         main_context(&mut out, workers, &layout.logs(), "server");
+        if self.limit_req {
+            out.push_str(LIMIT_REQ);
+        }
         if let Content::Proxy { tls } = self.content {
             let [a, b, c, d] = layout.upstream_ports;
             for (group, ports) in [("file_servers", [a, b]), ("api_file_servers", [c, d])] {
@@ -616,6 +645,12 @@ mod tests {
         assert_eq!(find("cps").unwrap().url(80), "http://127.0.0.1:80/0kb");
         assert_eq!(find("throughput-10m").unwrap().body_len(), 10 << 20);
         assert!(find("web-1k").unwrap().certs().is_empty());
+        let limited = find("web-1k-limit-req").unwrap().nginx_conf(&layout(), 1);
+        assert!(limited.contains("limit_req zone=per_client"), "{limited}");
+        assert!(!find("web-1k")
+            .unwrap()
+            .nginx_conf(&layout(), 1)
+            .contains("limit_req"));
     }
 
     #[test]

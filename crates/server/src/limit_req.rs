@@ -17,7 +17,7 @@
 //! key must stay too, as nginx requires). It holds as many keys as nginx's shared memory of
 //! that size does; a full zone makes room by dropping its least recently used key.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +96,10 @@ impl Module for LimitReqModule {
 
     fn load(&self) -> Box<dyn std::any::Any + Send + Sync> {
         Box::<Loader>::default()
+    }
+
+    fn worker(&self, _loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
+        Box::<KeyBuffer>::default()
     }
 
     fn defaults(&self) -> Slot {
@@ -245,6 +249,10 @@ fn limit(d: &Directive, loader: &mut Loader) -> Result<Limit, ConfigError> {
     })
 }
 
+/// A worker's buffer for the keys of its requests.
+#[derive(Default)]
+struct KeyBuffer(std::cell::RefCell<Vec<u8>>);
+
 /// `nodelay`: nginx's largest delay threshold.
 const NO_DELAY: i64 = i64::MAX / 1000;
 
@@ -299,11 +307,15 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
     // the one that decides has.
     let mut held: Vec<(&Limit, &ZoneDef, Vec<u8>)> = Vec::new();
     let mut decided: Option<(Found, &Limit, &ZoneDef)> = None;
+    // The worker's buffer for keys, so that a request allocates none for its key.
+    let buffer = req.worker_state::<KeyBuffer>();
+    let mut key = buffer.map(|b| b.0.take()).unwrap_or_default();
     for (n, limit) in c.limits.iter().enumerate() {
         let Some(def) = limit.zone.defined.get() else {
             continue;
         };
-        let key = req.eval(&def.key);
+        key.clear();
+        req.eval_into(&def.key, &mut key);
         if key.is_empty() {
             continue;
         }
@@ -326,7 +338,10 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
         if found != Found::Again {
             break;
         }
-        held.push((limit, def, key));
+        held.push((limit, def, key.clone()));
+    }
+    if let Some(b) = buffer {
+        b.0.replace(key);
     }
     let Some((found, mut limit, def)) = decided else {
         return Access::Declined;
@@ -458,24 +473,34 @@ enum Found {
     Full,
 }
 
-/// The keys of a zone and their buckets, with nginx's queue of keys by last use.
+/// The keys of a zone and their buckets, in nginx's order of last use: an index by key (a
+/// tree, as nginx's, which no choice of keys can make slow), and the nodes in a list from
+/// the most recently used to the least.
 struct Table {
-    nodes: HashMap<Box<[u8]>, Node>,
-    /// Keys by their last use, oldest first.
-    queue: BTreeMap<u64, Box<[u8]>>,
-    ticks: u64,
+    index: BTreeMap<Box<[u8]>, usize>,
+    /// The nodes by place; a place whose key was dropped waits in `vacant`.
+    nodes: Vec<Node>,
+    vacant: Vec<usize>,
+    /// The most and the least recently used node.
+    newest: usize,
+    oldest: usize,
     room: Room,
 }
 
+/// No node: the end of the list.
+const NONE: usize = usize::MAX;
+
 struct Node {
+    key: Box<[u8]>,
     /// Thousandths of a request over the rate.
     excess: i64,
     /// When it was last counted, in milliseconds.
     last: i64,
     /// Requests holding it (see [`Found::Again`]): not to be dropped meanwhile.
     count: u32,
-    /// Its place in the queue.
-    tick: u64,
+    /// The neighbours in the list: more and less recently used.
+    newer: usize,
+    older: usize,
 }
 
 /// How the excess of a key looks after `ms` milliseconds of draining at `rate`, and one
@@ -496,23 +521,48 @@ impl Table {
         room.take(80);
         room.take(r#" in limit_req zone """#.len() + 1 + name.len());
         Table {
-            nodes: HashMap::new(),
-            queue: BTreeMap::new(),
-            ticks: 0,
+            index: BTreeMap::new(),
+            nodes: Vec::new(),
+            vacant: Vec::new(),
+            newest: NONE,
+            oldest: NONE,
             room,
         }
+    }
+
+    /// Takes node `i` out of the list.
+    fn unlink(&mut self, i: usize) {
+        let (newer, older) = (self.nodes[i].newer, self.nodes[i].older);
+        match newer {
+            NONE => self.newest = older,
+            n => self.nodes[n].older = older,
+        }
+        match older {
+            NONE => self.oldest = newer,
+            o => self.nodes[o].newer = newer,
+        }
+    }
+
+    /// Puts node `i` at the head of the list, as the most recently used.
+    fn push_newest(&mut self, i: usize) {
+        self.nodes[i].newer = NONE;
+        self.nodes[i].older = self.newest;
+        match self.newest {
+            NONE => self.oldest = i,
+            n => self.nodes[n].newer = i,
+        }
+        self.newest = i;
     }
 
     /// nginx's `ngx_http_limit_req_lookup`: the key's bucket with this request, counted
     /// when `account` (the last zone of the request), else held.
     fn lookup(&mut self, key: &[u8], rate: i64, burst: i64, account: bool, now: i64) -> Found {
-        self.ticks += 1;
-        let tick = self.ticks;
-        if let Some(node) = self.nodes.get_mut(key) {
-            let old = std::mem::replace(&mut node.tick, tick);
-            if let Some(k) = self.queue.remove(&old) {
-                self.queue.insert(tick, k);
+        if let Some(&i) = self.index.get(key) {
+            if self.newest != i {
+                self.unlink(i);
+                self.push_newest(i);
             }
+            let node = &mut self.nodes[i];
             let (excess, ms) = drained(node.excess, rate, now - node.last);
             if excess > burst {
                 return Found::Busy(excess);
@@ -535,13 +585,25 @@ impl Table {
             }
         }
         let node = Node {
+            key: key.into(),
             excess: 0,
             last: if account { now } else { 0 },
             count: u32::from(!account),
-            tick,
+            newer: NONE,
+            older: NONE,
         };
-        self.nodes.insert(key.into(), node);
-        self.queue.insert(tick, key.into());
+        let i = match self.vacant.pop() {
+            Some(i) => {
+                self.nodes[i] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                self.nodes.len() - 1
+            }
+        };
+        self.index.insert(key.into(), i);
+        self.push_newest(i);
         if account {
             Found::Passed(0)
         } else {
@@ -551,9 +613,10 @@ impl Table {
 
     /// nginx's `ngx_http_limit_req_account` for one held key: counts the request now.
     fn account(&mut self, key: &[u8], rate: i64, now: i64) -> i64 {
-        let Some(node) = self.nodes.get_mut(key) else {
+        let Some(&i) = self.index.get(key) else {
             return 0;
         };
+        let node = &mut self.nodes[i];
         let (excess, ms) = drained(node.excess, rate, now - node.last);
         if ms != 0 {
             node.last = now;
@@ -565,7 +628,8 @@ impl Table {
 
     /// Lets go of a held key without counting the request.
     fn release(&mut self, key: &[u8]) {
-        if let Some(node) = self.nodes.get_mut(key) {
+        if let Some(&i) = self.index.get(key) {
+            let node = &mut self.nodes[i];
             node.count = node.count.saturating_sub(1);
         }
     }
@@ -575,11 +639,9 @@ impl Table {
     /// least recently used one first, whatever its state. A held key stops it.
     fn expire(&mut self, force: bool, rate: i64, now: i64) {
         let mut n = u32::from(!force);
-        while n < 3 {
-            let Some((&tick, key)) = self.queue.first_key_value() else {
-                return;
-            };
-            let node = &self.nodes[key];
+        while n < 3 && self.oldest != NONE {
+            let i = self.oldest;
+            let node = &self.nodes[i];
             if node.count != 0 {
                 return;
             }
@@ -590,10 +652,11 @@ impl Table {
                 }
             }
             n += 1;
-            if let Some(key) = self.queue.remove(&tick) {
-                self.nodes.remove(&key);
-                self.room.free(node_size(&key));
-            }
+            self.unlink(i);
+            let key = std::mem::take(&mut self.nodes[i].key);
+            self.index.remove(&key);
+            self.room.free(node_size(&key));
+            self.vacant.push(i);
         }
     }
 }
@@ -648,7 +711,7 @@ mod tests {
                 Found::Passed(_)
             ));
         }
-        assert_eq!(t.nodes.len(), fits);
-        assert!(!t.nodes.contains_key(&b"0"[..]));
+        assert_eq!(t.index.len(), fits);
+        assert!(!t.index.contains_key(&b"0"[..]));
     }
 }

@@ -478,7 +478,7 @@ pub(crate) struct Request<'a> {
     head: RequestHead,
     /// A subrequest's main request's head: `$request` and `$request_uri` are the main
     /// request's, as nginx's subrequests share its request line.
-    main_head: Option<RequestHead>,
+    main_head: Option<Box<RequestHead>>,
     method: Method,
     /// `$uri`: normalised, decoded; changes on internal redirects.
     uri: Vec<u8>,
@@ -592,7 +592,7 @@ impl<'a> Request<'a> {
         sub.http2 = self.http2;
         sub.internal = true;
         sub.subrequest = true;
-        sub.main_head = Some(self.main_head().clone());
+        sub.main_head = Some(Box::new(self.main_head().clone()));
         // nginx's subrequests share the main request's variables: the subrequest starts
         // with their values (`set` ones and `$request_id`).
         sub.vars = self.vars.clone();
@@ -602,7 +602,7 @@ impl<'a> Request<'a> {
 
     /// The head of the main request: this one's, or, for a subrequest, its main request's.
     fn main_head(&self) -> &RequestHead {
-        self.main_head.as_ref().unwrap_or(&self.head)
+        self.main_head.as_deref().unwrap_or(&self.head)
     }
 
     /// Makes the request as it was before [`process`](Self::process), keeping the modules'
@@ -1021,7 +1021,11 @@ impl<'a> Request<'a> {
         restricted: Option<&Arc<crate::conf::LimitExcept>>,
     ) -> Option<Step> {
         let phases = self.phases;
-        for (_, preaccess, conf) in phases.preaccess.at(Self::access_confs(loc, restricted)) {
+        let confs = Self::access_confs(loc, restricted);
+        if !confs.any_active(phases.preaccess.modules) {
+            return None;
+        }
+        for (_, preaccess, conf) in phases.preaccess.at(confs) {
             match preaccess(self, conf) {
                 Access::Declined | Access::Allowed => {}
                 Access::Denied { status, .. } => return Some(Step::Status(status)),
@@ -1044,18 +1048,18 @@ impl<'a> Request<'a> {
         loc: &LocConf,
         restricted: Option<&Arc<crate::conf::LimitExcept>>,
     ) -> Option<Step> {
+        let confs = Self::access_confs(loc, restricted);
+        let phases = self.phases;
+        if !confs.any_active(phases.access.modules) {
+            return None;
+        }
         let any = loc.satisfy_any;
         let mut refused: Option<u16> = None;
         let mut challenges = Vec::new();
         let pass = self.redirects;
         // This pass's verdicts, kept with the request only if a handler makes it wait.
         let mut decided: [Option<(usize, Verdict)>; 8] = Default::default();
-        let phases = self.phases;
-        for (n, (i, access, conf)) in phases
-            .access
-            .at(Self::access_confs(loc, restricted))
-            .enumerate()
-        {
+        for (n, (i, access, conf)) in phases.access.at(confs).enumerate() {
             let replayed = self
                 .verdicts
                 .iter()
@@ -1560,8 +1564,13 @@ impl<'a> Request<'a> {
 
     pub(crate) fn eval(&self, t: &Template) -> Vec<u8> {
         let mut out = Vec::new();
-        t.eval_into(&mut out, &mut |v, out| self.var(v, out, None));
+        self.eval_into(t, &mut out);
         out
+    }
+
+    /// [`eval`](Self::eval), appending to `out`.
+    pub(crate) fn eval_into(&self, t: &Template, out: &mut Vec<u8>) {
+        t.eval_into(out, &mut |v, out| self.var(v, out, None));
     }
 
     /// [`eval`](Self::eval) while `resp` is being made (a header filter): `$sent_http_*`
