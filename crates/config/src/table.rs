@@ -465,14 +465,14 @@ pub static MODULES: &[Module] = &[
             once("limit_conn_dry_run", HSL, FLAG),
         ],
     },
-    // The client address from a header: not implemented, refused.
+    // The client address from a header.
     Module {
         name: "http_realip_module",
         flag: Flag::Optional,
         directives: &[
-            d("set_real_ip_from", HSL, TAKE1).refuse(),
-            once("real_ip_header", HSL, TAKE1).refuse(),
-            d("real_ip_recursive", HSL, FLAG).warn(),
+            d("set_real_ip_from", HSL, TAKE1),
+            once("real_ip_header", HSL, TAKE1),
+            once("real_ip_recursive", HSL, FLAG),
         ],
     },
     // Signed links: not implemented, refused.

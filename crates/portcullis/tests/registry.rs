@@ -145,7 +145,6 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
         "ssl_crl",
         "proxy_ssl_crl",
         "ssl_stapling_verify",
-        "set_real_ip_from",
     ] {
         assert!(
             directives().any(|s| s.name == name && matches!(s.support, Support::Refuse(_))),
@@ -199,6 +198,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "http_auth_basic_module",
         "location",
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
+    (
+        "http_realip_module",
+        "server",
+        "set_real_ip_from 10.0.0.0/8; real_ip_header X-Forwarded-For; real_ip_recursive on;",
     ),
     (
         "http_limit_conn_module",

@@ -30,6 +30,7 @@ mod map;
 mod module;
 mod modules;
 mod proxy;
+mod realip;
 mod request;
 mod rewrite;
 pub mod static_files;

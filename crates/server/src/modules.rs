@@ -6,6 +6,7 @@ use crate::module::Registry;
 
 pub(crate) static ALL: Registry = &[
     &crate::rewrite::MODULE,
+    &crate::realip::MODULE,
     &crate::limit_req::MODULE,
     &crate::limit_conn::MODULE,
     &crate::access::MODULE,

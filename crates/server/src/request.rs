@@ -236,6 +236,9 @@ pub(crate) struct Handlers {
     /// The rewrite phases: the server's rewrite phase, with the module's settings of the
     /// server, and the location's, with those of the location.
     pub rewrite: Option<RewriteHandler>,
+    /// The post-read phase, with the module's settings of the server, before anything else
+    /// (the server's rewrite directives): what it returns is not asked for.
+    pub postread: Option<AccessHandler>,
     /// The preaccess phase (limits), with the same settings as the access phase: a
     /// handler's `Denied` ends the request whatever `satisfy` says, and its `Allowed` is
     /// taken as `Declined`.
@@ -265,6 +268,7 @@ impl Handlers {
     /// No handler: what a module starts from.
     pub const NONE: Handlers = Handlers {
         rewrite: None,
+        postread: None,
         preaccess: None,
         access: None,
         variable: None,
@@ -279,6 +283,7 @@ impl Handlers {
 #[derive(Default)]
 pub(crate) struct Phases {
     rewrite: Phase<RewriteHandler>,
+    postread: Phase<AccessHandler>,
     preaccess: Phase<AccessHandler>,
     access: Phase<AccessHandler>,
     header_filter: Phase<HeaderFilter>,
@@ -336,6 +341,7 @@ impl Phases {
                 .downcast_ref::<Handlers>()
                 .expect("a module's handlers are the phases' Handlers");
             p.rewrite.add(i, h.rewrite);
+            p.postread.add(i, h.postread);
             p.preaccess.add(i, h.preaccess);
             p.access.add(i, h.access);
             p.header_filter.add(i, h.header_filter);
@@ -475,6 +481,9 @@ pub(crate) struct Request<'a> {
     /// The modules' handlers by phase, of the server's configuration.
     phases: &'a Phases,
     conn: &'a ConnInfo,
+    /// The client's address as the request's modules made it (`set_real_ip_from`); the
+    /// connection's otherwise.
+    peer: std::net::SocketAddr,
     head: RequestHead,
     /// A subrequest's main request's head: `$request` and `$request_uri` are the main
     /// request's, as nginx's subrequests share its request line.
@@ -553,6 +562,7 @@ impl<'a> Request<'a> {
                 .downcast_ref::<Phases>()
                 .expect("the configuration's phases"),
             conn,
+            peer: conn.peer,
             method,
             uri: Vec::new(),
             args,
@@ -593,6 +603,7 @@ impl<'a> Request<'a> {
         sub.internal = true;
         sub.subrequest = true;
         sub.main_head = Some(Box::new(self.main_head().clone()));
+        sub.peer = self.peer;
         // nginx's subrequests share the main request's variables: the subrequest starts
         // with their values (`set` ones and `$request_id`).
         sub.vars = self.vars.clone();
@@ -612,6 +623,7 @@ impl<'a> Request<'a> {
         let mut fresh = Request::new(self.worker, self.server, self.conn, head, self.start);
         fresh.http2 = self.http2;
         fresh.main_head = self.main_head.take();
+        fresh.peer = self.peer;
         fresh.ctx = std::mem::take(&mut self.ctx);
         fresh.verdicts = std::mem::take(&mut self.verdicts);
         fresh.request_id = std::mem::take(&mut self.request_id);
@@ -675,6 +687,16 @@ impl<'a> Request<'a> {
     /// How many internal redirects and location restarts the request has gone through.
     pub(crate) fn redirects(&self) -> u32 {
         self.redirects
+    }
+
+    /// The client's address: the connection's, or the one a module set in its place.
+    pub(crate) fn peer(&self) -> std::net::SocketAddr {
+        self.peer
+    }
+
+    /// Takes `addr` as the client's address for the rest of the request (nginx's realip).
+    pub(crate) fn set_peer(&mut self, addr: std::net::SocketAddr) {
+        self.peer = addr;
     }
 
     /// When the request's head was read.
@@ -819,6 +841,13 @@ impl<'a> Request<'a> {
             let mut r = self.finalize_error(405);
             r.close = true;
             return r;
+        }
+        if !self.subrequest {
+            let phases = self.phases;
+            let server: &Arc<ServerConf> = self.server;
+            for (_, postread, conf) in phases.postread.at(&server.conf.modules) {
+                postread(self, conf);
+            }
         }
         let mut step = Step::Again;
         let mut resp = loop {
@@ -1721,10 +1750,17 @@ impl<'a> Request<'a> {
                 }
                 None => {}
             },
-            Var::RemoteAddr
-            | Var::BinaryRemoteAddr
-            | Var::ConnectionTime
-            | Var::RemotePort
+            Var::RemoteAddr => out.extend_from_slice(self.peer.ip().to_string().as_bytes()),
+            Var::BinaryRemoteAddr => match self.peer.ip() {
+                std::net::IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
+                std::net::IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
+            },
+            // An address from a header without a port has none, as in nginx.
+            Var::RemotePort if self.peer.port() != 0 => {
+                let _ = write!(out, "{}", self.peer.port());
+            }
+            Var::RemotePort => {}
+            Var::ConnectionTime
             | Var::ServerAddr
             | Var::ServerPort
             | Var::Connection
@@ -1748,7 +1784,7 @@ impl<'a> Request<'a> {
                     out.extend_from_slice(v);
                     out.extend_from_slice(b", ");
                 }
-                out.extend_from_slice(self.conn.peer.ip().to_string().as_bytes());
+                out.extend_from_slice(self.peer.ip().to_string().as_bytes());
             }
             Var::UpstreamAddr
             | Var::UpstreamStatus
@@ -1902,7 +1938,7 @@ impl<'a> Request<'a> {
         }
         let mut m = format!(
             "{message}, client: {}, server: {}, request: \"{}\"",
-            self.conn.peer.ip(),
+            self.peer.ip(),
             self.server.name,
             self.request_line()
         );

@@ -51,7 +51,7 @@ impl Request<'_> {
     }
 
     pub(crate) fn client_ip(&self) -> std::net::IpAddr {
-        self.conn.peer.ip()
+        self.peer.ip()
     }
 
     pub(crate) fn is_http11(&self) -> bool {
@@ -105,7 +105,7 @@ impl Request<'_> {
         }
         let mut m = format!(
             "{message}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\"",
-            self.conn.peer.ip(),
+            self.peer.ip(),
             self.server.name,
             self.request_line()
         );

@@ -1,0 +1,381 @@
+//! `ngx_http_realip_module`: `set_real_ip_from`, `real_ip_header` and `real_ip_recursive`,
+//! and `$realip_remote_addr` and `$realip_remote_port`. When the connection comes from a
+//! trusted address (`set_real_ip_from`: addresses, networks, host names resolved at load,
+//! `unix:`), the client's address is taken from a header of the request: `X-Real-IP` (the
+//! default), the last address of `X-Forwarded-For` (or, with `real_ip_recursive`, the last
+//! one that is not trusted itself), or any other header. From then on the request's
+//! `$remote_addr`, `$binary_remote_addr`, `$remote_port` (empty without a port), its access
+//! rules, limits, logs and `X-Forwarded-For` to upstreams use that address, as nginx's do.
+//!
+//! As in nginx it runs with the server's settings before the server's rewrite directives
+//! (post-read), and with the location's before the limits (preaccess) if it has not yet
+//! taken an address. `real_ip_header proxy_protocol` takes nothing: the PROXY protocol is
+//! refused on `listen`.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use portcullis_config::{value, ConfigError, Directive};
+
+use crate::module::{self, Load, Module, Slot};
+use crate::request::{Access, Handlers, Request, Response};
+use crate::vars::Names;
+
+pub(crate) struct RealIpModule;
+
+pub(crate) static MODULE: RealIpModule = RealIpModule;
+
+/// A level's settings, inherited by the levels inside it unless they set their own.
+#[derive(Clone, Default)]
+struct Conf {
+    /// `set_real_ip_from`: a level's first replaces the inherited list.
+    from: Arc<Vec<Trusted>>,
+    header: Header,
+    recursive: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Trusted {
+    Net(IpAddr, u8),
+    /// `unix:`: connections over a unix socket.
+    Unix,
+}
+
+#[derive(Clone, Default)]
+enum Header {
+    #[default]
+    XRealIp,
+    XForwardedFor,
+    ProxyProtocol,
+    /// Another header, by its name in lower case.
+    Other(String),
+}
+
+impl Module for RealIpModule {
+    fn name(&self) -> &'static str {
+        "http_realip_module"
+    }
+
+    fn declare(
+        &self,
+        _http: &[Directive],
+        names: &mut Names,
+        me: usize,
+    ) -> Result<(), ConfigError> {
+        names.add_module_variables(
+            me,
+            Box::new(|name| match name {
+                "realip_remote_addr" => Some(Arc::new(false) as Slot),
+                "realip_remote_port" => Some(Arc::new(true) as Slot),
+                _ => None,
+            }),
+        );
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Conf::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        let c = module::edit::<Conf>(conf);
+        match d.name.as_str() {
+            "set_real_ip_from" => {
+                if cx.first {
+                    c.from = Arc::default();
+                }
+                Arc::make_mut(&mut c.from).extend(trusted(d)?);
+            }
+            "real_ip_header" => {
+                c.header = match d.arg(0) {
+                    "X-Real-IP" => Header::XRealIp,
+                    "X-Forwarded-For" => Header::XForwardedFor,
+                    "proxy_protocol" => Header::ProxyProtocol,
+                    other => Header::Other(other.to_ascii_lowercase()),
+                };
+            }
+            _ => c.recursive = value::flag(d, 0)?,
+        }
+        Ok(())
+    }
+
+    fn is_active(&self, conf: &Slot) -> bool {
+        !module::get::<Conf>(conf).from.is_empty()
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            postread: Some(realip),
+            preaccess: Some(realip),
+            variable: Some(variable),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
+
+/// `set_real_ip_from`'s argument: `unix:`, an address or network, or a host name and its
+/// addresses.
+fn trusted(d: &Directive) -> Result<Vec<Trusted>, ConfigError> {
+    let v = d.arg(0);
+    if v == "unix:" {
+        return Ok(vec![Trusted::Unix]);
+    }
+    if let Some(net) = network(v) {
+        return Ok(vec![net]);
+    }
+    let addrs: Vec<Trusted> = (v, 0)
+        .to_socket_addrs()
+        .map(|a| {
+            a.map(|a| Trusted::Net(a.ip(), if a.is_ipv4() { 32 } else { 128 }))
+                .collect()
+        })
+        .unwrap_or_default();
+    if addrs.is_empty() {
+        return Err(ConfigError::at(
+            d,
+            format!("host not found in set_real_ip_from \"{v}\""),
+        ));
+    }
+    Ok(addrs)
+}
+
+/// An address or a network (`10.0.0.0/8`), as nginx's `ngx_ptocidr` reads it.
+fn network(v: &str) -> Option<Trusted> {
+    let (ip, bits) = match v.split_once('/') {
+        Some((ip, bits)) => {
+            let ip: IpAddr = ip.parse().ok()?;
+            (ip, bits.parse::<u8>().ok()?)
+        }
+        None => {
+            let ip: IpAddr = v.parse().ok()?;
+            (ip, if ip.is_ipv4() { 32 } else { 128 })
+        }
+    };
+    (bits <= if ip.is_ipv4() { 32 } else { 128 }).then_some(Trusted::Net(ip, bits))
+}
+
+impl Trusted {
+    /// nginx's `ngx_cidr_match` for one entry: the same family, the same network.
+    fn contains(&self, addr: IpAddr) -> bool {
+        let Trusted::Net(net, bits) = *self else {
+            return false;
+        };
+        match (net, addr) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What a request keeps of the module once it took an address: the connection's.
+struct RealIpCtx {
+    original: SocketAddr,
+}
+
+fn realip(req: &mut Request<'_>, conf: &Slot) -> Access {
+    if req.ctx::<RealIpCtx>().is_some() {
+        return Access::Declined;
+    }
+    let c = module::get::<Conf>(conf);
+    let head = req.head();
+    let values: Vec<&[u8]> = match &c.header {
+        Header::XRealIp => head.header("x-real-ip").into_iter().collect(),
+        Header::XForwardedFor => head
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
+            .map(|(_, v)| v)
+            .collect(),
+        Header::ProxyProtocol => Vec::new(),
+        Header::Other(name) => head.header(name).into_iter().collect(),
+    };
+    if values.is_empty() {
+        return Access::Declined;
+    }
+    let original = req.peer();
+    let mut addr = original;
+    // nginx's ngx_http_get_forwarded_addr: the headers from the last, each from its end.
+    let mut found = Forwarded::Declined;
+    for value in values.iter().rev() {
+        let rc = forwarded(&mut addr, value, &c.from, c.recursive);
+        if !c.recursive {
+            found = rc;
+            break;
+        }
+        found = match (rc, found) {
+            (Forwarded::Declined, Forwarded::Ok) => Forwarded::Done,
+            (rc, _) => rc,
+        };
+        if found != Forwarded::Ok {
+            break;
+        }
+    }
+    if found == Forwarded::Declined {
+        return Access::Declined;
+    }
+    req.ctx_mut::<RealIpCtx>().original = original;
+    req.set_peer(addr);
+    Access::Declined
+}
+
+impl Default for RealIpCtx {
+    fn default() -> Self {
+        RealIpCtx {
+            original: SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Forwarded {
+    /// The connection is not trusted, or no address could be read.
+    Declined,
+    /// An address was taken, and recursion stopped at an address not trusted or unreadable.
+    Done,
+    /// An address was taken, and every one before it (with `real_ip_recursive`) too.
+    Ok,
+}
+
+/// nginx's `ngx_http_get_forwarded_addr_internal`: from the end of `value`, the last
+/// address, while `addr` (the connection's, then each address taken) is trusted.
+fn forwarded(addr: &mut SocketAddr, value: &[u8], from: &[Trusted], recursive: bool) -> Forwarded {
+    let mut found = false;
+    let mut rest = value;
+    loop {
+        let stop = if found {
+            Forwarded::Done
+        } else {
+            Forwarded::Declined
+        };
+        if !from.iter().any(|t| t.contains(addr.ip())) {
+            return stop;
+        }
+        // Trailing separators go, but never the first byte.
+        let mut end = rest.len();
+        while end > 1 && matches!(rest[end - 1], b' ' | b',') {
+            end -= 1;
+        }
+        let list = &rest[..end];
+        let start = list
+            .iter()
+            .skip(1)
+            .rposition(|&b| b == b' ' || b == b',')
+            .map_or(0, |i| i + 2);
+        let Some(taken) = addr_port(&list[start..]) else {
+            return stop;
+        };
+        *addr = taken;
+        found = true;
+        if !recursive || start == 0 {
+            return Forwarded::Ok;
+        }
+        rest = &list[..start - 1];
+    }
+}
+
+/// nginx's `ngx_parse_addr_port`: an address, with a port or not (`1.2.3.4`,
+/// `1.2.3.4:80`, `::1`, `[::1]:80`); the port is 0 without one.
+fn addr_port(text: &[u8]) -> Option<SocketAddr> {
+    let text = std::str::from_utf8(text).ok()?;
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(SocketAddr::new(ip, 0));
+    }
+    let (ip, port) = match text.strip_prefix('[') {
+        Some(rest) => {
+            let (ip, port) = rest.split_once("]:")?;
+            (ip.parse::<std::net::Ipv6Addr>().ok()?.into(), port)
+        }
+        None => {
+            let (ip, port) = text.split_once(':')?;
+            (ip.parse::<IpAddr>().ok()?, port)
+        }
+    };
+    let port = value::parse_number(port).filter(|p| (1..=65535).contains(p))?;
+    Some(SocketAddr::new(ip, port as u16))
+}
+
+/// `$realip_remote_addr` (`var` false) and `$realip_remote_port`: the connection's, whatever
+/// the request took.
+fn variable(
+    req: &Request<'_>,
+    _conf: &Slot,
+    var: &Slot,
+    out: &mut Vec<u8>,
+    _resp: Option<(&Response, u64)>,
+) {
+    let addr = req
+        .ctx::<RealIpCtx>()
+        .map_or_else(|| req.peer(), |c| c.original);
+    if *module::get::<bool>(var) {
+        if addr.port() != 0 {
+            out.extend_from_slice(addr.port().to_string().as_bytes());
+        }
+    } else {
+        out.extend_from_slice(addr.ip().to_string().as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(list: &[&str]) -> Vec<Trusted> {
+        list.iter().map(|n| network(n).unwrap()).collect()
+    }
+
+    fn take(value: &str, trusted: &[&str], recursive: bool) -> (Forwarded, String) {
+        let mut addr: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let rc = forwarded(&mut addr, value.as_bytes(), &from(trusted), recursive);
+        (rc, addr.to_string())
+    }
+
+    #[test]
+    fn forwarded_addresses_are_read_as_nginx_reads_them() {
+        let ok = |a: &str| (Forwarded::Ok, a.to_string());
+        let done = |a: &str| (Forwarded::Done, a.to_string());
+        assert_eq!(take("1.2.3.4", &["10.0.0.0/8"], false), ok("1.2.3.4:0"));
+        assert_eq!(take("1.2.3.4:80", &["10.0.0.0/8"], false), ok("1.2.3.4:80"));
+        assert_eq!(take("[::1]:80", &["10.0.0.0/8"], false), ok("[::1]:80"));
+        assert_eq!(
+            take("5.5.5.5, 10.0.0.9, ", &["10.0.0.0/8"], false),
+            ok("10.0.0.9:0")
+        );
+        assert_eq!(
+            take("5.5.5.5, 10.0.0.9", &["10.0.0.0/8"], true),
+            ok("5.5.5.5:0")
+        );
+        assert_eq!(
+            take("5.5.5.5, 6.6.6.6, 10.0.0.9", &["10.0.0.0/8"], true),
+            done("6.6.6.6:0")
+        );
+        assert_eq!(
+            take("bogus, 10.0.0.9", &["10.0.0.0/8"], true),
+            done("10.0.0.9:0")
+        );
+        assert_eq!(
+            take("10.0.0.8,10.0.0.9", &["10.0.0.0/8"], true),
+            ok("10.0.0.8:0")
+        );
+        assert_eq!(
+            take("1.2.3.4", &["192.168.0.0/16"], false),
+            (Forwarded::Declined, "10.0.0.1:5000".into())
+        );
+        assert_eq!(take("x", &["10.0.0.0/8"], false).0, Forwarded::Declined);
+        assert_eq!(
+            take("1.2.3.4:0", &["10.0.0.0/8"], false).0,
+            Forwarded::Declined
+        );
+    }
+}
