@@ -15,6 +15,7 @@ const ZONES: &str = r#"
     limit_req_zone $arg_k zone=small:32k rate=1r/m;
     limit_req_zone $arg_j zone=other:1m rate=30r/m;
     limit_req_zone $binary_remote_addr zone=fast:1m rate=10r/s;
+    limit_req_zone $binary_remote_addr zone=guard:32k rate=1r/m;
 "#;
 
 const SERVER: &str = r#"
@@ -31,6 +32,8 @@ const SERVER: &str = r#"
         location /small/ { limit_req zone=small; }
         location /delay/ { limit_req zone=fast burst=5 delay=2; }
         location /open/ { }
+        location /guarded/ { auth_request /guard; }
+        location = /guard { internal; limit_req zone=guard; try_files /nothing =204; }
     }
 "#;
 
@@ -50,7 +53,7 @@ fn ask(port: u16, path: &str) -> String {
 
 fn make_files(server: &Server) {
     for dir in [
-        "strict", "burst", "dry", "quiet", "two", "small", "delay", "open",
+        "strict", "burst", "dry", "quiet", "two", "small", "delay", "open", "guarded",
     ] {
         std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
         std::fs::write(server.path(&format!("www/{dir}/f")), "file\n").expect("write");
@@ -67,35 +70,56 @@ fn limit_req_answers_as_nginx_does() {
         make_files(&server);
         let port = server.port(0);
         let mut got = Vec::new();
-        let mut ask_all = |paths: &[&str]| {
+        let ask_all = |got: &mut Vec<String>, paths: &[&str]| {
             for p in paths {
                 got.push(ask(port, p));
             }
         };
-        ask_all(&["/strict/f?k=a", "/strict/f?k=a", "/strict/f", "/strict/f"]);
-        ask_all(&[
-            "/burst/f?k=b",
-            "/burst/f?k=b",
-            "/burst/f?k=b",
-            "/burst/f?k=b",
-        ]);
-        ask_all(&["/dry/f?k=c", "/dry/f?k=c", "/quiet/f?k=d", "/quiet/f?k=d"]);
+        ask_all(
+            &mut got,
+            &["/strict/f?k=a", "/strict/f?k=a", "/strict/f", "/strict/f"],
+        );
+        ask_all(
+            &mut got,
+            &[
+                "/burst/f?k=b",
+                "/burst/f?k=b",
+                "/burst/f?k=b",
+                "/burst/f?k=b",
+            ],
+        );
+        ask_all(
+            &mut got,
+            &["/dry/f?k=c", "/dry/f?k=c", "/quiet/f?k=d", "/quiet/f?k=d"],
+        );
         // Two zones: the first holds the request, the second decides; a refusal by the
         // second leaves the first's count as it was.
-        ask_all(&["/two/f?k=e&j=1", "/two/f?k=e&j=1", "/two/f?k=e&j=2"]);
-        ask_all(&["/two/f?k=e&j=3", "/open/f"]);
+        ask_all(
+            &mut got,
+            &["/two/f?k=e&j=1", "/two/f?k=e&j=1", "/two/f?k=e&j=2"],
+        );
+        ask_all(&mut got, &["/two/f?k=e&j=3", "/open/f"]);
+        // A limit in a subrequest's location counts too (its status only: nginx's
+        // `$limit_req_status` of the main request also says what the subrequest's limit did).
+        for _ in 0..2 {
+            let status = support::get(port, "/guarded/f").expect("GET").status;
+            got.push(format!("/guarded/f -> {status}"));
+        }
         // A full zone: 191 keys fit in 32k; a 192nd drops the least recently used one.
         let keys: Vec<String> = (0..191).map(|i| format!("/small/f?k={i}")).collect();
         for k in &keys {
             let answer = ask(port, k);
             assert!(answer.ends_with("200 [PASSED]"), "{kind}: {answer}");
         }
-        ask_all(&[
-            "/small/f?k=0",
-            "/small/f?k=191",
-            "/small/f?k=1",
-            "/small/f?k=2",
-        ]);
+        ask_all(
+            &mut got,
+            &[
+                "/small/f?k=0",
+                "/small/f?k=191",
+                "/small/f?k=1",
+                "/small/f?k=2",
+            ],
+        );
 
         let r = &got;
         assert_eq!(r[0], "/strict/f?k=a -> 200 [PASSED]", "{kind}");
@@ -107,8 +131,13 @@ fn limit_req_answers_as_nginx_does() {
         assert_eq!(r[7], "/burst/f?k=b -> 429 [REJECTED]", "{kind}");
         assert_eq!(r[9], "/dry/f?k=c -> 200 [REJECTED_DRY_RUN]", "{kind}");
         assert_eq!(r[11], "/quiet/f?k=d -> 503 [REJECTED]", "{kind}");
-        assert_eq!(r[17], "/small/f?k=0 -> 503 [REJECTED]", "{kind}");
-        assert_eq!(r[19], "/small/f?k=1 -> 200 [PASSED]", "{kind}: dropped");
+        assert_eq!(r[17], "/guarded/f -> 200", "{kind}");
+        assert_eq!(
+            r[18], "/guarded/f -> 500",
+            "{kind}: the subrequest is refused"
+        );
+        assert_eq!(r[19], "/small/f?k=0 -> 503 [REJECTED]", "{kind}");
+        assert_eq!(r[21], "/small/f?k=1 -> 200 [PASSED]", "{kind}: dropped");
 
         // A delay: at 10 r/s, requests over `delay=2` wait for the excess over it to drain.
         let started = Instant::now();

@@ -22,33 +22,16 @@ use portcullis_config::{value, ConfigError, Directive};
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Access, Handlers, Request, Response};
 use crate::vars::{Names, Template};
-use crate::zone::{self, ByName, Named, Room, Zone};
+use crate::zone::{self, ByName, Limits, Named, Room, Zone};
 use crate::Level;
 
 pub(crate) struct LimitConnModule;
 
 pub(crate) static MODULE: LimitConnModule = LimitConnModule;
 
-/// A level's settings, inherited by the levels inside it unless they set their own.
-#[derive(Clone)]
-struct Conf {
-    /// `limit_conn`s; a level's first replaces the inherited list.
-    limits: Arc<Vec<Limit>>,
-    log_level: Level,
-    status: u16,
-    dry_run: bool,
-}
-
-impl Default for Conf {
-    fn default() -> Self {
-        Conf {
-            limits: Arc::default(),
-            log_level: Level::Error,
-            status: 503,
-            dry_run: false,
-        }
-    }
-}
+/// A level's settings: its limits and how a refusal is answered, inherited by the levels
+/// inside it unless they set their own.
+type Conf = Limits<Limit>;
 
 #[derive(Clone)]
 struct Limit {
@@ -102,6 +85,10 @@ impl Module for LimitConnModule {
             "limit_conn_zone" => define_zone(d, zones, cx.names),
             "limit_conn" => {
                 let zone = zones.get(d.arg(0));
+                let c = module::edit::<Conf>(conf);
+                if c.list.iter().any(|l| Arc::ptr_eq(&l.zone, &zone)) && !cx.first {
+                    return Err(ConfigError::at(d, "\"limit_conn\" directive is duplicate"));
+                }
                 let conn = value::parse_number(d.arg(1))
                     .filter(|&n| n > 0)
                     .ok_or_else(|| {
@@ -113,31 +100,13 @@ impl Module for LimitConnModule {
                 if conn > 65535 {
                     return Err(ConfigError::at(d, "connection limit must be less 65536"));
                 }
-                let c = module::edit::<Conf>(conf);
-                if cx.first {
-                    c.limits = Arc::default();
-                }
-                if c.limits.iter().any(|l| Arc::ptr_eq(&l.zone, &zone)) {
-                    return Err(ConfigError::at(d, "\"limit_conn\" directive is duplicate"));
-                }
-                Arc::make_mut(&mut c.limits).push(Limit {
+                let limit = Limit {
                     zone,
                     conn: conn as u32,
-                });
-                Ok(())
+                };
+                c.push(d, limit, cx.first, |a, b| Arc::ptr_eq(&a.zone, &b.zone))
             }
-            "limit_conn_status" => {
-                module::edit::<Conf>(conf).status = zone::limit_status(d)?;
-                Ok(())
-            }
-            "limit_conn_log_level" => {
-                module::edit::<Conf>(conf).log_level = zone::limit_log_level(d)?;
-                Ok(())
-            }
-            _ => {
-                module::edit::<Conf>(conf).dry_run = value::flag(d, 0)?;
-                Ok(())
-            }
+            _ => module::edit::<Conf>(conf).setting(d).map(|_| ()),
         }
     }
 
@@ -149,11 +118,11 @@ impl Module for LimitConnModule {
         _cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::get::<Conf>(conf);
-        c.limits.iter().try_for_each(|l| l.zone.check_defined())
+        c.list.iter().try_for_each(|l| l.zone.check_defined())
     }
 
     fn is_active(&self, conf: &Slot) -> bool {
-        !module::get::<Conf>(conf).limits.is_empty()
+        !module::get::<Conf>(conf).list.is_empty()
     }
 
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
@@ -189,13 +158,7 @@ fn define_zone(
     };
     let named = zones.get(name);
     if let Some(def) = named.defined.get() {
-        return Err(ConfigError::at(
-            d,
-            format!(
-                "limit_conn_zone \"{name}\" is already bound to key \"{}\"",
-                def.zone.key
-            ),
-        ));
+        return Err(zone::redefined(d, name, size, &def.zone));
     }
     let zone = Zone::shared("limit_conn_zone", name, size, d.arg(0), || {
         Counts::new(name, size)
@@ -253,7 +216,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
         return Access::Declined;
     }
     let c = module::get::<Conf>(conf);
-    for limit in c.limits.iter() {
+    for limit in c.list.iter() {
         let Some(def) = limit.zone.defined.get() else {
             continue;
         };
@@ -261,15 +224,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
         if key.is_empty() {
             continue;
         }
-        if key.len() > 255 {
-            req.log(
-                Level::Error,
-                &format!(
-                    "the value of the \"{}\" key is more than 255 bytes: \"{}\"",
-                    def.zone.key,
-                    String::from_utf8_lossy(&key)
-                ),
-            );
+        if zone::too_long(req, &key, &def.zone.key, 255) {
             continue;
         }
         req.ctx_mut::<ConnCtx>().outcome = Some(Outcome::Passed);

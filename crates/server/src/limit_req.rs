@@ -26,33 +26,16 @@ use portcullis_config::{value, ConfigError, Directive};
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Access, Handlers, Request, Response, Suspension};
 use crate::vars::{Names, Template};
-use crate::zone::{self, ByName, Named, Room, Zone};
+use crate::zone::{self, ByName, Limits, Named, Room, Zone};
 use crate::Level;
 
 pub(crate) struct LimitReqModule;
 
 pub(crate) static MODULE: LimitReqModule = LimitReqModule;
 
-/// A level's settings, inherited by the levels inside it unless they set their own.
-#[derive(Clone)]
-struct Conf {
-    /// `limit_req`s; a level's first replaces the inherited list.
-    limits: Arc<Vec<Limit>>,
-    log_level: Level,
-    status: u16,
-    dry_run: bool,
-}
-
-impl Default for Conf {
-    fn default() -> Self {
-        Conf {
-            limits: Arc::default(),
-            log_level: Level::Error,
-            status: 503,
-            dry_run: false,
-        }
-    }
-}
+/// A level's settings: its limits and how a refusal is answered, inherited by the levels
+/// inside it unless they set their own.
+type Conf = Limits<Limit>;
 
 #[derive(Clone)]
 struct Limit {
@@ -121,27 +104,9 @@ impl Module for LimitReqModule {
             "limit_req" => {
                 let limit = limit(d, loader)?;
                 let c = module::edit::<Conf>(conf);
-                if cx.first {
-                    c.limits = Arc::default();
-                }
-                if c.limits.iter().any(|l| Arc::ptr_eq(&l.zone, &limit.zone)) {
-                    return Err(ConfigError::at(d, "\"limit_req\" directive is duplicate"));
-                }
-                Arc::make_mut(&mut c.limits).push(limit);
-                Ok(())
+                c.push(d, limit, cx.first, |a, b| Arc::ptr_eq(&a.zone, &b.zone))
             }
-            "limit_req_status" => {
-                module::edit::<Conf>(conf).status = zone::limit_status(d)?;
-                Ok(())
-            }
-            "limit_req_log_level" => {
-                module::edit::<Conf>(conf).log_level = zone::limit_log_level(d)?;
-                Ok(())
-            }
-            _ => {
-                module::edit::<Conf>(conf).dry_run = value::flag(d, 0)?;
-                Ok(())
-            }
+            _ => module::edit::<Conf>(conf).setting(d).map(|_| ()),
         }
     }
 
@@ -154,11 +119,11 @@ impl Module for LimitReqModule {
         _cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::get::<Conf>(conf);
-        c.limits.iter().try_for_each(|l| l.zone.check_defined())
+        c.list.iter().try_for_each(|l| l.zone.check_defined())
     }
 
     fn is_active(&self, conf: &Slot) -> bool {
-        !module::get::<Conf>(conf).limits.is_empty()
+        !module::get::<Conf>(conf).list.is_empty()
     }
 
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
@@ -202,13 +167,7 @@ fn define_zone(d: &Directive, loader: &mut Loader, names: &Names) -> Result<(), 
     };
     let slot = loader.get(name);
     if let Some(def) = slot.defined.get() {
-        return Err(ConfigError::at(
-            d,
-            format!(
-                "limit_req_zone \"{name}\" is already bound to key \"{}\"",
-                def.zone.key
-            ),
-        ));
+        return Err(zone::redefined(d, name, size, &def.zone));
     }
     let zone = Zone::shared("limit_req", name, size, d.arg(0), || Table::new(name, size))?;
     let _ = slot.defined.set(ZoneDef { key, rate, zone });
@@ -302,7 +261,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
     }
     let c = module::get::<Conf>(conf);
     let now = now_ms();
-    let last = c.limits.len() - 1;
+    let last = c.list.len() - 1;
     // The zones that counted the request without deciding (nginx's `count`), held until
     // the one that decides has.
     let mut held: Vec<(&Limit, &ZoneDef, Vec<u8>)> = Vec::new();
@@ -310,7 +269,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
     // The worker's buffer for keys, so that a request allocates none for its key.
     let buffer = req.worker_state::<KeyBuffer>();
     let mut key = buffer.map(|b| b.0.take()).unwrap_or_default();
-    for (n, limit) in c.limits.iter().enumerate() {
+    for (n, limit) in c.list.iter().enumerate() {
         let Some(def) = limit.zone.defined.get() else {
             continue;
         };
@@ -319,15 +278,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
         if key.is_empty() {
             continue;
         }
-        if key.len() > 65535 {
-            req.log(
-                Level::Error,
-                &format!(
-                    "the value of the \"{}\" key is more than 65535 bytes: \"{}\"",
-                    def.zone.key,
-                    String::from_utf8_lossy(&key)
-                ),
-            );
+        if zone::too_long(req, &key, &def.zone.key, 65535) {
             continue;
         }
         let found = def
@@ -452,12 +403,15 @@ impl Suspension for Delay {
     }
 }
 
-/// The wall clock in milliseconds, as nginx's limits count time (a key never seen counts as
-/// last seen at the epoch).
+/// A clock in milliseconds that only goes forward, as nginx's limits count time
+/// (`ngx_current_msec`, the monotonic clock): setting the system's clock neither lifts nor
+/// jams a limit. It starts far from zero, as nginx's does, since a key held by a zone that
+/// did not decide counts as last seen at zero (see [`Table::lookup`]).
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    const FAR_FROM_ZERO: i64 = 1 << 40;
+    let start = START.get_or_init(std::time::Instant::now);
+    FAR_FROM_ZERO + start.elapsed().as_millis() as i64
 }
 
 /// What a zone said of a request.

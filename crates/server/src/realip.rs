@@ -186,7 +186,8 @@ struct RealIpCtx {
 }
 
 fn realip(req: &mut Request<'_>, conf: &Slot) -> Access {
-    if req.ctx::<RealIpCtx>().is_some() {
+    // A subrequest has its main request's address already, taken once.
+    if req.is_subrequest() || req.ctx::<RealIpCtx>().is_some() {
         return Access::Declined;
     }
     let c = module::get::<Conf>(conf);

@@ -684,6 +684,11 @@ impl<'a> Request<'a> {
         worker.modules.iter().find_map(|m| m.downcast_ref())
     }
 
+    /// Whether this is a subrequest (`auth_request`, a JWT key request).
+    pub(crate) fn is_subrequest(&self) -> bool {
+        self.subrequest
+    }
+
     /// How many internal redirects and location restarts the request has gone through.
     pub(crate) fn redirects(&self) -> u32 {
         self.redirects
@@ -986,10 +991,12 @@ impl<'a> Request<'a> {
         }
         // An `if` that held may have switched the request to its block's configuration.
         let loc = self.loc.clone();
+        // A subrequest runs the limits (as nginx's do, its main request's limits counted
+        // once) but not the access phase.
+        if let Some(step) = self.preaccess(&loc, restricted) {
+            return step;
+        }
         if !self.subrequest {
-            if let Some(step) = self.preaccess(&loc, restricted) {
-                return step;
-            }
             if let Some(step) = self.access(&loc, restricted) {
                 return step;
             }

@@ -65,7 +65,8 @@ pub(crate) async fn run<'a>(
 ) -> Result<(Request<'a>, Answer), String> {
     let head = sub_head(req, uri)?;
     let mut sub = req.subrequest(head);
-    let mut resp = sub.process();
+    // Run, not processed once: the subrequest's own phases may wait (a delay of its limits).
+    let mut resp = sub.run().await;
     let mut answers = 0;
     let answer = loop {
         answers += 1;

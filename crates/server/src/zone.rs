@@ -120,6 +120,12 @@ pub(crate) fn parse_zone<'d>(d: &Directive, arg: &'d str) -> Result<(&'d str, us
     let spec = arg.strip_prefix("zone=").unwrap_or(arg);
     let bad_size = || ConfigError::at(d, format!("invalid zone size \"{arg}\""));
     let (name, size) = spec.split_once(':').ok_or_else(bad_size)?;
+    if name.is_empty() {
+        return Err(ConfigError::at(
+            d,
+            format!("\"{}\" must have \"zone\" parameter", d.name),
+        ));
+    }
     let size = value::parse_size(size).ok_or_else(bad_size)? as usize;
     if size < MIN_ZONE {
         return Err(ConfigError::at(d, format!("zone \"{arg}\" is too small")));
@@ -127,8 +133,113 @@ pub(crate) fn parse_zone<'d>(d: &Directive, arg: &'d str) -> Result<(&'d str, us
     Ok((name, size))
 }
 
+/// What the limit modules' settings of a level share: their limits (a level's first
+/// replaces the inherited ones), and `*_status`, `*_log_level` and `*_dry_run`.
+#[derive(Clone)]
+pub(crate) struct Limits<L> {
+    pub list: Arc<Vec<L>>,
+    pub log_level: Level,
+    pub status: u16,
+    pub dry_run: bool,
+}
+
+impl<L> Default for Limits<L> {
+    fn default() -> Self {
+        Limits {
+            list: Arc::new(Vec::new()),
+            log_level: Level::Error,
+            status: 503,
+            dry_run: false,
+        }
+    }
+}
+
+impl<L: Clone> Limits<L> {
+    /// Adds a limit of zone `zone` (`same` finds it in a limit), refusing a second of the
+    /// same zone at a level as nginx does; `first` is whether it is the level's first.
+    pub fn push(
+        &mut self,
+        d: &Directive,
+        limit: L,
+        first: bool,
+        same: impl Fn(&L, &L) -> bool,
+    ) -> Result<(), ConfigError> {
+        if first {
+            self.list = Arc::new(Vec::new());
+        }
+        if self.list.iter().any(|l| same(l, &limit)) {
+            return Err(ConfigError::at(
+                d,
+                format!("\"{}\" directive is duplicate", d.name),
+            ));
+        }
+        Arc::make_mut(&mut self.list).push(limit);
+        Ok(())
+    }
+
+    /// Applies `<module>_status`, `_log_level` or `_dry_run`; `false` for another directive.
+    pub fn setting(&mut self, d: &Directive) -> Result<bool, ConfigError> {
+        if d.name.ends_with("_status") {
+            self.status = limit_status(d)?;
+        } else if d.name.ends_with("_log_level") {
+            self.log_level = limit_log_level(d)?;
+        } else if d.name.ends_with("_dry_run") {
+            self.dry_run = value::flag(d, 0)?;
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// A zone defined a second time (`name` of `size` for `key`), as nginx reports it.
+pub(crate) fn redefined<T: Send + 'static>(
+    d: &Directive,
+    name: &str,
+    size: usize,
+    zone: &Zone<T>,
+) -> ConfigError {
+    if zone.size != size {
+        return ConfigError::at(
+            d,
+            format!(
+                "the size {size} of shared memory zone \"{name}\" conflicts with already declared size {}",
+                zone.size
+            ),
+        );
+    }
+    ConfigError::at(
+        d,
+        format!(
+            "{} \"{name}\" is already bound to key \"{}\"",
+            d.name, zone.key
+        ),
+    )
+}
+
+/// Whether a key is longer than a zone takes (`max`), logged as nginx logs it: such a key
+/// is not limited.
+pub(crate) fn too_long(
+    req: &crate::request::Request<'_>,
+    key: &[u8],
+    zone_key: &str,
+    max: usize,
+) -> bool {
+    if key.len() <= max {
+        return false;
+    }
+    req.log(
+        Level::Error,
+        &format!(
+            "the value of the \"{zone_key}\" key is more than {max} bytes: \"{}\"",
+            String::from_utf8_lossy(key)
+        ),
+    );
+    true
+}
+
 /// `limit_req_status` and `limit_conn_status`: a status from 400 to 599.
-pub(crate) fn limit_status(d: &Directive) -> Result<u16, ConfigError> {
+fn limit_status(d: &Directive) -> Result<u16, ConfigError> {
     let status = value::number(d, 0)?;
     if !(400..=599).contains(&status) {
         return Err(ConfigError::at(d, "value must be between 400 and 599"));
@@ -137,7 +248,7 @@ pub(crate) fn limit_status(d: &Directive) -> Result<u16, ConfigError> {
 }
 
 /// `limit_req_log_level` and `limit_conn_log_level`.
-pub(crate) fn limit_log_level(d: &Directive) -> Result<Level, ConfigError> {
+fn limit_log_level(d: &Directive) -> Result<Level, ConfigError> {
     Ok(match d.arg(0) {
         "info" => Level::Info,
         "notice" => Level::Notice,
