@@ -21,6 +21,7 @@ const CONFIG: &str = r#"
         auth_request /auth/deny;
         location /auth/ {
             internal;
+            proxy_read_timeout 10s;
             proxy_pass http://127.0.0.1:{SERVICE};
             proxy_pass_request_body off;
             proxy_set_header Content-Length "";
@@ -32,6 +33,7 @@ const CONFIG: &str = r#"
         }
         location /challenge/ { auth_request /auth/challenge; }
         location /teapot/ { auth_request /auth/teapot; }
+        location /stalled/ { auth_request /auth/stalled; }
         location /token/ {
             auth_request /auth/token;
             auth_request_set $user "$upstream_status:$upstream_http_x_user";
@@ -108,6 +110,10 @@ fn service(asked: Arc<AtomicUsize>) -> u16 {
             "/auth/token" => ("401 Unauthorized", "WWW-Authenticate: Bearer\r\n"),
             "/scope/check" if head.contains("\r\nX-Scope: [admin]\r\n") => ("200 OK", ""),
             "/scope/check" => ("403 Forbidden", ""),
+            // A head whose body never comes: only the head counts.
+            "/auth/stalled" => {
+                return b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n".to_vec();
+            }
             _ => ("404 Not Found", ""),
         };
         format!("HTTP/1.1 {status}\r\n{fields}Content-Length: 10\r\n\r\nignored!!\n").into_bytes()
@@ -138,6 +144,7 @@ fn auth_request_answers_as_nginx_does() {
         ("/basic-and-service/f", "Authorization: Basic dTpw\r\n"),
         ("/any-both/f", ""),
         ("/scoped/f", ""),
+        ("/stalled/f", ""),
         ("/protected-error-page/f", ""),
     ];
     let mut seen = Vec::new();
@@ -169,6 +176,7 @@ fn auth_request_answers_as_nginx_does() {
             "basic-and-service",
             "any-both",
             "scoped",
+            "stalled",
         ] {
             std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
             std::fs::write(server.path(&format!("www/{dir}/f")), "file\n").expect("write");
@@ -179,6 +187,7 @@ fn auth_request_answers_as_nginx_does() {
         std::fs::write(server.path("www/deny/login.html"), "log in\n").expect("write");
         let mut got = Vec::new();
         for (path, fields) in requests {
+            let asked = std::time::Instant::now();
             let r = support::request(
                 server.port(0),
                 &format!(
@@ -192,6 +201,13 @@ fn auth_request_answers_as_nginx_does() {
                 .filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
                 .map(|(_, v)| v.as_str())
                 .collect();
+            if path.starts_with("/stalled/") {
+                let waited = asked.elapsed();
+                assert!(
+                    waited < std::time::Duration::from_secs(5),
+                    "{kind}: {waited:?}"
+                );
+            }
             got.push(format!(
                 "{path} {fields:?} -> {} {:?} {:?} {:?}",
                 r.status,

@@ -298,12 +298,12 @@ pub(crate) struct Collect {
     body: BytesMut,
     /// The most body bytes kept; past them the exchange ends.
     max: usize,
-    /// The body is read and dropped.
-    discard: bool,
     /// The body was whole.
     finished: bool,
     /// The body was longer than `max`.
     overflow: bool,
+    /// Only the head counts: a body is not read.
+    head_only: bool,
 }
 
 impl Collect {
@@ -313,16 +313,17 @@ impl Collect {
             challenge: None,
             body: BytesMut::new(),
             max,
-            discard: false,
             finished: false,
             overflow: false,
+            head_only: false,
         }
     }
 
-    /// One that keeps the head only: the body is read to its end and dropped.
+    /// One that keeps the head only: the exchange ends when a body begins (its upstream
+    /// connection is not kept then, as nginx's is not).
     pub(crate) fn head_only() -> Collect {
         Collect {
-            discard: true,
+            head_only: true,
             ..Collect::new(0)
         }
     }
@@ -372,15 +373,18 @@ impl Downstream for Collect {
         std::future::pending()
     }
 
-    fn begin(&mut self, _: Framing) -> &mut Self {
+    fn begin(&mut self, framing: Framing) -> &mut Self {
+        // A body when only the head counts ends the exchange at once (see `head_only`).
+        if self.head_only && framing != Framing::Length(0) {
+            self.overflow = true;
+        }
         self
     }
 
     fn push(&mut self, data: &[u8]) {
-        if self.discard {
-            return;
-        }
         if self.body.len() + data.len() > self.max {
+            // Past the bound, or any body when only the head counts: the exchange stops
+            // there, as nginx ends a header-only subrequest at its head.
             self.overflow = true;
         } else {
             self.body.extend_from_slice(data);
@@ -388,9 +392,13 @@ impl Downstream for Collect {
     }
 
     async fn send(&mut self, data: &[u8]) -> io::Result<()> {
-        self.push(data);
+        if !data.is_empty() {
+            self.push(data);
+        }
         if self.overflow {
-            return Err(io::Error::other("the response body is too long"));
+            return Err(io::Error::other(
+                "the response body is not wanted or too long",
+            ));
         }
         Ok(())
     }
