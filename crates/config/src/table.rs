@@ -485,11 +485,15 @@ pub static MODULES: &[Module] = &[
             d("secure_link_secret", LOC, TAKE1).refuse(),
         ],
     },
-    // `$invalid_referer`: not implemented, refused.
+    // `valid_referers` and `$invalid_referer`.
     Module {
         name: "http_referer_module",
         flag: Flag::Standard,
-        directives: &[d("valid_referers", SL, MORE1).refuse()],
+        directives: &[
+            d("valid_referers", SL, MORE1),
+            once("referer_hash_max_size", SL, TAKE1).inert(),
+            once("referer_hash_bucket_size", SL, TAKE1).inert(),
+        ],
     },
     // Connection counters: not implemented.
     Module {

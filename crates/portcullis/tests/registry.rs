@@ -141,7 +141,6 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
     // What the fail-closed rule names is all there.
     for name in [
         "secure_link",
-        "valid_referers",
         "ssl_crl",
         "proxy_ssl_crl",
         "ssl_stapling_verify",
@@ -198,6 +197,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "http_auth_basic_module",
         "location",
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
+    (
+        "http_referer_module",
+        "location",
+        "valid_referers none blocked server_names *.example.com;",
     ),
     (
         "http_realip_module",

@@ -133,6 +133,8 @@ pub(crate) struct ServerConf {
     pub names: Arc<crate::vars::Names>,
     /// The `server_name` regexes with named groups, and the slots those set.
     pub name_captures: Vec<(regex::Regex, Vec<(usize, usize)>)>,
+    /// Every `server_name` as written (`example.com`, `*.example.com`, `~^www\d+$`).
+    pub host_names: Vec<String>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -776,6 +778,7 @@ impl Builder {
                 conf,
                 names: self.names.clone(),
                 name_captures,
+                host_names: bits.names.clone(),
                 locations: tree,
                 merge_slashes,
                 head_limits,

@@ -31,6 +31,7 @@ mod module;
 mod modules;
 mod proxy;
 mod realip;
+mod referer;
 mod request;
 mod rewrite;
 pub mod static_files;

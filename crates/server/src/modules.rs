@@ -15,6 +15,7 @@ pub(crate) static ALL: Registry = &[
     &crate::auth_jwt::MODULE,
     &crate::headers::MODULE,
     &crate::map::MODULE,
+    &crate::referer::MODULE,
     &crate::charset::MODULE,
 ];
 
