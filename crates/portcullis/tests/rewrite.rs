@@ -176,6 +176,10 @@ const HTTP_BLOCK: &str = r#"
         location /uninit/ {
             return 200 "u[$unset]\n";
         }
+        location /empty/ {
+            if ($arg_x = "") { return 200 "no x\n"; }
+            if ( $arg_x != "" ) { return 200 "x[$arg_x]\n"; }
+        }
         location /never/ {
             set $unset x;
             return 404;
@@ -222,6 +226,12 @@ const fn with(name: &'static str, path: &'static str, headers: &'static str, sta
 fn cases() -> Vec<Case> {
     vec![
         case("server-level rewrite", "/srv/a?x=1", 200),
+        case("an empty quoted operand", "/empty/", 200),
+        case(
+            "an empty quoted operand, spaced parentheses",
+            "/empty/?x=1",
+            200,
+        ),
         case("request_filename of a missing file", "/reqfile/none", 200),
         case("request_filename of a file", "/reqfile/here", 200),
         case("is_args with args", "/isargs/?a=1", 200),

@@ -415,14 +415,20 @@ fn compile_rewrite(d: &Directive, names: &Names) -> Result<Rewrite, ConfigError>
 
 /// `if (...)`: the loader has checked the parentheses; this reads the condition's parts.
 fn compile_condition(d: &Directive, names: &Names) -> Result<Cond, ConfigError> {
-    let mut args: Vec<&str> = d.args.iter().map(|a| a.value.as_str()).collect();
-    if let Some(first) = args.first_mut() {
+    let mut args: Vec<(&str, bool)> = d
+        .args
+        .iter()
+        .map(|a| (a.value.as_str(), a.quoted))
+        .collect();
+    if let Some((first, _)) = args.first_mut().filter(|(_, q)| !q) {
         *first = first.strip_prefix('(').unwrap_or(first);
     }
-    if let Some(last) = args.last_mut() {
+    if let Some((last, _)) = args.last_mut().filter(|(_, q)| !q) {
         *last = last.strip_suffix(')').unwrap_or(last);
     }
-    args.retain(|a| !a.is_empty());
+    // What is left of a lone `(` or `)` goes; an empty quoted string (`$x = ""`) stays.
+    args.retain(|(a, quoted)| *quoted || !a.is_empty());
+    let args: Vec<&str> = args.into_iter().map(|(a, _)| a).collect();
     let invalid = |s: &str| ConfigError::at(d, format!("invalid condition \"{s}\""));
     let variable = |s: &str| {
         if s.len() > 1 && s.starts_with('$') {
