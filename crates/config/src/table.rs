@@ -475,14 +475,14 @@ pub static MODULES: &[Module] = &[
             once("real_ip_recursive", HSL, FLAG),
         ],
     },
-    // Signed links: not implemented, refused.
+    // Signed links.
     Module {
         name: "http_secure_link_module",
         flag: Flag::Optional,
         directives: &[
-            d("secure_link", HSL, TAKE1).refuse(),
-            d("secure_link_md5", HSL, TAKE1).refuse(),
-            d("secure_link_secret", LOC, TAKE1).refuse(),
+            once("secure_link", HSL, TAKE1),
+            once("secure_link_md5", HSL, TAKE1),
+            once("secure_link_secret", LOC, TAKE1),
         ],
     },
     // `valid_referers` and `$invalid_referer`.

@@ -25,6 +25,21 @@ pub fn basic_credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
 /// `=`, any other character outside the alphabet makes it invalid, and so does a length that
 /// leaves a single character over. `None` when it is invalid or empty.
 pub fn decode_base64(encoded: &[u8]) -> Option<Vec<u8>> {
+    decode(encoded, sextet)
+}
+
+/// [`decode_base64`] with the URL-safe alphabet (`-` and `_`), as nginx's
+/// `ngx_decode_base64url`.
+pub fn decode_base64url(encoded: &[u8]) -> Option<Vec<u8>> {
+    decode(encoded, |c| match c {
+        b'-' => Some(62),
+        b'_' => Some(63),
+        b'+' | b'/' => None,
+        c => sextet(c),
+    })
+}
+
+fn decode(encoded: &[u8], sextet: impl Fn(u8) -> Option<u8>) -> Option<Vec<u8>> {
     let encoded = encoded
         .iter()
         .position(|&b| b == b'=')

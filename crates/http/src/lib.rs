@@ -27,7 +27,7 @@ mod request;
 mod response;
 mod upstream_head;
 
-pub use auth::{basic_credentials, decode_base64};
+pub use auth::{basic_credentials, decode_base64, decode_base64url};
 pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
 pub use date::{write_http_date, DateCache, HTTP_DATE_LEN};
 pub use error::RequestError;

@@ -139,12 +139,7 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
         walked += 1;
     }
     // What the fail-closed rule names is all there.
-    for name in [
-        "secure_link",
-        "ssl_crl",
-        "proxy_ssl_crl",
-        "ssl_stapling_verify",
-    ] {
+    for name in ["ssl_crl", "proxy_ssl_crl", "ssl_stapling_verify"] {
         assert!(
             directives().any(|s| s.name == name && matches!(s.support, Support::Refuse(_))),
             "{name} is refused"
@@ -197,6 +192,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "http_auth_basic_module",
         "location",
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
+    ),
+    (
+        "http_secure_link_module",
+        "location",
+        "secure_link $arg_md5,$arg_e; secure_link_md5 \"$secure_link_expires$uri k\";",
     ),
     (
         "http_referer_module",

@@ -34,6 +34,7 @@ mod realip;
 mod referer;
 mod request;
 mod rewrite;
+mod secure_link;
 pub mod static_files;
 mod subrequest;
 mod tls;

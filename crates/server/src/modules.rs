@@ -16,6 +16,7 @@ pub(crate) static ALL: Registry = &[
     &crate::headers::MODULE,
     &crate::map::MODULE,
     &crate::referer::MODULE,
+    &crate::secure_link::MODULE,
     &crate::charset::MODULE,
 ];
 
