@@ -61,6 +61,9 @@ fn real_client_addresses_as_nginx_takes_them() {
         ("/xri/f", "X-Real-IP: 1.2.3.4, 5.6.7.8\r\n"),
         ("/xri/f", "X-Real-IP: 1.2.3.4\r\nX-Real-IP: 9.9.9.9\r\n"),
         ("/xri/f", ""),
+        ("/xri/f", "X-Real-IP: 01.2.3.4\r\n"),
+        ("/xri/f", "X-Real-IP: [1.2.3.4]:80\r\n"),
+        ("/xri/f", "X-Real-IP: 255.255.255.255\r\n"),
         ("/xff/f", "X-Forwarded-For: 1.1.1.1, 2.2.2.2\r\n"),
         (
             "/xff/f",
@@ -76,6 +79,7 @@ fn real_client_addresses_as_nginx_takes_them() {
             "X-Forwarded-For: 4.4.4.4\r\nX-Forwarded-For: 10.0.0.7\r\n",
         ),
         ("/xffr/f", "X-Forwarded-For: nonsense, 10.0.0.7\r\n"),
+        ("/xffr/f", "X-Forwarded-For: 1.1.1.1, ::ffff:10.0.0.2\r\n"),
         ("/custom/f", "X-Client: 6.6.6.6\r\n"),
         ("/untrusted/f", "X-Forwarded-For: 7.7.7.7\r\n"),
         ("/deny/f", "X-Forwarded-For: 5.5.5.5\r\n"),
@@ -140,15 +144,18 @@ fn real_client_addresses_as_nginx_takes_them() {
             at(0)
         );
         assert!(at(1).contains("-> 200 1.2.3.4|8080|"), "{kind}: {}", at(1));
-        assert!(at(8).contains("-> 200 2.2.2.2|"), "{kind}: {}", at(8));
-        assert!(at(10).contains("-> 200 1.1.1.1|"), "{kind}: {}", at(10));
-        assert!(at(11).contains("-> 200 3.3.3.3|"), "{kind}: {}", at(11));
-        assert!(at(15).contains("-> 200 127.0.0.1|"), "{kind}: {}", at(15));
-        assert!(at(16).contains("-> 403"), "{kind}: {}", at(16));
-        assert!(at(17).contains("-> 200"), "{kind}: {}", at(17));
-        assert!(at(19).contains("-> 503"), "{kind}: {}", at(19));
-        assert!(at(20).contains("-> 200"), "{kind}: {}", at(20));
-        assert!(at(21).contains("1.1.1.1, 1.1.1.1"), "{kind}: {}", at(21));
+        assert!(at(11).contains("-> 200 2.2.2.2|"), "{kind}: {}", at(11));
+        assert!(at(13).contains("-> 200 1.1.1.1|"), "{kind}: {}", at(13));
+        assert!(at(14).contains("-> 200 3.3.3.3|"), "{kind}: {}", at(14));
+        assert!(at(19).contains("-> 200 127.0.0.1|"), "{kind}: {}", at(19));
+        assert!(at(20).contains("-> 403"), "{kind}: {}", at(20));
+        assert!(at(21).contains("-> 200"), "{kind}: {}", at(21));
+        assert!(at(23).contains("-> 503"), "{kind}: {}", at(23));
+        assert!(at(24).contains("-> 200"), "{kind}: {}", at(24));
+        assert!(at(25).contains("1.1.1.1, 1.1.1.1"), "{kind}: {}", at(25));
+        assert!(at(8).contains("-> 200 1.2.3.4|"), "{kind}: {}", at(8));
+        assert!(at(9).contains("-> 200 1.2.3.4|80|"), "{kind}: {}", at(9));
+        assert!(at(17).contains("-> 200 1.1.1.1|"), "{kind}: {}", at(17));
         let wrote_last = support::wait_until(support::IO_TIMEOUT, || {
             support::read_lossy(&server.access_log_path())
                 .lines()

@@ -23,6 +23,10 @@ const CONFIG: &str = r#"
         location /open/ {
             if ($invalid_referer) { return 403; }
         }
+        location /order/ {
+            valid_referers *.com/a/ www.example.*/b/ ~^x.y/;
+            if ($invalid_referer) { return 403; }
+        }
     }
 "#;
 
@@ -49,18 +53,23 @@ fn referers_are_judged_as_nginx_judges_them() {
         Some("http://img42.test/"),
         Some("http://img.test/"),
         Some("http://i.ru"),
+        Some("http://www.example.com/a/x"),
+        Some("http://www.example.com/b/x"),
+        Some("http://www.example.com:80/b/"),
+        Some("http://x\u{e9}y/"),
+        Some("http://xzy/"),
     ];
     let mut seen = Vec::new();
     for kind in kinds() {
         let Some(server) = Server::start(kind, 1, &support::main_config(CONFIG)) else {
             continue;
         };
-        for dir in ["strict", "lenient", "open"] {
+        for dir in ["strict", "lenient", "open", "order"] {
             std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
             std::fs::write(server.path(&format!("www/{dir}/f")), "f\n").expect("write");
         }
         let mut got = Vec::new();
-        for path in ["/strict/f", "/lenient/f", "/open/f"] {
+        for path in ["/strict/f", "/lenient/f", "/open/f", "/order/f"] {
             for referer in referers {
                 let field = referer
                     .map(|r| format!("Referer: {r}\r\n"))
@@ -108,6 +117,50 @@ fn referers_are_judged_as_nginx_judges_them() {
     if let [(_, nginx), (_, ours)] = seen.as_slice() {
         for (n, o) in nginx.iter().zip(ours) {
             assert_eq!(o, n, "portcullis against nginx");
+        }
+    }
+}
+
+/// What nginx refuses in `valid_referers`, refused with its message.
+#[test]
+fn bad_valid_referers_are_refused_as_nginx_refuses_them() {
+    let cases = [
+        ("~", "empty regex in \"~\""),
+        (
+            "example.com example.com",
+            "conflicting parameter \"example.com\"",
+        ),
+        (
+            ".example.com example.com",
+            "conflicting parameter \"example.com\"",
+        ),
+        (
+            "*.example.com .example.com",
+            "conflicting parameter \".example.com\"",
+        ),
+        ("none", "without any valid referer"),
+    ];
+    for kind in kinds() {
+        let Some(binary) = kind.binary() else {
+            continue;
+        };
+        for (args, message) in cases {
+            let dir = support::TempDir::new("referer-t");
+            let http = format!(
+                "server {{ listen 127.0.0.1:{{PORT0}}; location / {{ valid_referers {args}; }} }}"
+            );
+            let conf = dir.write(
+                "nginx.conf",
+                support::render(
+                    &support::main_config(&http),
+                    dir.path(),
+                    &support::free_ports(1),
+                ),
+            );
+            let out = support::test_config(std::process::Command::new(&binary), dir.path(), &conf);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{kind}: {args} loads");
+            assert!(stderr.contains(message), "{kind}: {args}:\n{stderr}");
         }
     }
 }

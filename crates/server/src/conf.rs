@@ -135,6 +135,8 @@ pub(crate) struct ServerConf {
     pub name_captures: Vec<(regex::Regex, Vec<(usize, usize)>)>,
     /// Every `server_name` as written (`example.com`, `*.example.com`, `~^www\d+$`).
     pub host_names: Vec<String>,
+    /// The regexes among them, compiled for bytes.
+    pub host_regexes: Vec<regex::bytes::Regex>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -779,6 +781,11 @@ impl Builder {
                 names: self.names.clone(),
                 name_captures,
                 host_names: bits.names.clone(),
+                host_regexes: bits
+                    .names
+                    .iter()
+                    .filter_map(|n| regex::bytes::Regex::new(n.strip_prefix('~')?).ok())
+                    .collect(),
                 locations: tree,
                 merge_slashes,
                 head_limits,

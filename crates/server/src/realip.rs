@@ -99,7 +99,8 @@ impl Module for RealIpModule {
                     other => Header::Other(other.to_ascii_lowercase()),
                 };
             }
-            _ => c.recursive = value::flag(d, 0)?,
+            "real_ip_recursive" => c.recursive = value::flag(d, 0)?,
+            _ => {}
         }
         Ok(())
     }
@@ -161,10 +162,15 @@ fn network(v: &str) -> Option<Trusted> {
 }
 
 impl Trusted {
-    /// nginx's `ngx_cidr_match` for one entry: the same family, the same network.
+    /// nginx's `ngx_cidr_match` for one entry: the same family (an IPv4-mapped IPv6 address
+    /// counts as IPv4), the same network.
     fn contains(&self, addr: IpAddr) -> bool {
         let Trusted::Net(net, bits) = *self else {
             return false;
+        };
+        let addr = match addr {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+            v4 => v4,
         };
         match (net, addr) {
             (IpAddr::V4(n), IpAddr::V4(a)) => {
@@ -180,10 +186,9 @@ impl Trusted {
     }
 }
 
-/// What a request keeps of the module once it took an address: the connection's.
-struct RealIpCtx {
-    original: SocketAddr,
-}
+/// What a request keeps of the module once it took an address: that it did.
+#[derive(Default)]
+struct RealIpCtx;
 
 fn realip(req: &mut Request<'_>, conf: &Slot) -> Access {
     // A subrequest has its main request's address already, taken once.
@@ -226,17 +231,9 @@ fn realip(req: &mut Request<'_>, conf: &Slot) -> Access {
     if found == Forwarded::Declined {
         return Access::Declined;
     }
-    req.ctx_mut::<RealIpCtx>().original = original;
+    req.ctx_mut::<RealIpCtx>();
     req.set_peer(addr);
     Access::Declined
-}
-
-impl Default for RealIpCtx {
-    fn default() -> Self {
-        RealIpCtx {
-            original: SocketAddr::from(([0, 0, 0, 0], 0)),
-        }
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -287,28 +284,67 @@ fn forwarded(addr: &mut SocketAddr, value: &[u8], from: &[Trusted], recursive: b
 }
 
 /// nginx's `ngx_parse_addr_port`: an address, with a port or not (`1.2.3.4`,
-/// `1.2.3.4:80`, `::1`, `[::1]:80`); the port is 0 without one.
+/// `1.2.3.4:80`, `::1`, `[::1]:80`, `[1.2.3.4]:80`); the port is 0 without one.
 fn addr_port(text: &[u8]) -> Option<SocketAddr> {
-    let text = std::str::from_utf8(text).ok()?;
-    if let Ok(ip) = text.parse::<IpAddr>() {
+    if let Some(ip) = parse_addr(text) {
         return Some(SocketAddr::new(ip, 0));
     }
-    let (ip, port) = match text.strip_prefix('[') {
+    let (ip, port) = match text.strip_prefix(b"[") {
         Some(rest) => {
-            let (ip, port) = rest.split_once("]:")?;
-            (ip.parse::<std::net::Ipv6Addr>().ok()?.into(), port)
+            let close = rest.iter().position(|&b| b == b']')?;
+            let port = rest[close + 1..].strip_prefix(b":")?;
+            (&rest[..close], port)
         }
         None => {
-            let (ip, port) = text.split_once(':')?;
-            (ip.parse::<IpAddr>().ok()?, port)
+            let colon = text.iter().position(|&b| b == b':')?;
+            (&text[..colon], &text[colon + 1..])
         }
     };
-    let port = value::parse_number(port).filter(|p| (1..=65535).contains(p))?;
-    Some(SocketAddr::new(ip, port as u16))
+    let port = std::str::from_utf8(port).ok().and_then(value::parse_number);
+    let port = port.filter(|p| (1..=65535).contains(p))?;
+    Some(SocketAddr::new(parse_addr(ip)?, port as u16))
+}
+
+/// nginx's `ngx_parse_addr`: IPv4 as `ngx_inet_addr` reads it, else IPv6.
+fn parse_addr(text: &[u8]) -> Option<IpAddr> {
+    inet_addr(text).map(IpAddr::V4).or_else(|| {
+        std::str::from_utf8(text)
+            .ok()?
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(IpAddr::V6)
+    })
+}
+
+/// nginx's `ngx_inet_addr`: four decimal octets of at most 255 between three dots, leading
+/// zeros and empty octets (0) allowed; 255.255.255.255 is its failure value, refused too.
+fn inet_addr(text: &[u8]) -> Option<std::net::Ipv4Addr> {
+    let (mut addr, mut octet, mut dots) = (0u32, 0u32, 0);
+    for &c in text {
+        match c {
+            b'0'..=b'9' => {
+                octet = octet * 10 + u32::from(c - b'0');
+                if octet > 255 {
+                    return None;
+                }
+            }
+            b'.' => {
+                addr = addr << 8 | octet;
+                octet = 0;
+                dots += 1;
+            }
+            _ => return None,
+        }
+    }
+    if dots != 3 {
+        return None;
+    }
+    let addr = addr << 8 | octet;
+    (addr != u32::MAX).then_some(std::net::Ipv4Addr::from(addr))
 }
 
 /// `$realip_remote_addr` (`var` false) and `$realip_remote_port`: the connection's, whatever
-/// the request took.
+/// the request (or its main request, for a subrequest) took.
 fn variable(
     req: &Request<'_>,
     _conf: &Slot,
@@ -316,9 +352,7 @@ fn variable(
     out: &mut Vec<u8>,
     _resp: Option<(&Response, u64)>,
 ) {
-    let addr = req
-        .ctx::<RealIpCtx>()
-        .map_or_else(|| req.peer(), |c| c.original);
+    let addr = req.connection_peer();
     if *module::get::<bool>(var) {
         if addr.port() != 0 {
             out.extend_from_slice(addr.port().to_string().as_bytes());
@@ -374,6 +408,21 @@ mod tests {
             (Forwarded::Declined, "10.0.0.1:5000".into())
         );
         assert_eq!(take("x", &["10.0.0.0/8"], false).0, Forwarded::Declined);
+        // As nginx's own parser reads IPv4.
+        assert_eq!(take("01.2.3.4", &["10.0.0.0/8"], false), ok("1.2.3.4:0"));
+        assert_eq!(take("1..2.3", &["10.0.0.0/8"], false), ok("1.0.2.3:0"));
+        assert_eq!(
+            take("[1.2.3.4]:80", &["10.0.0.0/8"], false),
+            ok("1.2.3.4:80")
+        );
+        assert_eq!(
+            take("255.255.255.255", &["10.0.0.0/8"], false).0,
+            Forwarded::Declined
+        );
+        assert_eq!(
+            take("1.1.1.1, ::ffff:10.0.0.2", &["10.0.0.0/8"], true),
+            ok("1.1.1.1:0")
+        );
         assert_eq!(
             take("1.2.3.4:0", &["10.0.0.0/8"], false).0,
             Forwarded::Declined

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use portcullis_config::{ConfigError, Directive};
 
-use crate::module::{self, Load, Module, Slot};
+use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Handlers, Request, Response};
 use crate::vars::Names;
 
@@ -33,7 +33,8 @@ struct Conf {
     blocked: bool,
     server_names: bool,
     hosts: Vec<Host>,
-    regexes: Vec<regex::Regex>,
+    /// Matched against bytes, as PCRE matches them, without regard to case.
+    regexes: Vec<regex::bytes::Regex>,
 }
 
 /// A host name (lower case) and the path its URI must start with (`None`: any).
@@ -94,9 +95,11 @@ impl Module for RefererModule {
                 "none" => c.none = true,
                 "blocked" => c.blocked = true,
                 "server_names" => c.server_names = true,
+                "~" => return Err(ConfigError::at(d, format!("empty regex in \"{v}\""))),
                 _ if v.starts_with('~') => {
-                    let re = regex::RegexBuilder::new(&v[1..])
+                    let re = regex::bytes::RegexBuilder::new(&v[1..])
                         .case_insensitive(true)
+                        .unicode(false)
                         .build()
                         .map_err(|e| ConfigError::at(d, format!("{e} in \"{v}\"")))?;
                     c.regexes.push(re);
@@ -109,12 +112,33 @@ impl Module for RefererModule {
                     let name = pattern(name).ok_or_else(|| {
                         ConfigError::at(d, format!("invalid hostname or wildcard \"{name}\""))
                     })?;
-                    // The first of a name wins, as in nginx's hash of them.
-                    if !c.hosts.iter().any(|h| h.name == name) {
-                        c.hosts.push(Host { name, path });
+                    // Two names for the same hosts are refused, as nginx's hash of them does.
+                    if c.hosts.iter().any(|h| h.name.conflicts(&name)) {
+                        return Err(ConfigError::at(d, format!("conflicting parameter \"{v}\"")));
                     }
+                    c.hosts.push(Host { name, path });
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// `none` or `blocked` alone is refused, as nginx refuses it.
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        _cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let c = module::get::<Conf>(conf);
+        let Some(d) = block.iter().find(|d| d.name == "valid_referers") else {
+            return Ok(());
+        };
+        if (c.none || c.blocked) && c.hosts.is_empty() && c.regexes.is_empty() && !c.server_names {
+            return Err(ConfigError::at(
+                d,
+                "the \"none\" or \"blocked\" referers are specified in the \"valid_referers\" directive without any valid referer",
+            ));
         }
         Ok(())
     }
@@ -148,22 +172,34 @@ fn pattern(name: &str) -> Option<Pattern> {
 }
 
 impl Pattern {
-    /// How well `host` matches: `None` not at all, else higher for an exact name, then for
-    /// a longer wildcard (nginx's hash prefers an exact name, then the longest wildcard).
+    /// How well `host` matches: `None` not at all, else higher as nginx's hash of names
+    /// prefers: an exact name, then any leading wildcard (the longest first), then a
+    /// trailing one (the longest first).
     fn rank(&self, host: &str) -> Option<usize> {
+        const LEADING: usize = 1 << 20;
         match self {
             Pattern::Exact(n) => (host == n).then_some(usize::MAX),
-            Pattern::Suffix(s) => {
-                (host.ends_with(s.as_str()) && host.len() > s.len()).then_some(2 * s.len() + 1)
-            }
+            Pattern::Suffix(s) => (host.ends_with(s.as_str()) && host.len() > s.len())
+                .then_some(LEADING + 2 * s.len() + 1),
             Pattern::Domain(d) => (host == d
                 || host
                     .strip_suffix(d.as_str())
                     .is_some_and(|h| h.ends_with('.')))
-            .then_some(2 * d.len()),
+            .then_some(LEADING + 2 * d.len()),
             Pattern::Prefix(p) => {
                 (host.starts_with(p.as_str()) && host.len() > p.len()).then_some(p.len())
             }
+        }
+    }
+
+    /// Whether two names would take the same key in nginx's hash of them.
+    fn conflicts(&self, other: &Pattern) -> bool {
+        use Pattern::*;
+        match (self, other) {
+            (Exact(a), Exact(b)) | (Suffix(a), Suffix(b)) | (Prefix(a), Prefix(b)) => a == b,
+            (Domain(a), Domain(b)) | (Exact(a), Domain(b)) | (Domain(b), Exact(a)) => a == b,
+            (Suffix(s), Domain(d)) | (Domain(d), Suffix(s)) => s.strip_prefix('.') == Some(d),
+            _ => false,
         }
     }
 }
@@ -238,19 +274,12 @@ fn valid(req: &Request<'_>, c: &Conf) -> bool {
         return uri.starts_with(path.as_bytes());
     }
     if c.server_names {
-        let server_regexes = req
-            .server()
-            .host_names
-            .iter()
-            .filter_map(|n| regex::Regex::new(n.strip_prefix('~')?).ok());
-        for re in server_regexes {
-            if re.is_match(&host) {
-                return true;
-            }
+        let host = host.as_bytes();
+        if req.server().host_regexes.iter().any(|re| re.is_match(host)) {
+            return true;
         }
     }
-    let text = String::from_utf8_lossy(rest);
-    c.regexes.iter().any(|re| re.is_match(&text))
+    c.regexes.iter().any(|re| re.is_match(rest))
 }
 
 #[cfg(test)]

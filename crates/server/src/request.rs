@@ -699,6 +699,11 @@ impl<'a> Request<'a> {
         self.peer
     }
 
+    /// The address of the connection's other end, whatever the request took in its place.
+    pub(crate) fn connection_peer(&self) -> std::net::SocketAddr {
+        self.conn.peer
+    }
+
     /// Takes `addr` as the client's address for the rest of the request (nginx's realip).
     pub(crate) fn set_peer(&mut self, addr: std::net::SocketAddr) {
         self.peer = addr;

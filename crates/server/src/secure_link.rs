@@ -141,7 +141,8 @@ fn variable(
     let c = module::get::<Conf>(conf);
     if let Some(secret) = &c.secret {
         if let Var::Link = module::get::<Var>(var) {
-            out.extend_from_slice(old_link(req.head().target(), secret.as_bytes()).unwrap_or(b""));
+            let uri = unparsed_uri(req.head().target());
+            out.extend_from_slice(old_link(uri, secret.as_bytes()).unwrap_or(b""));
         }
         return;
     }
@@ -208,13 +209,29 @@ fn old_link<'t>(target: &'t [u8], secret: &[u8]) -> Option<&'t [u8]> {
         .chain_update(link)
         .chain_update(secret)
         .finalize();
+    let digit = |c: u8| (c as char).to_digit(16);
     let matches = hex.chunks(2).zip(hash.iter()).all(|(pair, &byte)| {
-        std::str::from_utf8(pair)
-            .ok()
-            .and_then(|p| u8::from_str_radix(p, 16).ok())
-            == Some(byte)
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(hi), Some(lo)) => hi * 16 + lo == u32::from(byte),
+            _ => false,
+        }
     });
     matches.then_some(link)
+}
+
+/// nginx's `unparsed_uri`: the target from its path on (an absolute-form target without its
+/// scheme and host).
+fn unparsed_uri(target: &[u8]) -> &[u8] {
+    if target.first() == Some(&b'/') {
+        return target;
+    }
+    let Some(scheme_end) = target.windows(3).position(|w| w == b"://") else {
+        return target;
+    };
+    let rest = &target[scheme_end + 3..];
+    rest.iter()
+        .position(|&b| b == b'/')
+        .map_or(&b"/"[..], |i| &rest[i..])
 }
 
 #[cfg(test)]
@@ -233,5 +250,9 @@ mod tests {
         assert_eq!(old_link(target.as_bytes(), b"other"), None);
         assert_eq!(old_link(b"/p/short/file", b"secret"), None);
         assert_eq!(old_link(format!("/p/{hash}/").as_bytes(), b"secret"), None);
+        // Only hex digits: no sign.
+        let signed = format!("/p/+{}/path/file.txt", &hash[1..]);
+        assert_eq!(old_link(signed.as_bytes(), b"secret"), None);
+        assert_eq!(super::unparsed_uri(b"http://h/p/x?a"), b"/p/x?a");
     }
 }
