@@ -537,11 +537,11 @@ pub static MODULES: &[Module] = &[
         flag: Flag::Standard,
         directives: &[block("geo", HTTP, TAKE12, Block::Data).refuse()],
     },
-    // A/B variables: not implemented.
+    // A/B variables.
     Module {
         name: "http_split_clients_module",
         flag: Flag::Standard,
-        directives: &[block("split_clients", HTTP, TAKE2, Block::Data).warn()],
+        directives: &[block("split_clients", HTTP, TAKE2, Block::Data)],
     },
     // `add_header` and `expires`; `add_trailer` is not implemented.
     Module {

@@ -194,6 +194,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
     ),
     (
+        "http_split_clients_module",
+        "http",
+        "split_clients \"$remote_addr\" $variant { 50% a; * b; }",
+    ),
+    (
         "http_secure_link_module",
         "location",
         "secure_link $arg_md5,$arg_e; secure_link_md5 \"$secure_link_expires$uri k\";",

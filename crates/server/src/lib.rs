@@ -35,6 +35,7 @@ mod referer;
 mod request;
 mod rewrite;
 mod secure_link;
+mod split_clients;
 pub mod static_files;
 mod subrequest;
 mod tls;

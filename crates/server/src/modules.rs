@@ -17,6 +17,7 @@ pub(crate) static ALL: Registry = &[
     &crate::map::MODULE,
     &crate::referer::MODULE,
     &crate::secure_link::MODULE,
+    &crate::split_clients::MODULE,
     &crate::charset::MODULE,
 ];
 
