@@ -531,11 +531,11 @@ pub static MODULES: &[Module] = &[
             once("map_hash_bucket_size", HTTP, TAKE1).inert(),
         ],
     },
-    // Variables by client address: not implemented, refused.
+    // Variables by client address.
     Module {
         name: "http_geo_module",
         flag: Flag::Standard,
-        directives: &[block("geo", HTTP, TAKE12, Block::Data).refuse()],
+        directives: &[block("geo", HTTP, TAKE12, Block::Data)],
     },
     // A/B variables.
     Module {

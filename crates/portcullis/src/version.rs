@@ -161,13 +161,14 @@ mod tests {
             "http_auth_basic_module",
             "http_limit_req_module",
             "http_limit_conn_module",
+            "http_geo_module",
         ] {
             assert!(!line.contains(&format!("--without-{built}")), "{built}");
         }
         assert!(line.contains(" --with-http_v2_module"));
         assert!(!line.contains("http_auth_basic_module"));
         assert!(line.contains(" --with-http_auth_jwt_module"));
-        assert!(line.contains(" --without-http_geo_module"));
+        assert!(line.contains(" --without-http_gzip_module"));
     }
 
     #[test]

@@ -194,6 +194,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "auth_basic \"realm\"; auth_basic_user_file htpasswd;",
     ),
     (
+        "http_geo_module",
+        "http",
+        "geo $g { default 0; 10.0.0.0/8 1; }",
+    ),
+    (
         "http_split_clients_module",
         "http",
         "split_clients \"$remote_addr\" $variant { 50% a; * b; }",

@@ -18,6 +18,7 @@ pub(crate) static ALL: Registry = &[
     &crate::referer::MODULE,
     &crate::secure_link::MODULE,
     &crate::split_clients::MODULE,
+    &crate::geo::MODULE,
     &crate::charset::MODULE,
 ];
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use portcullis_config::{value, ConfigError, Directive};
 
 use crate::module::{self, Load, Module, Slot};
+use crate::net::{parse_addr, Cidr};
 use crate::request::{Access, Handlers, Request, Response};
 use crate::vars::Names;
 
@@ -36,7 +37,7 @@ struct Conf {
 
 #[derive(Clone, Copy)]
 enum Trusted {
-    Net(IpAddr, u8),
+    Net(Cidr),
     /// `unix:`: connections over a unix socket.
     Unix,
 }
@@ -127,15 +128,12 @@ fn trusted(d: &Directive) -> Result<Vec<Trusted>, ConfigError> {
     if v == "unix:" {
         return Ok(vec![Trusted::Unix]);
     }
-    if let Some(net) = network(v) {
-        return Ok(vec![net]);
+    if let Some(net) = Cidr::parse(v) {
+        return Ok(vec![Trusted::Net(net)]);
     }
     let addrs: Vec<Trusted> = (v, 0)
         .to_socket_addrs()
-        .map(|a| {
-            a.map(|a| Trusted::Net(a.ip(), if a.is_ipv4() { 32 } else { 128 }))
-                .collect()
-        })
+        .map(|a| a.map(|a| Trusted::Net(Cidr::host(a.ip()))).collect())
         .unwrap_or_default();
     if addrs.is_empty() {
         return Err(ConfigError::at(
@@ -146,42 +144,11 @@ fn trusted(d: &Directive) -> Result<Vec<Trusted>, ConfigError> {
     Ok(addrs)
 }
 
-/// An address or a network (`10.0.0.0/8`), as nginx's `ngx_ptocidr` reads it.
-fn network(v: &str) -> Option<Trusted> {
-    let (ip, bits) = match v.split_once('/') {
-        Some((ip, bits)) => {
-            let ip: IpAddr = ip.parse().ok()?;
-            (ip, bits.parse::<u8>().ok()?)
-        }
-        None => {
-            let ip: IpAddr = v.parse().ok()?;
-            (ip, if ip.is_ipv4() { 32 } else { 128 })
-        }
-    };
-    (bits <= if ip.is_ipv4() { 32 } else { 128 }).then_some(Trusted::Net(ip, bits))
-}
-
 impl Trusted {
-    /// nginx's `ngx_cidr_match` for one entry: the same family (an IPv4-mapped IPv6 address
-    /// counts as IPv4), the same network.
     fn contains(&self, addr: IpAddr) -> bool {
-        let Trusted::Net(net, bits) = *self else {
-            return false;
-        };
-        let addr = match addr {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-            v4 => v4,
-        };
-        match (net, addr) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
+        match self {
+            Trusted::Net(net) => net.contains(addr),
+            Trusted::Unix => false,
         }
     }
 }
@@ -305,44 +272,6 @@ fn addr_port(text: &[u8]) -> Option<SocketAddr> {
     Some(SocketAddr::new(parse_addr(ip)?, port as u16))
 }
 
-/// nginx's `ngx_parse_addr`: IPv4 as `ngx_inet_addr` reads it, else IPv6.
-fn parse_addr(text: &[u8]) -> Option<IpAddr> {
-    inet_addr(text).map(IpAddr::V4).or_else(|| {
-        std::str::from_utf8(text)
-            .ok()?
-            .parse::<std::net::Ipv6Addr>()
-            .ok()
-            .map(IpAddr::V6)
-    })
-}
-
-/// nginx's `ngx_inet_addr`: four decimal octets of at most 255 between three dots, leading
-/// zeros and empty octets (0) allowed; 255.255.255.255 is its failure value, refused too.
-fn inet_addr(text: &[u8]) -> Option<std::net::Ipv4Addr> {
-    let (mut addr, mut octet, mut dots) = (0u32, 0u32, 0);
-    for &c in text {
-        match c {
-            b'0'..=b'9' => {
-                octet = octet * 10 + u32::from(c - b'0');
-                if octet > 255 {
-                    return None;
-                }
-            }
-            b'.' => {
-                addr = addr << 8 | octet;
-                octet = 0;
-                dots += 1;
-            }
-            _ => return None,
-        }
-    }
-    if dots != 3 {
-        return None;
-    }
-    let addr = addr << 8 | octet;
-    (addr != u32::MAX).then_some(std::net::Ipv4Addr::from(addr))
-}
-
 /// `$realip_remote_addr` (`var` false) and `$realip_remote_port`: the connection's, whatever
 /// the request (or its main request, for a subrequest) took.
 fn variable(
@@ -367,7 +296,9 @@ mod tests {
     use super::*;
 
     fn from(list: &[&str]) -> Vec<Trusted> {
-        list.iter().map(|n| network(n).unwrap()).collect()
+        list.iter()
+            .map(|n| Trusted::Net(Cidr::parse(n).unwrap()))
+            .collect()
     }
 
     fn take(value: &str, trusted: &[&str], recursive: bool) -> (Forwarded, String) {
