@@ -10,6 +10,7 @@ use std::sync::Arc;
 use portcullis_config::{ConfigError, Directive};
 
 use crate::module::{self, Load, Module, Slot};
+use crate::net::Cidr;
 use crate::request::{Access, Handlers, Request};
 use crate::Level;
 
@@ -76,7 +77,7 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
 struct AccessRule {
     allow: bool,
     /// `None` for `all`.
-    net: Option<(IpAddr, u8)>,
+    net: Option<Cidr>,
 }
 
 fn access_rule(d: &Directive) -> Result<AccessRule, ConfigError> {
@@ -85,46 +86,18 @@ fn access_rule(d: &Directive) -> Result<AccessRule, ConfigError> {
     if v == "all" {
         return Ok(AccessRule { allow, net: None });
     }
-    let bad = || ConfigError::at(d, format!("invalid parameter \"{v}\""));
-    let (ip, bits) = match v.split_once('/') {
-        Some((ip, bits)) => (
-            ip.parse::<IpAddr>().map_err(|_| bad())?,
-            bits.parse::<u8>().map_err(|_| bad())?,
-        ),
-        None => {
-            let ip = v.parse::<IpAddr>().map_err(|_| bad())?;
-            (ip, if ip.is_ipv4() { 32 } else { 128 })
-        }
-    };
-    if bits > if ip.is_ipv4() { 32 } else { 128 } {
-        return Err(bad());
-    }
+    let net =
+        Cidr::parse(v).ok_or_else(|| ConfigError::at(d, format!("invalid parameter \"{v}\"")))?;
     Ok(AccessRule {
         allow,
-        net: Some((ip, bits)),
+        net: Some(net),
     })
 }
 
 impl AccessRule {
+    /// Whether the rule is about `addr` (an IPv4-mapped IPv6 client is matched as IPv4).
     fn matches(&self, addr: IpAddr) -> bool {
-        let Some((net, bits)) = self.net else {
-            return true;
-        };
-        let addr = match addr {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
-            v4 => v4,
-        };
-        match (net, addr) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
+        self.net.is_none_or(|net| net.contains(addr))
     }
 }
 
