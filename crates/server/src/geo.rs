@@ -54,13 +54,7 @@ impl Module for GeoModule {
             .filter(|d| d.name == "geo")
             .map(|d| target(d).unwrap_or("").to_owned())
             .collect();
-        names.add_module_variables_first(
-            me,
-            Box::new(move |name| {
-                let i = targets.iter().rposition(|n| n == name)?;
-                Some(Arc::new(i) as Slot)
-            }),
-        );
+        names.add_block_targets(me, targets);
         Ok(())
     }
 

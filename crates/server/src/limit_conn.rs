@@ -56,10 +56,7 @@ impl Module for LimitConnModule {
         names: &mut Names,
         me: usize,
     ) -> Result<(), ConfigError> {
-        names.add_module_variables(
-            me,
-            Box::new(|name| (name == "limit_conn_status").then(|| Arc::new(()) as Slot)),
-        );
+        names.add_fixed(me, &["limit_conn_status"]);
         Ok(())
     }
 

@@ -70,10 +70,7 @@ impl Module for LimitReqModule {
         names: &mut Names,
         me: usize,
     ) -> Result<(), ConfigError> {
-        names.add_module_variables(
-            me,
-            Box::new(|name| (name == "limit_req_status").then(|| Arc::new(()) as Slot)),
-        );
+        names.add_fixed(me, &["limit_req_status"]);
         Ok(())
     }
 

@@ -34,14 +34,7 @@ impl Module for MapModule {
     /// last `map` of that name (a later map of the same name replaces an earlier one, as in
     /// nginx).
     fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
-        let targets = target_names(http);
-        names.add_module_variables_first(
-            me,
-            Box::new(move |name| {
-                let i = targets.iter().rposition(|n| n == name)?;
-                Some(Arc::new(i) as Slot)
-            }),
-        );
+        names.add_block_targets(me, target_names(http));
         Ok(())
     }
 

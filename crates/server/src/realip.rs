@@ -63,14 +63,7 @@ impl Module for RealIpModule {
         names: &mut Names,
         me: usize,
     ) -> Result<(), ConfigError> {
-        names.add_module_variables(
-            me,
-            Box::new(|name| match name {
-                "realip_remote_addr" => Some(Arc::new(false) as Slot),
-                "realip_remote_port" => Some(Arc::new(true) as Slot),
-                _ => None,
-            }),
-        );
+        names.add_fixed(me, &["realip_remote_addr", "realip_remote_port"]);
         Ok(())
     }
 
@@ -272,7 +265,7 @@ fn addr_port(text: &[u8]) -> Option<SocketAddr> {
     Some(SocketAddr::new(parse_addr(ip)?, port as u16))
 }
 
-/// `$realip_remote_addr` (`var` false) and `$realip_remote_port`: the connection's, whatever
+/// `$realip_remote_addr` and `$realip_remote_port`: the connection's, whatever
 /// the request (or its main request, for a subrequest) took.
 fn variable(
     req: &Request<'_>,
@@ -282,7 +275,8 @@ fn variable(
     _resp: Option<(&Response, u64)>,
 ) {
     let addr = req.connection_peer();
-    if *module::get::<bool>(var) {
+    // `$realip_remote_port` is the second.
+    if *module::get::<usize>(var) == 1 {
         if addr.port() != 0 {
             out.extend_from_slice(addr.port().to_string().as_bytes());
         }

@@ -66,10 +66,7 @@ impl Module for RefererModule {
         names: &mut Names,
         me: usize,
     ) -> Result<(), ConfigError> {
-        names.add_module_variables(
-            me,
-            Box::new(|name| (name == "invalid_referer").then(|| Arc::new(()) as Slot)),
-        );
+        names.add_fixed(me, &["invalid_referer"]);
         Ok(())
     }
 

@@ -21,6 +21,10 @@ use crate::vars::{Names, Template};
 
 pub(crate) struct SecureLinkModule;
 
+/// The variables' places in the module's list of them.
+const LINK: usize = 0;
+const EXPIRES: usize = 1;
+
 pub(crate) static MODULE: SecureLinkModule = SecureLinkModule;
 
 /// A level's settings, inherited by the levels inside it unless they set their own.
@@ -32,15 +36,11 @@ struct Conf {
     md5: Option<Arc<Template>>,
     /// `secure_link_secret`.
     secret: Option<Arc<str>>,
-    /// Which of them this level set itself, for nginx's rule against mixing them.
-    own: (bool, bool),
-}
-
-/// The variables, resolved at load.
-#[derive(Clone, Copy)]
-enum Var {
-    Link,
-    Expires,
+    /// Whether this level set `secure_link`/`secure_link_md5` itself, for nginx's rule
+    /// against mixing them with `secure_link_secret`.
+    own_link: bool,
+    /// Whether this level set `secure_link_secret` itself.
+    own_secret: bool,
 }
 
 impl Module for SecureLinkModule {
@@ -54,14 +54,7 @@ impl Module for SecureLinkModule {
         names: &mut Names,
         me: usize,
     ) -> Result<(), ConfigError> {
-        names.add_module_variables(
-            me,
-            Box::new(|name| match name {
-                "secure_link" => Some(Arc::new(Var::Link) as Slot),
-                "secure_link_expires" => Some(Arc::new(Var::Expires) as Slot),
-                _ => None,
-            }),
-        );
+        names.add_fixed(me, &["secure_link", "secure_link_expires"]);
         Ok(())
     }
 
@@ -77,12 +70,13 @@ impl Module for SecureLinkModule {
     ) -> Result<(), ConfigError> {
         let c = module::edit::<Conf>(conf);
         if cx.first_of_module {
-            c.own = (false, false);
+            c.own_link = false;
+            c.own_secret = false;
         }
         match d.name.as_str() {
             "secure_link_secret" => {
                 c.secret = Some(Arc::from(d.arg(0)));
-                c.own.1 = true;
+                c.own_secret = true;
             }
             name => {
                 let t = Some(Arc::new(Template::compile(d.arg(0), d, cx.names)?));
@@ -91,9 +85,9 @@ impl Module for SecureLinkModule {
                 } else {
                     c.md5 = t;
                 }
-                c.own.0 = true;
+                c.own_link = true;
                 // A level of its own with the new way leaves the inherited secret.
-                if !c.own.1 {
+                if !c.own_secret {
                     c.secret = None;
                 }
             }
@@ -108,7 +102,7 @@ impl Module for SecureLinkModule {
         _cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::get::<Conf>(conf);
-        if c.own == (true, true) {
+        if c.own_link && c.own_secret {
             let d = block.iter().find(|d| d.name == "secure_link_secret");
             let message = "\"secure_link_secret\" cannot be mixed with \"secure_link\" and \"secure_link_md5\"";
             return Err(match d {
@@ -140,7 +134,7 @@ fn variable(
 ) {
     let c = module::get::<Conf>(conf);
     if let Some(secret) = &c.secret {
-        if let Var::Link = module::get::<Var>(var) {
+        if *module::get::<usize>(var) == LINK {
             let uri = unparsed_uri(req.head().target());
             out.extend_from_slice(old_link(uri, secret.as_bytes()).unwrap_or(b""));
         }
@@ -161,7 +155,7 @@ fn variable(
         },
         None => None,
     };
-    if let Var::Expires = module::get::<Var>(var) {
+    if *module::get::<usize>(var) == EXPIRES {
         // nginx keeps the expiry once it is read, whether the hash matches or not.
         out.extend_from_slice(expires.unwrap_or(b""));
         return;

@@ -38,13 +38,7 @@ impl Module for SplitClientsModule {
             .filter(|d| d.name == "split_clients")
             .map(|d| variable_name(d.arg(1)).unwrap_or("").to_owned())
             .collect();
-        names.add_module_variables_first(
-            me,
-            Box::new(move |name| {
-                let i = targets.iter().rposition(|n| n == name)?;
-                Some(Arc::new(i) as Slot)
-            }),
-        );
+        names.add_block_targets(me, targets);
         Ok(())
     }
 

@@ -209,6 +209,31 @@ impl Names {
         self.modules_first.push((module, resolve));
     }
 
+    /// The variables of a module's blocks (`map`, `geo`, `split_clients`): `targets` holds
+    /// each block's variable in order; a variable's slot is the place of the last block that
+    /// makes it (a later block of the same name replaces an earlier one, as in nginx). They
+    /// are read in place of a `set` variable of the same name.
+    pub fn add_block_targets(&mut self, module: usize, targets: Vec<String>) {
+        self.add_module_variables_first(
+            module,
+            Box::new(move |name| {
+                let i = targets.iter().rposition(|n| n == name)?;
+                Some(std::sync::Arc::new(i) as std::sync::Arc<dyn std::any::Any + Send + Sync>)
+            }),
+        );
+    }
+
+    /// A module's variables of fixed names: a variable's slot is its place in `fixed`.
+    pub fn add_fixed(&mut self, module: usize, fixed: &'static [&'static str]) {
+        self.add_module_variables(
+            module,
+            Box::new(move |name| {
+                let i = fixed.iter().position(|n| *n == name)?;
+                Some(std::sync::Arc::new(i) as std::sync::Arc<dyn std::any::Any + Send + Sync>)
+            }),
+        );
+    }
+
     fn module_variable(list: &[(usize, Resolve)], name: &str) -> Option<Var> {
         list.iter().find_map(|(module, resolve)| {
             let var = resolve(name)?;
