@@ -495,11 +495,11 @@ pub static MODULES: &[Module] = &[
             once("referer_hash_bucket_size", SL, TAKE1).inert(),
         ],
     },
-    // Connection counters: not implemented.
+    // Connection counters and the status page.
     Module {
         name: "http_stub_status_module",
         flag: Flag::Optional,
-        directives: &[d("stub_status", SL, NOARGS | TAKE1).warn()],
+        directives: &[d("stub_status", SL, NOARGS | TAKE1)],
     },
     // Charset conversion: not implemented.
     Module {

@@ -79,12 +79,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
 /// one side closing without an answer, and headers' names, in the order compared) and why.
 const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     (
-        "allow_deny_admin.conf",
-        "GET /nginx_status | ignore-body",
-        "status content-type",
-        STUB_STATUS_IGNORED,
-    ),
-    (
         "gzip_static_site.conf",
         "GET /data/big.txt",
         "vary",
@@ -123,7 +117,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
 ];
 
 // Why each difference is there.
-const STUB_STATUS_IGNORED: &str = "stub_status is accepted with a warning and not served: the location falls through to the static files";
 const GZIP_IGNORED: &str =
     "gzip is accepted with a warning and not applied: no compression, no Vary, no weak ETag";
 const PROXY_CACHE_IGNORED: &str = "proxy_cache is accepted with a warning and not applied: $upstream_cache_status is empty, so add_header sends nothing";

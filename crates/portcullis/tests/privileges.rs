@@ -186,9 +186,17 @@ fn check_serving_as(kind: Kind, user_line: &str, expected: &Ids) {
     let Some(server) = start(kind, user_line) else {
         return;
     };
-    // The port accepts once bound, which may be before every worker has started.
-    let both = wait_until(STARTUP_DEADLINE, || credentials(&server).1.len() == 2);
-    assert!(both, "{kind}: two workers\n{}", server.logs());
+    // The port accepts once bound, which may be before every worker has started, and a
+    // worker nginx has just forked is root until it calls setuid.
+    let settled = wait_until(STARTUP_DEADLINE, || {
+        let (_, workers) = credentials(&server);
+        workers.len() == 2 && workers.iter().all(|w| w == expected)
+    });
+    assert!(
+        settled || credentials(&server).1.len() == 2,
+        "{kind}: two workers\n{}",
+        server.logs()
+    );
     let (master, workers) = credentials(&server);
     assert_eq!(master.uid, vec![0; 4], "{kind}: the master keeps root");
     for w in &workers {

@@ -208,6 +208,7 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "location",
         "secure_link $arg_md5,$arg_e; secure_link_md5 \"$secure_link_expires$uri k\";",
     ),
+    ("http_stub_status_module", "location", "stub_status;"),
     (
         "http_referer_module",
         "location",

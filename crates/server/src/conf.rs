@@ -988,6 +988,7 @@ impl Builder {
             };
             let mut cx = Finish {
                 names: &names,
+                location: nested,
                 nested: nested.then_some(&mut if_conf as _),
             };
             m.finish(conf.modules.slot_mut(i), block, &mut cx)?;

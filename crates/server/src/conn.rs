@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::conf::{Listen, ServerConf};
 use crate::request::{Body, Request, Response};
+use crate::stats::State;
 use crate::tls::{Start, Stream};
 use crate::vars::Var;
 use crate::worker::state::{ActiveGuard, Generation, Worker};
@@ -94,11 +95,11 @@ pub(crate) async fn serve(
     // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
     let stream = match stream {
         Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
-            crate::h2::serve(&worker, listen, tls, info).await;
+            crate::h2::serve(&worker, listen, tls, info, &guard.1).await;
             return;
         }
         Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => {
-            match crate::h2::sniff(&worker, listen, tcp, buf, info.clone()).await {
+            match crate::h2::sniff(&worker, listen, tcp, buf, info.clone(), &guard.1).await {
                 Some((tcp, read)) => {
                     buf = read;
                     Stream::Plain(tcp)
@@ -118,6 +119,7 @@ pub(crate) async fn serve(
         nodelay: false,
         timer: Timer::new(),
         info,
+        stat: &guard.1,
     };
     conn.run().await;
     drop(guard);
@@ -141,6 +143,8 @@ struct Connection<'g> {
     /// The timeout of waiting for a request head.
     timer: Timer,
     info: ConnInfo,
+    /// What the connection is doing, for `stub_status`.
+    stat: &'g crate::stats::Connection,
 }
 
 /// A request body being read and dropped.
@@ -190,11 +194,19 @@ impl Connection<'_> {
         'requests: loop {
             // nginx's r->pipeline: the request's first bytes came with the one before.
             self.info.pipelined = self.info.requests > 0 && !self.buf.is_empty();
+            if self.buf.is_empty() {
+                self.stat.set(State::Waiting);
+            } else {
+                self.stat.request();
+            }
             let head = match self
                 .read_head(&default, keepalive_timeout, stop.as_mut())
                 .await
             {
-                HeadRead::Head(h) => h,
+                HeadRead::Head(h) => {
+                    self.stat.set(State::Writing);
+                    h
+                }
                 HeadRead::Close => return,
                 HeadRead::Bad(e) => {
                     self.bad_request(&default, e).await;
@@ -362,7 +374,11 @@ impl Connection<'_> {
             match self.timer.run(timeout, read).await {
                 // The head's deadline is set at the top of the loop, if the bytes read are
                 // not a whole head.
-                Ok(Some(Ok(n))) if n > 0 => {}
+                Ok(Some(Ok(n))) if n > 0 => {
+                    if idle {
+                        self.stat.request();
+                    }
+                }
                 Ok(Some(Ok(_))) => {
                     if !idle {
                         self.log(Level::Info, "client prematurely closed connection while reading client request line");

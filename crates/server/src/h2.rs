@@ -39,6 +39,7 @@ use crate::conf::{Listen, ServerConf};
 use crate::conn::info::ConnInfo;
 use crate::request::{Body, Part, Request, Response, VERSION};
 use crate::static_files::CachedFile;
+use crate::stats::State;
 use crate::vars::Var;
 use crate::worker::state::Worker;
 use crate::Level;
@@ -89,6 +90,7 @@ pub(crate) async fn sniff(
     mut stream: TcpStream,
     mut buf: BytesMut,
     info: ConnInfo,
+    stat: &crate::stats::Connection,
 ) -> Option<(TcpStream, BytesMut)> {
     let timeout = listen.servers.find(None).client_header_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -99,7 +101,7 @@ pub(crate) async fn sniff(
         }
         if n == PREFACE.len() {
             let io = Rewind::new(buf.freeze(), stream);
-            serve(worker, listen, io, info).await;
+            serve(worker, listen, io, info, stat).await;
             return None;
         }
         if buf.capacity() == buf.len() {
@@ -143,8 +145,13 @@ impl Drop for StreamGuard {
 /// Serves one HTTP/2 connection until the client closes it, it stays idle for
 /// `keepalive_timeout`, it has carried `keepalive_requests` requests or lived
 /// `keepalive_time`, or the worker stops: the last three send GOAWAY and let the streams in flight finish.
-pub(crate) async fn serve<S>(worker: &Rc<Worker>, listen: &Listen, io: S, mut info: ConnInfo)
-where
+pub(crate) async fn serve<S>(
+    worker: &Rc<Worker>,
+    listen: &Listen,
+    io: S,
+    mut info: ConnInfo,
+    stat: &crate::stats::Connection,
+) where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let default = listen.servers.find(None).clone();
@@ -176,6 +183,8 @@ where
     let mut going_away = false;
     loop {
         let idle = streams.active.get() == 0;
+        // As nginx counts it: waiting while no stream is open; each stream counts for itself.
+        stat.set(if idle { State::Waiting } else { State::Busy });
         let idle_timeout = if going_away {
             GOAWAY_GRACE
         } else {
@@ -204,6 +213,8 @@ where
         };
         let start = Instant::now();
         info.requests += 1;
+        stat.set(State::Busy);
+        let counted = stat.stream();
         let spent = info.requests >= default.conf.keepalive_requests
             || info.started.elapsed() > default.conf.keepalive_time;
         if spent && !going_away {
@@ -225,7 +236,7 @@ where
                 drop(body);
                 tokio::task::spawn_local(async move {
                     refuse(&worker, &server, &info, &line, e, respond).await;
-                    drop(guard);
+                    drop((guard, counted));
                 });
                 continue;
             }
@@ -239,7 +250,7 @@ where
         let info = info.clone();
         tokio::task::spawn_local(async move {
             answer(&worker, &server, &info, head, start, body, respond).await;
-            drop(guard);
+            drop((guard, counted));
         });
     }
     // The connection is gone: streams still writing fail at their next frame.

@@ -39,6 +39,8 @@ mod rewrite;
 mod secure_link;
 mod split_clients;
 pub mod static_files;
+mod stats;
+mod stub_status;
 mod subrequest;
 mod tls;
 mod tls_conf;

@@ -113,6 +113,10 @@ pub(crate) struct Load<'a> {
 /// What a module's [`finish`](Module::finish) may use at the end of a level.
 pub(crate) struct Finish<'a> {
     pub names: &'a Names,
+    /// Whether the level is a location's (not a server's or an `if` block's): what nginx
+    /// keeps per location and does not inherit (a location's content handler) starts anew
+    /// there.
+    pub location: bool,
     /// Builds the configuration of a block in this level that is a level of its own (an
     /// `if` in a location, of which nginx makes a nameless location): the level's settings
     /// with the block's on top, as the core's location settings behind a [`Slot`].

@@ -257,12 +257,18 @@ pub(crate) struct Handlers {
     /// The fields the header filter sets in place of a response's own, for a response of
     /// the given status: a proxied response's are left out as it is relayed.
     pub replaced_fields: Option<ReplacedFields>,
+    /// The content phase, with the module's settings of the location: a module that
+    /// answers the location's requests itself (nginx's location content handler, as
+    /// `stub_status` sets) returns the answer; `None` leaves the request to the next
+    /// module, then to `proxy_pass`, the index and the static files.
+    pub content: Option<ContentHandler>,
 }
 
 type RewriteHandler = fn(&mut Request<'_>, &Slot) -> Rewritten;
 type AccessHandler = fn(&mut Request<'_>, &Slot) -> Access;
 type VariableHandler = fn(&Request<'_>, &Slot, &Slot, &mut Vec<u8>, Option<(&Response, u64)>);
 type ReplacedFields = for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>);
+type ContentHandler = fn(&mut Request<'_>, &Slot) -> Option<Step>;
 
 impl Handlers {
     /// No handler: what a module starts from.
@@ -274,6 +280,7 @@ impl Handlers {
         variable: None,
         header_filter: None,
         replaced_fields: None,
+        content: None,
     };
 }
 
@@ -288,6 +295,7 @@ pub(crate) struct Phases {
     access: Phase<AccessHandler>,
     header_filter: Phase<HeaderFilter>,
     replaced_fields: Phase<ReplacedFields>,
+    content: Phase<ContentHandler>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
 }
@@ -346,6 +354,7 @@ impl Phases {
             p.access.add(i, h.access);
             p.header_filter.add(i, h.header_filter);
             p.replaced_fields.add(i, h.replaced_fields);
+            p.content.add(i, h.content);
             p.variable.push(h.variable);
         }
         p
@@ -710,6 +719,11 @@ impl<'a> Request<'a> {
     }
 
     /// When the request's head was read.
+    /// The connection and request counts of the whole server, as `stub_status` shows them.
+    pub(crate) fn stats(&self) -> crate::stats::Totals {
+        self.worker.shared.stats.totals()
+    }
+
     pub(crate) fn started(&self) -> Instant {
         self.start
     }
@@ -1198,6 +1212,12 @@ impl<'a> Request<'a> {
 
     fn content(&mut self) -> Step {
         let loc = self.loc.clone();
+        let phases = self.phases;
+        for (_, content, conf) in phases.content.at(&loc.modules) {
+            if let Some(step) = content(self, conf) {
+                return step;
+            }
+        }
         if let Some(pass) = &loc.proxy_pass {
             return self.proxy(pass);
         }

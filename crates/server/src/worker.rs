@@ -433,8 +433,10 @@ fn run_worker(
     let (stop_tx, stop_rx) = watch::channel(false);
     let modules = module_states(&generation.http);
     let logs = WorkerLogs::new(generation.log_files.clone());
+    let counters = shared.stats.add();
     let worker = Rc::new(Worker {
         shared,
+        counters,
         generation: RefCell::new(generation),
         files: RefCell::new(FileCache::with_validity(
             FILE_CACHE_ENTRIES,
@@ -540,6 +542,7 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
             Ok((stream, peer)) => {
                 let generation = worker.generation.borrow().clone();
                 if worker.active.get() >= generation.worker_connections {
+                    worker.counters.refused();
                     worker.shared.error_log.write(
                         Level::Alert,
                         None,
@@ -551,7 +554,8 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
                     continue;
                 }
                 worker.active.set(worker.active.get() + 1);
-                let guard = ActiveGuard(worker.clone());
+                let stat = crate::stats::Connection::accepted(&worker.counters);
+                let guard = ActiveGuard(worker.clone(), stat);
                 tokio::task::spawn_local(crate::conn::serve(guard, generation, addr, stream, peer));
             }
             Err(e) => {

@@ -12,10 +12,12 @@ use crate::conf::HttpConf;
 use crate::log::{ErrorLog, LogFiles, WorkerLogs};
 use crate::static_files::FileCache;
 
-/// State shared by all workers: the error log and the connection counter behind `*N`.
+/// State shared by all workers: the error log, the connection counter behind `*N`, and
+/// every worker's `stub_status` counters.
 pub(crate) struct Shared {
     pub error_log: ErrorLog,
     connections: AtomicU64,
+    pub stats: crate::stats::Registry,
 }
 
 impl Shared {
@@ -23,6 +25,7 @@ impl Shared {
         Shared {
             error_log,
             connections: AtomicU64::new(0),
+            stats: crate::stats::Registry::default(),
         }
     }
 
@@ -48,6 +51,8 @@ pub(crate) struct Worker {
     pub dates: RefCell<portcullis_http::DateCache>,
     /// Open connections, for worker_connections and for a graceful stop.
     pub active: Cell<usize>,
+    /// This worker's `stub_status` counters, one of `shared.stats`.
+    pub counters: Arc<crate::stats::Counters>,
     /// Set when a graceful stop begins: idle keepalive connections close.
     pub stopping: watch::Receiver<bool>,
     /// Woken when the last connection of a stopping worker closes.
@@ -60,8 +65,9 @@ pub(crate) struct Worker {
     pub modules: Vec<Box<dyn std::any::Any>>,
 }
 
-/// Counts a connection as open for as long as it lives.
-pub(crate) struct ActiveGuard(pub Rc<Worker>);
+/// Counts a connection as open for as long as it lives, for the worker and for
+/// `stub_status`.
+pub(crate) struct ActiveGuard(pub Rc<Worker>, pub crate::stats::Connection);
 
 impl Drop for ActiveGuard {
     fn drop(&mut self) {

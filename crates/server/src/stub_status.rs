@@ -1,0 +1,163 @@
+//! `ngx_http_stub_status_module`: `stub_status` makes a location (or a server's requests
+//! that match no location) answer with the server's connection and request counts, in
+//! nginx's text, to the byte, that exporters parse:
+//!
+//! ```text
+//! Active connections: 2 \n
+//! server accepts handled requests\n
+//!  10 10 25 \n
+//! Reading: 0 Writing: 1 Waiting: 1 \n
+//! ```
+//!
+//! and the variables `$connections_active`, `$connections_reading`, `$connections_writing`
+//! and `$connections_waiting`. The counts are the whole server's, every worker's, kept
+//! across reloads (`stats.rs`). As nginx's, the handler belongs to the location that names
+//! it, not to the locations inside it; an `if` block in it keeps it. Methods other than GET
+//! and HEAD are answered 405.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use portcullis_config::{ConfigError, Directive};
+use portcullis_http::Method;
+
+use crate::module::{self, Finish, Load, Module, Slot};
+use crate::request::{Body, Handlers, Request, Response, Step};
+use crate::stats::Totals;
+use crate::vars::Names;
+
+pub(crate) struct StubStatusModule;
+
+pub(crate) static MODULE: StubStatusModule = StubStatusModule;
+
+/// Whether the level answers with the counts.
+#[derive(Clone, Copy, Default)]
+struct Conf(bool);
+
+const VARIABLES: [&str; 4] = [
+    "connections_active",
+    "connections_reading",
+    "connections_writing",
+    "connections_waiting",
+];
+
+impl Module for StubStatusModule {
+    fn name(&self) -> &'static str {
+        "http_stub_status_module"
+    }
+
+    fn declare(
+        &self,
+        _http: &[Directive],
+        names: &mut Names,
+        me: usize,
+    ) -> Result<(), ConfigError> {
+        names.add_fixed(me, &VARIABLES);
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Conf(false))
+    }
+
+    /// `stub_status` takes no argument, or one it ignores (the `on` of old configurations).
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        _d: &Directive,
+        _cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        *module::edit::<Conf>(conf) = Conf(true);
+        Ok(())
+    }
+
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let own = block.iter().any(|d| d.name == "stub_status");
+        if cx.location && !own && module::get::<Conf>(conf).0 {
+            *module::edit::<Conf>(conf) = Conf(false);
+        }
+        Ok(())
+    }
+
+    fn is_active(&self, conf: &Slot) -> bool {
+        module::get::<Conf>(conf).0
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            content: Some(content),
+            variable: Some(variable),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
+
+fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
+    if !module::get::<Conf>(conf).0 {
+        return None;
+    }
+    if !matches!(req.head().method(), Method::Get | Method::Head) {
+        return Some(Step::Status(405));
+    }
+    let text = render(&req.stats());
+    let mut resp = Response::new(200);
+    resp.content_type = Some(Arc::from("text/plain"));
+    resp.content_length = Some(text.len() as u64);
+    resp.body = Body::Bytes(Bytes::from(text));
+    Some(Step::Done(resp))
+}
+
+/// nginx's text, with its spaces before each line's end.
+fn render(t: &Totals) -> String {
+    format!(
+        "Active connections: {} \nserver accepts handled requests\n {} {} {} \n\
+         Reading: {} Writing: {} Waiting: {} \n",
+        t.active, t.accepted, t.handled, t.requests, t.reading, t.writing, t.waiting
+    )
+}
+
+fn variable(
+    req: &Request<'_>,
+    _conf: &Slot,
+    var: &Slot,
+    out: &mut Vec<u8>,
+    _resp: Option<(&Response, u64)>,
+) {
+    let t = req.stats();
+    let n = match *module::get::<usize>(var) {
+        0 => t.active,
+        1 => t.reading,
+        2 => t.writing,
+        _ => t.waiting,
+    };
+    out.extend_from_slice(n.to_string().as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_nginx_s() {
+        let t = Totals {
+            accepted: 16630948,
+            handled: 16630947,
+            requests: 31070465,
+            active: 291,
+            reading: 6,
+            writing: 179,
+            waiting: 106,
+        };
+        assert_eq!(
+            render(&t),
+            "Active connections: 291 \nserver accepts handled requests\n \
+             16630948 16630947 31070465 \nReading: 6 Writing: 179 Waiting: 106 \n"
+        );
+    }
+}
