@@ -359,10 +359,10 @@ pub static MODULES: &[Module] = &[
             d("open_file_cache_events", HSL, FLAG).warn(),
             once("resolver", HSL, MORE1),
             once("resolver_timeout", HSL, TAKE1),
-            d("gzip_vary", HSL, FLAG).inert(),
-            once("gzip_http_version", HSL, TAKE1).inert(),
-            d("gzip_proxied", HSL, MORE1).inert(),
-            d("gzip_disable", HSL, MORE1).inert(),
+            d("gzip_vary", HSL, FLAG),
+            once("gzip_http_version", HSL, TAKE1),
+            d("gzip_proxied", HSL, MORE1),
+            d("gzip_disable", HSL, MORE1),
             once("disable_symlinks", HSL, TAKE12).refuse_unless("off"),
             once("try_files", SL, MORE2),
             once("if_modified_since", HSL, TAKE1),
@@ -553,26 +553,33 @@ pub static MODULES: &[Module] = &[
             once("expires", HSLI, TAKE12),
         ],
     },
-    // Compression: not implemented.
+    // Compression.
     Module {
         name: "http_gzip_module",
         flag: Flag::Standard,
         directives: &[
-            d("gzip", HSLI, FLAG).default_only("off"),
-            once("gzip_buffers", HSL, TAKE2).warn(),
-            d("gzip_types", HSL, MORE1).warn(),
-            once("gzip_comp_level", HSL, TAKE1).warn(),
-            once("gzip_window", HSL, TAKE1).warn(),
-            once("gzip_hash", HSL, TAKE1).warn(),
-            d("gzip_no_buffer", HSL, FLAG).warn(),
-            once("gzip_min_length", HSL, TAKE1).warn(),
+            d("gzip", HSLI, FLAG),
+            once("gzip_buffers", HSL, TAKE2),
+            d("gzip_types", HSL, MORE1),
+            once("gzip_comp_level", HSL, TAKE1),
+            once("gzip_window", HSL, TAKE1),
+            once("gzip_hash", HSL, TAKE1),
+            once("postpone_gzipping", HSL, TAKE1),
+            d("gzip_no_buffer", HSL, FLAG),
+            once("gzip_min_length", HSL, TAKE1),
         ],
     },
-    // Precompressed files: not implemented.
+    // Precompressed files.
     Module {
         name: "http_gzip_static_module",
         flag: Flag::Optional,
-        directives: &[once("gzip_static", HSL, TAKE1).warn()],
+        directives: &[once("gzip_static", HSL, TAKE1)],
+    },
+    // Decompression for clients that do not take gzip.
+    Module {
+        name: "http_gunzip_module",
+        flag: Flag::Optional,
+        directives: &[d("gunzip", HSL, FLAG), once("gunzip_buffers", HSL, TAKE2)],
     },
     // `upstream` groups.
     Module {

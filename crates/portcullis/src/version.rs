@@ -168,7 +168,9 @@ mod tests {
         assert!(line.contains(" --with-http_v2_module"));
         assert!(!line.contains("http_auth_basic_module"));
         assert!(line.contains(" --with-http_auth_jwt_module"));
-        assert!(line.contains(" --without-http_gzip_module"));
+        assert!(!line.contains("http_gzip_module"));
+        assert!(line.contains(" --with-http_gzip_static_module"));
+        assert!(line.contains(" --with-http_gunzip_module"));
     }
 
     #[test]

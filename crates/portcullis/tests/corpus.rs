@@ -79,24 +79,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
 /// one side closing without an answer, and headers' names, in the order compared) and why.
 const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
     (
-        "gzip_static_site.conf",
-        "GET /data/big.txt",
-        "vary",
-        GZIP_IGNORED,
-    ),
-    (
-        "gzip_static_site.conf",
-        "GET /data/big.txt | Accept-Encoding: gzip, deflate",
-        "content-length content-encoding vary transfer-encoding etag body",
-        GZIP_IGNORED,
-    ),
-    (
-        "gzip_static_site.conf",
-        "HEAD /data/big.txt | Accept-Encoding: gzip",
-        "content-length content-encoding vary etag",
-        GZIP_IGNORED,
-    ),
-    (
         "proxy_cache_microcache.conf",
         "GET /page",
         "x-cache-status",
@@ -117,8 +99,6 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
 ];
 
 // Why each difference is there.
-const GZIP_IGNORED: &str =
-    "gzip is accepted with a warning and not applied: no compression, no Vary, no weak ETag";
 const PROXY_CACHE_IGNORED: &str = "proxy_cache is accepted with a warning and not applied: $upstream_cache_status is empty, so add_header sends nothing";
 
 /// One request of a corpus file.

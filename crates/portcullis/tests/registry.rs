@@ -210,6 +210,13 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ),
     ("http_stub_status_module", "location", "stub_status;"),
     (
+        "http_gzip_module",
+        "location",
+        "gzip on; gzip_types text/css; gzip_comp_level 5; gzip_min_length 1k;",
+    ),
+    ("http_gzip_static_module", "location", "gzip_static on;"),
+    ("http_gunzip_module", "location", "gunzip on;"),
+    (
         "http_referer_module",
         "location",
         "valid_referers none blocked server_names *.example.com;",

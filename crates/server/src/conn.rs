@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use portcullis_http::{
-    parse_request_head, BodyKind, Chunk, ChunkedDecoder, RequestError, RequestHead, Version,
+    chunk_header, parse_request_head, BodyKind, Chunk, ChunkedDecoder, RequestError, RequestHead,
+    Version, LAST_CHUNK,
 };
 use portcullis_proxy::Timer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -298,8 +299,14 @@ impl Connection<'_> {
             if !resp.is_delimited(req.is_head()) {
                 keep_alive = false;
             }
-            resp.keep_alive = keep_alive;
             req.add_headers(&mut resp);
+            req.encode(&mut resp);
+            if let Body::Stream(_) = resp.body {
+                // A body of no known length: chunked over HTTP/1.1, to the close before.
+                resp.chunked = req.head().version() == Version::Http11;
+                keep_alive &= resp.chunked;
+            }
+            resp.keep_alive = keep_alive;
             // An error answered before the body is read needs no body: no 100 Continue then.
             let send_continue =
                 req.head().expect_continue() && discard.is_some() && resp.status < 400;
@@ -516,6 +523,35 @@ impl Connection<'_> {
                 .await
                 .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
                 Ok(head_len + len)
+            }
+            Body::Stream(mut source) => {
+                self.set_nodelay();
+                if head_only {
+                    self.write_out(None, timeout).await?;
+                    return Ok(head_len);
+                }
+                let mut sent = 0;
+                let mut piece = BytesMut::new();
+                loop {
+                    piece.clear();
+                    let more = source.next(&mut piece)?;
+                    if resp.chunked && !piece.is_empty() {
+                        let (h, n) = chunk_header(piece.len());
+                        self.out.extend_from_slice(&h[..n]);
+                        self.out.extend_from_slice(&piece);
+                        self.out.extend_from_slice(b"\r\n");
+                    } else {
+                        self.out.extend_from_slice(&piece);
+                    }
+                    if !more && resp.chunked {
+                        self.out.extend_from_slice(LAST_CHUNK);
+                    }
+                    sent += self.out.len() as u64;
+                    self.write_out(None, timeout).await?;
+                    if !more {
+                        return Ok(sent);
+                    }
+                }
             }
             Body::Parts(parts) => {
                 self.set_nodelay();

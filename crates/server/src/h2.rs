@@ -365,6 +365,7 @@ async fn answer(
         return;
     }
     req.add_headers(&mut resp);
+    req.encode(&mut resp);
     let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
     let chunk = req.loc().http2.chunk_size;
     let timeout = req.loc().send_timeout;
@@ -476,6 +477,7 @@ async fn send(
             Body::File { len, .. } => *len == 0,
             Body::Parts(parts) => parts.is_empty(),
             Body::Proxy(_) => true,
+            Body::Stream(_) => false,
         };
     let Ok(mut stream) = respond.send_response(head, empty) else {
         return 0;
@@ -492,6 +494,20 @@ async fn send(
     let result = match body {
         Body::Empty | Body::Proxy(_) => Ok(()),
         Body::Bytes(b) => out.bytes(b, true),
+        Body::Stream(mut source) => loop {
+            let mut piece = BytesMut::new();
+            match source.next(&mut piece) {
+                Ok(more) => {
+                    if let Err(e) = out.paced(piece.freeze()).await {
+                        break Err(e);
+                    }
+                    if !more {
+                        break out.bytes(Bytes::new(), true);
+                    }
+                }
+                Err(e) => break Err(e),
+            }
+        },
         Body::File { file, offset, len } => out.file(&file, offset, len, true).await,
         Body::Parts(parts) => {
             let mut result = Ok(());

@@ -21,6 +21,7 @@ pub(crate) static ALL: Registry = &[
     &crate::geo::MODULE,
     &crate::charset::MODULE,
     &crate::stub_status::MODULE,
+    &crate::gzip::MODULE,
 ];
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use portcullis_http::{Method, RequestHead};
 
 use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
+use crate::encode::{Encode, Outgoing};
 use crate::location::Captures;
 use crate::module::{Confs, Registry, Slot};
 use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
@@ -59,6 +60,8 @@ pub(crate) enum Body {
     Parts(Vec<Part>),
     /// To be fetched from an upstream: the connection runs the exchange.
     Proxy(Box<crate::proxy::Plan>),
+    /// Made as it is sent, of a length not known before (a recoded body, `encode.rs`).
+    Stream(Box<dyn crate::encode::Source>),
 }
 
 pub(crate) struct Response {
@@ -77,6 +80,8 @@ pub(crate) struct Response {
     /// cannot be satisfied is a 416 that nginx's range filter makes of a 200 after `add_header`
     /// and `expires` have seen it.
     pub filtered_as: Option<u16>,
+    /// The body goes out chunked (HTTP/1.1, a body of no known length).
+    pub chunked: bool,
 }
 
 impl Response {
@@ -91,6 +96,7 @@ impl Response {
             keep_alive: true,
             is_error: false,
             filtered_as: None,
+            chunked: false,
         }
     }
 
@@ -135,6 +141,20 @@ impl Response {
                 .eq_ignore_ascii_case(name.as_bytes())
                 .then(|| line[colon + 1..].trim_ascii().to_vec())
         })
+    }
+
+    /// The values of every field called `name` (any case) among the added fields.
+    pub(crate) fn header_values(&self, name: &str) -> Vec<Vec<u8>> {
+        self.headers[..]
+            .split(|&b| b == b'\n')
+            .filter_map(|line| {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let colon = line.iter().position(|&b| b == b':')?;
+                line[..colon]
+                    .eq_ignore_ascii_case(name.as_bytes())
+                    .then(|| line[colon + 1..].trim_ascii().to_vec())
+            })
+            .collect()
     }
 
     /// Removes every field called `name` (any case).
@@ -196,6 +216,9 @@ impl Response {
             out.put_slice(b"\r\n");
         }
         out.put_slice(&self.headers);
+        if self.chunked {
+            out.put_slice(b"Transfer-Encoding: chunked\r\n");
+        }
         out.put_slice(if self.keep_alive {
             b"Connection: keep-alive\r\n" as &[u8]
         } else {
@@ -262,6 +285,13 @@ pub(crate) struct Handlers {
     /// `stub_status` sets) returns the answer; `None` leaves the request to the next
     /// module, then to `proxy_pass`, the index and the static files.
     pub content: Option<ContentHandler>,
+    /// The content phase of a location without a handler of its own (no `proxy_pass`, no
+    /// module's `content`): before the index and the static files (`gzip_static`).
+    pub static_content: Option<ContentHandler>,
+    /// Decides whether the body of a response about to go out is recoded (compressed), and
+    /// whether it varies by `Accept-Encoding`, with the module's settings of the location
+    /// that finished the request.
+    pub encode: Option<EncodeHandler>,
 }
 
 type RewriteHandler = fn(&mut Request<'_>, &Slot) -> Rewritten;
@@ -269,6 +299,7 @@ type AccessHandler = fn(&mut Request<'_>, &Slot) -> Access;
 type VariableHandler = fn(&Request<'_>, &Slot, &Slot, &mut Vec<u8>, Option<(&Response, u64)>);
 type ReplacedFields = for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>);
 type ContentHandler = fn(&mut Request<'_>, &Slot) -> Option<Step>;
+type EncodeHandler = fn(&Request<'_>, &Slot, &Outgoing<'_>) -> Encode;
 
 impl Handlers {
     /// No handler: what a module starts from.
@@ -281,6 +312,8 @@ impl Handlers {
         header_filter: None,
         replaced_fields: None,
         content: None,
+        static_content: None,
+        encode: None,
     };
 }
 
@@ -296,6 +329,8 @@ pub(crate) struct Phases {
     header_filter: Phase<HeaderFilter>,
     replaced_fields: Phase<ReplacedFields>,
     content: Phase<ContentHandler>,
+    static_content: Phase<ContentHandler>,
+    encode: Phase<EncodeHandler>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
 }
@@ -355,6 +390,8 @@ impl Phases {
             p.header_filter.add(i, h.header_filter);
             p.replaced_fields.add(i, h.replaced_fields);
             p.content.add(i, h.content);
+            p.static_content.add(i, h.static_content);
+            p.encode.add(i, h.encode);
             p.variable.push(h.variable);
         }
         p
@@ -1221,6 +1258,11 @@ impl<'a> Request<'a> {
         if let Some(pass) = &loc.proxy_pass {
             return self.proxy(pass);
         }
+        for (_, content, conf) in phases.static_content.at(&loc.modules) {
+            if let Some(step) = content(self, conf) {
+                return step;
+            }
+        }
         let get_head_post = matches!(self.method, Method::Get | Method::Head | Method::Post);
         if self.uri.ends_with(b"/") {
             if !get_head_post {
@@ -1275,7 +1317,7 @@ impl<'a> Request<'a> {
                 if self.method == Method::Post {
                     return Step::Status(405);
                 }
-                self.file_response(&loc, file)
+                self.file_response(&loc, file, true)
             }
         }
     }
@@ -1323,9 +1365,34 @@ impl<'a> Request<'a> {
         }
     }
 
-    fn file_response(&mut self, loc: &LocConf, file: Rc<CachedFile>) -> Step {
+    /// The file the URI names, as the static files map it (`root`, `alias`).
+    pub(crate) fn file_path(&self) -> PathBuf {
+        self.map_path(&self.uri)
+    }
+
+    /// Looks a file up in the worker's open-file cache.
+    pub(crate) fn lookup_file(&self, path: &std::path::Path) -> Lookup {
+        self.worker.files.borrow_mut().lookup(path)
+    }
+
+    /// Serves `file`, whose body is in `encoding` (`gzip_static`'s `file.gz`), as the file
+    /// the URI names: its type, with `file`'s validators and conditions; nginx serves no
+    /// ranges of it.
+    pub(crate) fn file_response_encoded(&mut self, file: Rc<CachedFile>, encoding: &[u8]) -> Step {
+        let loc = self.loc.clone();
+        match self.file_response(&loc, file, false) {
+            Step::Done(mut r) if matches!(r.status, 200 | 206) => {
+                r.header("Content-Encoding", encoding);
+                Step::Done(r)
+            }
+            other => other,
+        }
+    }
+
+    /// Serves `file`; `ranges`: whether `Range` is served and `Accept-Ranges` sent.
+    fn file_response(&mut self, loc: &LocConf, file: Rc<CachedFile>, ranges: bool) -> Step {
         let h = &self.head;
-        let conditions = Conditions {
+        let mut conditions = Conditions {
             if_match: h.header("if-match"),
             if_none_match: h.header("if-none-match"),
             if_modified_since: h
@@ -1338,13 +1405,26 @@ impl<'a> Request<'a> {
             if_range: h.header("if-range"),
             ims: loc.if_modified_since,
         };
-        let plan = crate::static_files::plan(&file, true, &conditions);
         let ext_type = loc
             .types
             .lookup(std::str::from_utf8(&self.uri).unwrap_or(""));
         let content_type = ext_type
             .cloned()
             .unwrap_or_else(|| loc.default_type.clone());
+        // A body compressed on its way out has no ranges: nginx's range filter comes after
+        // the gzip filter, which takes the length away.
+        if !ranges {
+            conditions.range = None;
+        }
+        if conditions.range.is_some() && !self.phases.encode.handlers.is_empty() {
+            let mut whole = Response::new(200);
+            whole.content_type = Some(content_type.clone());
+            whole.content_length = Some(file.size);
+            if self.encoding(&Outgoing::Own(&whole)).coder.is_some() {
+                conditions.range = None;
+            }
+        }
+        let plan = crate::static_files::plan(&file, true, &conditions);
         let mut r = Response::new(200);
         let last_modified = &file.last_modified;
         match plan {
@@ -1366,7 +1446,9 @@ impl<'a> Request<'a> {
                 r.content_length = Some(file.size);
                 r.header("Last-Modified", last_modified.as_bytes());
                 r.header("ETag", file.etag.as_bytes());
-                r.header("Accept-Ranges", b"bytes");
+                if ranges {
+                    r.header("Accept-Ranges", b"bytes");
+                }
                 let len = file.size;
                 r.body = Body::File {
                     file,
@@ -1931,6 +2013,29 @@ impl<'a> Request<'a> {
         for (_, filter, conf) in self.phases.header_filter.at(&self.loc.modules) {
             filter(self, conf, resp, last_modified);
         }
+    }
+
+    /// What the modules decide about recoding a response's body (see `encode.rs`).
+    pub(crate) fn encoding(&self, out: &Outgoing<'_>) -> Encode {
+        let mut enc = Encode::default();
+        for (_, encode, conf) in self.phases.encode.at(&self.loc.modules) {
+            let e = encode(self, conf, out);
+            enc.vary |= e.vary;
+            if enc.coder.is_none() {
+                enc.coder = e.coder;
+            }
+        }
+        enc
+    }
+
+    /// Recodes a response of the server's own as the modules decide: a HEAD response gets
+    /// the head a GET's would have.
+    pub fn encode(&self, resp: &mut Response) {
+        if matches!(resp.body, Body::Proxy(_)) || self.phases.encode.handlers.is_empty() {
+            return;
+        }
+        let enc = self.encoding(&Outgoing::Own(resp));
+        crate::encode::own(resp, enc, self.is_head());
     }
 
     /// The fields of a response of `status` that the header filters set in place of the

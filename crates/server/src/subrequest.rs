@@ -80,6 +80,7 @@ pub(crate) async fn run<'a>(
                 Keep::Body(max) => file_body(&file, offset, len, max),
             },
             Body::Parts(_) => Err("a multipart response".to_owned()),
+            Body::Stream(_) => Err("a recoded response".to_owned()),
             Body::Proxy(plan) => match proxied(&mut sub, *plan, keep).await {
                 Ok(answer) => break answer,
                 // Nothing came from the upstream: its status goes through error_page.

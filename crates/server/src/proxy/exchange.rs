@@ -17,8 +17,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::downstream::{send_two, timeout_io, Downstream};
+use super::encoded::Encoded;
 use super::settings::next;
 use super::{Attempt, Plan};
+use crate::encode::{Encode, Outgoing};
 use crate::request::Request;
 use crate::Level;
 
@@ -929,7 +931,7 @@ async fn forward<D: Downstream>(
     req: &Request<'_>,
     plan: &Plan,
     head: &ResponseHead,
-    mut ubuf: BytesMut,
+    ubuf: BytesMut,
     conn: &mut Conn<Stream>,
     url: Url<'_>,
 ) -> Forwarded {
@@ -940,6 +942,32 @@ async fn forward<D: Downstream>(
     } else {
         head.framing()
     };
+    // Compressed or decompressed on the way as the modules decide (`encode.rs`).
+    // A HEAD response gets the head a GET's would have.
+    let enc = match status {
+        101 => Encode::default(),
+        _ => req.encoding(&Outgoing::Proxied(head)),
+    };
+    if enc.is_nothing() {
+        relay(down, req, plan, head, framing, ubuf, conn, url).await
+    } else {
+        let mut down = Encoded::new(down, enc);
+        relay(&mut down, req, plan, head, framing, ubuf, conn, url).await
+    }
+}
+
+/// [`forward`] once the downstream is chosen.
+#[allow(clippy::too_many_arguments)]
+async fn relay<D: Downstream>(
+    down: &mut D,
+    req: &Request<'_>,
+    plan: &Plan,
+    head: &ResponseHead,
+    framing: Framing,
+    mut ubuf: BytesMut,
+    conn: &mut Conn<Stream>,
+    url: Url<'_>,
+) -> Forwarded {
     req.write_proxied_head(down.begin(framing), plan, head);
     let read_timeout = plan.settings.read_timeout;
     let mut received = 0;

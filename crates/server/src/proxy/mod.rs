@@ -9,6 +9,7 @@
 //! the response head forwarded by nginx's rules, and the body streamed to the client.
 
 mod downstream;
+mod encoded;
 mod exchange;
 pub(crate) mod resolve;
 mod settings;

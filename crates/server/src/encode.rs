@@ -1,0 +1,251 @@
+//! Recoding a response's body on its way out, as nginx's body filters do (`gzip`
+//! compresses, `gunzip` decompresses): the core asks the modules' `encode` handlers once the
+//! response's head is known, and applies what they decide to the head (the fields a recoded
+//! body changes) and to the body, for a response of the server's own and for a proxied one
+//! alike, over HTTP/1.1 and HTTP/2.
+//!
+//! A recoded body has no length known in advance: HTTP/1.1 sends it chunked, HTTP/1.0 to the
+//! connection's close, HTTP/2 in DATA frames. It is recoded as it goes, a piece at a time:
+//! a large file or a long upstream response is never held whole.
+
+use std::io;
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use portcullis_http::{Framing, ResponseHead};
+
+use crate::request::{Body, Response};
+use crate::static_files::CachedFile;
+
+/// How much of a file is read and recoded at a time.
+const FILE_PIECE: usize = 32 * 1024;
+
+/// A recoder of body bytes.
+pub(crate) trait Coder {
+    /// Recodes `input`, appending what comes of it to `out` (perhaps nothing yet).
+    fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()>;
+    /// The input is whole: appends the rest.
+    fn finish(&mut self, out: &mut BytesMut) -> io::Result<()>;
+    /// The `Content-Encoding` the recoded body has: `Some` sets it, `None` removes it.
+    fn content_encoding(&self) -> Option<&'static [u8]>;
+}
+
+/// What the modules decided for a response.
+#[derive(Default)]
+pub(crate) struct Encode {
+    /// Add `Vary: Accept-Encoding`.
+    pub vary: bool,
+    /// Recode the body.
+    pub coder: Option<Box<dyn Coder>>,
+}
+
+impl Encode {
+    pub fn is_nothing(&self) -> bool {
+        !self.vary && self.coder.is_none()
+    }
+}
+
+/// The head of a response about to go out, as the `encode` handlers see it: one of the
+/// server's own or a proxied one.
+pub(crate) enum Outgoing<'a> {
+    Own(&'a Response),
+    Proxied(&'a ResponseHead),
+}
+
+impl Outgoing<'_> {
+    /// The status nginx's filters see: a range of a file is a 200 to them, as the range
+    /// filter comes after.
+    pub fn status(&self) -> u16 {
+        match self {
+            Outgoing::Own(r) if r.status == 206 && is_file(&r.body) => 200,
+            Outgoing::Own(r) => r.filtered_as.unwrap_or(r.status),
+            Outgoing::Proxied(h) => h.status(),
+        }
+    }
+
+    /// The media type, without parameters.
+    pub fn media_type(&self) -> Option<Vec<u8>> {
+        let full: Vec<u8> = match self {
+            Outgoing::Own(r) => r.content_type.as_ref()?.as_bytes().to_vec(),
+            Outgoing::Proxied(h) => h.header("content-type")?.to_vec(),
+        };
+        let end = full.iter().position(|&b| b == b';').unwrap_or(full.len());
+        Some(full[..end].trim_ascii().to_ascii_lowercase())
+    }
+
+    /// The body's length, when known.
+    pub fn content_length(&self) -> Option<u64> {
+        match self {
+            Outgoing::Own(r) => match &r.body {
+                Body::File { file, .. } if r.status == 206 => Some(file.size),
+                _ => r.content_length,
+            },
+            Outgoing::Proxied(h) => match h.framing() {
+                Framing::Length(n) => Some(n),
+                _ => None,
+            },
+        }
+    }
+
+    /// The value of the first field called `name`.
+    pub fn field(&self, name: &str) -> Option<Vec<u8>> {
+        match self {
+            Outgoing::Own(r) => r.header_value(name),
+            Outgoing::Proxied(h) => h.header(name).map(<[u8]>::to_vec),
+        }
+    }
+
+    /// The values of every field called `name`.
+    pub fn fields(&self, name: &str) -> Vec<Vec<u8>> {
+        match self {
+            Outgoing::Own(r) => r.header_values(name),
+            Outgoing::Proxied(h) => h
+                .fields()
+                .filter(|f| f.name.eq_ignore_ascii_case(name.as_bytes()))
+                .map(|f| f.value.to_vec())
+                .collect(),
+        }
+    }
+}
+
+fn is_file(body: &Body) -> bool {
+    matches!(body, Body::File { .. } | Body::Parts(_))
+}
+
+/// Applies `enc` to a response of the server's own: its head, and its body, which becomes
+/// a [`Body::Stream`] (the body of a HEAD response is not sent, and not made).
+pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
+    if enc.vary {
+        resp.header("Vary", b"Accept-Encoding");
+    }
+    let Some(coder) = enc.coder else {
+        return;
+    };
+    resp.content_length = None;
+    resp.remove_header("Accept-Ranges");
+    weaken_etag(resp);
+    resp.remove_header("Content-Encoding");
+    if let Some(ce) = coder.content_encoding() {
+        resp.header("Content-Encoding", ce);
+    }
+    if head_only || matches!(resp.status, 204 | 304) {
+        return;
+    }
+    let input = match std::mem::replace(&mut resp.body, Body::Empty) {
+        Body::Bytes(b) => Input::Bytes(Some(b)),
+        Body::File { file, offset, len } => Input::File { file, offset, len },
+        other => {
+            resp.body = other;
+            return;
+        }
+    };
+    resp.body = Body::Stream(Box::new(Recoded {
+        input,
+        coder,
+        done: false,
+    }));
+}
+
+/// A recoded body is not the same bytes: its tag becomes weak, as nginx's filters make it.
+fn weaken_etag(resp: &mut Response) {
+    let Some(etag) = resp.header_value("ETag") else {
+        return;
+    };
+    resp.remove_header("ETag");
+    if let Some(w) = weak_etag(&etag) {
+        resp.header("ETag", &w);
+    }
+}
+
+/// nginx's `ngx_http_weak_etag`: a weak tag stays, a strong one becomes weak, anything else
+/// is dropped.
+pub(crate) fn weak_etag(etag: &[u8]) -> Option<Vec<u8>> {
+    if etag.starts_with(b"W/") {
+        return Some(etag.to_vec());
+    }
+    if etag.starts_with(b"\"") {
+        return Some([b"W/", etag].concat());
+    }
+    None
+}
+
+/// A body recoded as it is sent.
+pub(crate) trait Source {
+    /// Appends the next piece of the body to `out`; `false` once the body is whole.
+    fn next(&mut self, out: &mut BytesMut) -> io::Result<bool>;
+}
+
+enum Input {
+    Bytes(Option<Bytes>),
+    File {
+        file: Rc<CachedFile>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+struct Recoded {
+    input: Input,
+    coder: Box<dyn Coder>,
+    done: bool,
+}
+
+impl Source for Recoded {
+    fn next(&mut self, out: &mut BytesMut) -> io::Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        // Reads until something comes out or the input ends.
+        loop {
+            let start = out.len();
+            let more = match &mut self.input {
+                Input::Bytes(b) => {
+                    if let Some(b) = b.take() {
+                        self.coder.code(&b, out)?;
+                    }
+                    false
+                }
+                Input::File { file, offset, len } => {
+                    let n = (*len).min(FILE_PIECE as u64) as usize;
+                    if n > 0 {
+                        let piece = read_piece(file, *offset, n)?;
+                        self.coder.code(&piece, out)?;
+                        *offset += n as u64;
+                        *len -= n as u64;
+                    }
+                    *len > 0
+                }
+            };
+            if !more {
+                self.coder.finish(out)?;
+                self.done = true;
+                return Ok(false);
+            }
+            if out.len() > start {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+fn read_piece(file: &CachedFile, offset: u64, n: usize) -> io::Result<Bytes> {
+    if let Some(contents) = &file.contents {
+        let start = offset as usize;
+        return Ok(contents.slice(start..start + n));
+    }
+    let mut buf = vec![0; n];
+    std::os::unix::fs::FileExt::read_exact_at(&file.file, &mut buf, offset)?;
+    Ok(Bytes::from(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weak_etags_as_nginx_makes_them() {
+        assert_eq!(weak_etag(b"\"5f-1a\"").unwrap(), b"W/\"5f-1a\"");
+        assert_eq!(weak_etag(b"W/\"x\"").unwrap(), b"W/\"x\"");
+        assert_eq!(weak_etag(b"bare"), None);
+    }
+}

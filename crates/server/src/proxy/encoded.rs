@@ -1,0 +1,201 @@
+//! A proxied response's downstream with its body recoded (`encode.rs`): the exchange writes
+//! the head and the body to it as to any downstream, and it hands them on, changed, to the
+//! real one (an HTTP/1 connection or an HTTP/2 stream).
+
+use std::io;
+
+use bytes::BytesMut;
+use portcullis_http::Framing;
+
+use super::downstream::{Connection, Downstream, Fields};
+use crate::encode::{weak_etag, Coder, Encode};
+
+/// A proxied response's downstream with its body recoded: the head's fields are kept until
+/// the first body bytes, then given to the real downstream with the recoding's changes.
+pub(crate) struct Encoded<'d, D: Downstream> {
+    inner: &'d mut D,
+    vary: bool,
+    coder: Option<Box<dyn Coder>>,
+    framing: Framing,
+    head: Recorded,
+    /// The head went to `inner`.
+    begun: bool,
+    out: BytesMut,
+}
+
+/// The head's fields as the exchange wrote them.
+#[derive(Default)]
+pub(crate) struct Recorded {
+    status: u16,
+    reason: Vec<u8>,
+    items: Vec<Item>,
+}
+
+enum Item {
+    Field(Vec<u8>, Vec<u8>),
+    Lines(Vec<u8>),
+    Connection(bool),
+}
+
+impl Fields for Recorded {
+    fn status(&mut self, code: u16, reason: &[u8]) {
+        self.status = code;
+        self.reason = reason.to_vec();
+    }
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.items.push(Item::Field(name.to_vec(), value.to_vec()));
+    }
+    fn lines(&mut self, block: &[u8]) {
+        self.items.push(Item::Lines(block.to_vec()));
+    }
+    fn connection(&mut self, upgrade: bool) {
+        self.items.push(Item::Connection(upgrade));
+    }
+}
+
+impl<'d, D: Downstream> Encoded<'d, D> {
+    pub fn new(inner: &'d mut D, enc: Encode) -> Self {
+        Encoded {
+            inner,
+            vary: enc.vary,
+            coder: enc.coder,
+            framing: Framing::Length(0),
+            head: Recorded::default(),
+            begun: false,
+            out: BytesMut::new(),
+        }
+    }
+
+    /// Gives the head to the real downstream, changed as the recoding changes it.
+    fn begin_inner(&mut self) {
+        if self.begun {
+            return;
+        }
+        self.begun = true;
+        // The head changes as the body would, even with no body (HEAD).
+        let recode = self.coder.is_some();
+        let framing = match self.framing {
+            Framing::Length(0) => Framing::Length(0),
+            _ if recode => Framing::Chunked,
+            other => other,
+        };
+        let encoding = self.coder.as_ref().and_then(|c| c.content_encoding());
+        let head = std::mem::take(&mut self.head);
+        let h = self.inner.begin(framing);
+        h.status(head.status, &head.reason);
+        let changed = |name: &[u8]| {
+            recode
+                && [
+                    &b"content-length"[..],
+                    b"accept-ranges",
+                    b"etag",
+                    b"content-encoding",
+                ]
+                .iter()
+                .any(|n| name.eq_ignore_ascii_case(n))
+        };
+        for item in head.items {
+            match item {
+                Item::Field(name, value) => {
+                    if !changed(&name) {
+                        h.field(&name, &value);
+                    } else if name.eq_ignore_ascii_case(b"etag") {
+                        if let Some(w) = weak_etag(&value) {
+                            h.field(&name, &w);
+                        }
+                    }
+                }
+                Item::Lines(block) => h.lines(&block),
+                Item::Connection(upgrade) => {
+                    h.connection(upgrade);
+                    if self.vary {
+                        h.field(b"Vary", b"Accept-Encoding");
+                    }
+                }
+            }
+        }
+        if let Some(ce) = encoding.filter(|_| recode) {
+            h.field(b"Content-Encoding", ce);
+        }
+        h.end();
+        if framing == Framing::Length(0) {
+            self.coder = None;
+        }
+    }
+
+    fn recode(&mut self, data: &[u8]) -> io::Result<()> {
+        match self.coder.as_mut() {
+            Some(c) => c.code(data, &mut self.out),
+            None => {
+                self.out.extend_from_slice(data);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl<D: Downstream> Downstream for Encoded<'_, D> {
+    type Io = D::Io;
+    type Head = Recorded;
+
+    fn connection(&mut self) -> Option<Connection<'_, D::Io>> {
+        self.inner.connection()
+    }
+
+    fn gone(&mut self) -> impl std::future::Future<Output = ()> {
+        self.inner.gone()
+    }
+
+    fn begin(&mut self, framing: Framing) -> &mut Recorded {
+        self.framing = framing;
+        self.begun = false;
+        self.head = Recorded::default();
+        &mut self.head
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.begin_inner();
+        if self.recode(data).is_err() {
+            self.inner.broken();
+            return;
+        }
+        let out = self.out.split();
+        self.inner.push(&out);
+    }
+
+    async fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        self.begin_inner();
+        if let Err(e) = self.recode(data) {
+            self.inner.broken();
+            return Err(e);
+        }
+        let out = self.out.split();
+        self.inner.send(&out).await
+    }
+
+    async fn finish(&mut self) -> io::Result<()> {
+        self.begin_inner();
+        if let Some(c) = self.coder.as_mut() {
+            if let Err(e) = c.finish(&mut self.out) {
+                self.inner.broken();
+                return Err(e);
+            }
+            let out = self.out.split();
+            self.inner.send(&out).await?;
+        }
+        self.inner.finish().await
+    }
+
+    fn broken(&mut self) {
+        self.begin_inner();
+        self.inner.broken();
+    }
+
+    fn sent(&self) -> (u64, u64) {
+        self.inner.sent()
+    }
+
+    fn keep_alive(&self) -> bool {
+        self.inner.keep_alive()
+    }
+}
