@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 
-use crate::scenario::{Cert, Jwt, Layout, FILES};
+use crate::scenario::{Cert, Jwt, Layout, FILES, PAGE};
 
 /// Length of the HS256 secret: 102 characters of 62 symbols, 607 bits, printable so that
 /// HAProxy's `jwt_verify` can take it as a string (seed 001 used 816 bits after base64url).
@@ -53,6 +53,53 @@ fn random_bytes(len: usize) -> Result<Vec<u8>, AssetError> {
         .and_then(|mut f| f.read_exact(&mut buf))
         .map_err(io_error(path))?;
     Ok(buf)
+}
+
+/// An HTML page of `len` bytes: paragraphs of words from a small vocabulary in an order a
+/// fixed generator picks, so it compresses about as a web page does (three to four times at
+/// gzip's level 1) and is the same on every run.
+fn html_page(len: usize) -> Vec<u8> {
+    const WORDS: [&str; 24] = [
+        "the",
+        "server",
+        "request",
+        "answer",
+        "proxy",
+        "gateway",
+        "cache",
+        "client",
+        "header",
+        "body",
+        "connection",
+        "worker",
+        "upstream",
+        "location",
+        "module",
+        "phase",
+        "status",
+        "token",
+        "file",
+        "page",
+        "time",
+        "limit",
+        "zone",
+        "name",
+    ];
+    let mut out = b"<!DOCTYPE html>\n<html><head><title>A page</title></head><body>\n".to_vec();
+    let mut state: u32 = 2463534242;
+    while out.len() < len {
+        out.extend_from_slice(b"<p>");
+        for _ in 0..12 {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            out.extend_from_slice(WORDS[state as usize % WORDS.len()].as_bytes());
+            out.push(b' ');
+        }
+        out.extend_from_slice(b"</p>\n");
+    }
+    out.truncate(len);
+    out
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), AssetError> {
@@ -102,6 +149,7 @@ pub fn docroot(layout: &Layout) -> Result<(), AssetError> {
         write(&html.join(name), &bytes)?;
         write(&api.join(name), &bytes)?;
     }
+    write(&html.join(PAGE.0), &html_page(PAGE.1))?;
     for dir in [&layout.dir, &html, &api] {
         world_readable(dir, 0o755)?;
     }

@@ -584,6 +584,9 @@ fn run_wrk(
     if stage.scenario.close {
         cmd.args(["-H", "Connection: close"]);
     }
+    if stage.scenario.gzip.is_some() {
+        cmd.args(["-H", "Accept-Encoding: gzip"]);
+    }
     if let Some(script) = &stage.script {
         cmd.arg("-s").arg(script);
     }

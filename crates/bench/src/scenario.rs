@@ -81,6 +81,8 @@ pub struct Scenario {
     /// Every request goes through `limit_req` with a key per client, at a rate and burst
     /// no request reaches: the cost of the limit itself.
     pub limit_req: bool,
+    /// `gzip` at this level, for `text/html`; wrk sends `Accept-Encoding: gzip`.
+    pub gzip: Option<u32>,
 }
 
 const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scenario {
@@ -94,6 +96,7 @@ const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scena
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     }
 }
 
@@ -108,6 +111,7 @@ const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Sce
         jwt,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     }
 }
 
@@ -124,6 +128,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     Scenario {
         name: "rp-http",
@@ -135,6 +140,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     apigw(
         "apigw",
@@ -172,6 +178,19 @@ pub const SCENARIOS: &[Scenario] = &[
         ..web("web-1k", "/1kb", None)
     },
     web("web-10k", "/10kb", None),
+    Scenario {
+        name: "web-10k-gzip-1",
+        about: "web server: GET of a 10 KB HTML page compressed on the way with gzip at level 1 \
+                (nginx's default level), for a client that sends Accept-Encoding: gzip",
+        gzip: Some(1),
+        ..web("web-10k", "/10kb.html", None)
+    },
+    Scenario {
+        name: "web-10k-gzip-6",
+        about: "web server as web-10k-gzip-1 with gzip_comp_level 6",
+        gzip: Some(6),
+        ..web("web-10k", "/10kb.html", None)
+    },
     web("web-100k", "/100kb", None),
     web("web-https-0k", "/0kb", Some(Cert::Rsa)),
     web("web-https-1k", "/1kb", Some(Cert::Rsa)),
@@ -187,6 +206,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     Scenario {
         name: "tps-ecdsa",
@@ -198,6 +218,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     Scenario {
         name: "tps-rsa",
@@ -209,6 +230,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     Scenario {
         name: "throughput-100k",
@@ -220,6 +242,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     Scenario {
         name: "throughput-1m",
@@ -231,6 +254,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
     Scenario {
         name: "throughput-10m",
@@ -242,6 +266,7 @@ pub const SCENARIOS: &[Scenario] = &[
         jwt: None,
         distinct_tokens: false,
         limit_req: false,
+        gzip: None,
     },
 ];
 
@@ -255,6 +280,9 @@ pub const FILES: &[(&str, usize)] = &[
     ("1mb", 1024 * 1024),
     ("10mb", 10 * 1024 * 1024),
 ];
+
+/// The HTML page of the gzip scenarios: text that compresses as a web page does.
+pub const PAGE: (&str, usize) = ("10kb.html", 10 * 1024);
 
 /// The scenario named `name`.
 pub fn find(name: &str) -> Option<&'static Scenario> {
@@ -382,6 +410,7 @@ impl Scenario {
         let file = self.path.rsplit('/').next().unwrap_or_default();
         FILES
             .iter()
+            .chain([&PAGE])
             .find(|(name, _)| *name == file)
             .map_or(0, |&(_, len)| len)
     }
@@ -405,6 +434,18 @@ impl Scenario {
         main_context(&mut out, workers, &layout.logs(), "server");
         if self.limit_req {
             out.push_str(LIMIT_REQ);
+        }
+        if let Some(level) = self.gzip {
+            let _ = write!(
+                out,
+                "
+    types {{
+        text/html html;
+    }}
+    gzip on;
+    gzip_comp_level {level};
+"
+            );
         }
         if let Content::Proxy { tls } = self.content {
             let [a, b, c, d] = layout.upstream_ports;
