@@ -525,8 +525,8 @@ fn compare_answers(
         }
     }
     if request.compare_body && !request.is_head() {
-        let nb = comparable_body(&n.body, n_server, entry.nports);
-        let pb = comparable_body(&p.body, p_server, entry.nports);
+        let nb = comparable_body(&decoded(n), n_server, entry.nports);
+        let pb = comparable_body(&decoded(p), p_server, entry.nports);
         if nb != pb {
             let show = |b: &Result<String, Vec<u8>>| match b {
                 Ok(text) => format!("{text:?}"),
@@ -534,6 +534,20 @@ fn compare_answers(
             };
             aspects.push(("body".into(), show(&nb), show(&pb)));
         }
+    }
+}
+
+/// The body as the client reads it: a gzip body decompressed (the compressed bytes depend on
+/// the compressor, which is not the same library; the `Content-Encoding` is compared as a
+/// header).
+fn decoded(r: &Response) -> Vec<u8> {
+    if r.header("content-encoding") != Some("gzip") {
+        return r.body.clone();
+    }
+    let mut out = Vec::new();
+    match std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&r.body[..]), &mut out) {
+        Ok(_) => out,
+        Err(_) => r.body.clone(),
     }
 }
 

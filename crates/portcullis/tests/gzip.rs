@@ -29,10 +29,12 @@ const CONFIG: &str = r#"
         location /off/ { gzip off; alias {PREFIX}/html/; }
         location /pre/ { gzip_static on; alias {PREFIX}/html/; }
         location /always/ { gzip_static always; alias {PREFIX}/html/; }
+        location /unzipped/ { gzip_static always; gunzip on; alias {PREFIX}/html/; }
         location /h10/ { gzip_http_version 1.0; alias {PREFIX}/html/; }
         location /ua/ { gzip_disable "^curl/" msie6; alias {PREFIX}/html/; }
         location = /ret { return 200 "{LONG}"; }
         location /up/ { proxy_pass http://127.0.0.1:{UPSTREAM}; }
+        location /l6up/ { gzip_comp_level 6; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /any/ { gzip_proxied any; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /expired/ { gzip_proxied expired; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /private/ {
@@ -268,6 +270,8 @@ fn gzip_compresses_what_nginx_compresses() {
             ("HEAD", "/pre/pre.js", gz.into(), None),
             ("GET", "/pre/app.js", gz.into(), Some(&js)),
             ("GET", "/always/pre.js", String::new(), Some(&js)),
+            ("GET", "/unzipped/pre.js", String::new(), Some(&js)),
+            ("GET", "/unzipped/pre.js", gz.into(), Some(&js)),
             (
                 "GET",
                 "/ua/index.html",
@@ -290,6 +294,8 @@ fn gzip_compresses_what_nginx_compresses() {
             ("GET", "/up/plain", String::new(), Some(&page)),
             ("HEAD", "/up/plain", gz.into(), None),
             ("GET", "/up/chunked", gz.into(), Some(&page)),
+            ("GET", "/l6up/chunked", gz.into(), Some(&page)),
+            ("GET", "/l6up/plain", gz.into(), Some(&page)),
             ("GET", "/up/json", gz.into(), Some(&page)),
             ("GET", "/up/small", gz.into(), Some(b"short")),
             ("GET", "/up/missing", gz.into(), Some(&page)),

@@ -19,6 +19,8 @@ use crate::static_files::CachedFile;
 
 /// How much of a file is read and recoded at a time.
 const FILE_PIECE: usize = 32 * 1024;
+/// The largest body offered to [`Coder::whole`]: read whole into memory first.
+const WHOLE_MAX: u64 = 1024 * 1024;
 
 /// A recoder of body bytes.
 pub(crate) trait Coder {
@@ -28,6 +30,12 @@ pub(crate) trait Coder {
     fn finish(&mut self, out: &mut BytesMut) -> io::Result<()>;
     /// The `Content-Encoding` the recoded body has: `Some` sets it, `None` removes it.
     fn content_encoding(&self) -> Option<&'static [u8]>;
+    /// Recodes a whole body at once, when that is faster than piece by piece: `None` when
+    /// the coder does not, and then [`code`](Coder::code) and [`finish`](Coder::finish) do.
+    fn whole(&mut self, input: &[u8], out: &mut BytesMut) -> Option<io::Result<()>> {
+        let _ = (input, out);
+        None
+    }
 }
 
 /// What the modules decided for a response.
@@ -54,11 +62,12 @@ pub(crate) enum Outgoing<'a> {
 
 impl Outgoing<'_> {
     /// The status nginx's filters see: a range of a file is a 200 to them, as the range
-    /// filter comes after.
+    /// filter comes after (a range is compressed never, as where gzip applies ranges are
+    /// not served: `Request::file_response`).
     pub fn status(&self) -> u16 {
         match self {
             Outgoing::Own(r) if r.status == 206 && is_file(&r.body) => 200,
-            Outgoing::Own(r) => r.filtered_as.unwrap_or(r.status),
+            Outgoing::Own(r) => r.status,
             Outgoing::Proxied(h) => h.status(),
         }
     }
@@ -76,10 +85,8 @@ impl Outgoing<'_> {
     /// The body's length, when known.
     pub fn content_length(&self) -> Option<u64> {
         match self {
-            Outgoing::Own(r) => match &r.body {
-                Body::File { file, .. } if r.status == 206 => Some(file.size),
-                _ => r.content_length,
-            },
+            Outgoing::Own(r) if r.status == 206 => file_size(&r.body).or(r.content_length),
+            Outgoing::Own(r) => r.content_length,
             Outgoing::Proxied(h) => match h.framing() {
                 Framing::Length(n) => Some(n),
                 _ => None,
@@ -112,13 +119,25 @@ fn is_file(body: &Body) -> bool {
     matches!(body, Body::File { .. } | Body::Parts(_))
 }
 
+/// The size of the file a range of it comes from.
+fn file_size(body: &Body) -> Option<u64> {
+    match body {
+        Body::File { file, .. } => Some(file.size),
+        Body::Parts(parts) => parts.iter().find_map(|p| match p {
+            crate::request::Part::File { file, .. } => Some(file.size),
+            crate::request::Part::Bytes(_) => None,
+        }),
+        _ => None,
+    }
+}
+
 /// Applies `enc` to a response of the server's own: its head, and its body, which becomes
 /// a [`Body::Stream`] (the body of a HEAD response is not sent, and not made).
 pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
     if enc.vary {
         resp.header("Vary", b"Accept-Encoding");
     }
-    let Some(coder) = enc.coder else {
+    let Some(coder) = enc.coder.filter(|_| resp.status != 206) else {
         return;
     };
     resp.content_length = None;
@@ -195,6 +214,10 @@ impl Source for Recoded {
         if self.done {
             return Ok(false);
         }
+        if let Some(whole) = self.whole(out) {
+            self.done = true;
+            return whole.map(|()| false);
+        }
         // Reads until something comes out or the input ends.
         loop {
             let start = out.len();
@@ -223,6 +246,33 @@ impl Source for Recoded {
             }
             if out.len() > start {
                 return Ok(true);
+            }
+        }
+    }
+}
+
+impl Recoded {
+    /// The whole body at once, if it is small enough and the coder does that.
+    fn whole(&mut self, out: &mut BytesMut) -> Option<io::Result<()>> {
+        let input = match &mut self.input {
+            Input::Bytes(b) => b.take()?,
+            Input::File { file, offset, len } if *len <= WHOLE_MAX => {
+                match read_piece(file, *offset, *len as usize) {
+                    Ok(b) => {
+                        *len = 0;
+                        b
+                    }
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            Input::File { .. } => return None,
+        };
+        match self.coder.whole(&input, out) {
+            Some(done) => Some(done),
+            None => {
+                // Piece by piece after all: the input read is the first and last piece.
+                let piece = self.coder.code(&input, out);
+                Some(piece.and_then(|()| self.coder.finish(out)))
             }
         }
     }

@@ -21,8 +21,11 @@
 //! digits of a `q` rather than reading them as a fraction), the request is the main one, of
 //! at least `gzip_http_version`, and not refused by `gzip_proxied` or `gzip_disable`.
 //!
-//! The deflate is zlib-rs's (through flate2), whose compressors each worker keeps and
-//! reuses, as its state is a few hundred kilobytes to set up.
+//! A body known whole and at most a megabyte (a file, a `return`, an error page) is
+//! compressed at once by libdeflate, which at the same level compresses as zlib does, or a
+//! little better, in about two thirds of zlib's time; a body that comes in pieces (an
+//! upstream's, a larger file) is compressed as it comes by zlib-rs (through flate2). Each
+//! worker keeps and reuses its compressors, whose state is a few hundred kilobytes.
 
 use std::cell::RefCell;
 use std::io;
@@ -594,6 +597,8 @@ fn gzip_ok_for_request(req: &Request<'_>, c: &Conf) -> bool {
 thread_local! {
     /// Compressors kept for reuse by this worker, by level and window.
     static POOL: RefCell<Vec<(u32, u8, Compress)>> = const { RefCell::new(Vec::new()) };
+    /// libdeflate's compressors of this worker, by level.
+    static WHOLE: RefCell<Vec<(u32, libdeflater::Compressor)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Most compressors a worker keeps.
@@ -613,7 +618,9 @@ impl Gzip {
             let i = p.iter().position(|(l, b, _)| (*l, *b) == (level, bits))?;
             Some(p.swap_remove(i).2)
         });
-        let c = reused.unwrap_or_else(|| Compress::new_gzip(Compression::new(level), bits));
+        // zlib-rs's level 1 is another algorithm than zlib's (zlib-ng's deflate_quick): it
+        // sends a third more bytes than nginx's level 1. Its level 2 compresses as zlib's 1.
+        let c = reused.unwrap_or_else(|| Compress::new_gzip(Compression::new(level.max(2)), bits));
         Gzip {
             level,
             bits,
@@ -652,6 +659,42 @@ impl Gzip {
 impl Coder for Gzip {
     fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()> {
         self.run(input, out, FlushCompress::None)
+    }
+
+    /// libdeflate, for a body known whole (a file, a `return`): at the same level it
+    /// compresses as zlib does, or a little better, in two thirds of the time.
+    fn whole(&mut self, input: &[u8], out: &mut BytesMut) -> Option<io::Result<()>> {
+        let level = self.level;
+        let mut c = WHOLE
+            .with(|p| {
+                let mut p = p.borrow_mut();
+                let i = p.iter().position(|(l, _)| *l == level)?;
+                Some(p.swap_remove(i).1)
+            })
+            .unwrap_or_else(|| {
+                let lvl = libdeflater::CompressionLvl::new(level as i32)
+                    .unwrap_or_else(|_| libdeflater::CompressionLvl::default());
+                libdeflater::Compressor::new(lvl)
+            });
+        let start = out.len();
+        out.resize(start + c.gzip_compress_bound(input.len()), 0);
+        let result = c.gzip_compress(input, &mut out[start..]);
+        WHOLE.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < POOL_MAX {
+                p.push((level, c));
+            }
+        });
+        Some(match result {
+            Ok(n) => {
+                out.truncate(start + n);
+                Ok(())
+            }
+            Err(e) => {
+                out.truncate(start);
+                Err(io::Error::other(format!("libdeflate: {e:?}")))
+            }
+        })
     }
 
     fn finish(&mut self, out: &mut BytesMut) -> io::Result<()> {
@@ -802,6 +845,24 @@ mod tests {
             }
             u.finish(&mut back).unwrap();
             assert_eq!(&back[..], &text[..]);
+        }
+        // At once, by libdeflate: as small as piece by piece, and the same bytes back.
+        for level in [1, 6] {
+            let mut streamed = BytesMut::new();
+            let mut g = Gzip::new(level, 15);
+            g.code(&text, &mut streamed).unwrap();
+            g.finish(&mut streamed).unwrap();
+            let mut whole = BytesMut::new();
+            Gzip::new(level, 15)
+                .whole(&text, &mut whole)
+                .unwrap()
+                .unwrap();
+            assert!(whole.len() <= streamed.len() * 102 / 100, "level {level}");
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&whole[..])
+                .read_to_end(&mut plain)
+                .unwrap();
+            assert_eq!(plain, text);
         }
         // A reused compressor starts a new stream.
         let mut a = BytesMut::new();

@@ -2018,6 +2018,10 @@ impl<'a> Request<'a> {
     /// What the modules decide about recoding a response's body (see `encode.rs`).
     pub(crate) fn encoding(&self, out: &Outgoing<'_>) -> Encode {
         let mut enc = Encode::default();
+        // A subrequest's response is the server's to read, not a client's.
+        if self.is_subrequest() {
+            return enc;
+        }
         for (_, encode, conf) in self.phases.encode.at(&self.loc.modules) {
             let e = encode(self, conf, out);
             enc.vary |= e.vary;

@@ -227,6 +227,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Downstream for Client<'_, S> {
     }
 
     fn push(&mut self, data: &[u8]) {
+        // An empty chunk would end the body.
+        if self.rechunk && data.is_empty() {
+            return;
+        }
         if self.rechunk {
             let (h, len) = chunk_header(data.len());
             self.out.put_slice(&h[..len]);

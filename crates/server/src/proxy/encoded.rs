@@ -159,8 +159,11 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
             self.inner.broken();
             return;
         }
-        let out = self.out.split();
-        self.inner.push(&out);
+        // A compressor may give nothing yet for a piece.
+        if !self.out.is_empty() {
+            let out = self.out.split();
+            self.inner.push(&out);
+        }
     }
 
     async fn send(&mut self, data: &[u8]) -> io::Result<()> {
