@@ -810,7 +810,7 @@ pub static MODULES: &[Module] = &[
     Module {
         name: "http_empty_gif_module",
         flag: Flag::Standard,
-        directives: &[],
+        directives: &[d("empty_gif", LOC, NOARGS)],
     },
     Module {
         name: "http_browser_module",

@@ -209,6 +209,7 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "secure_link $arg_md5,$arg_e; secure_link_md5 \"$secure_link_expires$uri k\";",
     ),
     ("http_stub_status_module", "location", "stub_status;"),
+    ("http_empty_gif_module", "location", "empty_gif;"),
     (
         "http_gzip_module",
         "location",

@@ -20,6 +20,7 @@ mod auth_request;
 mod charset;
 mod conf;
 mod conn;
+mod empty_gif;
 mod encode;
 mod geo;
 mod gzip;

@@ -225,6 +225,21 @@ pub(crate) fn edit<T: Clone + Send + Sync + 'static>(slot: &mut Slot) -> &mut T 
         .expect("a module's own settings")
 }
 
+/// Completes the settings of a module whose directive makes a location answer by the
+/// module's `content` handler (`stub_status`, `empty_gif`), kept as a `bool`: as nginx's
+/// location handler, it is not inherited by the locations inside (an `if` block keeps it).
+pub(crate) fn own_location_handler(
+    conf: &mut Slot,
+    block: &[Directive],
+    cx: &Finish<'_>,
+    name: &str,
+) {
+    let own = block.iter().any(|d| d.name == name);
+    if cx.location && !own && *get::<bool>(conf) {
+        *edit::<bool>(conf) = false;
+    }
+}
+
 /// Reads a level's settings of type `T`.
 pub(crate) fn get<T: 'static>(slot: &Slot) -> &T {
     slot.downcast_ref::<T>().expect("a module's own settings")

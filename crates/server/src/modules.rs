@@ -21,6 +21,7 @@ pub(crate) static ALL: Registry = &[
     &crate::geo::MODULE,
     &crate::charset::MODULE,
     &crate::stub_status::MODULE,
+    &crate::empty_gif::MODULE,
     &crate::gzip::MODULE,
 ];
 

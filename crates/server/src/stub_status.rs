@@ -30,10 +30,6 @@ pub(crate) struct StubStatusModule;
 
 pub(crate) static MODULE: StubStatusModule = StubStatusModule;
 
-/// Whether the level answers with the counts.
-#[derive(Clone, Copy, Default)]
-struct Conf(bool);
-
 const VARIABLES: [&str; 4] = [
     "connections_active",
     "connections_reading",
@@ -56,8 +52,9 @@ impl Module for StubStatusModule {
         Ok(())
     }
 
+    /// Whether the level answers with the counts.
     fn defaults(&self) -> Slot {
-        Arc::new(Conf(false))
+        Arc::new(false)
     }
 
     /// `stub_status` takes no argument, or one it ignores (the `on` of old configurations).
@@ -67,7 +64,7 @@ impl Module for StubStatusModule {
         _d: &Directive,
         _cx: &mut Load<'_>,
     ) -> Result<(), ConfigError> {
-        *module::edit::<Conf>(conf) = Conf(true);
+        *module::edit::<bool>(conf) = true;
         Ok(())
     }
 
@@ -77,15 +74,12 @@ impl Module for StubStatusModule {
         block: &[Directive],
         cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
-        let own = block.iter().any(|d| d.name == "stub_status");
-        if cx.location && !own && module::get::<Conf>(conf).0 {
-            *module::edit::<Conf>(conf) = Conf(false);
-        }
+        module::own_location_handler(conf, block, cx, "stub_status");
         Ok(())
     }
 
     fn is_active(&self, conf: &Slot) -> bool {
-        module::get::<Conf>(conf).0
+        *module::get::<bool>(conf)
     }
 
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
@@ -99,7 +93,7 @@ impl Module for StubStatusModule {
 }
 
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
-    if !module::get::<Conf>(conf).0 {
+    if !*module::get::<bool>(conf) {
         return None;
     }
     if !matches!(req.head().method(), Method::Get | Method::Head) {
