@@ -780,7 +780,12 @@ pub static MODULES: &[Module] = &[
     Module {
         name: "http_autoindex_module",
         flag: Flag::Standard,
-        directives: &[],
+        directives: &[
+            d("autoindex", HSL, FLAG),
+            d("autoindex_format", HSL, TAKE1),
+            d("autoindex_exact_size", HSL, FLAG),
+            d("autoindex_localtime", HSL, FLAG),
+        ],
     },
     Module {
         name: "http_fastcgi_module",
@@ -863,7 +868,7 @@ mod tests {
         assert!(is_known("proxy_ssl_verify"));
         assert!(is_known("include"));
         assert!(is_known("auth_jwt_verified_cache"));
-        assert!(!is_known("autoindex"));
+        assert!(!is_known("autoindexes"));
         assert!(!is_known(""));
     }
 

@@ -53,11 +53,6 @@ const DUMP_ENV: &str = "PORTCULLIS_CORPUS_DUMP";
 /// ` in file:line` suffix, and why it is refused.
 const REFUSED: &[(&str, &str, &str)] = &[
     (
-        "autoindex_listing.conf",
-        "unknown directive \"autoindex\"",
-        "the autoindex module is not implemented; like an nginx built without it",
-    ),
-    (
         "php_fpm_site.conf",
         "unknown directive \"fastcgi_split_path_info\"",
         "the FastCGI module is not implemented; like an nginx built without it",

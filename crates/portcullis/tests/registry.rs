@@ -211,6 +211,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ("http_stub_status_module", "location", "stub_status;"),
     ("http_empty_gif_module", "location", "empty_gif;"),
     (
+        "http_autoindex_module",
+        "location",
+        "autoindex on; autoindex_format json; autoindex_exact_size off; autoindex_localtime on;",
+    ),
+    (
         "http_gzip_module",
         "location",
         "gzip on; gzip_types text/css; gzip_comp_level 5; gzip_min_length 1k;",

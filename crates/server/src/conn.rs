@@ -301,7 +301,7 @@ impl Connection<'_> {
             }
             req.add_headers(&mut resp);
             req.encode(&mut resp);
-            if let Body::Stream(_) = resp.body {
+            if matches!(resp.body, Body::Stream(_)) && !req.is_head() {
                 // A body of no known length: chunked over HTTP/1.1, to the close before.
                 resp.chunked = req.head().version() == Version::Http11;
                 keep_alive &= resp.chunked;

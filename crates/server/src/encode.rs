@@ -137,7 +137,11 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
     if enc.vary {
         resp.header("Vary", b"Accept-Encoding");
     }
-    let Some(coder) = enc.coder.filter(|_| resp.status != 206) else {
+    let recodable = matches!(
+        resp.body,
+        Body::Empty | Body::Bytes(_) | Body::File { .. } | Body::Stream(_)
+    );
+    let Some(coder) = enc.coder.filter(|_| resp.status != 206 && recodable) else {
         return;
     };
     resp.content_length = None;
@@ -153,6 +157,7 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
     let input = match std::mem::replace(&mut resp.body, Body::Empty) {
         Body::Bytes(b) => Input::Bytes(Some(b)),
         Body::File { file, offset, len } => Input::File { file, offset, len },
+        Body::Stream(source) => Input::Stream(source),
         other => {
             resp.body = other;
             return;
@@ -194,8 +199,22 @@ pub(crate) trait Source {
     fn next(&mut self, out: &mut BytesMut) -> io::Result<bool>;
 }
 
+/// A body made whole before it is sent, of a length the head does not say (as nginx sends
+/// an autoindex listing).
+pub(crate) struct Once(pub Option<Bytes>);
+
+impl Source for Once {
+    fn next(&mut self, out: &mut BytesMut) -> io::Result<bool> {
+        if let Some(b) = self.0.take() {
+            out.extend_from_slice(&b);
+        }
+        Ok(false)
+    }
+}
+
 enum Input {
     Bytes(Option<Bytes>),
+    Stream(Box<dyn Source>),
     File {
         file: Rc<CachedFile>,
         offset: u64,
@@ -227,6 +246,12 @@ impl Source for Recoded {
                         self.coder.code(&b, out)?;
                     }
                     false
+                }
+                Input::Stream(source) => {
+                    let mut piece = BytesMut::new();
+                    let more = source.next(&mut piece)?;
+                    self.coder.code(&piece, out)?;
+                    more
                 }
                 Input::File { file, offset, len } => {
                     let n = (*len).min(FILE_PIECE as u64) as usize;
@@ -265,7 +290,7 @@ impl Recoded {
                     Err(e) => return Some(Err(e)),
                 }
             }
-            Input::File { .. } => return None,
+            Input::File { .. } | Input::Stream(_) => return None,
         };
         match self.coder.whole(&input, out) {
             Some(done) => Some(done),

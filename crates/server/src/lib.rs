@@ -17,6 +17,7 @@ mod access;
 mod auth_basic;
 mod auth_jwt;
 mod auth_request;
+mod autoindex;
 mod charset;
 mod conf;
 mod conn;

@@ -22,6 +22,7 @@ pub(crate) static ALL: Registry = &[
     &crate::charset::MODULE,
     &crate::stub_status::MODULE,
     &crate::empty_gif::MODULE,
+    &crate::autoindex::MODULE,
     &crate::gzip::MODULE,
 ];
 

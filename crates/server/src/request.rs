@@ -288,6 +288,9 @@ pub(crate) struct Handlers {
     /// The content phase of a location without a handler of its own (no `proxy_pass`, no
     /// module's `content`): before the index and the static files (`gzip_static`).
     pub static_content: Option<ContentHandler>,
+    /// A directory's URI (ending in `/`) in which no index file was found, before nginx's
+    /// 403: a listing (`autoindex`).
+    pub directory: Option<ContentHandler>,
     /// Decides whether the body of a response about to go out is recoded (compressed), and
     /// whether it varies by `Accept-Encoding`, with the module's settings of the location
     /// that finished the request.
@@ -313,6 +316,7 @@ impl Handlers {
         replaced_fields: None,
         content: None,
         static_content: None,
+        directory: None,
         encode: None,
     };
 }
@@ -330,6 +334,7 @@ pub(crate) struct Phases {
     replaced_fields: Phase<ReplacedFields>,
     content: Phase<ContentHandler>,
     static_content: Phase<ContentHandler>,
+    directory: Phase<ContentHandler>,
     encode: Phase<EncodeHandler>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
@@ -391,6 +396,7 @@ impl Phases {
             p.replaced_fields.add(i, h.replaced_fields);
             p.content.add(i, h.content);
             p.static_content.add(i, h.static_content);
+            p.directory.add(i, h.directory);
             p.encode.add(i, h.encode);
             p.variable.push(h.variable);
         }
@@ -1344,6 +1350,12 @@ impl<'a> Request<'a> {
         }
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {
+                let phases = self.phases;
+                for (_, list, conf) in phases.directory.at(&loc.modules) {
+                    if let Some(step) = list(self, conf) {
+                        return step;
+                    }
+                }
                 self.log(
                     Level::Error,
                     &format!("directory index of \"{}\" is forbidden", dir.display()),

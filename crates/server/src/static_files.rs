@@ -19,7 +19,9 @@ pub use conditions::{
     content_range, multipart_parts, plan, unsatisfied_range, Conditions, IfModifiedSince,
     Multipart, Part, Plan,
 };
+pub(crate) use date::{
+    civil, fmt_openssl_time, from_unix_secs, month_name, secs_from_civil, unix_secs,
+};
 pub use date::{fmt_http_date, parse_http_date};
-pub(crate) use date::{fmt_openssl_time, from_unix_secs, secs_from_civil};
 pub use mime::MimeTypes;
 pub use send::{copy_file, send_file, SENDFILE_MAX_CHUNK, SEND_CHUNK};

@@ -56,6 +56,26 @@ pub(crate) fn secs_from_civil(
         + i64::from(sec)
 }
 
+/// The UTC date and time of `secs`: year, month (1 to 12), day, hour, minute, second.
+pub(crate) fn civil(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = secs.div_euclid(SECS_PER_DAY);
+    let in_day = secs.rem_euclid(SECS_PER_DAY) as u32;
+    let (year, month, day) = civil_from_days(days);
+    (
+        year,
+        month,
+        day,
+        in_day / 3600,
+        in_day / 60 % 60,
+        in_day % 60,
+    )
+}
+
+/// The English abbreviation of month `m` (1 to 12), as HTTP dates write it.
+pub(crate) fn month_name(m: u32) -> &'static str {
+    std::str::from_utf8(MONTHS[(m as usize).clamp(1, 12) - 1]).unwrap_or("Jan")
+}
+
 /// `secs` as OpenSSL's `ASN1_TIME_print` writes it: `Nov  5 10:00:00 2026 GMT`.
 pub(crate) fn fmt_openssl_time(secs: i64) -> String {
     let days = secs.div_euclid(SECS_PER_DAY);
