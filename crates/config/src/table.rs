@@ -575,6 +575,17 @@ pub static MODULES: &[Module] = &[
         flag: Flag::Optional,
         directives: &[once("gzip_static", HSL, TAKE1)],
     },
+    // Text replaced in response bodies.
+    Module {
+        name: "http_sub_module",
+        flag: Flag::Optional,
+        directives: &[
+            d("sub_filter", HSL, TAKE2),
+            d("sub_filter_types", HSL, MORE1),
+            d("sub_filter_once", HSL, FLAG),
+            d("sub_filter_last_modified", HSL, FLAG),
+        ],
+    },
     // Decompression for clients that do not take gzip.
     Module {
         name: "http_gunzip_module",

@@ -62,11 +62,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
         "unknown directive \"ssi\"",
         "the SSI module is not implemented; like an nginx built without it",
     ),
-    (
-        "sub_filter_rewrite_links.conf",
-        "unknown directive \"sub_filter\"",
-        "the sub module is not implemented; like an nginx built without it",
-    ),
 ];
 
 /// Answers of portcullis that differ from nginx's on a configuration it loads: the file,

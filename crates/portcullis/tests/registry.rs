@@ -223,6 +223,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ("http_gzip_static_module", "location", "gzip_static on;"),
     ("http_gunzip_module", "location", "gunzip on;"),
     (
+        "http_sub_module",
+        "location",
+        "sub_filter a b; sub_filter_once off; sub_filter_types text/css; sub_filter_last_modified on;",
+    ),
+    (
         "http_referer_module",
         "location",
         "valid_referers none blocked server_names *.example.com;",

@@ -28,13 +28,135 @@ pub(crate) trait Coder {
     fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()>;
     /// The input is whole: appends the rest.
     fn finish(&mut self, out: &mut BytesMut) -> io::Result<()>;
-    /// The `Content-Encoding` the recoded body has: `Some` sets it, `None` removes it.
-    fn content_encoding(&self) -> Option<&'static [u8]>;
+    /// How the head changes with the body.
+    fn head(&self) -> HeadEdit;
+    /// Where the coder goes in a chain of several (nginx's body filters' order).
+    fn stage(&self) -> Stage;
     /// Recodes a whole body at once, when that is faster than piece by piece: `None` when
     /// the coder does not, and then [`code`](Coder::code) and [`finish`](Coder::finish) do.
     fn whole(&mut self, input: &[u8], out: &mut BytesMut) -> Option<io::Result<()>> {
         let _ = (input, out);
         None
+    }
+}
+
+/// The order of coders in a chain: decompression (`gunzip`), then rewriting
+/// (`sub_filter`), then compression (`gzip`), as nginx's body filters run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Stage {
+    Decompress,
+    Rewrite,
+    Compress,
+}
+
+/// What becomes of a response's `ETag` when its body is recoded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Etag {
+    #[default]
+    Keep,
+    /// Weak, as nginx's `ngx_http_weak_etag` makes it.
+    Weak,
+    Remove,
+}
+
+/// How a recoding changes the head, beyond the length, which it always takes away.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HeadEdit {
+    /// `Content-Encoding`: `Some(Some(v))` sets it, `Some(None)` removes it.
+    pub content_encoding: Option<Option<&'static [u8]>>,
+    /// Removes a proxied response's `Accept-Ranges` (one of the server's own always goes
+    /// with the length: nginx's range filter adds it only to a response of known length).
+    pub accept_ranges: bool,
+    pub etag: Etag,
+    pub last_modified: bool,
+}
+
+impl HeadEdit {
+    /// This edit, then `next`'s.
+    fn then(self, next: HeadEdit) -> HeadEdit {
+        HeadEdit {
+            content_encoding: next.content_encoding.or(self.content_encoding),
+            accept_ranges: self.accept_ranges || next.accept_ranges,
+            etag: self.etag.max(next.etag),
+            last_modified: self.last_modified || next.last_modified,
+        }
+    }
+
+    /// Whether a field called `name` is one this edit takes away or changes.
+    pub fn changes(&self, name: &[u8]) -> bool {
+        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+        is("content-length")
+            || (self.accept_ranges && is("accept-ranges"))
+            || (self.etag != Etag::Keep && is("etag"))
+            || (self.last_modified && is("last-modified"))
+            || (self.content_encoding.is_some() && is("content-encoding"))
+    }
+}
+
+/// Coders applied one after the other, in the order of their [`Stage`]s.
+pub(crate) struct Chain(Vec<Box<dyn Coder>>);
+
+impl Chain {
+    /// One coder of `coders`, chained when there are several.
+    pub fn of(mut coders: Vec<Box<dyn Coder>>) -> Option<Box<dyn Coder>> {
+        coders.sort_by_key(|c| c.stage());
+        match coders.len() {
+            0 => None,
+            1 => coders.pop(),
+            _ => Some(Box::new(Chain(coders))),
+        }
+    }
+}
+
+impl Coder for Chain {
+    fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()> {
+        let (last, rest) = self.0.split_last_mut().expect("a chain of two or more");
+        let mut piece = BytesMut::from(input);
+        for c in rest {
+            let mut next = BytesMut::new();
+            c.code(&piece, &mut next)?;
+            piece = next;
+        }
+        last.code(&piece, out)
+    }
+
+    fn finish(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        // Each coder takes what the ones before it gave as they ended, then ends.
+        let mut carry = BytesMut::new();
+        for c in &mut self.0 {
+            let mut next = BytesMut::new();
+            c.code(&carry, &mut next)?;
+            c.finish(&mut next)?;
+            carry = next;
+        }
+        out.extend_from_slice(&carry);
+        Ok(())
+    }
+
+    fn head(&self) -> HeadEdit {
+        self.0
+            .iter()
+            .fold(HeadEdit::default(), |edit, c| edit.then(c.head()))
+    }
+
+    fn stage(&self) -> Stage {
+        self.0.last().map_or(Stage::Rewrite, |c| c.stage())
+    }
+
+    fn whole(&mut self, input: &[u8], out: &mut BytesMut) -> Option<io::Result<()>> {
+        let (last, rest) = self.0.split_last_mut()?;
+        let mut body = BytesMut::from(input);
+        for c in rest {
+            let mut next = BytesMut::new();
+            if let Err(e) = c.code(&body, &mut next).and_then(|()| c.finish(&mut next)) {
+                return Some(Err(e));
+            }
+            body = next;
+        }
+        Some(match last.whole(&body, out) {
+            Some(done) => done,
+            None => last.code(&body, out).and_then(|()| last.finish(out)),
+        })
     }
 }
 
@@ -144,12 +266,22 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
     let Some(coder) = enc.coder.filter(|_| resp.status != 206 && recodable) else {
         return;
     };
+    let edit = coder.head();
     resp.content_length = None;
     resp.remove_header("Accept-Ranges");
-    weaken_etag(resp);
-    resp.remove_header("Content-Encoding");
-    if let Some(ce) = coder.content_encoding() {
-        resp.header("Content-Encoding", ce);
+    match edit.etag {
+        Etag::Keep => {}
+        Etag::Weak => weaken_etag(resp),
+        Etag::Remove => resp.remove_header("ETag"),
+    }
+    if edit.last_modified {
+        resp.remove_header("Last-Modified");
+    }
+    if let Some(ce) = edit.content_encoding {
+        resp.remove_header("Content-Encoding");
+        if let Some(ce) = ce {
+            resp.header("Content-Encoding", ce);
+        }
     }
     if head_only || matches!(resp.status, 204 | 304) {
         return;

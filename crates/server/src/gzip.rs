@@ -36,7 +36,7 @@ use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, 
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_http::Method;
 
-use crate::encode::{Coder, Encode, Outgoing};
+use crate::encode::{Coder, Encode, Etag, HeadEdit, Outgoing, Stage};
 use crate::module::{self, Load, Module, Slot};
 use crate::request::{Handlers, Request, Step};
 use crate::static_files::Lookup;
@@ -701,8 +701,17 @@ impl Coder for Gzip {
         self.run(&[], out, FlushCompress::Finish)
     }
 
-    fn content_encoding(&self) -> Option<&'static [u8]> {
-        Some(b"gzip")
+    fn head(&self) -> HeadEdit {
+        HeadEdit {
+            content_encoding: Some(Some(b"gzip")),
+            accept_ranges: true,
+            etag: Etag::Weak,
+            last_modified: false,
+        }
+    }
+
+    fn stage(&self) -> Stage {
+        Stage::Compress
     }
 }
 
@@ -767,8 +776,17 @@ impl Coder for Gunzip {
         }
     }
 
-    fn content_encoding(&self) -> Option<&'static [u8]> {
-        None
+    fn head(&self) -> HeadEdit {
+        HeadEdit {
+            content_encoding: Some(None),
+            accept_ranges: true,
+            etag: Etag::Weak,
+            last_modified: false,
+        }
+    }
+
+    fn stage(&self) -> Stage {
+        Stage::Decompress
     }
 }
 

@@ -45,6 +45,7 @@ mod split_clients;
 pub mod static_files;
 mod stats;
 mod stub_status;
+mod sub_filter;
 mod subrequest;
 mod tls;
 mod tls_conf;

@@ -23,6 +23,7 @@ pub(crate) static ALL: Registry = &[
     &crate::stub_status::MODULE,
     &crate::empty_gif::MODULE,
     &crate::autoindex::MODULE,
+    &crate::sub_filter::MODULE,
     &crate::gzip::MODULE,
 ];
 

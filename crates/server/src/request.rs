@@ -2034,13 +2034,13 @@ impl<'a> Request<'a> {
         if self.is_subrequest() {
             return enc;
         }
+        let mut coders = Vec::new();
         for (_, encode, conf) in self.phases.encode.at(&self.loc.modules) {
             let e = encode(self, conf, out);
             enc.vary |= e.vary;
-            if enc.coder.is_none() {
-                enc.coder = e.coder;
-            }
+            coders.extend(e.coder);
         }
+        enc.coder = crate::encode::Chain::of(coders);
         enc
     }
 

@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use portcullis_http::Framing;
 
 use super::downstream::{Connection, Downstream, Fields};
-use crate::encode::{weak_etag, Coder, Encode};
+use crate::encode::{weak_etag, Coder, Encode, Etag};
 
 /// A proxied response's downstream with its body recoded: the head's fields are kept until
 /// the first body bytes, then given to the real downstream with the recoding's changes.
@@ -73,38 +73,27 @@ impl<'d, D: Downstream> Encoded<'d, D> {
         }
         self.begun = true;
         // The head changes as the body would, even with no body (HEAD).
-        let recode = self.coder.is_some();
         let framing = match self.framing {
             Framing::Length(0) => Framing::Length(0),
-            _ if recode => Framing::Chunked,
+            _ if self.coder.is_some() => Framing::Chunked,
             other => other,
         };
-        let encoding = self.coder.as_ref().and_then(|c| c.content_encoding());
+        let edit = self.coder.as_ref().map(|c| c.head());
         let head = std::mem::take(&mut self.head);
         let h = self.inner.begin(framing);
         h.status(head.status, &head.reason);
-        let changed = |name: &[u8]| {
-            recode
-                && [
-                    &b"content-length"[..],
-                    b"accept-ranges",
-                    b"etag",
-                    b"content-encoding",
-                ]
-                .iter()
-                .any(|n| name.eq_ignore_ascii_case(n))
-        };
         for item in head.items {
             match item {
-                Item::Field(name, value) => {
-                    if !changed(&name) {
-                        h.field(&name, &value);
-                    } else if name.eq_ignore_ascii_case(b"etag") {
-                        if let Some(w) = weak_etag(&value) {
-                            h.field(&name, &w);
+                Item::Field(name, value) => match &edit {
+                    Some(e) if e.changes(&name) => {
+                        if e.etag == Etag::Weak && name.eq_ignore_ascii_case(b"etag") {
+                            if let Some(w) = weak_etag(&value) {
+                                h.field(&name, &w);
+                            }
                         }
                     }
-                }
+                    _ => h.field(&name, &value),
+                },
                 Item::Lines(block) => h.lines(&block),
                 Item::Connection(upgrade) => {
                     h.connection(upgrade);
@@ -114,7 +103,7 @@ impl<'d, D: Downstream> Encoded<'d, D> {
                 }
             }
         }
-        if let Some(ce) = encoding.filter(|_| recode) {
+        if let Some(Some(ce)) = edit.and_then(|e| e.content_encoding) {
             h.field(b"Content-Encoding", ce);
         }
         h.end();
