@@ -16,6 +16,7 @@ use std::io::{Read, Write};
 use support::{head_upstream, kinds, Server};
 
 const CONFIG: &str = r#"
+    log_format gz "$uri $status $body_bytes_sent [$gzip_ratio]";
     gzip on;
     gzip_vary on;
     gzip_types text/plain application/javascript;
@@ -33,6 +34,12 @@ const CONFIG: &str = r#"
         location /h10/ { gzip_http_version 1.0; alias {PREFIX}/html/; }
         location /ua/ { gzip_disable "^curl/" msie6; alias {PREFIX}/html/; }
         location = /ret { return 200 "{LONG}"; }
+        location = /empty { gzip_min_length 0; return 200; }
+        location /empty-up/ { gzip_min_length 0; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
+        location /logged/ {
+            access_log {PREFIX}/gzip.log gz;
+            alias {PREFIX}/html/;
+        }
         location /up/ { proxy_pass http://127.0.0.1:{UPSTREAM}; }
         location /l6up/ { gzip_comp_level 6; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /any/ { gzip_proxied any; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
@@ -93,6 +100,11 @@ fn upstream() -> u16 {
             ),
             "/up/etag" => ("Content-Type: text/html\r\nETag: \"e\"\r\n", body),
             "/up/missing" => ("Content-Type: text/html\r\n", body),
+            "/up/nothing" => ("Content-Type: text/html\r\n", Vec::new()),
+            "/up/nothing-gz" => (
+                "Content-Type: text/html\r\nContent-Encoding: gzip\r\n",
+                Vec::new(),
+            ),
             _ => ("Content-Type: text/plain\r\n", body),
         };
         let status = if path == "/up/missing" {
@@ -344,13 +356,21 @@ fn gzip_compresses_what_nginx_compresses() {
             ("GET", "/gunzip/gz", String::new(), Some(&page)),
             ("GET", "/gunzip/gz", gz.into(), Some(&page)),
             ("GET", "/up/gz", String::new(), None),
+            ("GET", "/empty", gz.into(), None),
+            ("GET", "/empty-up/nothing", gz.into(), None),
+            ("GET", "/gunzip/nothing-gz", String::new(), None),
+            ("GET", "/logged/index.html", gz.into(), Some(&page)),
+            ("GET", "/logged/index.html", String::new(), Some(&page)),
         ];
         let mut lines = Vec::new();
         for (method, path, fields, expected) in &cases {
             let raw = format!(
                 "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{fields}Connection: close\r\n\r\n"
             );
-            let r = support::request(port, &raw).unwrap();
+            let Ok(r) = support::request(port, &raw) else {
+                lines.push(format!("{method} {path} -> closed without an answer"));
+                continue;
+            };
             lines.push(format!(
                 "{method} {path} [{}] -> {}",
                 fields.trim().replace("\r\n", "; "),
@@ -421,6 +441,43 @@ fn gzip_compresses_what_nginx_compresses() {
         }
         if std::env::var_os("SHOW").is_some() {
             eprintln!("{kind}:\n{}", lines.join("\n"));
+        }
+        // The log: a compressed body's bytes as sent, and its ratio.
+        let log_path = server.path("gzip.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log_path).lines().count() >= 2
+            }),
+            "{kind}: no log lines"
+        );
+        let log = support::read_lossy(&log_path);
+        let mut logged = log.lines();
+        let zipped: Vec<&str> = logged.next().unwrap().split(' ').collect();
+        let plain: Vec<&str> = logged.next().unwrap().split(' ').collect();
+        let bytes: u64 = zipped[2].parse().unwrap();
+        assert!(
+            bytes > 100 && bytes < page.len() as u64 / 2,
+            "{kind}: body bytes of a compressed page: {log}"
+        );
+        let ratio: f64 = zipped[3].trim_matches(['[', ']']).parse().unwrap();
+        assert!(ratio > 2.0, "{kind}: gzip ratio {log}");
+        lines.push(format!("log plain: {} {} {}", plain[1], plain[2], plain[3]));
+        if kind == support::Kind::Portcullis {
+            // Checked here too, so the test needs no nginx to fail without the feature.
+            assert!(
+                lines[0].contains("ce=gzip") && lines[0].contains("the file"),
+                "{}",
+                lines[0]
+            );
+            assert!(lines
+                .iter()
+                .any(|l| l.starts_with("GET /up/plain [Accept-Encoding: gzip] -> 200 ce=gzip")));
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with("GET /gunzip/gz [] -> 200 ce=-")
+                        && l.ends_with("the file"))
+            );
         }
         seen.push((kind, lines));
     }

@@ -58,6 +58,8 @@ pub(crate) async fn serve(
         return;
     };
     let (stream, tls, refuse) = if listen.ssl {
+        // As nginx counts a handshake: neither reading, writing nor waiting.
+        guard.1.set(State::Busy);
         let timeout = listen.servers.default_server().client_header_timeout;
         match crate::tls::accept(stream, listen, timeout).await {
             Start::Tls(s, info) => {
@@ -534,7 +536,16 @@ impl Connection<'_> {
                 let mut piece = BytesMut::new();
                 loop {
                     piece.clear();
-                    let more = source.next(&mut piece)?;
+                    let more = match source.next(&mut piece) {
+                        Ok(more) => more,
+                        Err(e) => {
+                            req.log(
+                                Level::Error,
+                                &format!("{e} while sending response to client"),
+                            );
+                            return Err(e);
+                        }
+                    };
                     if resp.chunked && !piece.is_empty() {
                         let (h, n) = chunk_header(piece.len());
                         self.out.extend_from_slice(&h[..n]);
@@ -548,6 +559,7 @@ impl Connection<'_> {
                     }
                     sent += self.out.len() as u64;
                     self.write_out(None, timeout).await?;
+                    req.set_streamed(sent - head_len);
                     if !more {
                         return Ok(sent);
                     }

@@ -1,6 +1,7 @@
 //! `ngx_http_empty_gif_module`: `empty_gif` makes a location answer with nginx's 1x1
 //! transparent GIF (43 bytes, `image/gif`, with the `Last-Modified` nginx gives it), to GET
-//! and HEAD; other methods are answered 405. As every location handler, it belongs to the
+//! and HEAD, with nginx's answers to conditions (304, 412); other methods are answered
+//! 405. As every location handler, it belongs to the
 //! location that names it, not to the locations inside it.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use portcullis_http::Method;
 
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
-use crate::static_files::IfModifiedSince;
+use crate::static_files::{preconditions, Plan};
 
 pub(crate) struct EmptyGifModule;
 
@@ -83,15 +84,13 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         return Some(Step::Status(405));
     }
     let mtime = UNIX_EPOCH + Duration::from_secs(MTIME);
-    let since = req
-        .head()
-        .header("if-modified-since")
-        .and_then(crate::static_files::parse_http_date);
-    let not_modified = since.is_some_and(|s| match req.loc().if_modified_since {
-        IfModifiedSince::Off => false,
-        IfModifiedSince::Exact => s == mtime,
-        IfModifiedSince::Before => s >= mtime,
-    });
+    // nginx's not-modified filter, for a response with this modification time and no ETag.
+    let answer = preconditions(MTIME as i64, None, true, &req.conditions());
+    let not_modified = match answer {
+        Some(Plan::NotModified) => true,
+        Some(_) => return Some(Step::Status(412)),
+        None => false,
+    };
     let mut resp = Response::new(if not_modified { 304 } else { 200 });
     resp.header(
         "Last-Modified",

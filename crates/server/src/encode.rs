@@ -38,6 +38,20 @@ pub(crate) trait Coder {
         let _ = (input, out);
         None
     }
+    /// For a coder whose output is bounded per call (a decompressor, whose output may be a
+    /// thousand times its input): appends more of what the input given so far makes, and
+    /// says whether more still remains. Callers send what came before asking again, and ask
+    /// until it says no before [`finish`](Coder::finish).
+    fn more(&mut self, out: &mut BytesMut) -> io::Result<bool> {
+        let _ = out;
+        Ok(false)
+    }
+    /// Appends all the input so far makes, without ending (`proxy_buffering off`: what the
+    /// upstream sent goes out now).
+    fn flush(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        let _ = out;
+        Ok(())
+    }
 }
 
 /// The order of coders in a chain: decompression (`gunzip`), then rewriting
@@ -139,6 +153,37 @@ impl Coder for Chain {
             .fold(HeadEdit::default(), |edit, c| edit.then(c.head()))
     }
 
+    /// Only the first coder of a chain bounds its output (a decompressor comes first).
+    fn more(&mut self, out: &mut BytesMut) -> io::Result<bool> {
+        let (first, rest) = self.0.split_first_mut().expect("a chain of two or more");
+        let mut piece = BytesMut::new();
+        let more = first.more(&mut piece)?;
+        if piece.is_empty() {
+            // Nothing for the others: a compressor asked to code nothing may still start
+            // its stream.
+            return Ok(more);
+        }
+        let n = rest.len();
+        for (i, c) in rest.iter_mut().enumerate() {
+            let mut next = BytesMut::new();
+            c.code(&piece, if i + 1 == n { &mut *out } else { &mut next })?;
+            piece = next;
+        }
+        Ok(more)
+    }
+
+    fn flush(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        let mut carry = BytesMut::new();
+        for c in &mut self.0 {
+            let mut next = BytesMut::new();
+            c.code(&carry, &mut next)?;
+            c.flush(&mut next)?;
+            carry = next;
+        }
+        out.extend_from_slice(&carry);
+        Ok(())
+    }
+
     fn stage(&self) -> Stage {
         self.0.last().map_or(Stage::Rewrite, |c| c.stage())
     }
@@ -189,7 +234,7 @@ impl Outgoing<'_> {
     pub fn status(&self) -> u16 {
         match self {
             Outgoing::Own(r) if r.status == 206 && is_file(&r.body) => 200,
-            Outgoing::Own(r) => r.status,
+            Outgoing::Own(r) => r.filtered_as.unwrap_or(r.status),
             Outgoing::Proxied(h) => h.status(),
         }
     }
@@ -263,7 +308,10 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
         resp.body,
         Body::Empty | Body::Bytes(_) | Body::File { .. } | Body::Stream(_)
     );
-    let Some(coder) = enc.coder.filter(|_| resp.status != 206 && recodable) else {
+    let Some(coder) = enc
+        .coder
+        .filter(|_| !matches!(resp.status, 206 | 416) && recodable)
+    else {
         return;
     };
     let edit = coder.head();
@@ -287,6 +335,8 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
         return;
     }
     let input = match std::mem::replace(&mut resp.body, Body::Empty) {
+        // An empty body compressed is a gzip stream of nothing, sent as any other.
+        Body::Empty => Input::Bytes(Some(Bytes::new())),
         Body::Bytes(b) => Input::Bytes(Some(b)),
         Body::File { file, offset, len } => Input::File { file, offset, len },
         Body::Stream(source) => Input::Stream(source),
@@ -365,6 +415,10 @@ impl Source for Recoded {
         if self.done {
             return Ok(false);
         }
+        // What the coder still holds of the input given goes first.
+        if self.coder.more(out)? {
+            return Ok(true);
+        }
         if let Some(whole) = self.whole(out) {
             self.done = true;
             return whole.map(|()| false);
@@ -397,6 +451,10 @@ impl Source for Recoded {
                 }
             };
             if !more {
+                // The coder may hold more than one piece of output: one at a time.
+                if self.coder.more(out)? {
+                    return Ok(true);
+                }
                 self.coder.finish(out)?;
                 self.done = true;
                 return Ok(false);
@@ -409,27 +467,28 @@ impl Source for Recoded {
 }
 
 impl Recoded {
-    /// The whole body at once, if it is small enough and the coder does that.
+    /// The whole body at once, if it is small enough and the coder does that; otherwise
+    /// the body is left to go piece by piece.
     fn whole(&mut self, out: &mut BytesMut) -> Option<io::Result<()>> {
         let input = match &mut self.input {
-            Input::Bytes(b) => b.take()?,
+            Input::Bytes(Some(b)) => b.clone(),
             Input::File { file, offset, len } if *len <= WHOLE_MAX => {
                 match read_piece(file, *offset, *len as usize) {
-                    Ok(b) => {
-                        *len = 0;
-                        b
-                    }
+                    Ok(b) => b,
                     Err(e) => return Some(Err(e)),
                 }
             }
-            Input::File { .. } | Input::Stream(_) => return None,
+            _ => return None,
         };
         match self.coder.whole(&input, out) {
-            Some(done) => Some(done),
+            Some(done) => {
+                self.input = Input::Bytes(None);
+                Some(done)
+            }
             None => {
-                // Piece by piece after all: the input read is the first and last piece.
-                let piece = self.coder.code(&input, out);
-                Some(piece.and_then(|()| self.coder.finish(out)))
+                // Piece by piece after all, from what was read.
+                self.input = Input::Bytes(Some(input));
+                None
             }
         }
     }

@@ -27,8 +27,9 @@
 //! upstream's, a larger file) is compressed as it comes by zlib-rs (through flate2). Each
 //! worker keeps and reuses its compressors, whose state is a few hundred kilobytes.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -131,6 +132,16 @@ impl Module for GzipModule {
         .iter()
         .any(|m| module::in_table(m, directive))
             || CORE.contains(&directive)
+    }
+
+    fn declare(
+        &self,
+        _http: &[Directive],
+        names: &mut crate::vars::Names,
+        me: usize,
+    ) -> Result<(), ConfigError> {
+        names.add_fixed(me, &["gzip_ratio"]);
+        Ok(())
     }
 
     fn defaults(&self) -> Slot {
@@ -287,9 +298,23 @@ impl Module for GzipModule {
         static HANDLERS: Handlers = Handlers {
             static_content: Some(gzip_static),
             encode: Some(encode),
+            variable: Some(variable),
             ..Handlers::NONE
         };
         &HANDLERS
+    }
+}
+
+/// `$gzip_ratio`: the response's bytes before compression over those after.
+fn variable(
+    req: &Request<'_>,
+    _conf: &Slot,
+    _var: &Slot,
+    out: &mut Vec<u8>,
+    _resp: Option<(&crate::request::Response, u64)>,
+) {
+    if let Some(text) = req.var_ctx::<Ratio>().text() {
+        out.extend_from_slice(text.as_bytes());
     }
 }
 
@@ -334,7 +359,8 @@ fn encode(req: &Request<'_>, conf: &Slot, out: &Outgoing<'_>) -> Encode {
     {
         vary = true;
         if gzip_ok(req, c, out) {
-            coder = Some(Box::new(Gzip::new(c.level, window_bits(c, out))));
+            let ratio = req.var_ctx::<Ratio>();
+            coder = Some(Box::new(Gzip::new(c.level, window_bits(c, out), ratio)));
         }
     }
     Encode {
@@ -609,10 +635,42 @@ struct Gzip {
     level: u32,
     bits: u8,
     c: Option<Compress>,
+    /// The bytes in and out, for `$gzip_ratio`.
+    ratio: Rc<Ratio>,
+}
+
+/// A response's bytes before and after compression, for `$gzip_ratio`.
+#[derive(Default)]
+struct Ratio {
+    input: Cell<u64>,
+    output: Cell<u64>,
+}
+
+impl Ratio {
+    /// nginx's `$gzip_ratio`: two decimals, rounded half up; empty before any output.
+    fn text(&self) -> Option<String> {
+        let (zin, zout) = (self.input.get(), self.output.get());
+        if zout == 0 {
+            return None;
+        }
+        let (mut int, mut frac) = (zin / zout, zin * 100 / zout % 100);
+        if zin * 1000 / zout % 10 > 4 {
+            frac += 1;
+            if frac > 99 {
+                int += 1;
+                frac = 0;
+            }
+        }
+        Some(format!("{int}.{frac:02}"))
+    }
 }
 
 impl Gzip {
-    fn new(level: u32, bits: u8) -> Gzip {
+    fn count(&self, out: usize) {
+        self.ratio.output.set(self.ratio.output.get() + out as u64);
+    }
+
+    fn new(level: u32, bits: u8, ratio: Rc<Ratio>) -> Gzip {
         let reused = POOL.with(|p| {
             let mut p = p.borrow_mut();
             let i = p.iter().position(|(l, b, _)| (*l, *b) == (level, bits))?;
@@ -625,6 +683,7 @@ impl Gzip {
             level,
             bits,
             c: Some(c),
+            ratio,
         }
     }
 
@@ -658,7 +717,20 @@ impl Gzip {
 
 impl Coder for Gzip {
     fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()> {
-        self.run(input, out, FlushCompress::None)
+        self.ratio
+            .input
+            .set(self.ratio.input.get() + input.len() as u64);
+        let before = out.len();
+        let done = self.run(input, out, FlushCompress::None);
+        self.count(out.len() - before);
+        done
+    }
+
+    fn flush(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        let before = out.len();
+        let done = self.run(&[], out, FlushCompress::Sync);
+        self.count(out.len() - before);
+        done
     }
 
     /// libdeflate, for a body known whole (a file, a `return`): at the same level it
@@ -688,6 +760,10 @@ impl Coder for Gzip {
         Some(match result {
             Ok(n) => {
                 out.truncate(start + n);
+                self.ratio
+                    .input
+                    .set(self.ratio.input.get() + input.len() as u64);
+                self.count(n);
                 Ok(())
             }
             Err(e) => {
@@ -698,7 +774,10 @@ impl Coder for Gzip {
     }
 
     fn finish(&mut self, out: &mut BytesMut) -> io::Result<()> {
-        self.run(&[], out, FlushCompress::Finish)
+        let before = out.len();
+        let done = self.run(&[], out, FlushCompress::Finish);
+        self.count(out.len() - before);
+        done
     }
 
     fn head(&self) -> HeadEdit {
@@ -730,9 +809,17 @@ impl Drop for Gzip {
     }
 }
 
+/// The most a decompressor gives at a time: a gzip body can grow a thousandfold, so it is
+/// decompressed as it is sent, never whole.
+const INFLATE_BUDGET: usize = 64 * 1024;
+
 /// gunzip, as a body filter: what follows the first gzip member is dropped, as nginx does.
 struct Gunzip {
     d: Decompress,
+    /// Input given and not yet decompressed.
+    pending: Vec<u8>,
+    /// The last step filled its budget: more may be held.
+    full: bool,
     done: bool,
 }
 
@@ -740,38 +827,67 @@ impl Gunzip {
     fn new() -> Gunzip {
         Gunzip {
             d: Decompress::new_gzip(15),
+            pending: Vec::new(),
+            full: false,
             done: false,
         }
+    }
+
+    /// Decompresses at most [`INFLATE_BUDGET`] bytes of what is pending.
+    fn step(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        if self.done {
+            self.pending.clear();
+            return Ok(());
+        }
+        let start = out.len();
+        out.resize(start + INFLATE_BUDGET, 0);
+        let (in0, out0) = (self.d.total_in(), self.d.total_out());
+        let status = self
+            .d
+            .decompress(&self.pending, &mut out[start..], FlushDecompress::None)
+            .map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("inflate() failed: {e}"))
+            });
+        let produced = (self.d.total_out() - out0) as usize;
+        out.truncate(start + produced);
+        let status = status?;
+        self.pending.drain(..(self.d.total_in() - in0) as usize);
+        self.full = produced == INFLATE_BUDGET;
+        if status == Status::StreamEnd {
+            self.done = true;
+            self.pending.clear();
+        }
+        Ok(())
     }
 }
 
 impl Coder for Gunzip {
-    fn code(&mut self, mut input: &[u8], out: &mut BytesMut) -> io::Result<()> {
-        while !self.done && !input.is_empty() {
-            let room = input.len() * 4 + 4096;
-            let start = out.len();
-            out.resize(start + room, 0);
-            let (in0, out0) = (self.d.total_in(), self.d.total_out());
-            let status = self
-                .d
-                .decompress(input, &mut out[start..], FlushDecompress::None)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            out.truncate(start + (self.d.total_out() - out0) as usize);
-            input = &input[(self.d.total_in() - in0) as usize..];
-            if status == Status::StreamEnd {
-                self.done = true;
-            }
+    fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()> {
+        if !self.done {
+            self.pending.extend_from_slice(input);
         }
-        Ok(())
+        if self.pending.is_empty() && !self.full {
+            return Ok(());
+        }
+        self.step(out)
+    }
+
+    fn more(&mut self, out: &mut BytesMut) -> io::Result<bool> {
+        if self.done || (self.pending.is_empty() && !self.full) {
+            return Ok(false);
+        }
+        self.step(out)?;
+        Ok(!self.done && (self.full || !self.pending.is_empty()))
     }
 
     fn finish(&mut self, _out: &mut BytesMut) -> io::Result<()> {
+        // An empty body is no gzip stream either: nginx breaks the response off.
         if self.done {
             Ok(())
         } else {
             Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "a gzip body ended early",
+                "inflate() returned an incomplete gzip stream on response end",
             ))
         }
     }
@@ -844,7 +960,7 @@ mod tests {
             .collect();
         for level in [1, 6, 9] {
             let mut gz = BytesMut::new();
-            let mut g = Gzip::new(level, 15);
+            let mut g = Gzip::new(level, 15, Rc::default());
             for piece in text.chunks(7777) {
                 g.code(piece, &mut gz).unwrap();
             }
@@ -867,11 +983,11 @@ mod tests {
         // At once, by libdeflate: as small as piece by piece, and the same bytes back.
         for level in [1, 6] {
             let mut streamed = BytesMut::new();
-            let mut g = Gzip::new(level, 15);
+            let mut g = Gzip::new(level, 15, Rc::default());
             g.code(&text, &mut streamed).unwrap();
             g.finish(&mut streamed).unwrap();
             let mut whole = BytesMut::new();
-            Gzip::new(level, 15)
+            Gzip::new(level, 15, Rc::default())
                 .whole(&text, &mut whole)
                 .unwrap()
                 .unwrap();
@@ -884,12 +1000,12 @@ mod tests {
         }
         // A reused compressor starts a new stream.
         let mut a = BytesMut::new();
-        let mut g = Gzip::new(1, 15);
+        let mut g = Gzip::new(1, 15, Rc::default());
         g.code(b"hello", &mut a).unwrap();
         g.finish(&mut a).unwrap();
         drop(g);
         let mut b = BytesMut::new();
-        let mut g = Gzip::new(1, 15);
+        let mut g = Gzip::new(1, 15, Rc::default());
         g.code(b"hello", &mut b).unwrap();
         g.finish(&mut b).unwrap();
         assert_eq!(a, b);
@@ -898,7 +1014,7 @@ mod tests {
     #[test]
     fn a_truncated_gzip_body_is_an_error() {
         let mut gz = BytesMut::new();
-        let mut g = Gzip::new(1, 15);
+        let mut g = Gzip::new(1, 15, Rc::default());
         g.code(&[b'a'; 5000], &mut gz).unwrap();
         g.finish(&mut gz).unwrap();
         let mut u = Gunzip::new();

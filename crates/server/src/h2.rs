@@ -370,8 +370,17 @@ async fn answer(
     let chunk = req.loc().http2.chunk_size;
     let timeout = req.loc().send_timeout;
     let tokens = req.loc().server_tokens;
+    let log = |message: &str| req.log(Level::Error, message);
     let sent = send(
-        worker, respond, &mut resp, head_only, tokens, chunk, timeout,
+        worker,
+        respond,
+        &mut resp,
+        head_only,
+        tokens,
+        chunk,
+        timeout,
+        &log,
+        &|n| req.set_streamed(n),
     )
     .await;
     req.log_access(&resp, sent);
@@ -425,6 +434,9 @@ async fn refuse(
         tokens,
         DEFAULT_CHUNK_SIZE,
         timeout,
+        // An error page is no stream: nothing to fail or count.
+        &|_| {},
+        &|_| {},
     )
     .await;
     if server.conf.access_log.is_empty() {
@@ -451,7 +463,9 @@ async fn refuse(
 }
 
 /// Sends `resp` on a stream: a HEADERS frame, then the body as flow control allows. Returns
-/// the bytes sent, as `$bytes_sent` counts them.
+/// the bytes sent, as `$bytes_sent` counts them. `log` reports a body that fails as it is
+/// made (a recoding), `streamed` the bytes of such a body sent.
+#[allow(clippy::too_many_arguments)]
 async fn send(
     worker: &Rc<Worker>,
     mut respond: SendResponse<Bytes>,
@@ -460,6 +474,8 @@ async fn send(
     tokens: bool,
     chunk: usize,
     timeout: Duration,
+    log: &dyn Fn(&str),
+    streamed: &dyn Fn(u64),
 ) -> u64 {
     let mut fields = HeaderMap::new();
     let head_len = response_fields(worker, resp, tokens, &mut fields);
@@ -494,20 +510,27 @@ async fn send(
     let result = match body {
         Body::Empty | Body::Proxy(_) => Ok(()),
         Body::Bytes(b) => out.bytes(b, true),
-        Body::Stream(mut source) => loop {
-            let mut piece = BytesMut::new();
-            match source.next(&mut piece) {
-                Ok(more) => {
-                    if let Err(e) = out.paced(piece.freeze()).await {
+        Body::Stream(mut source) => {
+            let result = loop {
+                let mut piece = BytesMut::new();
+                match source.next(&mut piece) {
+                    Ok(more) => {
+                        if let Err(e) = out.paced(piece.freeze()).await {
+                            break Err(e);
+                        }
+                        if !more {
+                            break out.bytes(Bytes::new(), true);
+                        }
+                    }
+                    Err(e) => {
+                        log(&format!("{e} while sending response to client"));
                         break Err(e);
                     }
-                    if !more {
-                        break out.bytes(Bytes::new(), true);
-                    }
                 }
-                Err(e) => break Err(e),
-            }
-        },
+            };
+            streamed(out.sent);
+            result
+        }
         Body::File { file, offset, len } => out.file(&file, offset, len, true).await,
         Body::Parts(parts) => {
             let mut result = Ok(());

@@ -560,6 +560,9 @@ pub(crate) struct Request<'a> {
     vars: Vec<Option<Vec<u8>>>,
     /// The modules' state of this request that their variables keep (see [`Self::var_ctx`]).
     var_ctx: std::cell::RefCell<Vec<Rc<dyn std::any::Any>>>,
+    /// The bytes of a body made as it was sent ([`Body::Stream`]), once sent, for
+    /// `$body_bytes_sent`.
+    streamed: std::cell::Cell<Option<u64>>,
     /// `$request_id`, made when first used.
     request_id: std::cell::OnceCell<[u8; 32]>,
     /// The last upstream response's head, for `$upstream_http_*` (kept only when the
@@ -629,6 +632,7 @@ impl<'a> Request<'a> {
             start,
             vars: Vec::new(),
             var_ctx: Default::default(),
+            streamed: Default::default(),
             request_id: std::cell::OnceCell::new(),
             upstream_head: std::cell::RefCell::default(),
             request_body: std::cell::RefCell::default(),
@@ -762,6 +766,11 @@ impl<'a> Request<'a> {
     }
 
     /// When the request's head was read.
+    /// Records the body bytes of a [`Body::Stream`] sent.
+    pub(crate) fn set_streamed(&self, bytes: u64) {
+        self.streamed.set(Some(bytes));
+    }
+
     /// The connection and request counts of the whole server, as `stub_status` shows them.
     pub(crate) fn stats(&self) -> crate::stats::Totals {
         self.worker.shared.stats.totals()
@@ -1377,6 +1386,24 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The request's conditions (`If-*`, `Range`) and the location's `if_modified_since`.
+    pub(crate) fn conditions(&self) -> Conditions<'_> {
+        let h = &self.head;
+        Conditions {
+            if_match: h.header("if-match"),
+            if_none_match: h.header("if-none-match"),
+            if_modified_since: h
+                .header("if-modified-since")
+                .and_then(crate::static_files::parse_http_date),
+            if_unmodified_since: h
+                .header("if-unmodified-since")
+                .and_then(crate::static_files::parse_http_date),
+            range: h.header("range"),
+            if_range: h.header("if-range"),
+            ims: self.loc.if_modified_since,
+        }
+    }
+
     /// The file the URI names, as the static files map it (`root`, `alias`).
     pub(crate) fn file_path(&self) -> PathBuf {
         self.map_path(&self.uri)
@@ -1403,20 +1430,7 @@ impl<'a> Request<'a> {
 
     /// Serves `file`; `ranges`: whether `Range` is served and `Accept-Ranges` sent.
     fn file_response(&mut self, loc: &LocConf, file: Rc<CachedFile>, ranges: bool) -> Step {
-        let h = &self.head;
-        let mut conditions = Conditions {
-            if_match: h.header("if-match"),
-            if_none_match: h.header("if-none-match"),
-            if_modified_since: h
-                .header("if-modified-since")
-                .and_then(crate::static_files::parse_http_date),
-            if_unmodified_since: h
-                .header("if-unmodified-since")
-                .and_then(crate::static_files::parse_http_date),
-            range: h.header("range"),
-            if_range: h.header("if-range"),
-            ims: loc.if_modified_since,
-        };
+        let mut conditions = self.conditions();
         let ext_type = loc
             .types
             .lookup(std::str::from_utf8(&self.uri).unwrap_or(""));
@@ -1976,6 +1990,7 @@ impl<'a> Request<'a> {
                 if let Some((r, sent)) = resp {
                     let head = r.headers.len() as u64;
                     let body = match r.content_length {
+                        _ if self.streamed.get().is_some() => self.streamed.get().unwrap_or(0),
                         Some(n) if !self.is_head() && r.status != 304 => {
                             n.min(sent.saturating_sub(head))
                         }

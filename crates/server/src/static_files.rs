@@ -16,8 +16,8 @@ mod send;
 
 pub use cache::{CachedFile, FileCache, Lookup, CACHE_ENTRIES, SMALL_FILE_MAX};
 pub use conditions::{
-    content_range, multipart_parts, plan, unsatisfied_range, Conditions, IfModifiedSince,
-    Multipart, Part, Plan,
+    content_range, multipart_parts, plan, preconditions, unsatisfied_range, Conditions,
+    IfModifiedSince, Multipart, Part, Plan,
 };
 pub(crate) use date::{
     civil, fmt_openssl_time, from_unix_secs, month_name, secs_from_civil, unix_secs,

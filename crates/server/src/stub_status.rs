@@ -116,6 +116,10 @@ fn render(t: &Totals) -> String {
     )
 }
 
+/// The counts a request's `$connections_*` read.
+#[derive(Default)]
+struct Snapshot(std::cell::Cell<Option<Totals>>);
+
 fn variable(
     req: &Request<'_>,
     _conf: &Slot,
@@ -123,7 +127,13 @@ fn variable(
     out: &mut Vec<u8>,
     _resp: Option<(&Response, u64)>,
 ) {
-    let t = req.stats();
+    // The counts once per request, however many of the variables a log line has.
+    let snapshot = req.var_ctx::<Snapshot>();
+    let t = snapshot.0.get().unwrap_or_else(|| {
+        let t = req.stats();
+        snapshot.0.set(Some(t));
+        t
+    });
     let n = match *module::get::<usize>(var) {
         0 => t.active,
         1 => t.reading,

@@ -16,10 +16,18 @@ pub(crate) struct Encoded<'d, D: Downstream> {
     inner: &'d mut D,
     vary: bool,
     coder: Option<Box<dyn Coder>>,
+    /// The response has no body at all (HEAD, 204, 304), not merely an empty one.
+    no_body: bool,
+    /// What comes in goes out at once (`proxy_buffering off`).
+    flush: bool,
+    /// Logs a recoding failure at `error`, with the request's context.
+    log: &'d dyn Fn(&str),
     framing: Framing,
     head: Recorded,
     /// The head went to `inner`.
     begun: bool,
+    /// Recoding failed: the response is broken and nothing more goes out.
+    failed: bool,
     out: BytesMut,
 }
 
@@ -54,15 +62,55 @@ impl Fields for Recorded {
 }
 
 impl<'d, D: Downstream> Encoded<'d, D> {
-    pub fn new(inner: &'d mut D, enc: Encode) -> Self {
+    pub fn new(
+        inner: &'d mut D,
+        enc: Encode,
+        no_body: bool,
+        flush: bool,
+        log: &'d dyn Fn(&str),
+    ) -> Self {
         Encoded {
             inner,
             vary: enc.vary,
             coder: enc.coder,
+            no_body,
+            flush,
+            log,
             framing: Framing::Length(0),
             head: Recorded::default(),
             begun: false,
+            failed: false,
             out: BytesMut::new(),
+        }
+    }
+
+    /// A recoding failure: logged, and the response broken off.
+    fn fail(&mut self, e: io::Error) -> io::Error {
+        if !self.failed {
+            (self.log)(&format!("{e} while sending to client"));
+        }
+        self.failed = true;
+        self.out.clear();
+        self.inner.broken();
+        e
+    }
+
+    /// Sends what was recoded, then what the coder still holds, a piece at a time.
+    async fn drain(&mut self) -> io::Result<()> {
+        loop {
+            let out = self.out.split();
+            self.inner.send(&out).await?;
+            let Some(c) = self.coder.as_mut() else {
+                return Ok(());
+            };
+            match c.more(&mut self.out) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let out = self.out.split();
+                    return self.inner.send(&out).await;
+                }
+                Err(e) => return Err(self.fail(e)),
+            }
         }
     }
 
@@ -72,9 +120,10 @@ impl<'d, D: Downstream> Encoded<'d, D> {
             return;
         }
         self.begun = true;
-        // The head changes as the body would, even with no body (HEAD).
+        // The head changes as the body would, even with no body (HEAD); an empty body
+        // recoded is a body (an empty gzip stream) of a length not known before.
         let framing = match self.framing {
-            Framing::Length(0) => Framing::Length(0),
+            _ if self.no_body => Framing::Length(0),
             _ if self.coder.is_some() => Framing::Chunked,
             other => other,
         };
@@ -107,7 +156,7 @@ impl<'d, D: Downstream> Encoded<'d, D> {
             h.field(b"Content-Encoding", ce);
         }
         h.end();
-        if framing == Framing::Length(0) {
+        if self.no_body {
             self.coder = None;
         }
     }
@@ -144,11 +193,15 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
 
     fn push(&mut self, data: &[u8]) {
         self.begin_inner();
-        if self.recode(data).is_err() {
-            self.inner.broken();
+        if self.failed {
             return;
         }
-        // A compressor may give nothing yet for a piece.
+        if let Err(e) = self.recode(data) {
+            self.fail(e);
+            return;
+        }
+        // A compressor may give nothing yet for a piece. What a decompressor still holds
+        // goes with the next send.
         if !self.out.is_empty() {
             let out = self.out.split();
             self.inner.push(&out);
@@ -157,20 +210,32 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
 
     async fn send(&mut self, data: &[u8]) -> io::Result<()> {
         self.begin_inner();
-        if let Err(e) = self.recode(data) {
-            self.inner.broken();
-            return Err(e);
+        if self.failed {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
         }
-        let out = self.out.split();
-        self.inner.send(&out).await
+        if let Err(e) = self.recode(data) {
+            return Err(self.fail(e));
+        }
+        if self.flush {
+            if let Some(Err(e)) = self.coder.as_mut().map(|c| c.flush(&mut self.out)) {
+                return Err(self.fail(e));
+            }
+        }
+        self.drain().await
     }
 
     async fn finish(&mut self) -> io::Result<()> {
         self.begin_inner();
-        if let Some(c) = self.coder.as_mut() {
+        if self.failed {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        }
+        if self.coder.is_some() {
+            self.drain().await?;
+            let Some(c) = self.coder.as_mut() else {
+                return Ok(());
+            };
             if let Err(e) = c.finish(&mut self.out) {
-                self.inner.broken();
-                return Err(e);
+                return Err(self.fail(e));
             }
             let out = self.out.split();
             self.inner.send(&out).await?;

@@ -951,7 +951,9 @@ async fn forward<D: Downstream>(
     if enc.is_nothing() {
         relay(down, req, plan, head, framing, ubuf, conn, url).await
     } else {
-        let mut down = Encoded::new(down, enc);
+        let log = |message: &str| req.log_upstream(Level::Error, message, &url);
+        let flush = !plan.settings.buffering;
+        let mut down = Encoded::new(down, enc, no_body, flush, &log);
         relay(&mut down, req, plan, head, framing, ubuf, conn, url).await
     }
 }

@@ -74,43 +74,12 @@ pub enum Plan {
 /// a matching `If-None-Match` is 412 rather than 304, `If-Modified-Since` does not apply
 /// and `Range` is ignored (RFC 9110 sections 13.1.2, 13.1.3, 14.2).
 pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
-    let mtime = file.mtime_secs;
-
-    if c.if_unmodified_since.is_some_and(|t| unix_secs(t) < mtime) {
-        return Plan::PreconditionFailed;
+    if let Some(answer) = preconditions(file.mtime_secs, Some(&file.etag), is_get_or_head, c) {
+        return answer;
     }
-    if c.if_match
-        .is_some_and(|list| !etag_listed(list, &file.etag, false))
-    {
-        return Plan::PreconditionFailed;
-    }
-
     if !is_get_or_head {
-        if c.if_none_match
-            .is_some_and(|list| etag_listed(list, &file.etag, true))
-        {
-            return Plan::PreconditionFailed;
-        }
         return Plan::Full;
     }
-
-    if c.if_modified_since.is_some() || c.if_none_match.is_some() {
-        let modified = c.if_modified_since.is_some_and(|t| {
-            let since = unix_secs(t);
-            match c.ims {
-                IfModifiedSince::Off => true,
-                IfModifiedSince::Exact => since != mtime,
-                IfModifiedSince::Before => since < mtime,
-            }
-        });
-        let changed = c
-            .if_none_match
-            .is_some_and(|list| !etag_listed(list, &file.etag, true));
-        if !modified && !changed {
-            return Plan::NotModified;
-        }
-    }
-
     let Some(range) = c.range else {
         return Plan::Full;
     };
@@ -133,13 +102,60 @@ pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
     }
 }
 
+/// The answer the conditions give a response modified at `mtime` (seconds) with `etag`
+/// (none for a response nginx gives no ETag, which only `*` matches): 412 or 304, or
+/// `None` when the response goes out (nginx's not-modified filter).
+pub fn preconditions(
+    mtime: i64,
+    etag: Option<&str>,
+    is_get_or_head: bool,
+    c: &Conditions,
+) -> Option<Plan> {
+    if c.if_unmodified_since.is_some_and(|t| unix_secs(t) < mtime) {
+        return Some(Plan::PreconditionFailed);
+    }
+    if c.if_match
+        .is_some_and(|list| !etag_listed(list, etag, false))
+    {
+        return Some(Plan::PreconditionFailed);
+    }
+    if !is_get_or_head {
+        if c.if_none_match
+            .is_some_and(|list| etag_listed(list, etag, true))
+        {
+            return Some(Plan::PreconditionFailed);
+        }
+        return None;
+    }
+    if c.if_modified_since.is_some() || c.if_none_match.is_some() {
+        let modified = c.if_modified_since.is_some_and(|t| {
+            let since = unix_secs(t);
+            match c.ims {
+                IfModifiedSince::Off => true,
+                IfModifiedSince::Exact => since != mtime,
+                IfModifiedSince::Before => since < mtime,
+            }
+        });
+        let changed = c
+            .if_none_match
+            .is_some_and(|list| !etag_listed(list, etag, true));
+        if !modified && !changed {
+            return Some(Plan::NotModified);
+        }
+    }
+    None
+}
+
 /// Whether `etag` is in the `If-Match` / `If-None-Match` value `list`, or `list` is `*`.
 /// `weak` (for If-None-Match) ignores `W/` prefixes; without it `W/"x"` never matches, as
 /// the strong comparison requires. Mirrors nginx's `ngx_http_test_if_match`.
-fn etag_listed(list: &[u8], etag: &str, weak: bool) -> bool {
+fn etag_listed(list: &[u8], etag: Option<&str>, weak: bool) -> bool {
     if list == b"*" {
         return true;
     }
+    let Some(etag) = etag else {
+        return false;
+    };
     let etag = etag.as_bytes();
     let etag = match etag.strip_prefix(b"W/") {
         Some(strong) if weak => strong,
