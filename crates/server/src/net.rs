@@ -2,7 +2,9 @@
 //! `ngx_ptocidr` (`10.0.0.0/8`, `::1`), `ngx_cidr_match`, and `ngx_parse_addr` with its own
 //! IPv4 reader, `ngx_inet_addr`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+
+use portcullis_config::value;
 
 /// A network: an address and the bits of its prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +89,7 @@ pub(crate) fn parse_addr(text: &[u8]) -> Option<IpAddr> {
 
 /// nginx's `ngx_inet_addr`: four decimal octets of at most 255 between three dots, leading
 /// zeros and empty octets (0) allowed; 255.255.255.255 is its failure value, refused too.
-fn inet_addr(text: &[u8]) -> Option<std::net::Ipv4Addr> {
+pub(crate) fn inet_addr(text: &[u8]) -> Option<std::net::Ipv4Addr> {
     let (mut addr, mut octet, mut dots) = (0u32, 0u32, 0);
     for &c in text {
         match c {
@@ -110,4 +112,173 @@ fn inet_addr(text: &[u8]) -> Option<std::net::Ipv4Addr> {
     }
     let addr = addr << 8 | octet;
     (addr != u32::MAX).then_some(std::net::Ipv4Addr::from(addr))
+}
+
+/// nginx's `ngx_http_get_forwarded_addr`: the client's address that `values` (the
+/// `X-Forwarded-For` fields, or another header's) give when `addr` is `trusted`: the last
+/// address of the last field, or with `recursive` the last one not trusted itself, going
+/// back through the fields. `None` when the header gives nothing (the address stays).
+pub(crate) fn forwarded_addr(
+    addr: SocketAddr,
+    values: &[&[u8]],
+    trusted: &dyn Fn(IpAddr) -> bool,
+    recursive: bool,
+) -> Option<SocketAddr> {
+    let mut addr = addr;
+    let mut found = Forwarded::Declined;
+    for value in values.iter().rev() {
+        let rc = forwarded(&mut addr, value, trusted, recursive);
+        if !recursive {
+            found = rc;
+            break;
+        }
+        found = match (rc, found) {
+            (Forwarded::Declined, Forwarded::Ok) => Forwarded::Done,
+            (rc, _) => rc,
+        };
+        if found != Forwarded::Ok {
+            break;
+        }
+    }
+    (found != Forwarded::Declined).then_some(addr)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Forwarded {
+    /// The connection is not trusted, or no address could be read.
+    Declined,
+    /// An address was taken, and recursion stopped at an address not trusted or unreadable.
+    Done,
+    /// An address was taken, and every one before it (with `real_ip_recursive`) too.
+    Ok,
+}
+
+/// nginx's `ngx_http_get_forwarded_addr_internal`: from the end of `value`, the last
+/// address, while `addr` (the connection's, then each address taken) is trusted.
+fn forwarded(
+    addr: &mut SocketAddr,
+    value: &[u8],
+    trusted: &dyn Fn(IpAddr) -> bool,
+    recursive: bool,
+) -> Forwarded {
+    let mut found = false;
+    let mut rest = value;
+    loop {
+        let stop = if found {
+            Forwarded::Done
+        } else {
+            Forwarded::Declined
+        };
+        if !trusted(addr.ip()) {
+            return stop;
+        }
+        // Trailing separators go, but never the first byte.
+        let mut end = rest.len();
+        while end > 1 && matches!(rest[end - 1], b' ' | b',') {
+            end -= 1;
+        }
+        let list = &rest[..end];
+        let start = list
+            .iter()
+            .skip(1)
+            .rposition(|&b| b == b' ' || b == b',')
+            .map_or(0, |i| i + 2);
+        let Some(taken) = addr_port(&list[start..]) else {
+            return stop;
+        };
+        *addr = taken;
+        found = true;
+        if !recursive || start == 0 {
+            return Forwarded::Ok;
+        }
+        rest = &list[..start - 1];
+    }
+}
+
+/// nginx's `ngx_parse_addr_port`: an address, with a port or not (`1.2.3.4`,
+/// `1.2.3.4:80`, `::1`, `[::1]:80`, `[1.2.3.4]:80`); the port is 0 without one.
+fn addr_port(text: &[u8]) -> Option<SocketAddr> {
+    if let Some(ip) = parse_addr(text) {
+        return Some(SocketAddr::new(ip, 0));
+    }
+    let (ip, port) = match text.strip_prefix(b"[") {
+        Some(rest) => {
+            let close = rest.iter().position(|&b| b == b']')?;
+            let port = rest[close + 1..].strip_prefix(b":")?;
+            (&rest[..close], port)
+        }
+        None => {
+            let colon = text.iter().position(|&b| b == b':')?;
+            (&text[..colon], &text[colon + 1..])
+        }
+    };
+    let port = std::str::from_utf8(port).ok().and_then(value::parse_number);
+    let port = port.filter(|p| (1..=65535).contains(p))?;
+    Some(SocketAddr::new(parse_addr(ip)?, port as u16))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(value: &str, trusted: &[&str], recursive: bool) -> (Forwarded, String) {
+        let mut addr: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let nets: Vec<Cidr> = trusted.iter().map(|n| Cidr::parse(n).unwrap()).collect();
+        let trusted = |ip: IpAddr| nets.iter().any(|n| n.contains(ip));
+        let rc = forwarded(&mut addr, value.as_bytes(), &trusted, recursive);
+        (rc, addr.to_string())
+    }
+
+    #[test]
+    fn forwarded_addresses_are_read_as_nginx_reads_them() {
+        let ok = |a: &str| (Forwarded::Ok, a.to_string());
+        let done = |a: &str| (Forwarded::Done, a.to_string());
+        assert_eq!(take("1.2.3.4", &["10.0.0.0/8"], false), ok("1.2.3.4:0"));
+        assert_eq!(take("1.2.3.4:80", &["10.0.0.0/8"], false), ok("1.2.3.4:80"));
+        assert_eq!(take("[::1]:80", &["10.0.0.0/8"], false), ok("[::1]:80"));
+        assert_eq!(
+            take("5.5.5.5, 10.0.0.9, ", &["10.0.0.0/8"], false),
+            ok("10.0.0.9:0")
+        );
+        assert_eq!(
+            take("5.5.5.5, 10.0.0.9", &["10.0.0.0/8"], true),
+            ok("5.5.5.5:0")
+        );
+        assert_eq!(
+            take("5.5.5.5, 6.6.6.6, 10.0.0.9", &["10.0.0.0/8"], true),
+            done("6.6.6.6:0")
+        );
+        assert_eq!(
+            take("bogus, 10.0.0.9", &["10.0.0.0/8"], true),
+            done("10.0.0.9:0")
+        );
+        assert_eq!(
+            take("10.0.0.8,10.0.0.9", &["10.0.0.0/8"], true),
+            ok("10.0.0.8:0")
+        );
+        assert_eq!(
+            take("1.2.3.4", &["192.168.0.0/16"], false),
+            (Forwarded::Declined, "10.0.0.1:5000".into())
+        );
+        assert_eq!(take("x", &["10.0.0.0/8"], false).0, Forwarded::Declined);
+        // As nginx's own parser reads IPv4.
+        assert_eq!(take("01.2.3.4", &["10.0.0.0/8"], false), ok("1.2.3.4:0"));
+        assert_eq!(take("1..2.3", &["10.0.0.0/8"], false), ok("1.0.2.3:0"));
+        assert_eq!(
+            take("[1.2.3.4]:80", &["10.0.0.0/8"], false),
+            ok("1.2.3.4:80")
+        );
+        assert_eq!(
+            take("255.255.255.255", &["10.0.0.0/8"], false).0,
+            Forwarded::Declined
+        );
+        assert_eq!(
+            take("1.1.1.1, ::ffff:10.0.0.2", &["10.0.0.0/8"], true),
+            ok("1.1.1.1:0")
+        );
+        assert_eq!(
+            take("1.2.3.4:0", &["10.0.0.0/8"], false).0,
+            Forwarded::Declined
+        );
+    }
 }

@@ -12,13 +12,13 @@
 //! taken an address. `real_ip_header proxy_protocol` takes nothing: the PROXY protocol is
 //! refused on `listen`.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 
 use portcullis_config::{value, ConfigError, Directive};
 
 use crate::module::{self, Load, Module, Slot};
-use crate::net::{parse_addr, Cidr};
+use crate::net::{forwarded_addr, Cidr};
 use crate::request::{Access, Handlers, Request, Response};
 use crate::vars::Names;
 
@@ -170,99 +170,13 @@ fn realip(req: &mut Request<'_>, conf: &Slot) -> Access {
     if values.is_empty() {
         return Access::Declined;
     }
-    let original = req.peer();
-    let mut addr = original;
-    // nginx's ngx_http_get_forwarded_addr: the headers from the last, each from its end.
-    let mut found = Forwarded::Declined;
-    for value in values.iter().rev() {
-        let rc = forwarded(&mut addr, value, &c.from, c.recursive);
-        if !c.recursive {
-            found = rc;
-            break;
-        }
-        found = match (rc, found) {
-            (Forwarded::Declined, Forwarded::Ok) => Forwarded::Done,
-            (rc, _) => rc,
-        };
-        if found != Forwarded::Ok {
-            break;
-        }
-    }
-    if found == Forwarded::Declined {
+    let trusted = |ip: IpAddr| c.from.iter().any(|t| t.contains(ip));
+    let Some(addr) = forwarded_addr(req.peer(), &values, &trusted, c.recursive) else {
         return Access::Declined;
-    }
+    };
     req.ctx_mut::<RealIpCtx>();
     req.set_peer(addr);
     Access::Declined
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Forwarded {
-    /// The connection is not trusted, or no address could be read.
-    Declined,
-    /// An address was taken, and recursion stopped at an address not trusted or unreadable.
-    Done,
-    /// An address was taken, and every one before it (with `real_ip_recursive`) too.
-    Ok,
-}
-
-/// nginx's `ngx_http_get_forwarded_addr_internal`: from the end of `value`, the last
-/// address, while `addr` (the connection's, then each address taken) is trusted.
-fn forwarded(addr: &mut SocketAddr, value: &[u8], from: &[Trusted], recursive: bool) -> Forwarded {
-    let mut found = false;
-    let mut rest = value;
-    loop {
-        let stop = if found {
-            Forwarded::Done
-        } else {
-            Forwarded::Declined
-        };
-        if !from.iter().any(|t| t.contains(addr.ip())) {
-            return stop;
-        }
-        // Trailing separators go, but never the first byte.
-        let mut end = rest.len();
-        while end > 1 && matches!(rest[end - 1], b' ' | b',') {
-            end -= 1;
-        }
-        let list = &rest[..end];
-        let start = list
-            .iter()
-            .skip(1)
-            .rposition(|&b| b == b' ' || b == b',')
-            .map_or(0, |i| i + 2);
-        let Some(taken) = addr_port(&list[start..]) else {
-            return stop;
-        };
-        *addr = taken;
-        found = true;
-        if !recursive || start == 0 {
-            return Forwarded::Ok;
-        }
-        rest = &list[..start - 1];
-    }
-}
-
-/// nginx's `ngx_parse_addr_port`: an address, with a port or not (`1.2.3.4`,
-/// `1.2.3.4:80`, `::1`, `[::1]:80`, `[1.2.3.4]:80`); the port is 0 without one.
-fn addr_port(text: &[u8]) -> Option<SocketAddr> {
-    if let Some(ip) = parse_addr(text) {
-        return Some(SocketAddr::new(ip, 0));
-    }
-    let (ip, port) = match text.strip_prefix(b"[") {
-        Some(rest) => {
-            let close = rest.iter().position(|&b| b == b']')?;
-            let port = rest[close + 1..].strip_prefix(b":")?;
-            (&rest[..close], port)
-        }
-        None => {
-            let colon = text.iter().position(|&b| b == b':')?;
-            (&text[..colon], &text[colon + 1..])
-        }
-    };
-    let port = std::str::from_utf8(port).ok().and_then(value::parse_number);
-    let port = port.filter(|p| (1..=65535).contains(p))?;
-    Some(SocketAddr::new(parse_addr(ip)?, port as u16))
 }
 
 /// `$realip_remote_addr` and `$realip_remote_port`: the connection's, whatever
@@ -282,75 +196,5 @@ fn variable(
         }
     } else {
         out.extend_from_slice(addr.ip().to_string().as_bytes());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn from(list: &[&str]) -> Vec<Trusted> {
-        list.iter()
-            .map(|n| Trusted::Net(Cidr::parse(n).unwrap()))
-            .collect()
-    }
-
-    fn take(value: &str, trusted: &[&str], recursive: bool) -> (Forwarded, String) {
-        let mut addr: SocketAddr = "10.0.0.1:5000".parse().unwrap();
-        let rc = forwarded(&mut addr, value.as_bytes(), &from(trusted), recursive);
-        (rc, addr.to_string())
-    }
-
-    #[test]
-    fn forwarded_addresses_are_read_as_nginx_reads_them() {
-        let ok = |a: &str| (Forwarded::Ok, a.to_string());
-        let done = |a: &str| (Forwarded::Done, a.to_string());
-        assert_eq!(take("1.2.3.4", &["10.0.0.0/8"], false), ok("1.2.3.4:0"));
-        assert_eq!(take("1.2.3.4:80", &["10.0.0.0/8"], false), ok("1.2.3.4:80"));
-        assert_eq!(take("[::1]:80", &["10.0.0.0/8"], false), ok("[::1]:80"));
-        assert_eq!(
-            take("5.5.5.5, 10.0.0.9, ", &["10.0.0.0/8"], false),
-            ok("10.0.0.9:0")
-        );
-        assert_eq!(
-            take("5.5.5.5, 10.0.0.9", &["10.0.0.0/8"], true),
-            ok("5.5.5.5:0")
-        );
-        assert_eq!(
-            take("5.5.5.5, 6.6.6.6, 10.0.0.9", &["10.0.0.0/8"], true),
-            done("6.6.6.6:0")
-        );
-        assert_eq!(
-            take("bogus, 10.0.0.9", &["10.0.0.0/8"], true),
-            done("10.0.0.9:0")
-        );
-        assert_eq!(
-            take("10.0.0.8,10.0.0.9", &["10.0.0.0/8"], true),
-            ok("10.0.0.8:0")
-        );
-        assert_eq!(
-            take("1.2.3.4", &["192.168.0.0/16"], false),
-            (Forwarded::Declined, "10.0.0.1:5000".into())
-        );
-        assert_eq!(take("x", &["10.0.0.0/8"], false).0, Forwarded::Declined);
-        // As nginx's own parser reads IPv4.
-        assert_eq!(take("01.2.3.4", &["10.0.0.0/8"], false), ok("1.2.3.4:0"));
-        assert_eq!(take("1..2.3", &["10.0.0.0/8"], false), ok("1.0.2.3:0"));
-        assert_eq!(
-            take("[1.2.3.4]:80", &["10.0.0.0/8"], false),
-            ok("1.2.3.4:80")
-        );
-        assert_eq!(
-            take("255.255.255.255", &["10.0.0.0/8"], false).0,
-            Forwarded::Declined
-        );
-        assert_eq!(
-            take("1.1.1.1, ::ffff:10.0.0.2", &["10.0.0.0/8"], true),
-            ok("1.1.1.1:0")
-        );
-        assert_eq!(
-            take("1.2.3.4:0", &["10.0.0.0/8"], false).0,
-            Forwarded::Declined
-        );
     }
 }
