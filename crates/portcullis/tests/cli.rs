@@ -368,8 +368,11 @@ fn pid_file_written_after_bind_and_removed_on_exit() {
             continue;
         };
         let pid_path = server.pid_path();
+        // nginx creates the file, then writes it: a whole line is the signal.
         assert!(
-            support::wait_until(support::STARTUP_DEADLINE, || pid_path.exists()),
+            support::wait_until(support::STARTUP_DEADLINE, || {
+                support::read_lossy(&pid_path).ends_with('\n')
+            }),
             "{kind}: no pid file"
         );
         // The pid file is the readiness signal: the port must already be bound.
