@@ -296,17 +296,17 @@ impl Connection<'_> {
             if resp.status == 444 {
                 return;
             }
-            // A response with neither a length nor a status that forbids a body ends where
-            // the connection does: a client must never wait for bytes nobody will send.
-            if !resp.is_delimited(req.is_head()) {
-                keep_alive = false;
-            }
+            req.not_modified(&mut resp);
             req.add_headers(&mut resp);
             req.encode(&mut resp);
             if matches!(resp.body, Body::Stream(_)) && !req.is_head() {
                 // A body of no known length: chunked over HTTP/1.1, to the close before.
                 resp.chunked = req.head().version() == Version::Http11;
-                keep_alive &= resp.chunked;
+            }
+            // A response with neither a length nor a status that forbids a body ends where
+            // the connection does: a client must never wait for bytes nobody will send.
+            if !resp.chunked && !resp.is_delimited(req.is_head()) {
+                keep_alive = false;
             }
             resp.keep_alive = keep_alive;
             // An error answered before the body is read needs no body: no 100 Continue then.

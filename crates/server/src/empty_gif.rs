@@ -85,7 +85,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     }
     let mtime = UNIX_EPOCH + Duration::from_secs(MTIME);
     // nginx's not-modified filter, for a response with this modification time and no ETag.
-    let answer = preconditions(MTIME as i64, None, true, &req.conditions());
+    let answer = preconditions(Some(MTIME as i64), None, true, &req.conditions());
     let not_modified = match answer {
         Some(Plan::NotModified) => true,
         Some(_) => return Some(Step::Status(412)),

@@ -364,6 +364,7 @@ async fn answer(
         req.log_access(&resp, 0);
         return;
     }
+    req.not_modified(&mut resp);
     req.add_headers(&mut resp);
     req.encode(&mut resp);
     let head_only = req.is_head() || resp.status == 304 || resp.status == 204;

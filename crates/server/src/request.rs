@@ -2028,6 +2028,52 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// nginx's not-modified filter, on a 200 of the server's own that no handler has
+    /// checked the conditions of (a file has, `empty_gif` has): `If-Match`,
+    /// `If-Unmodified-Since`, `If-None-Match` and `If-Modified-Since` against the response's
+    /// `ETag` and `Last-Modified`, which most such responses do not have (then only
+    /// `If-Match: *` and a `If-None-Match: *` hold). It comes before the header filters.
+    pub fn not_modified(&mut self, resp: &mut Response) {
+        if resp.status != 200
+            || self.subrequest
+            || !matches!(resp.body, Body::Empty | Body::Bytes(_) | Body::Stream(_))
+        {
+            return;
+        }
+        let h = &self.head;
+        if h.header("if-match").is_none()
+            && h.header("if-none-match").is_none()
+            && h.header("if-modified-since").is_none()
+            && h.header("if-unmodified-since").is_none()
+        {
+            return;
+        }
+        let mtime = resp
+            .header_value("last-modified")
+            .and_then(|v| crate::static_files::parse_http_date(&v))
+            .map(crate::static_files::unix_secs);
+        let etag = resp
+            .header_value("etag")
+            .map(|e| String::from_utf8_lossy(&e).into_owned());
+        let get_or_head = matches!(self.method, Method::Get | Method::Head);
+        let answer = crate::static_files::preconditions(
+            mtime,
+            etag.as_deref(),
+            get_or_head,
+            &self.conditions(),
+        );
+        match answer {
+            Some(Plan::NotModified) => {
+                resp.status = 304;
+                resp.content_type = None;
+                resp.content_length = None;
+                resp.body = Body::Empty;
+            }
+            Some(_) => *resp = self.finalize_error(412),
+            None => {}
+        }
+    }
+
     /// The header filters of the modules, with their settings of the location that finished
     /// the request (`add_header`, `expires`).
     pub fn add_headers(&self, resp: &mut Response) {

@@ -74,7 +74,8 @@ pub enum Plan {
 /// a matching `If-None-Match` is 412 rather than 304, `If-Modified-Since` does not apply
 /// and `Range` is ignored (RFC 9110 sections 13.1.2, 13.1.3, 14.2).
 pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
-    if let Some(answer) = preconditions(file.mtime_secs, Some(&file.etag), is_get_or_head, c) {
+    if let Some(answer) = preconditions(Some(file.mtime_secs), Some(&file.etag), is_get_or_head, c)
+    {
         return answer;
     }
     if !is_get_or_head {
@@ -106,12 +107,15 @@ pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
 /// (none for a response nginx gives no ETag, which only `*` matches): 412 or 304, or
 /// `None` when the response goes out (nginx's not-modified filter).
 pub fn preconditions(
-    mtime: i64,
+    mtime: Option<i64>,
     etag: Option<&str>,
     is_get_or_head: bool,
     c: &Conditions,
 ) -> Option<Plan> {
-    if c.if_unmodified_since.is_some_and(|t| unix_secs(t) < mtime) {
+    // Without a time, nothing is unmodified since any time, and everything is modified.
+    if c.if_unmodified_since
+        .is_some_and(|t| mtime.is_none_or(|m| unix_secs(t) < m))
+    {
         return Some(Plan::PreconditionFailed);
     }
     if c.if_match
@@ -130,10 +134,10 @@ pub fn preconditions(
     if c.if_modified_since.is_some() || c.if_none_match.is_some() {
         let modified = c.if_modified_since.is_some_and(|t| {
             let since = unix_secs(t);
-            match c.ims {
-                IfModifiedSince::Off => true,
-                IfModifiedSince::Exact => since != mtime,
-                IfModifiedSince::Before => since < mtime,
+            match (c.ims, mtime) {
+                (IfModifiedSince::Off, _) | (_, None) => true,
+                (IfModifiedSince::Exact, Some(m)) => since != m,
+                (IfModifiedSince::Before, Some(m)) => since < m,
             }
         });
         let changed = c
