@@ -2080,6 +2080,13 @@ impl<'a> Request<'a> {
         self.add_headers_with(resp, None);
     }
 
+    /// Whether any module's header filter takes part at the location.
+    pub(crate) fn has_header_filters(&self) -> bool {
+        self.loc
+            .modules
+            .any_active(self.phases.header_filter.modules)
+    }
+
     /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
     /// not among `resp`'s fields.
     pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {

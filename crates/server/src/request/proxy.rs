@@ -328,8 +328,22 @@ impl Request<'_> {
         if !passed("date") {
             out.field(b"Date", self.worker.dates.borrow_mut().get());
         }
-        if let Some(t) = head.known(KnownName::ContentType) {
-            out.field(b"Content-Type", t);
+        // The header filters see the response's type (the charset filter may name its
+        // charset) and add their fields after the upstream's.
+        let mut extra = Response::new(status);
+        if self.has_header_filters() {
+            extra.content_type = head
+                .known(KnownName::ContentType)
+                .map(|t| Arc::from(String::from_utf8_lossy(t).as_ref()));
+        }
+        let upstream_type = extra.content_type.clone();
+        self.add_headers_with(&mut extra, head.header("last-modified"));
+        match (&extra.content_type, head.known(KnownName::ContentType)) {
+            (Some(t), _) if upstream_type.as_ref() != Some(t) => {
+                out.field(b"Content-Type", t.as_bytes())
+            }
+            (_, Some(raw)) => out.field(b"Content-Type", raw),
+            (_, None) => {}
         }
         let location = head
             .known(KnownName::Location)
@@ -378,8 +392,6 @@ impl Request<'_> {
             }
             out.line(f.name, f.value, f.line);
         }
-        let mut extra = Response::new(status);
-        self.add_headers_with(&mut extra, head.header("last-modified"));
         out.lines(&extra.headers);
         out.end();
     }
