@@ -8,16 +8,23 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use portcullis_config::{ConfigError, Directive};
 use portcullis_http::Method;
 
-use crate::module::{self, Finish, Load, Module, Slot};
+use crate::module::{self, LocationHandler, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
 use crate::static_files::{preconditions, Plan};
 
-pub(crate) struct EmptyGifModule;
+pub(crate) static MODULE: LocationHandler = LocationHandler {
+    name: "http_empty_gif_module",
+    directive: "empty_gif",
+    variables: &[],
+    handlers: &HANDLERS,
+};
 
-pub(crate) static MODULE: EmptyGifModule = EmptyGifModule;
+static HANDLERS: Handlers = Handlers {
+    content: Some(content),
+    ..Handlers::NONE
+};
 
 /// nginx's GIF, byte for byte.
 const GIF: [u8; 43] = [
@@ -33,48 +40,6 @@ const GIF: [u8; 43] = [
 
 /// nginx's modification time of the GIF.
 const MTIME: u64 = 23_349_600;
-
-impl Module for EmptyGifModule {
-    fn name(&self) -> &'static str {
-        "http_empty_gif_module"
-    }
-
-    fn defaults(&self) -> Slot {
-        Arc::new(false)
-    }
-
-    fn directive(
-        &self,
-        conf: &mut Slot,
-        _d: &Directive,
-        _cx: &mut Load<'_>,
-    ) -> Result<(), ConfigError> {
-        *module::edit::<bool>(conf) = true;
-        Ok(())
-    }
-
-    fn finish(
-        &self,
-        conf: &mut Slot,
-        block: &[Directive],
-        cx: &mut Finish<'_>,
-    ) -> Result<(), ConfigError> {
-        module::own_location_handler(conf, block, cx, "empty_gif");
-        Ok(())
-    }
-
-    fn is_active(&self, conf: &Slot) -> bool {
-        *module::get::<bool>(conf)
-    }
-
-    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
-        static HANDLERS: Handlers = Handlers {
-            content: Some(content),
-            ..Handlers::NONE
-        };
-        &HANDLERS
-    }
-}
 
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     if !*module::get::<bool>(conf) {

@@ -225,18 +225,70 @@ pub(crate) fn edit<T: Clone + Send + Sync + 'static>(slot: &mut Slot) -> &mut T 
         .expect("a module's own settings")
 }
 
-/// Completes the settings of a module whose directive makes a location answer by the
-/// module's `content` handler (`stub_status`, `empty_gif`), kept as a `bool`: as nginx's
-/// location handler, it is not inherited by the locations inside (an `if` block keeps it).
-pub(crate) fn own_location_handler(
-    conf: &mut Slot,
-    block: &[Directive],
-    cx: &Finish<'_>,
-    name: &str,
-) {
-    let own = block.iter().any(|d| d.name == name);
-    if cx.location && !own && *get::<bool>(conf) {
-        *edit::<bool>(conf) = false;
+/// A module whose one directive makes a location answer by the module's `content` handler
+/// (`stub_status`, `empty_gif`), as nginx's location handlers: its settings of a level are
+/// whether the directive is there, not inherited by the locations inside (an `if` block
+/// keeps it); it may declare fixed variables.
+pub(crate) struct LocationHandler {
+    /// nginx's name for the module.
+    pub name: &'static str,
+    pub directive: &'static str,
+    pub variables: &'static [&'static str],
+    /// A `static` of the phases' `Handlers`: `content`, and `variable` for `variables`.
+    pub handlers: &'static (dyn Any + Send + Sync),
+}
+
+impl Module for LocationHandler {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn declare(
+        &self,
+        _http: &[Directive],
+        names: &mut Names,
+        me: usize,
+    ) -> Result<(), ConfigError> {
+        if !self.variables.is_empty() {
+            names.add_fixed(me, self.variables);
+        }
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(false)
+    }
+
+    /// The directive takes no argument, or one it ignores (`stub_status on` of old).
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        _d: &Directive,
+        _cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        *edit::<bool>(conf) = true;
+        Ok(())
+    }
+
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let own = block.iter().any(|d| d.name == self.directive);
+        if cx.location && !own && *get::<bool>(conf) {
+            *edit::<bool>(conf) = false;
+        }
+        Ok(())
+    }
+
+    fn is_active(&self, conf: &Slot) -> bool {
+        *get::<bool>(conf)
+    }
+
+    fn handlers(&self) -> &'static (dyn Any + Send + Sync) {
+        self.handlers
     }
 }
 

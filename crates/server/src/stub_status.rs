@@ -18,17 +18,24 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use portcullis_config::{ConfigError, Directive};
 use portcullis_http::Method;
 
-use crate::module::{self, Finish, Load, Module, Slot};
+use crate::module::{self, LocationHandler, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
 use crate::stats::Totals;
-use crate::vars::Names;
 
-pub(crate) struct StubStatusModule;
+pub(crate) static MODULE: LocationHandler = LocationHandler {
+    name: "http_stub_status_module",
+    directive: "stub_status",
+    variables: &VARIABLES,
+    handlers: &HANDLERS,
+};
 
-pub(crate) static MODULE: StubStatusModule = StubStatusModule;
+static HANDLERS: Handlers = Handlers {
+    content: Some(content),
+    variable: Some(variable),
+    ..Handlers::NONE
+};
 
 const VARIABLES: [&str; 4] = [
     "connections_active",
@@ -36,61 +43,6 @@ const VARIABLES: [&str; 4] = [
     "connections_writing",
     "connections_waiting",
 ];
-
-impl Module for StubStatusModule {
-    fn name(&self) -> &'static str {
-        "http_stub_status_module"
-    }
-
-    fn declare(
-        &self,
-        _http: &[Directive],
-        names: &mut Names,
-        me: usize,
-    ) -> Result<(), ConfigError> {
-        names.add_fixed(me, &VARIABLES);
-        Ok(())
-    }
-
-    /// Whether the level answers with the counts.
-    fn defaults(&self) -> Slot {
-        Arc::new(false)
-    }
-
-    /// `stub_status` takes no argument, or one it ignores (the `on` of old configurations).
-    fn directive(
-        &self,
-        conf: &mut Slot,
-        _d: &Directive,
-        _cx: &mut Load<'_>,
-    ) -> Result<(), ConfigError> {
-        *module::edit::<bool>(conf) = true;
-        Ok(())
-    }
-
-    fn finish(
-        &self,
-        conf: &mut Slot,
-        block: &[Directive],
-        cx: &mut Finish<'_>,
-    ) -> Result<(), ConfigError> {
-        module::own_location_handler(conf, block, cx, "stub_status");
-        Ok(())
-    }
-
-    fn is_active(&self, conf: &Slot) -> bool {
-        *module::get::<bool>(conf)
-    }
-
-    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
-        static HANDLERS: Handlers = Handlers {
-            content: Some(content),
-            variable: Some(variable),
-            ..Handlers::NONE
-        };
-        &HANDLERS
-    }
-}
 
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     if !*module::get::<bool>(conf) {
