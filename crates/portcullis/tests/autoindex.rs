@@ -101,6 +101,7 @@ fn autoindex_lists_as_nginx_lists() {
         make_tree(&server.path("html"));
         let port = server.port(0);
         let mut answers = Vec::new();
+        let long_callback = format!("/jsonp/?callback={}", "a".repeat(129));
         for (method, path, extra) in [
             ("GET", "/", ""),
             ("GET", "/sub%20dir/", ""),
@@ -115,6 +116,7 @@ fn autoindex_lists_as_nginx_lists() {
             ("GET", "/jsonp/?callback=show.list_1", ""),
             ("GET", "/jsonp/", ""),
             ("GET", "/jsonp/?callback=alert(1)", ""),
+            ("GET", &long_callback, ""),
             ("GET", "/xml/", ""),
             ("GET", "/off/", ""),
             ("GET", "/gz/", "Accept-Encoding: gzip\r\n"),

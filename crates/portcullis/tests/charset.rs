@@ -12,6 +12,7 @@ const CONFIG: &str = r#"
         charset utf-8;
         location = /own { return 200 "own\n"; }
         location = /own-json { default_type application/json; return 200 "{}\n"; }
+        location = /own-302 { return 302 /elsewhere; }
         location /up/ { proxy_pass http://127.0.0.1:{UPSTREAM}; }
         location /all/ { charset_types *; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /off/ { charset off; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
@@ -32,9 +33,16 @@ fn charset_names_the_charset_as_nginx_does() {
             "/up/named" => "Content-Type: text/html; charset=koi8-r\r\n",
             "/up/json" => "Content-Type: application/json\r\n",
             "/up/upper" => "Content-Type: TEXT/HTML\r\n",
+            "/up/params" => "Content-Type: text/html; foo=bar\r\n",
+            "/up/moved" => "Content-Type: text/html\r\nLocation: /elsewhere\r\n",
             _ => "",
         };
-        format!("HTTP/1.1 200 OK\r\n{ty}Content-Length: 3\r\n\r\nok\n").into_bytes()
+        let status = if path == "/up/moved" {
+            "302 Found"
+        } else {
+            "200 OK"
+        };
+        format!("HTTP/1.1 {status}\r\n{ty}Content-Length: 3\r\n\r\nok\n").into_bytes()
     });
     let http = CONFIG.replace("{UPSTREAM}", &upstream.to_string());
     let mut seen = Vec::new();

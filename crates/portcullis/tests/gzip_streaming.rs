@@ -132,6 +132,16 @@ fn peak_kb(pid: u32) -> u64 {
 
 #[test]
 fn gunzip_streams_a_body_that_grows_a_thousandfold() {
+    gunzip_bomb(false);
+}
+
+/// The same body in chunks of 64 bytes: many chunks decoded before one send.
+#[test]
+fn gunzip_streams_a_chunked_body_that_grows_a_thousandfold() {
+    gunzip_bomb(true);
+}
+
+fn gunzip_bomb(chunked: bool) {
     const PLAIN: usize = 32 * 1024 * 1024;
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
     let zeros = vec![0u8; 1024 * 1024];
@@ -141,11 +151,18 @@ fn gunzip_streams_a_body_that_grows_a_thousandfold() {
     let bomb = e.finish().unwrap();
     assert!(bomb.len() < PLAIN / 500, "{}", bomb.len());
     let upstream = support::head_upstream(move |_, _| {
-        let mut out = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
-            bomb.len()
-        )
-        .into_bytes();
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n";
+        if chunked {
+            let mut out = format!("{head}Transfer-Encoding: chunked\r\n\r\n").into_bytes();
+            for piece in bomb.chunks(64) {
+                out.extend(format!("{:x}\r\n", piece.len()).into_bytes());
+                out.extend_from_slice(piece);
+                out.extend(b"\r\n");
+            }
+            out.extend(b"0\r\n\r\n");
+            return out;
+        }
+        let mut out = format!("{head}Content-Length: {}\r\n\r\n", bomb.len()).into_bytes();
         out.extend_from_slice(&bomb);
         out
     });

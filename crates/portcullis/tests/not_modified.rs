@@ -51,6 +51,38 @@ fn conditions_on_the_server_s_own_answers_are_nginx_s() {
                 }
             }
         }
+        // The method does not matter to nginx's filter; an unreadable date still counts.
+        for (method, path, field) in [
+            ("POST", "/r", "If-None-Match: *"),
+            ("DELETE", "/r", "If-None-Match: *"),
+            ("GET", "/r", "If-Unmodified-Since: garbage"),
+            (
+                "GET",
+                "/r",
+                "If-None-Match: *\r\nIf-Modified-Since: garbage",
+            ),
+            ("GET", "/r", "If-Modified-Since: garbage"),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n{field}\r\nConnection: close\r\n\r\n"),
+            )
+            .expect("request");
+            got.push(format!("{method} {path} [{field}] -> {}", r.status));
+        }
+        // A 412 of the filter closes the connection: a request behind it is not answered.
+        let mut c = support::Client::connect(server.port(0));
+        c.send(b"GET /r HTTP/1.1\r\nHost: x\r\nIf-Match: \"x\"\r\n\r\nGET /r HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let first = c.read_response(false).unwrap();
+        let second = match c.read_response(false) {
+            Ok(r) => r.status.to_string(),
+            Err(_) => "closed".to_string(),
+        };
+        got.push(format!(
+            "pipelined after 412: {} then {second}",
+            first.status
+        ));
         if kind == support::Kind::Portcullis {
             assert!(
                 got.contains(&"GET /r [If-Match: \"x\"] -> 412 type=text/html".to_string()),

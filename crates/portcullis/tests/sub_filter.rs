@@ -41,6 +41,20 @@ const CONFIG: &str = r#"
             proxy_pass http://127.0.0.1:{UPSTREAM};
         }
         location /gz/ { gzip on; gzip_min_length 1; sub_filter Hello Bye; alias {PREFIX}/html/; }
+        location /unzip-file/ {
+            gzip_static always;
+            gunzip on;
+            sub_filter line LINE;
+            sub_filter_once off;
+            alias {PREFIX}/html/;
+        }
+        location /minlen/ {
+            gzip on;
+            gzip_min_length 1000;
+            sub_filter Hello Bye;
+            alias {PREFIX}/html/;
+        }
+        location /nothing/ { sub_filter $arg_none x; alias {PREFIX}/html/; }
         location /gunzip/ {
             gunzip on;
             sub_filter internal EXTERNAL;
@@ -106,6 +120,14 @@ fn sub_filter_replaces_as_nginx_replaces() {
         std::fs::create_dir_all(&html).unwrap();
         std::fs::write(html.join("page.html"), page()).unwrap();
         std::fs::write(html.join("page.txt"), page()).unwrap();
+        std::fs::write(html.join("tiny.html"), "Hello there\n").unwrap();
+        // A file that decompresses to many times the most gunzip makes at once.
+        let big: String = (0..12_000)
+            .map(|i| format!("<p>line {i} of a big page</p>\n"))
+            .collect();
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        e.write_all(big.as_bytes()).unwrap();
+        std::fs::write(html.join("big.html.gz"), e.finish().unwrap()).unwrap();
         let port = server.port(0);
         let mut lines = Vec::new();
         for (method, path, extra) in [
@@ -124,6 +146,9 @@ fn sub_filter_replaces_as_nginx_replaces() {
             ("GET", "/up/plain", ""),
             ("GET", "/gz/page.html", "Accept-Encoding: gzip\r\n"),
             ("GET", "/gunzip/gz", ""),
+            ("GET", "/unzip-file/big.html", ""),
+            ("GET", "/minlen/tiny.html", "Accept-Encoding: gzip\r\n"),
+            ("GET", "/nothing/page.html", ""),
         ] {
             let raw = format!(
                 "{method} {path} HTTP/1.1\r\nHost: example.org\r\n{extra}Connection: close\r\n\r\n"
@@ -154,6 +179,14 @@ fn sub_filter_replaces_as_nginx_replaces() {
                 r.header("content-encoding").unwrap_or("-"),
                 r.header("transfer-encoding").unwrap_or("-"),
                 String::from_utf8_lossy(&body[..body.len().min(400)]),
+            ));
+            // The whole body, not only its start: its length and a checksum.
+            let sum = body
+                .iter()
+                .fold(0u64, |h, &b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+            lines.push(format!(
+                "{method} {path} body: {} bytes, sum {sum:x}",
+                body.len()
             ));
         }
         seen.push((kind, lines));

@@ -128,14 +128,15 @@ fn list(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let mut callback = Vec::new();
     if format == Format::Jsonp {
         callback = arg(req.args().unwrap_or_default(), b"callback");
-        if !callback
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        if callback.len() > 128
+            || !callback
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
         {
             req.log(
-                Level::Error,
+                Level::Info,
                 &format!(
-                    "client sent invalid callback \"{}\"",
+                    "client sent invalid callback name \"{}\"",
                     String::from_utf8_lossy(&callback)
                 ),
             );

@@ -1,6 +1,7 @@
 //! `ngx_http_charset_module`, as far as naming a charset goes: `charset name` adds
-//! `; charset=name` to the `Content-Type` of a response of the server's own (a file, a
-//! `return`, an error page) whose type is one of `charset_types` (by default `text/html`,
+//! `; charset=name` to the `Content-Type` of a response (a file, a `return`, an error page,
+//! a proxied one; not a 301 or 302) whose type, with no parameters, is one of
+//! `charset_types` (by default `text/html`,
 //! `text/xml`, `text/plain`, `text/vnd.wap.wml`, `application/javascript` and
 //! `application/rss+xml`; `*` for all) and that names none yet; `charset off` stops it.
 //! Recoding from `source_charset` to another charset is not implemented: a level that would
@@ -122,10 +123,15 @@ fn header_filter(_req: &Request<'_>, conf: &Slot, resp: &mut Response, _lm: Opti
     let Some(charset) = &c.charset else {
         return;
     };
+    // nginx names no charset on a redirect (old browsers took it for the next page's).
+    if matches!(resp.status, 301 | 302) {
+        return;
+    }
     let Some(ty) = &resp.content_type else {
         return;
     };
-    if ty.to_ascii_lowercase().contains("charset=") {
+    // A type with parameters is not one of `charset_types`, which nginx compares whole.
+    if ty.contains(';') {
         return;
     }
     let bare = ty

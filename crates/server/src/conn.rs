@@ -297,6 +297,7 @@ impl Connection<'_> {
                 return;
             }
             req.not_modified(&mut resp);
+            keep_alive &= !resp.close;
             req.add_headers(&mut resp);
             req.encode(&mut resp);
             if matches!(resp.body, Body::Stream(_)) && !req.is_head() {

@@ -46,6 +46,10 @@ pub(crate) trait Coder {
         let _ = out;
         Ok(false)
     }
+    /// Whether the coder bounds its output per call (see [`more`](Coder::more)).
+    fn bounded(&self) -> bool {
+        false
+    }
     /// Appends all the input so far makes, without ending (`proxy_buffering off`: what the
     /// upstream sent goes out now).
     fn flush(&mut self, out: &mut BytesMut) -> io::Result<()> {
@@ -172,6 +176,10 @@ impl Coder for Chain {
         Ok(more)
     }
 
+    fn bounded(&self) -> bool {
+        self.0.first().is_some_and(|c| c.bounded())
+    }
+
     fn flush(&mut self, out: &mut BytesMut) -> io::Result<()> {
         let mut carry = BytesMut::new();
         for c in &mut self.0 {
@@ -189,6 +197,10 @@ impl Coder for Chain {
     }
 
     fn whole(&mut self, input: &[u8], out: &mut BytesMut) -> Option<io::Result<()>> {
+        // A first coder that bounds its output goes piece by piece, asked for more.
+        if self.0.first().is_some_and(|c| c.bounded()) {
+            return None;
+        }
         let (last, rest) = self.0.split_last_mut()?;
         let mut body = BytesMut::from(input);
         for c in rest {
@@ -225,6 +237,9 @@ impl Encode {
 pub(crate) enum Outgoing<'a> {
     Own(&'a Response),
     Proxied(&'a ResponseHead),
+    /// As the one inside, whose length a module's recoding already takes away (the later
+    /// ones see no length, as nginx's later filters do).
+    Recoded(&'a Outgoing<'a>),
 }
 
 impl Outgoing<'_> {
@@ -236,6 +251,7 @@ impl Outgoing<'_> {
             Outgoing::Own(r) if r.status == 206 && is_file(&r.body) => 200,
             Outgoing::Own(r) => r.filtered_as.unwrap_or(r.status),
             Outgoing::Proxied(h) => h.status(),
+            Outgoing::Recoded(o) => o.status(),
         }
     }
 
@@ -244,6 +260,7 @@ impl Outgoing<'_> {
         let full: Vec<u8> = match self {
             Outgoing::Own(r) => r.content_type.as_ref()?.as_bytes().to_vec(),
             Outgoing::Proxied(h) => h.header("content-type")?.to_vec(),
+            Outgoing::Recoded(o) => return o.media_type(),
         };
         let end = full.iter().position(|&b| b == b';').unwrap_or(full.len());
         Some(full[..end].trim_ascii().to_ascii_lowercase())
@@ -254,6 +271,7 @@ impl Outgoing<'_> {
         match self {
             Outgoing::Own(r) if r.status == 206 => file_size(&r.body).or(r.content_length),
             Outgoing::Own(r) => r.content_length,
+            Outgoing::Recoded(_) => None,
             Outgoing::Proxied(h) => match h.framing() {
                 Framing::Length(n) => Some(n),
                 _ => None,
@@ -266,6 +284,7 @@ impl Outgoing<'_> {
         match self {
             Outgoing::Own(r) => r.header_value(name),
             Outgoing::Proxied(h) => h.header(name).map(<[u8]>::to_vec),
+            Outgoing::Recoded(o) => o.field(name),
         }
     }
 
@@ -273,6 +292,7 @@ impl Outgoing<'_> {
     pub fn fields(&self, name: &str) -> Vec<Vec<u8>> {
         match self {
             Outgoing::Own(r) => r.header_values(name),
+            Outgoing::Recoded(o) => o.fields(name),
             Outgoing::Proxied(h) => h
                 .fields()
                 .filter(|f| f.name.eq_ignore_ascii_case(name.as_bytes()))

@@ -104,19 +104,26 @@ impl Module for GeoModule {
             proxies: Vec::new(),
             proxy_recursive: false,
         };
+        // A `default` before `ranges` is an entry (0.0.0.0/0) as nginx reads it.
+        let mut cidr_default = false;
         for e in d.children() {
             let key = e.name.as_str();
             match (key, e.args.as_slice()) {
                 ("ranges", []) => {
-                    // What came before is lost, as in nginx: its entries and default went
-                    // where a block of ranges does not look.
-                    geo.networks.clear();
-                    geo.default.clear();
-                    geo.ranges = Some(BTreeMap::new());
+                    if !geo.networks.is_empty() || cidr_default {
+                        return Err(ConfigError::at(
+                            e,
+                            "the \"ranges\" directive must be the first directive",
+                        ));
+                    }
+                    geo.ranges.get_or_insert_with(BTreeMap::new);
                 }
                 ("proxy_recursive", []) => geo.proxy_recursive = true,
                 ("proxy", [net]) => geo.proxies.push(network(e, &net.value)?),
-                ("default", [value]) => geo.default = value.value.clone(),
+                ("default", [value]) => {
+                    cidr_default |= geo.ranges.is_none();
+                    geo.default = value.value.clone();
+                }
                 ("delete", [what]) => match geo.ranges.as_mut() {
                     Some(ranges) => {
                         let (start, end) = range(e, &what.value)?;
@@ -225,7 +232,7 @@ fn add_range(
                 }
                 list.splice(*i..=*i, parts);
             }
-            [i, ..] => {
+            [.., i] => {
                 let r = &list[*i];
                 let full = |low: u16| std::net::Ipv4Addr::from(u32::from(h) << 16 | u32::from(low));
                 return Err(format!(

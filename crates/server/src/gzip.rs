@@ -872,6 +872,10 @@ impl Coder for Gunzip {
         self.step(out)
     }
 
+    fn bounded(&self) -> bool {
+        true
+    }
+
     fn more(&mut self, out: &mut BytesMut) -> io::Result<bool> {
         if self.done || (self.pending.is_empty() && !self.full) {
             return Ok(false);

@@ -453,6 +453,14 @@ pub(crate) enum Step {
     Suspend,
 }
 
+/// A date of a condition field; one that does not parse is a second before the epoch, as
+/// nginx's -1: a field there but unreadable still counts (`If-Unmodified-Since: garbage`
+/// fails, as with nginx).
+fn unreadable_as_before_epoch(value: &[u8]) -> SystemTime {
+    crate::static_files::parse_http_date(value)
+        .unwrap_or(SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(1))
+}
+
 /// `$request_id`: 16 random bytes in hex, as nginx makes it.
 fn random_id() -> [u8; 32] {
     let mut bytes = [0u8; 16];
@@ -1394,10 +1402,10 @@ impl<'a> Request<'a> {
             if_none_match: h.header("if-none-match"),
             if_modified_since: h
                 .header("if-modified-since")
-                .and_then(crate::static_files::parse_http_date),
+                .map(unreadable_as_before_epoch),
             if_unmodified_since: h
                 .header("if-unmodified-since")
-                .and_then(crate::static_files::parse_http_date),
+                .map(unreadable_as_before_epoch),
             range: h.header("range"),
             if_range: h.header("if-range"),
             ims: self.loc.if_modified_since,
@@ -2055,13 +2063,9 @@ impl<'a> Request<'a> {
         let etag = resp
             .header_value("etag")
             .map(|e| String::from_utf8_lossy(&e).into_owned());
-        let get_or_head = matches!(self.method, Method::Get | Method::Head);
-        let answer = crate::static_files::preconditions(
-            mtime,
-            etag.as_deref(),
-            get_or_head,
-            &self.conditions(),
-        );
+        // nginx's filter looks at no method.
+        let answer =
+            crate::static_files::preconditions(mtime, etag.as_deref(), true, &self.conditions());
         match answer {
             Some(Plan::NotModified) => {
                 resp.status = 304;
@@ -2069,7 +2073,11 @@ impl<'a> Request<'a> {
                 resp.content_length = None;
                 resp.body = Body::Empty;
             }
-            Some(_) => *resp = self.finalize_error(412),
+            Some(_) => {
+                *resp = self.finalize_error(412);
+                // nginx finalizes the request in its filter: the connection closes.
+                resp.close = true;
+            }
             None => {}
         }
     }
@@ -2103,9 +2111,14 @@ impl<'a> Request<'a> {
             return enc;
         }
         let mut coders = Vec::new();
+        let recoded = Outgoing::Recoded(out);
+        let mut view = out;
         for (_, encode, conf) in self.phases.encode.at(&self.loc.modules) {
-            let e = encode(self, conf, out);
+            let e = encode(self, conf, view);
             enc.vary |= e.vary;
+            if e.coder.is_some() {
+                view = &recoded;
+            }
             coders.extend(e.coder);
         }
         enc.coder = crate::encode::Chain::of(coders);

@@ -62,6 +62,9 @@ impl Module for SubFilterModule {
                 } else {
                     c.pairs.as_ref().clone()
                 };
+                if d.arg(0).is_empty() {
+                    return Err(ConfigError::at(d, "empty search pattern"));
+                }
                 let m = Template::compile(d.arg(0), d, cx.names)?;
                 let r = Template::compile(d.arg(1), d, cx.names)?;
                 pairs.push((m, r));
@@ -115,6 +118,10 @@ fn encode(req: &Request<'_>, conf: &Slot, out: &Outgoing<'_>) -> Encode {
         .map(|(m, r)| (req.eval(m).to_ascii_lowercase(), req.eval(r)))
         .filter(|(m, _)| !m.is_empty())
         .collect();
+    // Nothing to look for: the response goes as it is, length and validators kept.
+    if pairs.is_empty() {
+        return Encode::default();
+    }
     Encode {
         vary: false,
         coder: Some(Box::new(Sub {

@@ -28,6 +28,9 @@ pub(crate) struct Encoded<'d, D: Downstream> {
     begun: bool,
     /// Recoding failed: the response is broken and nothing more goes out.
     failed: bool,
+    /// Body bytes pushed and not yet recoded: recoded when sent, so that what a decompressor
+    /// makes of them goes out a bounded piece at a time.
+    input: BytesMut,
     out: BytesMut,
 }
 
@@ -80,6 +83,7 @@ impl<'d, D: Downstream> Encoded<'d, D> {
             head: Recorded::default(),
             begun: false,
             failed: false,
+            input: BytesMut::new(),
             out: BytesMut::new(),
         }
     }
@@ -193,18 +197,8 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
 
     fn push(&mut self, data: &[u8]) {
         self.begin_inner();
-        if self.failed {
-            return;
-        }
-        if let Err(e) = self.recode(data) {
-            self.fail(e);
-            return;
-        }
-        // A compressor may give nothing yet for a piece. What a decompressor still holds
-        // goes with the next send.
-        if !self.out.is_empty() {
-            let out = self.out.split();
-            self.inner.push(&out);
+        if !self.failed {
+            self.input.extend_from_slice(data);
         }
     }
 
@@ -213,7 +207,9 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
         if self.failed {
             return Err(io::Error::from(io::ErrorKind::BrokenPipe));
         }
-        if let Err(e) = self.recode(data) {
+        self.input.extend_from_slice(data);
+        let input = self.input.split();
+        if let Err(e) = self.recode(&input) {
             return Err(self.fail(e));
         }
         if self.flush {
@@ -228,6 +224,9 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
         self.begin_inner();
         if self.failed {
             return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        }
+        if !self.input.is_empty() {
+            self.send(&[]).await?;
         }
         if self.coder.is_some() {
             self.drain().await?;
