@@ -16,6 +16,12 @@ const CONFIG: &str = r#"
         location /up/ { proxy_pass http://127.0.0.1:{UPSTREAM}; }
         location /all/ { charset_types *; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /off/ { charset off; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
+        location /two/ {
+            charset_types application/json;
+            charset_types application/xml;
+            proxy_pass http://127.0.0.1:{UPSTREAM}/up/;
+        }
+        location = /plain-listed { charset_types application/json; return 200 "x\n"; }
         location /headers/ {
             add_header X-Seen yes;
             proxy_pass http://127.0.0.1:{UPSTREAM}/up/;

@@ -28,6 +28,12 @@ const CONFIG: &str = r#"
             alias {PREFIX}/html/;
         }
         location /types/ { sub_filter line LINE; sub_filter_types text/plain; alias {PREFIX}/html/; }
+        location /types2/ {
+            sub_filter line LINE;
+            sub_filter_types text/plain;
+            sub_filter_types text/css;
+            alias {PREFIX}/html/;
+        }
         location /lm/ { sub_filter Hello Bye; sub_filter_last_modified on; alias {PREFIX}/html/; }
         location /var/ { sub_filter $arg_from "<$arg_to>"; sub_filter_once off; alias {PREFIX}/html/; }
         location = /ret {
@@ -140,6 +146,7 @@ fn sub_filter_replaces_as_nginx_replaces() {
             ("GET", "/multi2/page.html", ""),
             ("GET", "/types/page.txt", ""),
             ("GET", "/types/page.html", ""),
+            ("GET", "/types2/page.txt", ""),
             ("GET", "/lm/page.html", ""),
             ("GET", "/var/page.html?from=LINE&to=row", ""),
             ("GET", "/ret", ""),

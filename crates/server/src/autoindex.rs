@@ -127,7 +127,7 @@ fn list(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let mut format = c.format;
     let mut callback = Vec::new();
     if format == Format::Jsonp {
-        callback = arg(req.args().unwrap_or_default(), b"callback");
+        callback = req.arg(b"callback").unwrap_or_default().to_vec();
         if callback.len() > 128
             || !callback
                 .iter()
@@ -164,19 +164,6 @@ fn list(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     // nginx sends the listing as it makes it, of no length known in advance.
     resp.body = Body::Stream(Box::new(crate::encode::Once(Some(Bytes::from(body)))));
     Some(Step::Done(resp))
-}
-
-/// The value of argument `name` in a query string, as `$arg_name`.
-fn arg(args: &[u8], name: &[u8]) -> Vec<u8> {
-    args.split(|&b| b == b'&')
-        .find_map(|kv| {
-            let (k, v) = match kv.iter().position(|&b| b == b'=') {
-                Some(i) => (&kv[..i], &kv[i + 1..]),
-                None => (kv, &b""[..]),
-            };
-            k.eq_ignore_ascii_case(name).then(|| v.to_vec())
-        })
-        .unwrap_or_default()
 }
 
 /// The directory's entries, sorted as nginx sorts them, or the status of the failure.

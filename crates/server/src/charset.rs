@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use portcullis_config::{ConfigError, Directive};
 
-use crate::module::{self, Load, Module, Slot};
+use crate::module::{self, Load, Module, Slot, TypeList};
 use crate::request::{Handlers, Request, Response};
 
 pub(crate) struct CharsetModule;
@@ -34,8 +34,7 @@ struct CharsetConf {
     charset: Option<Arc<str>>,
     /// `source_charset`, only checked.
     source: Option<String>,
-    /// `charset_types`, lowercase; `None` for `*`.
-    types: Option<Vec<String>>,
+    types: TypeList,
 }
 
 impl Default for CharsetConf {
@@ -43,7 +42,7 @@ impl Default for CharsetConf {
         CharsetConf {
             charset: None,
             source: None,
-            types: Some(DEFAULT_TYPES.iter().map(|t| t.to_string()).collect()),
+            types: TypeList::new(&DEFAULT_TYPES),
         }
     }
 }
@@ -61,7 +60,7 @@ impl Module for CharsetModule {
         &self,
         conf: &mut Slot,
         d: &Directive,
-        _cx: &mut Load<'_>,
+        cx: &mut Load<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::edit::<CharsetConf>(conf);
         match d.name.as_str() {
@@ -72,22 +71,7 @@ impl Module for CharsetModule {
                 }
             }
             "source_charset" => c.source = Some(d.arg(0).to_string()),
-            "charset_types" => {
-                c.types = if d.args.iter().any(|a| a.value == "*") {
-                    None
-                } else {
-                    let mut types: Vec<String> = d
-                        .args
-                        .iter()
-                        .map(|a| a.value.to_ascii_lowercase())
-                        .collect();
-                    // text/html is always one, as in nginx.
-                    if !types.iter().any(|t| t == "text/html") {
-                        types.push("text/html".into());
-                    }
-                    Some(types)
-                }
-            }
+            "charset_types" => c.types.add(d, cx.first),
             _ => {}
         }
         // A charset and a different source charset would need the body recoded: checked
@@ -140,10 +124,7 @@ fn header_filter(_req: &Request<'_>, conf: &Slot, resp: &mut Response, _lm: Opti
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let listed = match &c.types {
-        None => true,
-        Some(types) => types.contains(&bare),
-    };
+    let listed = c.types.matches(bare.as_bytes());
     if listed {
         resp.content_type = Some(Arc::from(format!("{ty}; charset={charset}")));
     }

@@ -38,7 +38,7 @@ use portcullis_config::{value, ConfigError, Directive};
 use portcullis_http::Method;
 
 use crate::encode::{Coder, Encode, Etag, HeadEdit, Outgoing, Stage};
-use crate::module::{self, Load, Module, Slot};
+use crate::module::{self, Load, Module, Slot, TypeList};
 use crate::request::{Handlers, Request, Step};
 use crate::static_files::Lookup;
 use crate::Level;
@@ -76,8 +76,7 @@ const PROXIED_ANY: u16 = 1 << 8;
 #[derive(Clone)]
 struct Conf {
     gzip: bool,
-    /// `gzip_types`, lowercase, `text/html` among them; `None` for `*`.
-    types: Option<Vec<Vec<u8>>>,
+    types: TypeList,
     level: u32,
     min_length: u64,
     /// `gzip_window` as zlib's window bits.
@@ -96,7 +95,7 @@ impl Default for Conf {
     fn default() -> Self {
         Conf {
             gzip: false,
-            types: Some(vec![b"text/html".to_vec()]),
+            types: TypeList::new(&["text/html"]),
             level: 1,
             min_length: 20,
             window_bits: 15,
@@ -203,25 +202,7 @@ impl Module for GzipModule {
             "postpone_gzipping" => {
                 value::size(d, 0)?;
             }
-            "gzip_types" => {
-                let all = d.args.iter().any(|a| a.value == "*");
-                c.types = if all {
-                    None
-                } else {
-                    let mut types = if cx.first {
-                        vec![b"text/html".to_vec()]
-                    } else {
-                        c.types.clone().unwrap_or_default()
-                    };
-                    for a in &d.args {
-                        let t = a.value.to_ascii_lowercase().into_bytes();
-                        if !types.contains(&t) {
-                            types.push(t);
-                        }
-                    }
-                    Some(types)
-                };
-            }
+            "gzip_types" => c.types.add(d, cx.first),
             "gzip_http_version" => {
                 c.http10 = match d.arg(0) {
                     "1.0" => true,
@@ -370,10 +351,7 @@ fn encode(req: &Request<'_>, conf: &Slot, out: &Outgoing<'_>) -> Encode {
 }
 
 fn type_matches(c: &Conf, out: &Outgoing<'_>) -> bool {
-    let Some(types) = &c.types else {
-        return true;
-    };
-    out.media_type().is_some_and(|t| types.contains(&t))
+    out.media_type().is_some_and(|t| c.types.matches(&t))
 }
 
 /// nginx's window for a body of known length: smaller for a small one.

@@ -292,6 +292,49 @@ impl Module for LocationHandler {
     }
 }
 
+/// The media types a `*_types` directive lists (`gzip_types`, `sub_filter_types`,
+/// `charset_types`), as nginx's `ngx_http_types_slot` keeps them: lowercase; a level's first
+/// directive starts a list of its own from `text/html`, the level's later ones add to it;
+/// `*` matches every type. A level with none has the module's defaults.
+#[derive(Clone, Debug)]
+pub(crate) struct TypeList(Option<Vec<Vec<u8>>>);
+
+impl TypeList {
+    /// The list of a level that names none.
+    pub fn new(defaults: &[&str]) -> TypeList {
+        TypeList(Some(
+            defaults.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        ))
+    }
+
+    /// Adds a directive's types; `first`: the first of its name at the level.
+    pub fn add(&mut self, d: &Directive, first: bool) {
+        if first {
+            self.0 = Some(vec![b"text/html".to_vec()]);
+        }
+        let Some(list) = self.0.as_mut() else {
+            return;
+        };
+        for a in &d.args {
+            if a.value == "*" {
+                self.0 = None;
+                return;
+            }
+            let t = a.value.to_ascii_lowercase().into_bytes();
+            if !list.contains(&t) {
+                list.push(t);
+            }
+        }
+    }
+
+    /// Whether `media_type` (lowercase, without parameters) is listed.
+    pub fn matches(&self, media_type: &[u8]) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == media_type))
+    }
+}
+
 /// Reads a level's settings of type `T`.
 pub(crate) fn get<T: 'static>(slot: &Slot) -> &T {
     slot.downcast_ref::<T>().expect("a module's own settings")

@@ -826,6 +826,20 @@ impl<'a> Request<'a> {
     }
 
     /// Takes `$args` away, for a rewrite to make new ones ([`set_args`](Self::set_args)).
+    /// `$arg_name`: the value of the first argument called `name` (any case).
+    pub(crate) fn arg(&self, name: &[u8]) -> Option<&[u8]> {
+        self.args
+            .as_deref()?
+            .split(|&b| b == b'&')
+            .find_map(|pair| {
+                let (k, val) = match pair.iter().position(|&b| b == b'=') {
+                    Some(i) => (&pair[..i], &pair[i + 1..]),
+                    None => (pair, &b""[..]),
+                };
+                k.eq_ignore_ascii_case(name).then_some(val)
+            })
+    }
+
     pub(crate) fn take_args(&mut self) -> Option<Vec<u8>> {
         self.args.take()
     }
@@ -1769,20 +1783,7 @@ impl<'a> Request<'a> {
                     out.push(b'?')
                 }
             }
-            Var::Arg(name) => {
-                if let Some(args) = &self.args {
-                    for pair in args.split(|&b| b == b'&') {
-                        let (k, val) = match pair.iter().position(|&b| b == b'=') {
-                            Some(i) => (&pair[..i], &pair[i + 1..]),
-                            None => (pair, &b""[..]),
-                        };
-                        if k.eq_ignore_ascii_case(name.as_bytes()) {
-                            out.extend_from_slice(val);
-                            break;
-                        }
-                    }
-                }
-            }
+            Var::Arg(name) => out.extend_from_slice(self.arg(name.as_bytes()).unwrap_or(b"")),
             Var::Capture(n) => out.extend_from_slice(self.captures.get(&self.capture_uri, *n)),
             Var::Uri => out.extend_from_slice(&self.uri),
             Var::RequestUri => {

@@ -16,7 +16,7 @@ use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
 
 use crate::encode::{Coder, Encode, Etag, HeadEdit, Outgoing, Stage};
-use crate::module::{self, Load, Module, Slot};
+use crate::module::{self, Load, Module, Slot, TypeList};
 use crate::request::{Handlers, Request};
 use crate::vars::Template;
 
@@ -28,8 +28,7 @@ pub(crate) static MODULE: SubFilterModule = SubFilterModule;
 struct Conf {
     /// The matches and their replacements.
     pairs: Arc<Vec<(Template, Template)>>,
-    /// `sub_filter_types`, lowercase, with `text/html`; `None` for `*`.
-    types: Option<Vec<Vec<u8>>>,
+    types: TypeList,
     once: bool,
     last_modified: bool,
 }
@@ -42,7 +41,7 @@ impl Module for SubFilterModule {
     fn defaults(&self) -> Slot {
         Arc::new(Conf {
             pairs: Arc::default(),
-            types: Some(vec![b"text/html".to_vec()]),
+            types: TypeList::new(&["text/html"]),
             once: true,
             last_modified: false,
         })
@@ -72,20 +71,7 @@ impl Module for SubFilterModule {
             }
             "sub_filter_once" => c.once = d.arg(0) == "on",
             "sub_filter_last_modified" => c.last_modified = d.arg(0) == "on",
-            _ => {
-                c.types = if d.args.iter().any(|a| a.value == "*") {
-                    None
-                } else {
-                    let mut types = vec![b"text/html".to_vec()];
-                    for a in &d.args {
-                        let t = a.value.to_ascii_lowercase().into_bytes();
-                        if !types.contains(&t) {
-                            types.push(t);
-                        }
-                    }
-                    Some(types)
-                };
-            }
+            _ => c.types.add(d, cx.first),
         }
         Ok(())
     }
@@ -105,10 +91,7 @@ impl Module for SubFilterModule {
 
 fn encode(req: &Request<'_>, conf: &Slot, out: &Outgoing<'_>) -> Encode {
     let c = module::get::<Conf>(conf);
-    let typed = match &c.types {
-        None => true,
-        Some(types) => out.media_type().is_some_and(|t| types.contains(&t)),
-    };
+    let typed = out.media_type().is_some_and(|t| c.types.matches(&t));
     if c.pairs.is_empty() || out.content_length() == Some(0) || !typed {
         return Encode::default();
     }
