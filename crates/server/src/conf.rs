@@ -364,6 +364,7 @@ fn compile_declared(
         error_logs: Vec::new(),
         hostname: hostname(),
         groups: Arc::default(),
+        caches: Default::default(),
         tls: crate::tls_conf::TlsBuilder::default(),
         modules,
         phases,
@@ -439,6 +440,13 @@ fn compile_declared(
         },
     };
     main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
+    // The workers write the caches: their directories become their user's, as nginx makes
+    // the paths it creates.
+    if let Some(c) = &main.credentials {
+        for cache in b.caches.values() {
+            cache.give_to(c.uid);
+        }
+    }
     main.warnings = b.warnings;
     Ok(Compiled {
         main,
@@ -482,6 +490,8 @@ struct Builder {
     hostname: String,
     /// `upstream` blocks by name.
     groups: Arc<crate::proxy::Groups>,
+    /// `proxy_cache_path` zones by name.
+    caches: crate::proxy::cache::Caches,
     tls: crate::tls_conf::TlsBuilder,
     modules: Registry,
     phases: Arc<dyn Any + Send + Sync>,
@@ -597,12 +607,35 @@ impl Builder {
             }
         }
         self.groups = Arc::new(groups);
+        // proxy_cache_path too: a proxy_cache may name a zone defined after it.
+        let mut paths: Vec<(PathBuf, String)> = Vec::new();
+        for d in h.children() {
+            if d.name == "proxy_cache_path" {
+                let dir = self.path(d.arg(0));
+                if let Some((_, at)) = paths.iter().find(|(p, _)| *p == dir) {
+                    return Err(ConfigError::at(
+                        d,
+                        format!("the same path name \"{}\" used in {at} and", dir.display()),
+                    ));
+                }
+                paths.push((dir, d.span.to_string()));
+                let zone = d.args.iter().find_map(|a| {
+                    let (name, _) = a.value.strip_prefix("keys_zone=")?.split_once(':')?;
+                    Some(name)
+                });
+                if let Some(name) = zone.filter(|n| self.caches.contains_key(*n)) {
+                    return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
+                }
+                let cache = crate::proxy::cache::path(d, &self.prefix)?;
+                self.caches.insert(cache.name.clone(), cache);
+            }
+        }
         let mut servers = Vec::new();
         let mut touched = HashSet::new();
         for d in h.children() {
             match d.name.as_str() {
                 "server" => servers.push(d),
-                "log_format" | "upstream" => {}
+                "log_format" | "upstream" | "proxy_cache_path" => {}
                 name if crate::tls_conf::is_ssl_directive(name) => {
                     self.check_meaning(d);
                     self.tls.http_directive(d);
@@ -1120,10 +1153,17 @@ impl Builder {
                         "proxy_redirect" => first("proxy_redirect"),
                         "proxy_cookie_domain" => first("proxy_cookie_domain"),
                         "proxy_cookie_path" => first("proxy_cookie_path"),
+                        "proxy_cache_valid" => first("proxy_cache_valid"),
+                        "proxy_cache_bypass" => first("proxy_cache_bypass"),
+                        "proxy_no_cache" => first("proxy_no_cache"),
+                        "proxy_cache_use_stale" => first("proxy_cache_use_stale"),
+                        "proxy_cache_methods" => first("proxy_cache_methods"),
+                        "proxy_ignore_headers" => first("proxy_ignore_headers"),
                         _ => true,
                     },
                     &mut self.warnings,
                     &self.names,
+                    &self.caches,
                 )? => {}
             "resolver" => {
                 c.resolver = Some(Arc::new(crate::proxy::resolve::ResolverConf::parse(d)?));

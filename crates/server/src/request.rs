@@ -590,6 +590,8 @@ pub(crate) struct Request<'a> {
     proxy_port: u16,
     /// The upstream attempts, for `$upstream_*`.
     upstream_attempts: Vec<crate::proxy::Attempt>,
+    /// `$upstream_cache_status`.
+    cache_status: std::cell::Cell<Option<crate::proxy::cache::Status>>,
     /// The modules' state of this request, one value of each module's own type.
     ctx: Vec<Box<dyn std::any::Any>>,
     /// `WWW-Authenticate` values of the access phase's refusals; they survive an error_page
@@ -650,6 +652,7 @@ impl<'a> Request<'a> {
             proxy_host: bytes::Bytes::new(),
             proxy_port: 0,
             upstream_attempts: Vec::new(),
+            cache_status: Default::default(),
             ctx: Vec::new(),
             www_authenticate: Vec::new(),
             verdicts: Vec::new(),
@@ -1965,6 +1968,11 @@ impl<'a> Request<'a> {
                 }
             }
             Var::LimitRate => out.push(b'0'),
+            Var::UpstreamCacheStatus => {
+                if let Some(c) = self.cache_status.get() {
+                    out.extend_from_slice(c.as_str().as_bytes());
+                }
+            }
             Var::Empty => {}
             Var::RequestBody => {
                 if let Some(body) = self.request_body.borrow().as_ref() {

@@ -10,7 +10,7 @@
 
 mod cache;
 mod conditions;
-mod date;
+pub(crate) mod date;
 mod mime;
 mod send;
 

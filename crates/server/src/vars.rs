@@ -59,6 +59,8 @@ pub enum Var {
     ProxyPort,
     ProxyAddXForwardedFor,
     UpstreamAddr,
+    /// `$upstream_cache_status`.
+    UpstreamCacheStatus,
     UpstreamStatus,
     UpstreamResponseTime,
     UpstreamConnectTime,
@@ -81,7 +83,6 @@ pub enum Var {
     /// Variables of features that never take part here, whose value is then empty in nginx
     /// too: `$upstream_trailer_*` (nginx 1.22's proxy keeps no upstream trailers),
     /// `$sent_trailer_*` (no trailers are sent: `add_trailer` is ignored with a warning),
-    /// `$upstream_cache_status` (no cache: `proxy_cache` is ignored with a warning),
     /// `$proxy_protocol_*` (`listen ... proxy_protocol` is refused) and `$ssl_early_data`
     /// (TLS early data is never accepted).
     Empty,
@@ -355,8 +356,8 @@ impl Var {
             "tcpinfo_rttvar" => Var::TcpInfo(TcpInfo::RttVar),
             "tcpinfo_snd_cwnd" => Var::TcpInfo(TcpInfo::SndCwnd),
             "tcpinfo_rcv_space" => Var::TcpInfo(TcpInfo::RcvSpace),
-            "upstream_cache_status"
-            | "proxy_protocol_addr"
+            "upstream_cache_status" => Var::UpstreamCacheStatus,
+            "proxy_protocol_addr"
             | "proxy_protocol_port"
             | "proxy_protocol_server_addr"
             | "proxy_protocol_server_port"

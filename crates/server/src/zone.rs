@@ -46,9 +46,11 @@ impl<T: Send + 'static> Zone<T> {
             .find(|z| z.name == name && z.size == size);
         if let Some(zone) = running {
             if zone.key != key {
+                // A cache's key is its path, and nginx says so.
+                let noun = if what == "cache" { "cache path" } else { "key" };
                 return Err(ConfigError {
                     message: format!(
-                        "{what} \"{name}\" uses the \"{key}\" key while previously it used the \"{}\" key",
+                        "{what} \"{name}\" uses the \"{key}\" {noun} while previously it used the \"{}\" {noun}",
                         zone.key
                     ),
                     span: None,

@@ -16,6 +16,8 @@ use portcullis_proxy::{Conn, Stream, Timer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::cache::fill::{Fill, Store};
+use super::cache::{Entry, Job, Status as CacheStatus};
 use super::downstream::{send_two, timeout_io, Downstream};
 use super::encoded::Encoded;
 use super::settings::next;
@@ -153,6 +155,18 @@ pub(crate) async fn serve<D: Downstream>(
     body: ReqBody,
 ) -> Finish {
     let mut attempts = Vec::new();
+    // The cache first: a fresh entry is the response.
+    let mut cache = plan.cache.take();
+    if let Some(job) = cache.as_mut() {
+        let hit = job.lookup(req);
+        req.set_cache_status(job.status);
+        if let Some(entry) = hit {
+            return send_entry(down, req, &plan, &entry, job.client_head).await;
+        }
+        if let Some(lines) = job.revalidation() {
+            plan.head.extend_from_slice(&lines);
+        }
+    }
     // `$request_body`: the client's body, when it was read whole.
     if let ReqBody::Whole(b) = &body {
         req.keep_request_body(b);
@@ -223,6 +237,9 @@ pub(crate) async fn serve<D: Downstream>(
             upstream.select(&mut l.state, key, &mut tried, now)
         };
         let Ok(peer) = selected else {
+            if let Some(finish) = serve_stale(down, req, &plan, &mut cache, next::ERROR).await {
+                return finish.with_attempts(attempts);
+            }
             req.log_upstream(
                 Level::Error,
                 "no live upstreams while connecting to upstream",
@@ -335,6 +352,9 @@ pub(crate) async fn serve<D: Downstream>(
                 if !once && may_retry(&plan, why.bit(), request_sent, tries, max_tries, start) {
                     continue;
                 }
+                if let Some(finish) = serve_stale(down, req, &plan, &mut cache, why.bit()).await {
+                    return finish.with_attempts(attempts);
+                }
                 return Finish::Status {
                     code: why.status(),
                     body_read: true,
@@ -408,7 +428,72 @@ pub(crate) async fn serve<D: Downstream>(
         }
         let failed = bit & next::FAILURE_STATUSES & settings.next_upstream != 0;
         let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
-        let forwarded = forward(down, req, &plan, &resp_head, ubuf, &mut conn, url).await;
+        let mut store = None;
+        if let Some(job) = cache.as_mut() {
+            let stale = bit != 0 && job.stale_for(bit);
+            let revalidated = (status == 304 && job.revalidation().is_some())
+                .then(|| job.revalidated(&resp_head))
+                .flatten();
+            if stale || revalidated.is_some() {
+                let end = Instant::now();
+                attempt.response = end - attempt_start;
+                attempts.push(attempt);
+                upstream.release(peer, outcome, end);
+                // The upstream's body, if any, is not read: its connection is not kept.
+                let entry = match revalidated {
+                    Some(e) => e,
+                    None => {
+                        job.status = super::cache::Status::Stale;
+                        match job.stale.take() {
+                            Some(e) => e,
+                            None => unreachable!("stale_for found a stale entry"),
+                        }
+                    }
+                };
+                req.set_cache_status(job.status);
+                return send_entry(down, req, &plan, &entry, job.client_head)
+                    .await
+                    .with_attempts(attempts);
+            }
+            store = job.store(req, &resp_head, plan.head_request);
+        }
+        // A response the cache keeps is one the client's conditions apply to.
+        let shown = match store
+            .as_ref()
+            .map(|_| super::cache::not_modified(req, &resp_head))
+        {
+            Some(Err(code)) => {
+                attempts.push(attempt);
+                return Finish::Status {
+                    code,
+                    body_read: true,
+                    attempts,
+                    challenge: None,
+                };
+            }
+            Some(Ok(shown)) => shown,
+            None => None,
+        };
+        let head_only = cache.as_ref().is_some_and(|j| j.client_head) || shown.is_some();
+        let no_body = plan.head_request || status == 204 || status == 304 || status < 200;
+        let framing = if no_body {
+            Framing::Length(0)
+        } else {
+            resp_head.framing()
+        };
+        let fill = (store.is_some() || head_only).then_some((store, head_only));
+        let forwarded = forward(
+            down,
+            req,
+            &plan,
+            shown.as_ref().unwrap_or(&resp_head),
+            (framing, no_body || head_only),
+            ubuf,
+            &mut conn,
+            url,
+            fill,
+        )
+        .await;
         let end = Instant::now();
         attempt.response = end - attempt_start;
         attempt.length = forwarded.length;
@@ -636,7 +721,7 @@ async fn read_some<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut BytesMut, t: 
 type Attempted = (Conn<Stream>, ResponseHead, BytesMut);
 
 /// The client's connection, its read buffer, and how to read the body from them.
-type Source<'a, S> = (&'a mut S, &'a mut BytesMut, &'a mut Streamed, Duration);
+type BodySource<'a, S> = (&'a mut S, &'a mut BytesMut, &'a mut Streamed, Duration);
 
 /// One attempt on `peer`: a pooled connection (retried once on a fresh one if it turns out
 /// closed before any response byte) or a new one, the request, the response head. With a
@@ -649,7 +734,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
     addr: std::net::SocketAddr,
     head: &[u8],
     body: &Bytes,
-    mut source: Option<Source<'_, S>>,
+    mut source: Option<BodySource<'_, S>>,
     req: &Request<'_>,
     url: Url<'_>,
     start: Instant,
@@ -924,50 +1009,209 @@ struct Forwarded {
     upstream_done: bool,
 }
 
-/// Sends the response head to `down`, streams the body framed as the upstream framed it,
-/// and ends the response.
-async fn forward<D: Downstream>(
+/// Sends the response head to `down`, streams the body framed as `framing` says, and ends
+/// the response (`no_body`: the client gets none, whatever the upstream sends); `fill` keeps
+/// a copy of the body for the cache, or passes the head alone.
+#[allow(clippy::too_many_arguments)]
+async fn forward<D: Downstream, S: Source>(
     down: &mut D,
     req: &Request<'_>,
     plan: &Plan,
     head: &ResponseHead,
+    (framing, no_body): (Framing, bool),
     ubuf: BytesMut,
-    conn: &mut Conn<Stream>,
+    source: &mut S,
+    url: Url<'_>,
+    fill: Option<(Option<Store>, bool)>,
+) -> Forwarded {
+    match fill {
+        None => encode(down, req, plan, head, framing, no_body, ubuf, source, url).await,
+        Some((store, head_only)) => {
+            let mut down = Fill::new(down, store, head_only);
+            encode(
+                &mut down, req, plan, head, framing, no_body, ubuf, source, url,
+            )
+            .await
+        }
+    }
+}
+
+/// [`forward`] past the cache: compressed or decompressed on the way as the modules decide
+/// (`encode.rs`).
+#[allow(clippy::too_many_arguments)]
+async fn encode<D: Downstream, S: Source>(
+    down: &mut D,
+    req: &Request<'_>,
+    plan: &Plan,
+    head: &ResponseHead,
+    framing: Framing,
+    no_body: bool,
+    ubuf: BytesMut,
+    source: &mut S,
     url: Url<'_>,
 ) -> Forwarded {
     let status = head.status();
-    let no_body = plan.head_request || status == 204 || status == 304 || status < 200;
-    let framing = if no_body {
-        Framing::Length(0)
-    } else {
-        head.framing()
-    };
-    // Compressed or decompressed on the way as the modules decide (`encode.rs`).
     // A HEAD response gets the head a GET's would have.
     let enc = match status {
         101 => Encode::default(),
         _ => req.encoding(&Outgoing::Proxied(head)),
     };
     if enc.is_nothing() {
-        relay(down, req, plan, head, framing, ubuf, conn, url).await
+        relay(down, req, plan, head, framing, ubuf, source, url).await
     } else {
         let log = |message: &str| req.log_upstream(Level::Error, message, &url);
         let flush = !plan.settings.buffering;
         let mut down = Encoded::new(down, enc, no_body, flush, &log);
-        relay(&mut down, req, plan, head, framing, ubuf, conn, url).await
+        relay(&mut down, req, plan, head, framing, ubuf, source, url).await
+    }
+}
+
+/// Where a response body is read from: the upstream's connection, or a cache entry.
+pub(super) trait Source {
+    /// Reads more into `buf`: `None` when `timeout` passed first.
+    fn read_more(
+        &mut self,
+        buf: &mut BytesMut,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Option<std::io::Result<usize>>>;
+}
+
+impl Source for Conn<Stream> {
+    async fn read_more(
+        &mut self,
+        buf: &mut BytesMut,
+        timeout: Duration,
+    ) -> Option<std::io::Result<usize>> {
+        self.timer
+            .run(timeout, self.stream.read_buf(buf))
+            .await
+            .ok()
+    }
+}
+
+/// The body of a cache entry, read from its file as it is sent.
+struct EntryBody {
+    file: Arc<std::fs::File>,
+    at: u64,
+}
+
+impl Source for EntryBody {
+    async fn read_more(
+        &mut self,
+        buf: &mut BytesMut,
+        _: Duration,
+    ) -> Option<std::io::Result<usize>> {
+        use std::os::unix::fs::FileExt;
+        let start = buf.len();
+        buf.resize(start + READ_CHUNK * 4, 0);
+        let read = self.file.read_at(&mut buf[start..], self.at);
+        let n = *read.as_ref().unwrap_or(&0);
+        buf.truncate(start + n);
+        self.at += n as u64;
+        Some(read)
+    }
+}
+
+/// Sends a cache entry as the response, as nginx sends one: its stored head through the
+/// proxy's rules, its body from the file. `head_only`: the client asked with HEAD.
+async fn send_entry<D: Downstream>(
+    down: &mut D,
+    req: &Request<'_>,
+    plan: &Plan,
+    entry: &Entry,
+    head_only: bool,
+) -> Finish {
+    let shown = match super::cache::not_modified(req, entry.head()) {
+        Ok(shown) => shown,
+        Err(code) => {
+            return Finish::Status {
+                code,
+                body_read: true,
+                attempts: Vec::new(),
+                challenge: None,
+            }
+        }
+    };
+    let head = shown.as_ref().unwrap_or(entry.head());
+    let status = head.status();
+    let (len, first) = entry.body();
+    let framing = match head.framing() {
+        _ if plan.head_request || head_only || status == 204 || status == 304 => Framing::Length(0),
+        Framing::Length(_) => Framing::Length(len),
+        // A body that came chunked or up to the close goes out so again, as in nginx.
+        _ => Framing::UntilClose,
+    };
+    let mut ubuf = req.worker().upstreams.borrow_mut().take_buffer();
+    ubuf.extend_from_slice(&first[..first.len().min(usize::try_from(len).unwrap_or(usize::MAX))]);
+    let (file, at) = entry.rest();
+    let mut body = EntryBody { file, at };
+    let url = Url {
+        https: plan.https,
+        peer: "cache",
+        uri: b"",
+    };
+    let no_body = plan.head_request || head_only || status == 204 || status == 304;
+    let forwarded = encode(
+        down, req, plan, head, framing, no_body, ubuf, &mut body, url,
+    )
+    .await;
+    Finish::Sent {
+        status,
+        sent: forwarded.sent,
+        body: forwarded.body,
+        keep_alive: forwarded.keep_alive,
+        attempts: Vec::new(),
+    }
+}
+
+/// Answers with the stale entry of `cache` when `proxy_cache_use_stale` covers a failure of
+/// kind `bit`.
+async fn serve_stale<D: Downstream>(
+    down: &mut D,
+    req: &Request<'_>,
+    plan: &Plan,
+    cache: &mut Option<Box<Job>>,
+    bit: u16,
+) -> Option<Finish> {
+    let job = cache.as_mut().filter(|j| j.stale_for(bit))?;
+    let entry = job.stale.take()?;
+    job.status = CacheStatus::Stale;
+    req.set_cache_status(job.status);
+    Some(send_entry(down, req, plan, &entry, job.client_head).await)
+}
+
+impl Finish {
+    /// The same end, with the upstream attempts made before it.
+    fn with_attempts(self, made: Vec<Attempt>) -> Finish {
+        match self {
+            Finish::Sent {
+                status,
+                sent,
+                body,
+                keep_alive,
+                ..
+            } => Finish::Sent {
+                status,
+                sent,
+                body,
+                keep_alive,
+                attempts: made,
+            },
+            other => other,
+        }
     }
 }
 
 /// [`forward`] once the downstream is chosen.
 #[allow(clippy::too_many_arguments)]
-async fn relay<D: Downstream>(
+async fn relay<D: Downstream, S: Source>(
     down: &mut D,
     req: &Request<'_>,
     plan: &Plan,
     head: &ResponseHead,
     framing: Framing,
     mut ubuf: BytesMut,
-    conn: &mut Conn<Stream>,
+    source: &mut S,
     url: Url<'_>,
 ) -> Forwarded {
     req.write_proxied_head(down.begin(framing), plan, head);
@@ -980,18 +1224,14 @@ async fn relay<D: Downstream>(
     macro_rules! read_more {
         ($done:lifetime, $eof_ends:expr) => {{
             ubuf.reserve(READ_CHUNK);
-            match conn
-                .timer
-                .run(read_timeout, conn.stream.read_buf(&mut ubuf))
-                .await
-            {
-                Ok(Ok(0)) if $eof_ends => false,
-                Ok(Ok(k)) if k > 0 => {
+            match source.read_more(&mut ubuf, read_timeout).await {
+                Some(Ok(0)) if $eof_ends => false,
+                Some(Ok(k)) if k > 0 => {
                     received += k as u64;
                     true
                 }
                 other => {
-                    log_body_failure(req, url, other.map_err(|_| ()).ok());
+                    log_body_failure(req, url, other);
                     down.broken();
                     break $done false;
                 }

@@ -8,6 +8,7 @@
 //! from the balancer, an idle connection from the worker's pool or a new one, the request,
 //! the response head forwarded by nginx's rules, and the body streamed to the client.
 
+pub(crate) mod cache;
 mod downstream;
 mod encoded;
 mod exchange;
@@ -92,6 +93,8 @@ pub(crate) struct Plan {
     pub keepalive: bool,
     /// The location's proxy_pass, for proxy_redirect's rules.
     pub pass: Arc<ProxyPass>,
+    /// What the location's cache does for the request (`proxy_cache`).
+    pub cache: Option<Box<cache::Job>>,
 }
 
 impl Plan {

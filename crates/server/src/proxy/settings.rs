@@ -126,6 +126,8 @@ pub(crate) struct ProxySettings {
     pub ssl: SslSettings,
     /// How `proxy_pass https://` connects; set at load for a location that proxies over TLS.
     pub tls: Option<Arc<UpstreamTls>>,
+    /// `proxy_cache` and the directives that steer it.
+    pub cache: super::cache::CacheSettings,
 }
 
 /// The `proxy_ssl_*` directives as written, inherited like the others.
@@ -166,6 +168,7 @@ impl Default for ProxySettings {
             set_body: None,
             ssl: SslSettings::default(),
             tls: None,
+            cache: Default::default(),
         }
     }
 }
@@ -224,6 +227,7 @@ pub(crate) fn directive(
     first: bool,
     warnings: &mut Vec<String>,
     vars: &Names,
+    caches: &super::cache::Caches,
 ) -> Result<bool, ConfigError> {
     match d.name.as_str() {
         "proxy_http_version" => {
@@ -340,28 +344,11 @@ pub(crate) fn directive(
         name if name.starts_with("proxy_ssl") => {
             return ssl_directive(&mut s.ssl, d, warnings, vars)
         }
-        "proxy_ignore_headers" => {
-            // Expires, Cache-Control and X-Accel-Expires only steer a cache, which this
-            // server does not have; the other X-Accel-* headers are not acted on either.
-            for a in &d.args {
-                let known = [
-                    "X-Accel-Redirect",
-                    "X-Accel-Expires",
-                    "X-Accel-Limit-Rate",
-                    "X-Accel-Buffering",
-                    "X-Accel-Charset",
-                    "Expires",
-                    "Cache-Control",
-                    "Set-Cookie",
-                    "Vary",
-                ];
-                if !known.iter().any(|k| k.eq_ignore_ascii_case(&a.value)) {
-                    return Err(ConfigError::at(
-                        d,
-                        format!("invalid value \"{}\" in \"{}\" directive", a.value, d.name),
-                    ));
-                }
-            }
+        name if name.starts_with("proxy_cache")
+            || name == "proxy_no_cache"
+            || name == "proxy_ignore_headers" =>
+        {
+            return super::cache::directive(&mut s.cache, d, first, caches, vars)
         }
         _ => return Ok(false),
     }

@@ -177,8 +177,12 @@ impl Request<'_> {
         };
         let Group { upstream, key } = group;
         let hash_key = key.map_or_else(Vec::new, |k| self.eval(&k));
+        let caching = settings.cache.zone.is_some();
+        // A HEAD is sent as a GET, whose response the cache keeps whole.
+        let converted = caching && settings.cache.convert_head && self.head.method_str() == "HEAD";
         let method_token: std::borrow::Cow<'_, [u8]> = match &settings.method {
             Some(t) => self.eval(t).into(),
+            None if converted => b"GET"[..].into(),
             None if self.method == self.head.method() => self.head.method_str().as_bytes().into(),
             None => b"GET"[..].into(),
         };
@@ -218,6 +222,19 @@ impl Request<'_> {
             }
         }
         let uri = uri_start..head.len();
+        let cache = caching
+            .then(|| {
+                let key = match &settings.cache.key {
+                    Some(k) => self.eval(k),
+                    // nginx's default key: the URL the request is proxied to.
+                    None => {
+                        let scheme: &[u8] = if https { b"https://" } else { b"http://" };
+                        [scheme, &self.proxy_host, &head[uri.clone()]].concat()
+                    }
+                };
+                crate::proxy::cache::Job::new(self, &settings, key).map(Box::new)
+            })
+            .flatten();
         head.put_slice(if settings.http11 {
             b" HTTP/1.1\r\n"
         } else {
@@ -260,6 +277,7 @@ impl Request<'_> {
                 let lower_is = |n: &str| name.eq_ignore_ascii_case(n);
                 let own = settings.set_headers.iter().any(|h| lower_is(&h.lower))
                     || DEFAULT_SET.iter().any(|(n, _)| lower_is(n))
+                    || (caching && crate::proxy::cache::DROPPED.iter().any(|n| lower_is(n)))
                     || lower_is("content-length")
                     || lower_is("transfer-encoding");
                 if !own {
@@ -288,9 +306,15 @@ impl Request<'_> {
             upgrade,
             keepalive,
             pass: pass.clone(),
+            cache,
             settings,
         }));
         Step::Done(r)
+    }
+
+    /// Sets `$upstream_cache_status`.
+    pub(crate) fn set_cache_status(&self, status: crate::proxy::cache::Status) {
+        self.cache_status.set(Some(status));
     }
 
     /// Writes the client's response head for an upstream's `head`: the status line as the

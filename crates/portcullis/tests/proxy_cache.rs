@@ -1,0 +1,728 @@
+//! `proxy_cache` against nginx on the same configuration: what is stored and for how long
+//! (`proxy_cache_valid`, `Cache-Control`, `Expires`, `X-Accel-Expires`, `Set-Cookie`, `Vary`),
+//! what the upstream is asked (a HEAD as a GET, no client conditions or ranges), the
+//! `proxy_cache_*` directives, `$upstream_cache_status`, and the cache on disk: nginx's
+//! layout, found again after a restart, never a truncated entry after a kill in mid-write.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::{head_upstream, kinds, Kind, Server, TempDir};
+
+const CONFIG: &str = r#"
+    log_format cache '$request_uri $upstream_cache_status';
+    access_log {PREFIX}/cache.log cache;
+    proxy_temp_path {PREFIX}/proxy_temp;
+    proxy_cache_path {CACHE} levels=1:2 keys_zone=z:1m inactive=10m;
+    proxy_cache_path {CACHE}-short keys_zone=short:1m inactive=1s;
+    server {
+        listen 127.0.0.1:{PORT0};
+        add_header X-Cache $upstream_cache_status always;
+        proxy_cache z;
+        proxy_cache_valid 200 1m;
+        location / {
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /nodefault/ {
+            proxy_cache_valid 0s;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /any/ {
+            proxy_cache_valid any 1m;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /post/ {
+            proxy_cache_methods POST;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /twice/ {
+            proxy_cache_min_uses 2;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /flags/ {
+            proxy_cache_bypass $arg_bypass;
+            proxy_no_cache $arg_nostore;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /headonly/ {
+            proxy_cache_convert_head off;
+            proxy_cache_key $request_method$uri;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /ignore/ {
+            proxy_ignore_headers Set-Cookie Cache-Control;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /short/ {
+            proxy_cache_valid 200 1s;
+            proxy_cache_key $uri;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /revalidate/ {
+            proxy_cache_valid 200 1s;
+            proxy_cache_revalidate on;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /gone/ {
+            proxy_cache_valid 200 1s;
+            proxy_cache_key /short/$arg_k;
+            proxy_cache_use_stale error timeout http_500;
+            proxy_pass http://127.0.0.1:{DEAD};
+        }
+        location /gone-strict/ {
+            proxy_cache_key /short/$arg_k;
+            proxy_pass http://127.0.0.1:{DEAD};
+        }
+        location /inactive/ {
+            proxy_cache short;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /off/ {
+            proxy_cache off;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+    }
+"#;
+
+/// What the upstream was asked, by path: the request heads in order.
+type Seen = Arc<Mutex<HashMap<String, Vec<String>>>>;
+
+/// An upstream whose answer depends on the path, numbered by how often the path was asked.
+fn upstream(seen: Seen) -> u16 {
+    head_upstream(move |_, head| {
+        let text = String::from_utf8_lossy(head).to_string();
+        let target = text.split_whitespace().nth(1).unwrap_or("").to_string();
+        let path = target.split('?').next().unwrap_or("").to_string();
+        let n = {
+            let mut s = seen.lock().unwrap();
+            let list = s.entry(path.clone()).or_default();
+            list.push(text.clone());
+            list.len()
+        };
+        let name = path.rsplit('/').next().unwrap_or("");
+        let body = format!("{path} #{n}\n");
+        let (status, fields) = match name {
+            "no-cache" => ("200 OK", "Cache-Control: no-cache\r\n".to_string()),
+            "no-store" => ("200 OK", "Cache-Control: no-store\r\n".into()),
+            "private" => ("200 OK", "Cache-Control: private, max-age=60\r\n".into()),
+            "max-age-0" => ("200 OK", "Cache-Control: max-age=0\r\n".into()),
+            "max-age" => ("200 OK", "Cache-Control: public, max-age=60\r\n".into()),
+            "s-maxage" => ("200 OK", "Cache-Control: s-maxage=60, max-age=0\r\n".into()),
+            "expires-past" => (
+                "200 OK",
+                "Expires: Thu, 01 Jan 1970 00:00:01 GMT\r\n".into(),
+            ),
+            "expires-future" => (
+                "200 OK",
+                "Expires: Fri, 01 Jan 2100 00:00:00 GMT\r\n".into(),
+            ),
+            "x-accel-0" => ("200 OK", "X-Accel-Expires: 0\r\n".into()),
+            "x-accel-first" => (
+                "200 OK",
+                "X-Accel-Expires: 60\r\nCache-Control: no-cache\r\n".into(),
+            ),
+            "x-accel-abs" => ("200 OK", "X-Accel-Expires: @4102444800\r\n".into()),
+            "cookie" => ("200 OK", "Set-Cookie: a=b\r\n".into()),
+            "vary-star" => ("200 OK", "Vary: *\r\n".into()),
+            "vary" => ("200 OK", "Vary: Accept-Encoding\r\n".into()),
+            "missing" => ("404 Not Found", String::new()),
+            "broken" => (
+                "500 Internal Server Error",
+                "Cache-Control: max-age=60\r\n".into(),
+            ),
+            _ => ("200 OK", String::new()),
+        };
+        let not_modified = name == "validated" && text.contains("If-Modified-Since:");
+        if not_modified {
+            return b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n".to_vec();
+        }
+        let head_only = text.starts_with("HEAD ");
+        let mut out = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\n{fields}Last-Modified: Mon, 02 Jan 2023 00:00:00 GMT\r\nETag: \"v1\"\r\n"
+        )
+        .into_bytes();
+        if name == "chunked" {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+            if !head_only {
+                let (a, b) = body.split_at(3);
+                for piece in [a, b] {
+                    out.extend(format!("{:x}\r\n{piece}\r\n", piece.len()).into_bytes());
+                }
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            return out;
+        }
+        out.extend(format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes());
+        if !head_only {
+            out.extend(body.into_bytes());
+        }
+        out
+    })
+}
+
+/// Fails on every line where portcullis's transcript differs from nginx's.
+fn compare(seen: &[(Kind, Vec<String>)]) {
+    if std::env::var_os("SHOW").is_some() {
+        for (kind, lines) in seen {
+            eprintln!("{kind}:\n{}", lines.join("\n"));
+        }
+    }
+    if let [(_, nginx), (_, ours)] = seen {
+        let diffs: Vec<String> = nginx
+            .iter()
+            .zip(ours)
+            .filter(|(n, o)| n != o)
+            .map(|(n, o)| format!("nginx:      {n}\nportcullis: {o}"))
+            .collect();
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+        assert_eq!(nginx.len(), ours.len());
+    }
+}
+
+/// A port nothing listens on.
+fn dead_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// What a response shows: status, cache status, body, and the fields that matter.
+fn observe(r: &support::Response) -> String {
+    let page = r.body.starts_with(b"<html>");
+    format!(
+        "{} {} cl={} etag={} cr={} {:?}",
+        r.status,
+        r.header("x-cache").unwrap_or("-"),
+        match r.header("content-length") {
+            Some(_) if page => "(page)",
+            Some(n) => n,
+            None => "-",
+        },
+        r.header("etag").unwrap_or("-"),
+        r.header("content-range").unwrap_or("-"),
+        match String::from_utf8_lossy(&r.body).trim_end() {
+            b if b.starts_with("<html>") => "an error page".to_string(),
+            b => b.to_string(),
+        },
+    )
+}
+
+fn config(cache: &std::path::Path, up: u16, dead: u16) -> String {
+    support::main_config(
+        &CONFIG
+            .replace("{CACHE}", &cache.display().to_string())
+            .replace("{UPSTREAM}", &up.to_string())
+            .replace("{DEAD}", &dead.to_string()),
+    )
+}
+
+fn send(port: u16, method: &str, target: &str, extra: &str) -> support::Response {
+    support::request(
+        port,
+        &format!(
+            "{method} {target} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{method} {target}: {e}"))
+}
+
+#[test]
+fn what_is_stored_and_served_is_nginxs() {
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let seen: Seen = Arc::default();
+        let up = upstream(seen.clone());
+        let cache = TempDir::new("cache");
+        let cache_dir = cache.path().join("c");
+        let Some(server) = Server::start(kind, 1, &config(&cache_dir, up, dead_port())) else {
+            continue;
+        };
+        let port = server.port(0);
+        let mut lines = Vec::new();
+        let mut step = |method: &str, target: &str, extra: &str| {
+            let r = send(port, method, target, extra);
+            lines.push(format!("{method} {target} {extra:?} -> {}", observe(&r)));
+            r
+        };
+        // Stored, then served from the cache.
+        for path in ["/a", "/chunked", "/max-age", "/s-maxage", "/expires-future"] {
+            step("GET", &format!("/nodefault{path}"), "");
+            step("GET", &format!("/nodefault{path}"), "");
+        }
+        for path in [
+            "/chunked",
+            "/no-cache",
+            "/no-store",
+            "/private",
+            "/max-age-0",
+            "/expires-past",
+            "/x-accel-0",
+            "/x-accel-first",
+            "/x-accel-abs",
+            "/cookie",
+            "/vary-star",
+            "/missing",
+            "/broken",
+        ] {
+            step("GET", path, "");
+            step("GET", path, "");
+        }
+        step("GET", "/any/missing", "");
+        step("GET", "/any/missing", "");
+        // Variants.
+        step("GET", "/vary", "Accept-Encoding: gzip\r\n");
+        step("GET", "/vary", "Accept-Encoding: br\r\n");
+        step("GET", "/vary", "Accept-Encoding: gzip\r\n");
+        step("GET", "/vary", "Accept-Encoding: br\r\n");
+        // A HEAD is asked as a GET and fills the entry a GET then finds.
+        step("HEAD", "/head", "");
+        step("GET", "/head", "");
+        step("HEAD", "/headonly/x", "");
+        step("HEAD", "/headonly/x", "");
+        // Methods, uses, bypass and no_cache.
+        step("POST", "/post/p", "Content-Length: 0\r\n");
+        step("POST", "/post/p", "Content-Length: 0\r\n");
+        step("POST", "/p", "Content-Length: 0\r\n");
+        step("POST", "/p", "Content-Length: 0\r\n");
+        for _ in 0..3 {
+            step("GET", "/twice/t", "");
+        }
+        step("GET", "/flags/f", "");
+        step("GET", "/flags/f?bypass=1", "");
+        step("GET", "/flags/f", "");
+        step("GET", "/flags/g?nostore=1", "");
+        step("GET", "/flags/g", "");
+        step("GET", "/flags/g", "");
+        step("GET", "/ignore/cookie", "");
+        step("GET", "/ignore/cookie", "");
+        step("GET", "/off/o", "");
+        step("GET", "/off/o", "");
+        // A hit answers ranges and conditions itself; the upstream never sees them.
+        step(
+            "GET",
+            "/cond",
+            "Range: bytes=0-3\r\nIf-None-Match: \"x\"\r\n",
+        );
+        step("GET", "/cond", "Range: bytes=0-3\r\n");
+        step("GET", "/cond", "If-None-Match: \"v1\"\r\n");
+        step(
+            "GET",
+            "/cond",
+            "If-Modified-Since: Mon, 02 Jan 2023 00:00:00 GMT\r\n",
+        );
+        let asked = seen
+            .lock()
+            .unwrap()
+            .get("/cond")
+            .cloned()
+            .unwrap_or_default();
+        let passed: Vec<String> = asked
+            .iter()
+            .flat_map(|h| h.lines().map(str::to_string).collect::<Vec<_>>())
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                l.starts_with("range") || l.starts_with("if-")
+            })
+            .collect();
+        lines.push(format!(
+            "/cond asked {} times, with {passed:?}",
+            asked.len()
+        ));
+        for path in ["/head", "/headonly/x"] {
+            let methods: Vec<String> = seen
+                .lock()
+                .unwrap()
+                .get(path)
+                .map(|l| {
+                    l.iter()
+                        .map(|h| h.split(' ').next().unwrap_or("").to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            lines.push(format!("{path} asked with {methods:?}"));
+        }
+        let logged = support::read_lossy(&server.path("cache.log"));
+        lines.push(format!(
+            "log: {}",
+            logged.lines().take(6).collect::<Vec<_>>().join(" | ")
+        ));
+        if kind == Kind::Portcullis {
+            compare(&[(kind, lines.clone())]);
+            let text = lines.join("\n");
+            for want in [
+                "GET /nodefault/a \"\" -> 200 MISS cl=16 etag=\"v1\" cr=- \"/nodefault/a #2\"",
+                "GET /nodefault/max-age \"\" -> 200 HIT cl=22 etag=\"v1\" cr=- \"/nodefault/max-age #1\"",
+                "GET /chunked \"\" -> 200 HIT cl=- etag=\"v1\" cr=- \"/chunked #1\"",
+                "GET /cond \"If-None-Match: \\\"v1\\\"\\r\\n\" -> 304 HIT cl=- etag=\"v1\" cr=- \"\"",
+                "GET /cookie \"\" -> 200 MISS cl=11 etag=\"v1\" cr=- \"/cookie #2\"",
+                "GET /vary \"Accept-Encoding: br\\r\\n\" -> 200 HIT cl=9 etag=\"v1\" cr=- \"/vary #2\"",
+                "GET /twice/t \"\" -> 200 HIT cl=12 etag=\"v1\" cr=- \"/twice/t #2\"",
+                "/head asked with [\"GET\"]",
+            ] {
+                assert!(text.contains(want), "no {want:?} in\n{text}");
+            }
+        }
+        seen_by.push((kind, lines));
+    }
+    compare(&seen_by);
+}
+
+#[test]
+fn an_expired_entry_is_revalidated_or_served_stale() {
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let seen: Seen = Arc::default();
+        let up = upstream(seen.clone());
+        let cache = TempDir::new("cache");
+        let cache_dir = cache.path().join("c");
+        let Some(server) = Server::start(kind, 1, &config(&cache_dir, up, dead_port())) else {
+            continue;
+        };
+        let port = server.port(0);
+        let mut lines = Vec::new();
+        let mut step = |target: &str| {
+            let r = send(port, "GET", target, "");
+            lines.push(format!("{target} -> {}", observe(&r)));
+        };
+        step("/short/k");
+        step("/revalidate/validated");
+        step("/gone/x?k=k");
+        step("/short/k");
+        step("/revalidate/validated");
+        // Past the second they are valid for (a time, so a wait).
+        std::thread::sleep(Duration::from_millis(2100));
+        step("/gone/x?k=k");
+        step("/gone-strict/x?k=k");
+        step("/revalidate/validated");
+        step("/revalidate/validated");
+        step("/short/k");
+        let asked: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .get("/revalidate/validated")
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|h| {
+                h.lines()
+                    .filter(|l| l.starts_with("If-"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .collect();
+        lines.push(format!("revalidations asked: {asked:?}"));
+        if kind == Kind::Portcullis {
+            let text = lines.join("\n");
+            for want in [
+                "/gone/x?k=k -> 200 STALE",
+                "/gone-strict/x?k=k -> 502",
+                "/revalidate/validated -> 200 REVALIDATED",
+                "/short/k -> 200 EXPIRED",
+            ] {
+                assert!(text.contains(want), "no {want:?} in\n{text}");
+            }
+        }
+        seen_by.push((kind, lines));
+    }
+    compare(&seen_by);
+}
+
+/// The entry of `key` in a `levels=1:2` cache under `dir`, as nginx names it.
+fn entry_path(dir: &std::path::Path, key: &str) -> std::path::PathBuf {
+    use md5::{Digest, Md5};
+    let name: String = Md5::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.join(&name[31..]).join(&name[29..31]).join(&name)
+}
+
+#[test]
+fn the_cache_is_nginxs_on_disk_and_outlives_a_restart() {
+    for kind in kinds() {
+        let seen: Seen = Arc::default();
+        let up = upstream(seen.clone());
+        let cache = TempDir::new("cache");
+        let cache_dir = cache.path().join("c");
+        let conf = config(&cache_dir, up, dead_port());
+        let Some(mut server) = Server::start(kind, 1, &conf) else {
+            continue;
+        };
+        let r = send(server.port(0), "GET", "/kept?x=1", "");
+        assert_eq!(r.header("x-cache"), Some("MISS"), "{kind:?}");
+        // nginx's default key: the URL the request went to.
+        let file = entry_path(&cache_dir, &format!("http://127.0.0.1:{up}/kept?x=1"));
+        // nginx renames the entry into its place after the response went out.
+        assert!(
+            support::wait_until(Duration::from_secs(5), || file.exists()),
+            "{kind:?}: no entry at {}: {:?}",
+            file.display(),
+            walk(&cache_dir)
+                .iter()
+                .map(
+                    |p| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()[336..400])
+                        .to_string()
+                )
+                .collect::<Vec<_>>()
+        );
+        let stored = std::fs::read(&file).unwrap();
+        let text = String::from_utf8_lossy(&stored);
+        assert!(
+            text.contains(&format!("\nKEY: http://127.0.0.1:{up}/kept?x=1\n")),
+            "{kind:?}: {text:?}"
+        );
+        assert!(text.ends_with("/kept #1\n"), "{kind:?}: {text:?}");
+        server.stop();
+        // A new server on the same directory finds the entry.
+        let Some(again) = Server::start(kind, 1, &conf) else {
+            continue;
+        };
+        let r = send(again.port(0), "GET", "/kept?x=1", "");
+        assert_eq!(
+            (r.header("x-cache"), r.body_text().as_str()),
+            (Some("HIT"), "/kept #1\n"),
+            "{kind:?}"
+        );
+        assert_eq!(seen.lock().unwrap().get("/kept").map(Vec::len), Some(1));
+        // `inactive=1s`: the manager removes what was not used for a second.
+        let r = send(again.port(0), "GET", "/inactive/i", "");
+        assert_eq!(r.header("x-cache"), Some("MISS"), "{kind:?}");
+        let short = cache.path().join("c-short");
+        let count = || {
+            walk(&short)
+                .iter()
+                .filter(|p| p.file_name().is_some_and(|n| n.len() == 32))
+                .count()
+        };
+        assert!(
+            support::wait_until(Duration::from_secs(5), || count() == 1),
+            "{kind:?}: no entry for /inactive/i"
+        );
+        assert!(
+            support::wait_until(Duration::from_secs(15), || count() == 0),
+            "{kind:?}: the inactive entry stays"
+        );
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(list) = std::fs::read_dir(dir) {
+        for e in list.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_kill_in_mid_write_never_leaves_a_truncated_entry() {
+    // An upstream that sends half of a body it announced whole, then waits.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let up = listener.local_addr().unwrap().port();
+    let (half_sent, wait_half) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut s) = stream else { continue };
+            let half_sent = half_sent.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let body = "x".repeat(100_000);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                let _ = s.write_all(head.as_bytes());
+                if n == 0 {
+                    let _ = s.write_all(&body.as_bytes()[..50_000]);
+                    let _ = half_sent.send(());
+                    std::thread::sleep(Duration::from_secs(30));
+                } else {
+                    let _ = s.write_all(body.as_bytes());
+                }
+            });
+        }
+    });
+    let cache = TempDir::new("cache");
+    let cache_dir = cache.path().join("c");
+    let conf = config(&cache_dir, up, dead_port());
+    let Some(mut server) = Server::start(Kind::Portcullis, 1, &conf) else {
+        return;
+    };
+    let port = server.port(0);
+    let client = std::thread::spawn(move || support::get(port, "/big"));
+    wait_half.recv_timeout(Duration::from_secs(10)).unwrap();
+    // The temporary file holds part of the body when the server dies.
+    assert!(support::wait_until(Duration::from_secs(10), || {
+        walk(&cache_dir)
+            .iter()
+            .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 40_000))
+    }));
+    server.signal(libc::SIGKILL);
+    let _ = server.wait_exit(Duration::from_secs(10));
+    let _ = client.join();
+    let Some(again) = Server::start(Kind::Portcullis, 1, &conf) else {
+        return;
+    };
+    let r = support::get(again.port(0), "/big").unwrap();
+    assert_eq!(r.header("x-cache"), Some("MISS"));
+    assert_eq!(r.body.len(), 100_000);
+    let r = support::get(again.port(0), "/big").unwrap();
+    assert_eq!((r.header("x-cache"), r.body.len()), (Some("HIT"), 100_000));
+    // What the kill left is removed; only whole entries remain.
+    assert!(support::wait_until(Duration::from_secs(10), || {
+        walk(&cache_dir)
+            .iter()
+            .all(|p| p.file_name().is_some_and(|n| n.len() == 32))
+    }));
+}
+
+#[test]
+fn bad_cache_directives_are_refused_with_their_line() {
+    let dir = TempDir::new("cache-conf");
+    let c = dir.path().display().to_string();
+    let zone = format!("proxy_cache_path {c}/c keys_zone=z:1m;");
+    for (http, line, want, at) in [
+        (
+            zone.as_str(),
+            "proxy_cache nosuch;",
+            "\"proxy_cache\" zone \"nosuch\" is unknown",
+            6,
+        ),
+        (
+            &zone,
+            "proxy_cache_valid abc;",
+            "invalid time value \"abc\"",
+            6,
+        ),
+        (
+            &zone,
+            "proxy_cache_valid 99 1m;",
+            "invalid status \"99\"",
+            6,
+        ),
+        (
+            &zone,
+            "proxy_cache_use_stale error foo;",
+            "invalid value \"foo\"",
+            6,
+        ),
+        (
+            &zone,
+            "proxy_cache_methods PUT;",
+            "invalid value \"PUT\"",
+            6,
+        ),
+        (
+            &format!("proxy_cache_path {c}/c levels=1:3 keys_zone=z:1m;"),
+            "",
+            "invalid \"levels\" \"levels=1:3\"",
+            3,
+        ),
+        (
+            &format!("proxy_cache_path {c}/c levels=1:2;"),
+            "",
+            "\"proxy_cache_path\" must have \"keys_zone\" parameter",
+            3,
+        ),
+        (
+            &format!("proxy_cache_path {c}/c keys_zone=z:1m inactive=xyz;"),
+            "",
+            "invalid inactive value \"inactive=xyz\"",
+            3,
+        ),
+        (
+            &format!("{zone} proxy_cache_path {c}/c keys_zone=y:1m;"),
+            "",
+            &format!("the same path name \"{c}/c\" used in {c}/bad.conf:3 and in {c}/bad.conf:3"),
+            3,
+        ),
+        (
+            &format!("{zone} proxy_cache_path {c}/d keys_zone=z:1m;"),
+            "",
+            "duplicate zone \"z\"",
+            3,
+        ),
+    ] {
+        let conf = dir.write(
+            "bad.conf",
+            format!(
+                "events {{}}\nhttp {{ access_log off;\n {http}\n server {{\n  location / {{\n   {line}\n  }}\n }}\n}}\n"
+            ),
+        );
+        for kind in kinds() {
+            let Some(bin) = kind.binary() else { continue };
+            let out = support::test_config(std::process::Command::new(bin), dir.path(), &conf);
+            let text = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{kind:?} {line}: {text}");
+            assert!(text.contains(want), "{kind:?} {http} {line}: {text}");
+            // nginx names the end of the http block for an unknown zone; portcullis names
+            // the line.
+            let at = if kind == Kind::Portcullis || !line.contains("nosuch") {
+                format!("bad.conf:{at}")
+            } else {
+                "bad.conf:".to_string()
+            };
+            assert!(text.contains(&at), "{kind:?} {line}: {text}");
+        }
+    }
+}
+
+#[test]
+fn a_cache_nginx_wrote_is_read_and_the_other_way_round() {
+    if kinds().len() < 2 {
+        support::skip("needs nginx to write a cache");
+        return;
+    }
+    let seen: Seen = Arc::default();
+    let up = upstream(seen.clone());
+    let cache = TempDir::new("cache");
+    let conf = config(&cache.path().join("c"), up, dead_port());
+    let mut writer = Kind::Nginx;
+    for (path, reader) in [("/by-nginx", Kind::Portcullis), ("/by-us", Kind::Nginx)] {
+        let mut w = Server::start(writer, 1, &conf).expect("writer");
+        let r = send(w.port(0), "GET", path, "Accept-Encoding: gzip\r\n");
+        assert_eq!(r.header("x-cache"), Some("MISS"), "{writer:?} {path}");
+        let vary = format!("{path}/vary");
+        send(w.port(0), "GET", &vary, "Accept-Encoding: gzip\r\n");
+        send(w.port(0), "GET", &vary, "Accept-Encoding: br\r\n");
+        // The writer renames an entry into place once the response went out.
+        assert!(support::wait_until(Duration::from_secs(5), || {
+            walk(&cache.path().join("c"))
+                .iter()
+                .filter(|p| p.file_name().is_some_and(|n| n.len() == 32))
+                .count()
+                >= 3
+        }));
+        w.stop();
+        let r2 = Server::start(reader, 1, &conf).expect("reader");
+        for (target, extra, body) in [
+            (path.to_string(), "", format!("{path} #1")),
+            (
+                vary.clone(),
+                "Accept-Encoding: gzip\r\n",
+                format!("{vary} #1"),
+            ),
+            (
+                vary.clone(),
+                "Accept-Encoding: br\r\n",
+                format!("{vary} #2"),
+            ),
+        ] {
+            let r = send(r2.port(0), "GET", &target, extra);
+            assert_eq!(
+                (r.header("x-cache"), r.body_text().trim_end()),
+                (Some("HIT"), body.as_str()),
+                "{reader:?} reading {writer:?}'s {target} {extra:?}"
+            );
+        }
+        writer = reader;
+    }
+}

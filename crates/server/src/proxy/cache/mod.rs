@@ -1,0 +1,490 @@
+//! nginx's proxy cache: `proxy_cache_path` and the `proxy_cache_*` directives.
+//!
+//! A cache is a directory in nginx's layout (`levels=1:2` puts the entry of key md5 `...c29b`
+//! in `b/2c/`), each entry one file in nginx's format: a fixed header (validity, dates, the
+//! ETag, the Vary names), the key line, the upstream's response head and its body. An entry
+//! is written to a temporary file beside its place and renamed there only once its body is
+//! whole, so a crash never leaves a truncated entry to be served. The keys zone (what nginx
+//! keeps in shared memory: uses, size, last access) is shared by every worker and kept
+//! across reloads; a manager thread removes entries unused for `inactive` and trims the
+//! cache to `max_size` ([`store`]).
+//!
+//! A request looks its key up before the exchange ([`Job::lookup`]); a fresh entry is sent
+//! from the file, as an upstream response ([`Hit`]). An expired one may be revalidated with
+//! the upstream or served stale when the upstream fails (`proxy_cache_use_stale`). A
+//! response the rules let cache ([`rules`]) is written while it is sent ([`fill::Fill`]).
+
+pub(crate) mod fill;
+mod rules;
+pub(crate) mod store;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use md5::{Digest, Md5};
+use portcullis_config::{value, ConfigError, Directive};
+use portcullis_http::ResponseHead;
+
+use crate::request::Request;
+use crate::vars::{Names, Template};
+pub(crate) use store::{CachePath, Entry};
+
+/// The caches of a configuration (`proxy_cache_path`), by zone name.
+pub(crate) type Caches = HashMap<String, Arc<CachePath>>;
+
+/// `$upstream_cache_status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Miss,
+    Bypass,
+    Expired,
+    Stale,
+    Revalidated,
+    Hit,
+}
+
+impl Status {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Status::Miss => "MISS",
+            Status::Bypass => "BYPASS",
+            Status::Expired => "EXPIRED",
+            Status::Stale => "STALE",
+            Status::Revalidated => "REVALIDATED",
+            Status::Hit => "HIT",
+        }
+    }
+}
+
+/// Conditions of `proxy_cache_use_stale`, as bits (those of `proxy_next_upstream`, and
+/// `updating`).
+pub(crate) mod stale {
+    pub use super::super::settings::next::*;
+    pub const UPDATING: u16 = 1 << 12;
+}
+
+/// `proxy_ignore_headers`, as bits.
+pub(crate) mod ignore {
+    pub const X_ACCEL_EXPIRES: u8 = 1;
+    pub const EXPIRES: u8 = 1 << 1;
+    pub const CACHE_CONTROL: u8 = 1 << 2;
+    pub const SET_COOKIE: u8 = 1 << 3;
+    pub const VARY: u8 = 1 << 4;
+}
+
+/// Methods `proxy_cache_methods` can name, as bits.
+mod method {
+    pub const GET: u8 = 1;
+    pub const HEAD: u8 = 1 << 1;
+    pub const POST: u8 = 1 << 2;
+}
+
+/// One `proxy_cache_valid`: the statuses (none: any) and how long they stay fresh.
+#[derive(Clone)]
+pub(crate) struct Valid {
+    /// Empty: `any`.
+    codes: Vec<u16>,
+    time: Duration,
+}
+
+/// The `proxy_cache_*` settings of a level, inherited as nginx merges them.
+#[derive(Clone)]
+pub(crate) struct CacheSettings {
+    /// `proxy_cache zone`; `None`: off.
+    pub zone: Option<Arc<CachePath>>,
+    /// `proxy_cache_key`; `None`: `$scheme$proxy_host$request_uri`.
+    pub key: Option<Template>,
+    pub valid: Vec<Valid>,
+    methods: u8,
+    pub min_uses: u32,
+    pub bypass: Vec<Template>,
+    pub no_cache: Vec<Template>,
+    pub use_stale: u16,
+    pub revalidate: bool,
+    pub convert_head: bool,
+    pub ignore: u8,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            zone: None,
+            key: None,
+            valid: Vec::new(),
+            methods: method::GET | method::HEAD,
+            min_uses: 1,
+            bypass: Vec::new(),
+            no_cache: Vec::new(),
+            use_stale: 0,
+            revalidate: false,
+            convert_head: true,
+            ignore: 0,
+        }
+    }
+}
+
+/// Request headers the proxy does not pass when a location caches, as nginx's cache headers
+/// set: a response is stored whole and for every client, and the conditions of a
+/// revalidation are the cache's own.
+pub(crate) const DROPPED: &[&str] = &[
+    "If-Modified-Since",
+    "If-Unmodified-Since",
+    "If-None-Match",
+    "If-Match",
+    "Range",
+    "If-Range",
+];
+
+fn invalid(d: &Directive, i: usize) -> ConfigError {
+    ConfigError::at(
+        d,
+        format!("invalid value \"{}\" in \"{}\" directive", d.arg(i), d.name),
+    )
+}
+
+/// Applies one `proxy_cache*`, `proxy_no_cache` or `proxy_ignore_headers` directive; false
+/// for another directive. `first`: the first of its name at this level (a list replaces
+/// the inherited one).
+pub(crate) fn directive(
+    s: &mut CacheSettings,
+    d: &Directive,
+    first: bool,
+    caches: &Caches,
+    vars: &Names,
+) -> Result<bool, ConfigError> {
+    let templates = |d: &Directive| -> Result<Vec<Template>, ConfigError> {
+        d.args
+            .iter()
+            .map(|a| Template::compile(&a.value, d, vars))
+            .collect()
+    };
+    match d.name.as_str() {
+        "proxy_cache" => {
+            s.zone = match d.arg(0) {
+                "off" => None,
+                name if name.contains('$') => {
+                    return Err(ConfigError::at(
+                        d,
+                        "variables in \"proxy_cache\" are not supported",
+                    ))
+                }
+                name => Some(caches.get(name).cloned().ok_or_else(|| {
+                    ConfigError::at(d, format!("\"proxy_cache\" zone \"{name}\" is unknown"))
+                })?),
+            }
+        }
+        "proxy_cache_key" => s.key = Some(Template::compile(d.arg(0), d, vars)?),
+        "proxy_cache_valid" => {
+            if first {
+                s.valid.clear();
+            }
+            let last = d.args.len() - 1;
+            let time = value::parse_time(d.arg(last)).ok_or_else(|| {
+                ConfigError::at(d, format!("invalid time value \"{}\"", d.arg(last)))
+            })?;
+            let mut codes = Vec::new();
+            let mut any = false;
+            if last == 0 {
+                codes = vec![200, 301, 302];
+            }
+            for (i, a) in d.args[..last].iter().enumerate() {
+                if a.value == "any" {
+                    any = true;
+                    continue;
+                }
+                match a.value.parse::<u16>() {
+                    Ok(c) if (100..=599).contains(&c) => codes.push(c),
+                    _ => {
+                        return Err(ConfigError::at(
+                            d,
+                            format!("invalid status \"{}\"", d.arg(i)),
+                        ))
+                    }
+                }
+            }
+            if any {
+                codes.clear();
+            }
+            s.valid.push(Valid { codes, time });
+        }
+        "proxy_cache_methods" => {
+            let mut bits = if first {
+                method::GET | method::HEAD
+            } else {
+                s.methods
+            };
+            for (i, a) in d.args.iter().enumerate() {
+                bits |= match a.value.as_str() {
+                    "GET" => method::GET,
+                    "HEAD" => method::HEAD,
+                    "POST" => method::POST,
+                    _ => return Err(invalid(d, i)),
+                };
+            }
+            s.methods = bits;
+        }
+        "proxy_cache_min_uses" => {
+            s.min_uses = u32::try_from(value::number(d, 0)?).map_err(|_| invalid(d, 0))?
+        }
+        "proxy_cache_bypass" => {
+            if first {
+                s.bypass.clear();
+            }
+            s.bypass.extend(templates(d)?);
+        }
+        "proxy_no_cache" => {
+            if first {
+                s.no_cache.clear();
+            }
+            s.no_cache.extend(templates(d)?);
+        }
+        "proxy_cache_use_stale" => {
+            // Lines at one level add up, as nginx's bitmask.
+            let mut bits = if first { 0 } else { s.use_stale };
+            for (i, a) in d.args.iter().enumerate() {
+                bits |= match a.value.as_str() {
+                    "off" if d.args.len() == 1 => 0,
+                    "error" => stale::ERROR,
+                    "timeout" => stale::TIMEOUT,
+                    "invalid_header" => stale::INVALID_HEADER,
+                    "updating" => stale::UPDATING,
+                    "http_500" => stale::HTTP_500,
+                    "http_502" => stale::HTTP_502,
+                    "http_503" => stale::HTTP_503,
+                    "http_504" => stale::HTTP_504,
+                    "http_403" => stale::HTTP_403,
+                    "http_404" => stale::HTTP_404,
+                    "http_429" => stale::HTTP_429,
+                    _ => return Err(invalid(d, i)),
+                };
+            }
+            s.use_stale = bits;
+        }
+        "proxy_cache_revalidate" => s.revalidate = value::flag(d, 0)?,
+        "proxy_cache_convert_head" => s.convert_head = value::flag(d, 0)?,
+        "proxy_ignore_headers" => {
+            let mut bits = if first { 0 } else { s.ignore };
+            for (i, a) in d.args.iter().enumerate() {
+                let v = a.value.as_str();
+                bits |= match v {
+                    _ if v.eq_ignore_ascii_case("X-Accel-Expires") => ignore::X_ACCEL_EXPIRES,
+                    _ if v.eq_ignore_ascii_case("Expires") => ignore::EXPIRES,
+                    _ if v.eq_ignore_ascii_case("Cache-Control") => ignore::CACHE_CONTROL,
+                    _ if v.eq_ignore_ascii_case("Set-Cookie") => ignore::SET_COOKIE,
+                    _ if v.eq_ignore_ascii_case("Vary") => ignore::VARY,
+                    // Acted on by no part of this server: nothing to ignore.
+                    _ if [
+                        "X-Accel-Redirect",
+                        "X-Accel-Limit-Rate",
+                        "X-Accel-Buffering",
+                        "X-Accel-Charset",
+                    ]
+                    .iter()
+                    .any(|k| k.eq_ignore_ascii_case(v)) =>
+                    {
+                        0
+                    }
+                    _ => return Err(invalid(d, i)),
+                };
+            }
+            s.ignore = bits;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// `proxy_cache_path` (http level): the cache's directory and zone, kept across a reload
+/// when the zone keeps its name, size and path.
+pub(crate) fn path(d: &Directive, prefix: &std::path::Path) -> Result<Arc<CachePath>, ConfigError> {
+    store::CachePath::configure(d, prefix)
+}
+
+/// What the location's cache does for one request: its key, and what the lookup found.
+pub(crate) struct Job {
+    pub zone: Arc<CachePath>,
+    pub settings: Arc<CacheSettings>,
+    /// The key as evaluated, and its md5 (the entry's name).
+    pub key: Vec<u8>,
+    pub md5: [u8; 16],
+    /// The client's method was HEAD: the upstream gets a GET whose body is stored, and the
+    /// client gets the head alone.
+    pub client_head: bool,
+    /// An expired entry, for a revalidation or to be served stale.
+    pub stale: Option<Entry>,
+    /// The lookup went to the entry of the request's variant (the entry of the key varies
+    /// by other request headers).
+    pub variant: Option<[u8; 16]>,
+    pub status: Status,
+}
+
+impl Job {
+    /// The cache's job for `req`, or `None` when the location does not cache or the
+    /// method is not one it caches.
+    pub(crate) fn new(
+        req: &Request<'_>,
+        settings: &Arc<super::ProxySettings>,
+        key: Vec<u8>,
+    ) -> Option<Job> {
+        let c = &settings.cache;
+        let zone = c.zone.clone()?;
+        let m = match req.head().method_str() {
+            "GET" => method::GET,
+            "HEAD" => method::HEAD,
+            "POST" => method::POST,
+            _ => 0,
+        };
+        if c.methods & m == 0 {
+            return None;
+        }
+        let md5: [u8; 16] = Md5::digest(&key).into();
+        let bypass = c.bypass.iter().any(|t| truthy(&req.eval(t)));
+        Some(Job {
+            zone,
+            settings: Arc::new(c.clone()),
+            key,
+            md5,
+            client_head: m == method::HEAD && c.convert_head,
+            stale: None,
+            variant: None,
+            status: if bypass { Status::Bypass } else { Status::Miss },
+        })
+    }
+
+    /// Looks the key up: a fresh entry to send, or nothing (an expired entry is kept for a
+    /// revalidation or to be served stale).
+    pub(crate) fn lookup(&mut self, req: &Request<'_>) -> Option<Entry> {
+        if self.status == Status::Bypass {
+            return None;
+        }
+        let mut entry = self.zone.open(&self.md5, &self.key, req)?;
+        if let Some(variant) = entry.other_variant(req) {
+            self.variant = Some(variant);
+            entry = self.zone.open(&variant, &self.key, req)?;
+        }
+        if entry.is_fresh() {
+            self.status = Status::Hit;
+            return Some(entry);
+        }
+        self.status = Status::Expired;
+        self.stale = Some(entry);
+        None
+    }
+
+    /// Whether the stale entry may answer for a failure of kind `bit` (`proxy_cache_use_stale`
+    /// or the entry's `stale-if-error`).
+    pub(crate) fn stale_for(&self, bit: u16) -> bool {
+        self.stale.as_ref().is_some_and(|e| {
+            self.settings.use_stale & bit != 0 || (bit != stale::UPDATING && e.error_grace())
+        })
+    }
+
+    /// The conditional fields a revalidation adds to the upstream request.
+    pub(crate) fn revalidation(&self) -> Option<Vec<u8>> {
+        if !self.settings.revalidate {
+            return None;
+        }
+        self.stale.as_ref()?.conditions()
+    }
+
+    /// The entry to write for `head`, if the rules and the settings let it be stored;
+    /// `no_body`: the response to a HEAD, stored with none.
+    pub(crate) fn store(
+        &mut self,
+        req: &Request<'_>,
+        head: &ResponseHead,
+        no_body: bool,
+    ) -> Option<fill::Store> {
+        if self.settings.no_cache.iter().any(|t| truthy(&req.eval(t))) {
+            return None;
+        }
+        let fresh = rules::freshness(head, &self.settings)?;
+        if !self.zone.used_enough(&self.md5, self.settings.min_uses) {
+            return None;
+        }
+        let vary = rules::vary(head, self.settings.ignore)?;
+        let variant = store::variant(&self.md5, &vary, req);
+        // A first variant takes the key's own entry; another one its own.
+        let name = match self.variant {
+            Some(v) => v,
+            None => self.md5,
+        };
+        self.zone
+            .create(name, &self.key, head, &fresh, (&vary, variant), no_body)
+    }
+
+    /// Makes the stale entry fresh again after the upstream's 304 (`proxy_cache_revalidate`).
+    pub(crate) fn revalidated(&mut self, head: &ResponseHead) -> Option<Entry> {
+        let mut entry = self.stale.take()?;
+        // The 304's own time, else the stored response's, else proxy_cache_valid's; a 304
+        // that says not to store is not listened to, as in nginx.
+        let s = &self.settings;
+        let valid = rules::named(head, s)
+            .ok()
+            .flatten()
+            .or_else(|| rules::named(entry.head(), s).ok().flatten())
+            .or_else(|| rules::valid_for(entry.status(), s))?;
+        entry.refresh(&valid);
+        self.status = Status::Revalidated;
+        Some(entry)
+    }
+}
+
+/// nginx's not-modified filter on a response the cache answers or stores: the head to show
+/// the client instead of `head` (a 304 without the body's fields), or `Err(412)`; `Ok(None)`
+/// when the response goes out as it is.
+pub(crate) fn not_modified(
+    req: &Request<'_>,
+    head: &ResponseHead,
+) -> Result<Option<ResponseHead>, u16> {
+    use crate::static_files::Plan;
+    let c = req.conditions();
+    if head.status() != 200
+        || (c.if_match.is_none()
+            && c.if_none_match.is_none()
+            && c.if_modified_since.is_none()
+            && c.if_unmodified_since.is_none())
+    {
+        return Ok(None);
+    }
+    let mtime = head
+        .header("last-modified")
+        .and_then(crate::static_files::parse_http_date)
+        .map(crate::static_files::unix_secs);
+    let etag = head
+        .header("etag")
+        .map(|e| String::from_utf8_lossy(e).into_owned());
+    match crate::static_files::preconditions(mtime, etag.as_deref(), true, &c) {
+        Some(Plan::NotModified) => {
+            let mut raw = b"HTTP/1.1 304 Not Modified\r\n".to_vec();
+            for f in head.fields() {
+                let body_field = [
+                    "content-type",
+                    "content-length",
+                    "accept-ranges",
+                    "content-encoding",
+                ]
+                .iter()
+                .any(|n| f.name.eq_ignore_ascii_case(n.as_bytes()))
+                    || f.known == portcullis_http::KnownName::TransferEncoding;
+                if !body_field {
+                    raw.extend_from_slice(f.line);
+                }
+            }
+            raw.extend_from_slice(b"\r\n");
+            let limit = raw.len();
+            let mut raw = bytes::BytesMut::from(&raw[..]);
+            Ok(portcullis_http::parse_response_head(&mut raw, limit)
+                .ok()
+                .flatten())
+        }
+        Some(_) => Err(412),
+        None => Ok(None),
+    }
+}
+
+/// A value that turns `proxy_cache_bypass` or `proxy_no_cache` on: not empty, not "0".
+fn truthy(v: &[u8]) -> bool {
+    !v.is_empty() && v != b"0"
+}

@@ -1,0 +1,767 @@
+//! The cache on disk and its keys zone.
+//!
+//! Each entry is one file named by the md5 of its key, in the directories `levels=` makes of
+//! the name's last hex digits, in nginx's format (`ngx_http_file_cache_header_t`, version 5,
+//! as nginx lays it out on a 64-bit machine):
+//!
+//! ```text
+//!   0 version (8)  8 valid_sec  16 updating_sec  24 error_sec  32 last_modified  40 date
+//!  48 crc32 (4)  52 valid_msec (2)  54 header_start (2)  56 body_start (2)
+//!  58 etag_len (1)  59 etag (128)  187 vary_len (1)  188 vary (128)  316 variant (16)
+//! 336 "\nKEY: " key "\n"  header_start: the upstream's head  body_start: the body
+//! ```
+//!
+//! The keys zone keeps, per entry, how often it was asked for, its size and its last use;
+//! a manager thread (one per zone, for the whole server) loads what the directory holds at
+//! start, removes what was not used for `inactive` and trims the cache to `max_size` and
+//! `min_free`, least recently used first.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use md5::{Digest, Md5};
+use portcullis_config::{value, ConfigError, Directive};
+use portcullis_http::ResponseHead;
+
+use super::fill::Store;
+use super::rules::Fresh;
+use crate::request::Request;
+use crate::zone::Zone;
+
+const VERSION: u64 = 5;
+/// The size of nginx's header on a 64-bit machine.
+pub(super) const HEADER: usize = 336;
+const ETAG_LEN: usize = 128;
+pub(super) const VARY_LEN: usize = 128;
+const KEY_PREFIX: &[u8] = b"\nKEY: ";
+/// What a lookup reads of an entry at once: the header and head, and all the body of a
+/// small one.
+const FIRST_READ: usize = 16 * 1024;
+/// How often the manager looks at the zone.
+const MANAGER_SLEEP: Duration = Duration::from_millis(500);
+
+/// A `proxy_cache_path`.
+pub(crate) struct CachePath {
+    pub name: String,
+    dir: PathBuf,
+    levels: Vec<usize>,
+    zone: Arc<Zone<Keys>>,
+}
+
+/// The keys zone: what nginx keeps of a cache in shared memory.
+struct Keys {
+    nodes: HashMap<[u8; 16], Node>,
+    /// The bytes the entries take.
+    size: u64,
+    /// Most nodes the zone's size holds.
+    capacity: usize,
+    limits: Limits,
+    /// The manager runs: started by the first request (a thread started while the
+    /// configuration loads would keep the server from becoming a daemon).
+    managed: bool,
+}
+
+/// What the manager keeps the cache within.
+#[derive(Clone)]
+struct Limits {
+    dir: PathBuf,
+    levels: Vec<usize>,
+    inactive: Duration,
+    /// 0: no limit.
+    max_size: u64,
+    min_free: u64,
+}
+
+struct Node {
+    uses: u32,
+    accessed: Instant,
+    /// The bytes of the entry's file; 0 when there is none.
+    size: u64,
+}
+
+/// nginx's slab takes about this much of a keys zone per key (its node and the allocator's
+/// share): a 1 MB zone keeps about 8,000 keys.
+const NODE_COST: usize = 128;
+
+impl CachePath {
+    /// `proxy_cache_path path [levels=] [use_temp_path=] keys_zone=name:size [inactive=]
+    /// [max_size=] [min_free=] [manager_*=] [loader_*=]`.
+    pub(super) fn configure(d: &Directive, prefix: &Path) -> Result<Arc<CachePath>, ConfigError> {
+        let dir = prefix.join(d.arg(0));
+        let mut levels = Vec::new();
+        let mut zone: Option<(String, usize)> = None;
+        let mut inactive = Duration::from_secs(600);
+        let mut max_size = 0;
+        let mut min_free = 0;
+        let invalid = |v: &str| {
+            ConfigError::at(
+                d,
+                format!("invalid parameter \"{v}\" in \"{}\" directive", d.name),
+            )
+        };
+        for a in &d.args[1..] {
+            let v = a.value.as_str();
+            let (name, arg) = v.split_once('=').unwrap_or((v, ""));
+            match name {
+                "levels" => {
+                    levels.clear();
+                    // An empty `levels=` is none, as nginx takes it.
+                    for part in arg.split(':').filter(|_| !arg.is_empty()) {
+                        match part {
+                            "1" | "2" if levels.len() < 3 => {
+                                levels.push(if part == "1" { 1 } else { 2 })
+                            }
+                            _ => {
+                                return Err(ConfigError::at(
+                                    d,
+                                    format!("invalid \"levels\" \"{v}\""),
+                                ))
+                            }
+                        }
+                    }
+                }
+                "use_temp_path" => match arg {
+                    // Entries are written beside their place either way: a rename that is
+                    // never a copy between file systems.
+                    "on" | "off" => {}
+                    _ => {
+                        return Err(ConfigError::at(
+                            d,
+                            format!(
+                            "invalid use_temp_path value \"{arg}\", it must be \"on\" or \"off\""
+                        ),
+                        ))
+                    }
+                },
+                "keys_zone" => {
+                    let (zname, size) = arg.split_once(':').ok_or_else(|| invalid(v))?;
+                    let size = value::parse_size(size)
+                        .and_then(|s| usize::try_from(s).ok())
+                        .filter(|s| *s >= 8 * 4096)
+                        .ok_or_else(|| {
+                            ConfigError::at(d, format!("invalid keys zone size \"{v}\""))
+                        })?;
+                    if zname.is_empty() {
+                        return Err(invalid(v));
+                    }
+                    zone = Some((zname.to_string(), size));
+                }
+                "inactive" => {
+                    inactive = value::parse_time(arg).ok_or_else(|| {
+                        ConfigError::at(d, format!("invalid inactive value \"{v}\""))
+                    })?;
+                }
+                "max_size" => {
+                    max_size = value::parse_size(arg).ok_or_else(|| {
+                        ConfigError::at(d, format!("invalid max_size value \"{v}\""))
+                    })?;
+                }
+                "min_free" => {
+                    min_free = value::parse_size(arg).ok_or_else(|| {
+                        ConfigError::at(d, format!("invalid min_free value \"{v}\""))
+                    })?;
+                }
+                // How nginx's manager and loader pace their work: this manager's passes
+                // are short and its loader runs once, at start.
+                "manager_files" | "manager_threshold" | "manager_sleep" | "loader_files"
+                | "loader_threshold" | "loader_sleep" => {}
+                _ => return Err(invalid(v)),
+            }
+        }
+        let (name, size) = zone.ok_or_else(|| {
+            ConfigError::at(
+                d,
+                format!("\"{}\" must have \"keys_zone\" parameter", d.name),
+            )
+        })?;
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            ConfigError::at(
+                d,
+                format!(
+                    "mkdir() \"{}\" failed {}",
+                    dir.display(),
+                    crate::log::os_error(&e)
+                ),
+            )
+        })?;
+        let limits = Limits {
+            dir: dir.clone(),
+            levels: levels.clone(),
+            inactive,
+            max_size,
+            min_free,
+        };
+        let zone = Zone::shared("cache", &name, size, &dir.to_string_lossy(), || Keys {
+            nodes: HashMap::new(),
+            size: 0,
+            capacity: (size / NODE_COST).max(64),
+            limits: limits.clone(),
+            managed: false,
+        })
+        .map_err(|e| ConfigError::at(d, e.message))?;
+        // A zone kept across a reload takes the new limits.
+        zone.lock().limits = limits;
+        Ok(Arc::new(CachePath {
+            name,
+            dir,
+            levels,
+            zone,
+        }))
+    }
+
+    /// Makes the cache's directory `uid`'s, who may then read, write and enter it.
+    pub(crate) fn give_to(&self, uid: libc::uid_t) {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let Ok(m) = std::fs::metadata(&self.dir) else {
+            return;
+        };
+        if m.uid() != uid {
+            let _ = std::os::unix::fs::chown(&self.dir, Some(uid), None);
+        }
+        let mode = m.permissions().mode();
+        if mode & 0o700 != 0o700 {
+            let _ =
+                std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(mode | 0o700));
+        }
+    }
+
+    /// The path of the entry named `md5`: `levels=1:2` makes `c29b...` into `b/29/...`
+    /// from the name's end.
+    fn file(&self, md5: &[u8; 16]) -> PathBuf {
+        file_path(&self.dir, &self.levels, md5)
+    }
+
+    /// Opens the entry named `md5` for `key`, counting the request as a use of the key.
+    pub(super) fn open(&self, md5: &[u8; 16], key: &[u8], req: &Request<'_>) -> Option<Entry> {
+        self.touch(md5);
+        let path = self.file(md5);
+        let file = File::open(&path).ok()?;
+        match Entry::read(file, path, key) {
+            Ok(e) => Some(e),
+            Err(why) => {
+                req.log(
+                    crate::Level::Crit,
+                    &format!("cache file \"{}\" {why}", self.file(md5).display()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Counts a use of `md5`'s key, making its node if there is none.
+    fn touch(&self, md5: &[u8; 16]) {
+        let mut keys = self.zone.lock();
+        if !keys.managed {
+            keys.managed = true;
+            let weak = Arc::downgrade(&self.zone);
+            let _ = std::thread::Builder::new()
+                .name(format!("cache {}", self.name))
+                .spawn(move || manage(weak));
+        }
+        let now = Instant::now();
+        if let Some(n) = keys.nodes.get_mut(md5) {
+            n.uses = n.uses.saturating_add(1);
+            n.accessed = now;
+            return;
+        }
+        keys.make_room(1);
+        keys.nodes.insert(
+            *md5,
+            Node {
+                uses: 1,
+                accessed: now,
+                size: 0,
+            },
+        );
+    }
+
+    /// Whether the key was asked for `min_uses` times: its response may be stored.
+    pub(super) fn used_enough(&self, md5: &[u8; 16], min_uses: u32) -> bool {
+        let keys = self.zone.lock();
+        keys.nodes.get(md5).map_or(1, |n| n.uses) >= min_uses
+    }
+
+    /// A temporary file for the entry named `name`, its header and head written: the
+    /// response's `Vary` names and the variant of them the request is go into the header.
+    pub(super) fn create(
+        self: &Arc<Self>,
+        name: [u8; 16],
+        key: &[u8],
+        head: &ResponseHead,
+        fresh: &Fresh,
+        (vary, variant): (&[u8], [u8; 16]),
+        no_body: bool,
+    ) -> Option<Store> {
+        let raw = head.raw();
+        let header_start = HEADER + KEY_PREFIX.len() + key.len() + 1;
+        let body_start = u16::try_from(header_start + raw.len()).ok()?;
+        let header_start = u16::try_from(header_start).ok()?;
+        let mut h = vec![0u8; HEADER];
+        put_u64(&mut h, 0, VERSION);
+        put_i64(&mut h, 8, fresh.valid_sec);
+        put_i64(&mut h, 16, fresh.updating_sec);
+        put_i64(&mut h, 24, fresh.error_sec);
+        let ok = matches!(head.status(), 200 | 206);
+        let last_modified = head
+            .header("last-modified")
+            .filter(|_| ok)
+            .and_then(crate::static_files::date::parse_http_date)
+            .map_or(-1, crate::static_files::date::unix_secs);
+        put_i64(&mut h, 32, last_modified);
+        put_i64(&mut h, 40, fresh.date);
+        h[48..52].copy_from_slice(&crc32(key).to_le_bytes());
+        h[54..56].copy_from_slice(&header_start.to_le_bytes());
+        h[56..58].copy_from_slice(&body_start.to_le_bytes());
+        if let Some(etag) = head.header("etag").filter(|e| ok && e.len() <= ETAG_LEN) {
+            h[58] = etag.len() as u8;
+            h[59..59 + etag.len()].copy_from_slice(etag);
+        }
+        h[187] = vary.len() as u8;
+        h[188..188 + vary.len()].copy_from_slice(vary);
+        h[316..332].copy_from_slice(&variant);
+        h.extend_from_slice(KEY_PREFIX);
+        h.extend_from_slice(key);
+        h.push(b'\n');
+        h.extend_from_slice(raw);
+        let path = self.file(&name);
+        let dir = path.parent()?;
+        let temp = dir.join(format!("{}.{}", hex(&name), temp_number()));
+        let mut file = match File::create_new(&temp) {
+            Ok(f) => f,
+            Err(_) => {
+                std::fs::create_dir_all(dir).ok()?;
+                File::create_new(&temp).ok()?
+            }
+        };
+        if file.write_all(&h).is_err() {
+            let _ = std::fs::remove_file(&temp);
+            return None;
+        }
+        let expect = match head.framing() {
+            _ if no_body => Some(0),
+            portcullis_http::Framing::Length(n) => Some(n),
+            _ => None,
+        };
+        Some(Store::new(file, temp, path, self.clone(), name, expect))
+    }
+
+    /// An entry was written whole, `size` bytes: the zone counts it.
+    pub(super) fn stored(&self, name: &[u8; 16], size: u64) {
+        let mut keys = self.zone.lock();
+        keys.make_room(1);
+        let now = Instant::now();
+        let node = keys.nodes.entry(*name).or_insert(Node {
+            uses: 1,
+            accessed: now,
+            size: 0,
+        });
+        let old = std::mem::replace(&mut node.size, size);
+        node.accessed = now;
+        keys.size = keys.size - old.min(keys.size) + size;
+    }
+}
+
+impl Keys {
+    /// Makes room for `n` more nodes when the zone is full, forgetting the least recently
+    /// used keys and removing their entries, as nginx does when its zone runs out.
+    fn make_room(&mut self, n: usize) {
+        while self.nodes.len() + n > self.capacity {
+            let Some(oldest) = self.oldest() else { return };
+            self.remove(&oldest);
+        }
+    }
+
+    fn oldest(&self) -> Option<[u8; 16]> {
+        self.nodes
+            .iter()
+            .min_by_key(|(_, n)| n.accessed)
+            .map(|(k, _)| *k)
+    }
+
+    /// Forgets `md5` and removes its file.
+    fn remove(&mut self, md5: &[u8; 16]) {
+        if let Some(node) = self.nodes.remove(md5) {
+            self.size = self.size.saturating_sub(node.size);
+            if node.size > 0 {
+                let _ = std::fs::remove_file(file_path(&self.limits.dir, &self.limits.levels, md5));
+            }
+        }
+    }
+}
+
+fn file_path(dir: &Path, levels: &[usize], md5: &[u8; 16]) -> PathBuf {
+    let name = hex(md5);
+    let mut path = dir.to_path_buf();
+    let mut end = name.len();
+    for &l in levels {
+        path.push(&name[end - l..end]);
+        end -= l;
+    }
+    path.push(&name);
+    path
+}
+
+fn hex(md5: &[u8; 16]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(32);
+    for b in md5 {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn unhex(name: &str) -> Option<[u8; 16]> {
+    if name.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(name.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    // Upper-case digits are no name this cache gives.
+    (hex(&out) == name).then_some(out)
+}
+
+/// A number for a temporary file's name, unique in the process.
+fn temp_number() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{:010}{:05}",
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        std::process::id() % 100_000
+    )
+}
+
+fn put_u64(h: &mut [u8], at: usize, v: u64) {
+    h[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_i64(h: &mut [u8], at: usize, v: i64) {
+    h[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_i64(h: &[u8], at: usize) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&h[at..at + 8]);
+    i64::from_le_bytes(b)
+}
+
+fn get_u16(h: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([h[at], h[at + 1]])
+}
+
+/// nginx's `ngx_crc32_long`: CRC-32 as zlib computes it.
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = libdeflater::Crc::new();
+    c.update(data);
+    c.sum()
+}
+
+pub(crate) fn now_secs() -> i64 {
+    crate::static_files::date::unix_secs(std::time::SystemTime::now())
+}
+
+/// The md5 that names the variant of the entry `main` a request is for: the entry's key and
+/// the request's values of the fields its `Vary` names, as nginx computes it (zeros for an
+/// entry that does not vary).
+pub(super) fn variant(main: &[u8; 16], vary: &[u8], req: &Request<'_>) -> [u8; 16] {
+    if vary.is_empty() {
+        return [0; 16];
+    }
+    let mut md5 = Md5::new();
+    md5.update(main);
+    let lower = vary.to_ascii_lowercase();
+    for name in lower
+        .split(|&b| b == b',' || b == b' ')
+        .filter(|n| !n.is_empty())
+    {
+        md5.update(name);
+        md5.update(b":");
+        let mut first = true;
+        for (n, v) in req.head().headers() {
+            if n.as_bytes().eq_ignore_ascii_case(name) {
+                if !first {
+                    md5.update(b",");
+                }
+                // Spaces do not make another variant.
+                let v: Vec<u8> = v.iter().copied().filter(|&b| b != b' ').collect();
+                md5.update(&v);
+                first = false;
+            }
+        }
+        md5.update(b"\r\n");
+    }
+    md5.finalize().into()
+}
+
+/// An entry found on disk: its file, header, and the first bytes read of it.
+pub(crate) struct Entry {
+    file: Arc<File>,
+    path: PathBuf,
+    header: Vec<u8>,
+    /// What was read at once: the header, key, head and the start of the body.
+    first: Vec<u8>,
+    len: u64,
+    head: ResponseHead,
+}
+
+impl Entry {
+    fn read(file: File, path: PathBuf, key: &[u8]) -> Result<Entry, &'static str> {
+        let len = file.metadata().map_err(|_| "cannot be read")?.len();
+        let want = usize::try_from(len).unwrap_or(FIRST_READ).min(FIRST_READ);
+        let mut first = vec![0u8; want];
+        let mut got = 0;
+        while got < want {
+            match file.read_at(&mut first[got..], got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(_) => return Err("cannot be read"),
+            }
+        }
+        first.truncate(got);
+        if first.len() < HEADER {
+            return Err("is too small");
+        }
+        if first[..8] != VERSION.to_le_bytes() {
+            return Err("version mismatch");
+        }
+        let header_start = usize::from(get_u16(&first, 54));
+        let body_start = usize::from(get_u16(&first, 56));
+        let key_end = HEADER + KEY_PREFIX.len() + key.len();
+        if first[48..52] != crc32(key).to_le_bytes()
+            || header_start != key_end + 1
+            || first.get(HEADER + KEY_PREFIX.len()..key_end) != Some(key)
+        {
+            return Err("has md5 collision");
+        }
+        if body_start < header_start || body_start > first.len() || (body_start as u64) > len {
+            return Err("has too long header");
+        }
+        let mut raw = bytes::BytesMut::from(&first[header_start..body_start]);
+        let head = match portcullis_http::parse_response_head(&mut raw, body_start) {
+            Ok(Some(h)) => h,
+            _ => return Err("has an invalid head"),
+        };
+        Ok(Entry {
+            file: Arc::new(file),
+            path,
+            header: first[..HEADER].to_vec(),
+            first,
+            len,
+            head,
+        })
+    }
+
+    fn valid_sec(&self) -> i64 {
+        get_i64(&self.header, 8)
+    }
+
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.valid_sec() >= now_secs()
+    }
+
+    /// Whether the entry's `stale-if-error` time still covers it.
+    pub(super) fn error_grace(&self) -> bool {
+        let error = get_i64(&self.header, 24);
+        error != 0 && self.valid_sec() + error >= now_secs()
+    }
+
+    /// The variant a request is for, when it is not the one this entry holds.
+    pub(super) fn other_variant(&self, req: &Request<'_>) -> Option<[u8; 16]> {
+        let len = usize::from(self.header[187]).min(VARY_LEN);
+        if len == 0 {
+            return None;
+        }
+        let vary = &self.header[188..188 + len];
+        let mut main = [0u8; 16];
+        main.copy_from_slice(&Md5::digest(self.key()));
+        let want = variant(&main, vary, req);
+        (want[..] != self.header[316..332]).then_some(want)
+    }
+
+    fn key(&self) -> &[u8] {
+        let start = HEADER + KEY_PREFIX.len();
+        let end = usize::from(get_u16(&self.header, 54)) - 1;
+        &self.first[start..end]
+    }
+
+    /// The stored response's status.
+    pub(super) fn status(&self) -> u16 {
+        self.head.status()
+    }
+
+    /// `If-Modified-Since` and `If-None-Match` lines from the entry's Last-Modified and
+    /// ETag, for a revalidation.
+    pub(super) fn conditions(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let last_modified = get_i64(&self.header, 32);
+        if last_modified != -1 {
+            let date = crate::static_files::date::fmt_http_date(
+                crate::static_files::date::from_unix_secs(last_modified),
+            );
+            out.extend_from_slice(b"If-Modified-Since: ");
+            out.extend_from_slice(date.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        let etag_len = usize::from(self.header[58]).min(ETAG_LEN);
+        if etag_len > 0 {
+            out.extend_from_slice(b"If-None-Match: ");
+            out.extend_from_slice(&self.header[59..59 + etag_len]);
+            out.extend_from_slice(b"\r\n");
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// Makes the entry fresh for `fresh`, in its file too.
+    pub(super) fn refresh(&mut self, fresh: &Fresh) {
+        put_i64(&mut self.header, 8, fresh.valid_sec);
+        put_i64(&mut self.header, 16, fresh.updating_sec);
+        put_i64(&mut self.header, 24, fresh.error_sec);
+        put_i64(&mut self.header, 40, fresh.date);
+        // Written over the header in place, as nginx updates an entry a 304 revalidated.
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.path) {
+            let _ = f.write_all_at(&self.header[8..48], 8);
+        }
+    }
+
+    /// The stored head, as the upstream sent it.
+    pub(crate) fn head(&self) -> &ResponseHead {
+        &self.head
+    }
+
+    /// The body's length, and the bytes of it read with the head.
+    pub(crate) fn body(&self) -> (u64, &[u8]) {
+        let start = usize::from(get_u16(&self.header, 56));
+        (self.len - start as u64, &self.first[start..])
+    }
+
+    /// The file and where the body bytes not read yet start.
+    pub(crate) fn rest(&self) -> (Arc<File>, u64) {
+        (self.file.clone(), self.first.len() as u64)
+    }
+}
+
+/// The manager of one zone, for as long as a configuration uses it: loads the entries the
+/// directory holds, then keeps the cache within its limits.
+fn manage(zone: Weak<Zone<Keys>>) {
+    let Some(z) = zone.upgrade() else { return };
+    let limits = z.lock().limits.clone();
+    drop(z);
+    load(&zone, &limits.dir, limits.levels.len());
+    loop {
+        std::thread::sleep(MANAGER_SLEEP);
+        let Some(z) = zone.upgrade() else { return };
+        let mut keys = z.lock();
+        let now = Instant::now();
+        let inactive = keys.limits.inactive;
+        let expired: Vec<[u8; 16]> = keys
+            .nodes
+            .iter()
+            .filter(|(_, n)| now.duration_since(n.accessed) >= inactive)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in expired {
+            keys.remove(&k);
+        }
+        loop {
+            let over = keys.limits.max_size != 0 && keys.size > keys.limits.max_size;
+            let low =
+                keys.limits.min_free != 0 && free_space(&keys.limits.dir) < keys.limits.min_free;
+            if !(over || low) {
+                break;
+            }
+            let Some(oldest) = keys
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.size > 0)
+                .min_by_key(|(_, n)| n.accessed)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            keys.remove(&oldest);
+        }
+    }
+}
+
+/// Counts the entries a directory holds in the zone and removes what no entry is (the
+/// temporary files of a write a crash cut short), as nginx's cache loader does.
+fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in list.flatten() {
+        let Ok(t) = e.file_type() else { continue };
+        let path = e.path();
+        if t.is_dir() && depth > 0 {
+            load(zone, &path, depth - 1);
+            continue;
+        }
+        let name = e.file_name();
+        let md5 = name.to_str().and_then(unhex);
+        match md5 {
+            Some(md5) if t.is_file() && depth == 0 => {
+                let size = e.metadata().map_or(0, |m| m.len());
+                let Some(z) = zone.upgrade() else { return };
+                let mut keys = z.lock();
+                if !keys.nodes.contains_key(&md5) {
+                    keys.make_room(1);
+                    keys.nodes.insert(
+                        md5,
+                        Node {
+                            uses: 1,
+                            accessed: Instant::now(),
+                            size,
+                        },
+                    );
+                    keys.size += size;
+                }
+            }
+            _ if t.is_file() => {
+                let _ = std::fs::remove_file(&path);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Bytes free on the file system of `dir`.
+fn free_space(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return u64::MAX;
+    };
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `s` a statvfs the call fills.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return u64::MAX;
+    }
+    s.f_bavail.saturating_mul(s.f_frsize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_take_the_name_from_its_end() {
+        let md5: [u8; 16] = Md5::digest(b"httplocalhost/").into();
+        let name = hex(&md5);
+        let p = file_path(Path::new("/c"), &[1, 2], &md5);
+        let expect = format!("/c/{}/{}/{name}", &name[31..], &name[29..31]);
+        assert_eq!(p, PathBuf::from(expect));
+        assert_eq!(unhex(&name), Some(md5));
+        assert_eq!(unhex("0000000001"), None);
+    }
+
+    #[test]
+    fn crc32_is_zlibs() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+}
