@@ -75,6 +75,17 @@ pub(crate) trait Downstream {
     /// Sends what was added, then `data`.
     fn send(&mut self, data: &[u8]) -> impl Future<Output = io::Result<()>>;
 
+    /// Sends what was added, then `len` bytes of `file` from `offset` (a cached body): read
+    /// in pieces and sent as any other bytes, unless the downstream can do better.
+    fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> impl Future<Output = io::Result<()>> {
+        send_file_in_pieces(self, file, offset, len)
+    }
+
     /// The body is whole: sends what is left and ends the response.
     fn finish(&mut self) -> impl Future<Output = io::Result<()>>;
 
@@ -86,6 +97,42 @@ pub(crate) trait Downstream {
 
     /// Whether the client connection may carry another request.
     fn keep_alive(&self) -> bool;
+}
+
+/// [`Downstream::send_file`] by reading the file into a buffer and sending that.
+async fn send_file_in_pieces<D: Downstream + ?Sized>(
+    down: &mut D,
+    file: &std::fs::File,
+    offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const PIECE: u64 = 64 * 1024;
+    let mut buf = vec![0u8; usize::try_from(len.min(PIECE)).unwrap_or(0)];
+    let mut done = 0;
+    while done < len {
+        let want = usize::try_from((len - done).min(PIECE)).unwrap_or(0);
+        let n = file.read_at(&mut buf[..want], offset + done)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "file was truncated while being sent",
+            ));
+        }
+        down.send(&buf[..n]).await?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+/// A client connection that sends a file's bytes itself: with sendfile on plain TCP.
+pub(crate) trait FileSink {
+    fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        len: u64,
+    ) -> impl Future<Output = io::Result<()>>;
 }
 
 /// An HTTP/1 client connection, reached through AsyncRead/AsyncWrite so plain and TLS
@@ -198,7 +245,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Fields for Client<'_, S> {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Downstream for Client<'_, S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> {
     type Io = S;
     type Head = Self;
 
@@ -252,6 +299,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Downstream for Client<'_, S> {
             self.body += data.len() as u64;
         }
         result
+    }
+
+    async fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        // A re-chunked body needs its chunk lines around the file's bytes.
+        if self.rechunk {
+            return send_file_in_pieces(self, file, offset, len).await;
+        }
+        self.write_out(&[]).await?;
+        // As a static file's: the send timeout for each 64 KB.
+        let timeout = self
+            .send_timeout
+            .saturating_mul(u32::try_from(len / (64 * 1024) + 1).unwrap_or(u32::MAX));
+        match timeout_io(timeout, self.stream.send_file(file, offset, len)).await {
+            Ok(()) => {
+                self.sent += len;
+                self.body += len;
+                Ok(())
+            }
+            Err(e) => {
+                self.keep_alive = false;
+                Err(e)
+            }
+        }
     }
 
     async fn finish(&mut self) -> io::Result<()> {

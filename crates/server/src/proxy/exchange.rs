@@ -1074,6 +1074,11 @@ pub(super) trait Source {
         buf: &mut BytesMut,
         timeout: Duration,
     ) -> impl std::future::Future<Output = Option<std::io::Result<usize>>>;
+
+    /// The file the rest of the body is in, and where the rest starts.
+    fn file(&self) -> Option<(&std::fs::File, u64)> {
+        None
+    }
 }
 
 impl Source for Conn<Stream> {
@@ -1109,6 +1114,10 @@ impl Source for EntryBody {
         buf.truncate(start + n);
         self.at += n as u64;
         Some(read)
+    }
+
+    fn file(&self) -> Option<(&std::fs::File, u64)> {
+        Some((&self.file, self.at))
     }
 }
 
@@ -1250,6 +1259,14 @@ async fn relay<D: Downstream, S: Source>(
                     break 'done false;
                 }
                 ubuf.advance(first);
+                // A body in a file goes from there.
+                if let Some((file, at)) = source.file().filter(|_| left > 0) {
+                    if down.send_file(file, at, left).await.is_err() {
+                        break 'done false;
+                    }
+                    length += left;
+                    left = 0;
+                }
                 while left > 0 {
                     ubuf.clear();
                     read_more!('done, false);

@@ -27,7 +27,9 @@ use portcullis_proxy::upstream::{KeyKind, LocalState, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
 
 use crate::vars::Template;
-pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoConnection};
+pub(crate) use downstream::{
+    Client, Collect, Connection, Downstream, Fields, FileSink, NoConnection,
+};
 pub(crate) use exchange::collect_body;
 pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
 pub(crate) use settings::{
@@ -139,6 +141,8 @@ pub(crate) struct WorkerUpstreams {
     /// Buffers upstream responses are read into, each lent to one exchange at a time: a
     /// worker has as many exchanges in flight as it has busy connections.
     buffers: Vec<BytesMut>,
+    /// The cache entries the worker read last.
+    pub(crate) hot: cache::store::Hot,
 }
 
 /// Hashes the address that keys a group, looked up on every proxied request: an address

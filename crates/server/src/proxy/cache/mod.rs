@@ -426,6 +426,7 @@ impl Job {
             .or_else(|| rules::named(entry.head(), s).ok().flatten())
             .or_else(|| rules::valid_for(entry.status(), s))?;
         entry.refresh(&valid);
+        self.zone.changed(&self.variant.unwrap_or(self.md5));
         self.status = Status::Revalidated;
         Some(entry)
     }

@@ -65,6 +65,8 @@ struct Keys {
     /// The manager runs: started by the first request (a thread started while the
     /// configuration loads would keep the server from becoming a daemon).
     managed: bool,
+    /// The version the next changed node takes.
+    next_version: u64,
 }
 
 /// What the manager keeps the cache within.
@@ -83,6 +85,9 @@ struct Node {
     accessed: Instant,
     /// The bytes of the entry's file; 0 when there is none.
     size: u64,
+    /// Changes whenever the entry's file may have: a worker's copy of an older one is
+    /// stale ([`Hot`]).
+    version: u64,
 }
 
 /// nginx's slab takes about this much of a keys zone per key (its node and the allocator's
@@ -203,6 +208,7 @@ impl CachePath {
             capacity: (size / NODE_COST).max(64),
             limits: limits.clone(),
             managed: false,
+            next_version: 1,
         })
         .map_err(|e| ConfigError::at(d, e.message))?;
         // A zone kept across a reload takes the new limits.
@@ -237,13 +243,22 @@ impl CachePath {
         file_path(&self.dir, &self.levels, md5)
     }
 
-    /// Opens the entry named `md5` for `key`, counting the request as a use of the key.
+    /// Opens the entry named `md5` for `key`, counting the request as a use of the key: the
+    /// worker's copy when the entry did not change since it was read, else from its file.
     pub(super) fn open(&self, md5: &[u8; 16], key: &[u8], req: &Request<'_>) -> Option<Entry> {
-        self.touch(md5);
+        let version = self.touch(md5);
+        let id = (Arc::as_ptr(&self.zone) as usize, *md5);
+        let mut w = req.worker().upstreams.borrow_mut();
+        if let Some(e) = w.hot.get(&id, version).filter(|e| e.key() == key) {
+            return Some(e);
+        }
         let path = self.file(md5);
         let file = File::open(&path).ok()?;
         match Entry::read(file, path, key) {
-            Ok(e) => Some(e),
+            Ok(e) => {
+                w.hot.put(id, version, e.clone());
+                Some(e)
+            }
             Err(why) => {
                 req.log(
                     crate::Level::Crit,
@@ -254,8 +269,9 @@ impl CachePath {
         }
     }
 
-    /// Counts a use of `md5`'s key, making its node if there is none.
-    fn touch(&self, md5: &[u8; 16]) {
+    /// Counts a use of `md5`'s key, making its node if there is none; returns the node's
+    /// version.
+    fn touch(&self, md5: &[u8; 16]) -> u64 {
         let mut keys = self.zone.lock();
         if !keys.managed {
             keys.managed = true;
@@ -268,17 +284,29 @@ impl CachePath {
         if let Some(n) = keys.nodes.get_mut(md5) {
             n.uses = n.uses.saturating_add(1);
             n.accessed = now;
-            return;
+            return n.version;
         }
         keys.make_room(1);
+        let version = keys.version();
         keys.nodes.insert(
             *md5,
             Node {
                 uses: 1,
                 accessed: now,
                 size: 0,
+                version,
             },
         );
+        version
+    }
+
+    /// The entry named `md5` changed in its file (a revalidation wrote its header).
+    pub(super) fn changed(&self, md5: &[u8; 16]) {
+        let mut keys = self.zone.lock();
+        let version = keys.version();
+        if let Some(n) = keys.nodes.get_mut(md5) {
+            n.version = version;
+        }
     }
 
     /// Whether the key was asked for `min_uses` times: its response may be stored.
@@ -356,18 +384,27 @@ impl CachePath {
         let mut keys = self.zone.lock();
         keys.make_room(1);
         let now = Instant::now();
+        let version = keys.version();
         let node = keys.nodes.entry(*name).or_insert(Node {
             uses: 1,
             accessed: now,
             size: 0,
+            version,
         });
         let old = std::mem::replace(&mut node.size, size);
         node.accessed = now;
+        node.version = version;
         keys.size = keys.size - old.min(keys.size) + size;
     }
 }
 
 impl Keys {
+    /// A version no node had.
+    fn version(&mut self) -> u64 {
+        self.next_version += 1;
+        self.next_version
+    }
+
     /// Makes room for `n` more nodes when the zone is full, forgetting the least recently
     /// used keys and removing their entries, as nginx does when its zone runs out.
     fn make_room(&mut self, n: usize) {
@@ -500,8 +537,13 @@ pub(super) fn variant(main: &[u8; 16], vary: &[u8], req: &Request<'_>) -> [u8; 1
     md5.finalize().into()
 }
 
-/// An entry found on disk: its file, header, and the first bytes read of it.
-pub(crate) struct Entry {
+/// An entry found on disk: its file, header, and the first bytes read of it; shared by the
+/// requests of a worker while it does not change.
+#[derive(Clone)]
+pub(crate) struct Entry(std::rc::Rc<Data>);
+
+#[derive(Clone)]
+pub(crate) struct Data {
     file: Arc<File>,
     path: PathBuf,
     header: Vec<u8>,
@@ -511,13 +553,44 @@ pub(crate) struct Entry {
     head: ResponseHead,
 }
 
+impl std::ops::Deref for Entry {
+    type Target = Data;
+    fn deref(&self) -> &Data {
+        &self.0
+    }
+}
+
+/// The entries a worker read last, each with the version of its node then: a hit on one
+/// that did not change reads no file.
+#[derive(Default)]
+pub(crate) struct Hot {
+    entries: HashMap<(usize, [u8; 16]), (u64, Entry)>,
+}
+
+/// Most entries a worker keeps; each holds at most [`FIRST_READ`] bytes and a descriptor.
+const HOT_ENTRIES: usize = 256;
+
+impl Hot {
+    fn get(&self, id: &(usize, [u8; 16]), version: u64) -> Option<Entry> {
+        self.entries
+            .get(id)
+            .filter(|(v, _)| *v == version)
+            .map(|(_, e)| e.clone())
+    }
+
+    fn put(&mut self, id: (usize, [u8; 16]), version: u64, entry: Entry) {
+        if self.entries.len() >= HOT_ENTRIES {
+            self.entries.clear();
+        }
+        self.entries.insert(id, (version, entry));
+    }
+}
+
 impl Entry {
     fn read(file: File, path: PathBuf, key: &[u8]) -> Result<Entry, &'static str> {
-        let len = file.metadata().map_err(|_| "cannot be read")?.len();
-        let want = usize::try_from(len).unwrap_or(FIRST_READ).min(FIRST_READ);
-        let mut first = vec![0u8; want];
+        let mut first = vec![0u8; FIRST_READ];
         let mut got = 0;
-        while got < want {
+        while got < FIRST_READ {
             match file.read_at(&mut first[got..], got as u64) {
                 Ok(0) => break,
                 Ok(n) => got += n,
@@ -525,6 +598,11 @@ impl Entry {
             }
         }
         first.truncate(got);
+        // What was read is all of a small file; a larger one says its length.
+        let len = match got {
+            FIRST_READ => file.metadata().map_err(|_| "cannot be read")?.len(),
+            _ => got as u64,
+        };
         if first.len() < HEADER {
             return Err("is too small");
         }
@@ -548,14 +626,14 @@ impl Entry {
             Ok(Some(h)) => h,
             _ => return Err("has an invalid head"),
         };
-        Ok(Entry {
+        Ok(Entry(std::rc::Rc::new(Data {
             file: Arc::new(file),
             path,
             header: first[..HEADER].to_vec(),
             first,
             len,
             head,
-        })
+        })))
     }
 
     fn valid_sec(&self) -> i64 {
@@ -620,13 +698,14 @@ impl Entry {
 
     /// Makes the entry fresh for `fresh`, in its file too.
     pub(super) fn refresh(&mut self, fresh: &Fresh) {
-        put_i64(&mut self.header, 8, fresh.valid_sec);
-        put_i64(&mut self.header, 16, fresh.updating_sec);
-        put_i64(&mut self.header, 24, fresh.error_sec);
-        put_i64(&mut self.header, 40, fresh.date);
+        let data = std::rc::Rc::make_mut(&mut self.0);
+        put_i64(&mut data.header, 8, fresh.valid_sec);
+        put_i64(&mut data.header, 16, fresh.updating_sec);
+        put_i64(&mut data.header, 24, fresh.error_sec);
+        put_i64(&mut data.header, 40, fresh.date);
         // Written over the header in place, as nginx updates an entry a 304 revalidated.
-        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.path) {
-            let _ = f.write_all_at(&self.header[8..48], 8);
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&data.path) {
+            let _ = f.write_all_at(&data.header[8..48], 8);
         }
     }
 
@@ -712,12 +791,14 @@ fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
                 let mut keys = z.lock();
                 if !keys.nodes.contains_key(&md5) {
                     keys.make_room(1);
+                    let version = keys.version();
                     keys.nodes.insert(
                         md5,
                         Node {
                             uses: 1,
                             accessed: Instant::now(),
                             size,
+                            version,
                         },
                     );
                     keys.size += size;
