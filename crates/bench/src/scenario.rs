@@ -83,6 +83,9 @@ pub struct Scenario {
     pub limit_req: bool,
     /// `gzip` at this level, for `text/html`; wrk sends `Accept-Encoding: gzip`.
     pub gzip: Option<u32>,
+    /// The proxy keeps the upstream's answers in a `proxy_cache`: after the first request
+    /// every one is a cache hit.
+    pub cache: bool,
 }
 
 const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scenario {
@@ -97,6 +100,23 @@ const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scena
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
+    }
+}
+
+const fn rp_http(path: &'static str) -> Scenario {
+    Scenario {
+        name: "rp-http",
+        about: "reverse proxy as rp, plain HTTP in and to the upstreams",
+        path,
+        tls: None,
+        content: Content::Proxy { tls: false },
+        close: false,
+        jwt: None,
+        distinct_tokens: false,
+        limit_req: false,
+        gzip: None,
+        cache: false,
     }
 }
 
@@ -112,6 +132,7 @@ const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Sce
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     }
 }
 
@@ -129,18 +150,21 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
+    },
+    rp_http("/1kb"),
+    Scenario {
+        name: "rp-cache-1k",
+        about: "reverse proxy as rp-http with proxy_cache: the 1 KB file answered from the \
+                cache on disk (a hit) rather than from the upstreams",
+        cache: true,
+        ..rp_http("/1kb")
     },
     Scenario {
-        name: "rp-http",
-        about: "reverse proxy as rp, plain HTTP in and to the upstreams",
-        path: "/1kb",
-        tls: None,
-        content: Content::Proxy { tls: false },
-        close: false,
-        jwt: None,
-        distinct_tokens: false,
-        limit_req: false,
-        gzip: None,
+        name: "rp-cache-100k",
+        about: "reverse proxy as rp-cache-1k, a 100 KB file from the cache",
+        cache: true,
+        ..rp_http("/100kb")
     },
     apigw(
         "apigw",
@@ -207,6 +231,7 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     },
     Scenario {
         name: "tps-ecdsa",
@@ -219,6 +244,7 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     },
     Scenario {
         name: "tps-rsa",
@@ -231,6 +257,7 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     },
     Scenario {
         name: "throughput-100k",
@@ -243,6 +270,7 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     },
     Scenario {
         name: "throughput-1m",
@@ -255,6 +283,7 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     },
     Scenario {
         name: "throughput-10m",
@@ -267,6 +296,7 @@ pub const SCENARIOS: &[Scenario] = &[
         distinct_tokens: false,
         limit_req: false,
         gzip: None,
+        cache: false,
     },
 ];
 
@@ -447,6 +477,15 @@ impl Scenario {
 "
             );
         }
+        if self.cache {
+            let _ = write!(
+                out,
+                "
+    proxy_cache_path {} levels=1:2 keys_zone=bench:10m use_temp_path=off;
+",
+                layout.dir.join("cache").display()
+            );
+        }
         if let Content::Proxy { tls } = self.content {
             let [a, b, c, d] = layout.upstream_ports;
             for (group, ports) in [("file_servers", [a, b]), ("api_file_servers", [c, d])] {
@@ -477,6 +516,11 @@ impl Scenario {
                 );
             }
             let ssl = if self.tls.is_some() { " ssl" } else { "" };
+            let cache = if self.cache {
+                "\n            proxy_cache bench;\n            proxy_cache_valid 200 1h;"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
                 "
@@ -508,7 +552,7 @@ impl Scenario {
         location / {{
             proxy_pass {scheme}://file_servers;
             proxy_http_version 1.1;
-            proxy_set_header Connection \"\";
+            proxy_set_header Connection \"\";{cache}
         }}
     }}
 }}
@@ -576,11 +620,15 @@ impl Scenario {
     }
 
     /// An haproxy.cfg doing the same work as [`Scenario::nginx_conf`], or `None` when the
-    /// scenario serves files, which HAProxy does not do.
+    /// scenario serves files, which HAProxy does not do, or caches.
     pub fn haproxy_cfg(&self, layout: &Layout, workers: u32, hs256_secret: &str) -> Option<String> {
         let Content::Proxy { tls } = self.content else {
             return None;
         };
+        // HAProxy's cache is of another kind (in memory, small objects): not the same work.
+        if self.cache {
+            return None;
+        }
         let mut out = format!(
             "global
     nbthread {workers}
@@ -686,6 +734,19 @@ mod tests {
         assert_eq!(find("cps").unwrap().url(80), "http://127.0.0.1:80/0kb");
         assert_eq!(find("throughput-10m").unwrap().body_len(), 10 << 20);
         assert!(find("web-1k").unwrap().certs().is_empty());
+        let cached = find("rp-cache-100k").unwrap();
+        assert_eq!(cached.body_len(), 100 * 1024);
+        let conf = cached.nginx_conf(&layout(), 1);
+        assert!(
+            conf.contains("proxy_cache_path /tmp/bench/cache "),
+            "{conf}"
+        );
+        assert!(conf.contains("proxy_cache bench;"), "{conf}");
+        assert_eq!(cached.haproxy_cfg(&layout(), 1, "s"), None);
+        assert!(!find("rp-http")
+            .unwrap()
+            .nginx_conf(&layout(), 1)
+            .contains("proxy_cache"));
         let limited = find("web-1k-limit-req").unwrap().nginx_conf(&layout(), 1);
         assert!(limited.contains("limit_req zone=per_client"), "{limited}");
         assert!(!find("web-1k")
