@@ -726,3 +726,167 @@ fn a_cache_nginx_wrote_is_read_and_the_other_way_round() {
         writer = reader;
     }
 }
+
+const WAITING: &str = r#"
+    log_format cache '$request_uri $upstream_cache_status';
+    access_log {PREFIX}/cache.log cache;
+    proxy_temp_path {PREFIX}/proxy_temp;
+    proxy_cache_path {CACHE} levels=1:2 keys_zone=z:1m;
+    server {
+        listen 127.0.0.1:{PORT0};
+        add_header X-Cache $upstream_cache_status always;
+        proxy_cache z;
+        proxy_cache_valid 200 1m;
+        location /upd/ {
+            proxy_cache_valid 200 1s;
+            proxy_cache_use_stale updating;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /bg/ {
+            proxy_cache_valid 200 1s;
+            proxy_cache_use_stale updating;
+            proxy_cache_background_update on;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /lock/ {
+            proxy_cache_lock on;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /lockt/ {
+            proxy_cache_lock on;
+            proxy_cache_lock_timeout 1s;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+    }
+"#;
+
+/// An upstream that holds the answers to some requests until `gate` opens, and reports
+/// every request it gets on `arrived` as "path #n".
+fn held_upstream(
+    gate: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    arrived: std::sync::mpsc::Sender<String>,
+) -> u16 {
+    let arrived = Mutex::new(arrived);
+    let counts: Mutex<HashMap<String, usize>> = Mutex::default();
+    head_upstream(move |_, head| {
+        let text = String::from_utf8_lossy(head).to_string();
+        let path = text.split_whitespace().nth(1).unwrap_or("").to_string();
+        let n = {
+            let mut c = counts.lock().unwrap();
+            let n = c.entry(path.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        let _ = arrived.lock().unwrap().send(format!("{path} #{n}"));
+        // The first fill of /upd/ and /bg/ is at once, their update held; the first
+        // request of /lock/ and /lockt/ is held.
+        let held = match path.split('/').nth(1).unwrap_or("") {
+            "upd" => n >= 2,
+            "lock" | "lockt" => n == 1,
+            _ => false,
+        };
+        if held {
+            let (open, cv) = &*gate;
+            let mut o = open.lock().unwrap();
+            while !*o {
+                o = cv.wait(o).unwrap();
+            }
+        }
+        let body = format!("{path} #{n}\n");
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    })
+}
+
+#[test]
+fn one_request_updates_an_entry_while_the_others_wait_or_serve_it_stale() {
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let (tx, arrived) = std::sync::mpsc::channel();
+        let up = held_upstream(gate.clone(), tx);
+        let cache = TempDir::new("cache");
+        let conf = support::main_config(
+            &WAITING
+                .replace("{CACHE}", &cache.path().join("c").display().to_string())
+                .replace("{UPSTREAM}", &up.to_string()),
+        );
+        let Some(server) = Server::start(kind, 1, &conf) else {
+            continue;
+        };
+        let port = server.port(0);
+        let open = |open: bool| {
+            let (o, cv) = &*gate;
+            *o.lock().unwrap() = open;
+            cv.notify_all();
+        };
+        let next = || arrived.recv_timeout(Duration::from_secs(10)).unwrap();
+        let mut lines = Vec::new();
+        let get = |path: &str| observe(&send(port, "GET", path, ""));
+        // Fill, then let the entries expire (a time, so a wait).
+        lines.push(format!("fill: {}", get("/upd/held")));
+        lines.push(format!("fill: {}", get("/bg/x")));
+        next();
+        next();
+        std::thread::sleep(Duration::from_millis(2100));
+        // `updating`: while one request updates the entry, another gets it stale.
+        let updating = std::thread::spawn(move || observe(&send(port, "GET", "/upd/held", "")));
+        lines.push(format!("upstream got {}", next()));
+        lines.push(format!("meanwhile: {}", get("/upd/held")));
+        open(true);
+        lines.push(format!("the update: {}", updating.join().unwrap()));
+        lines.push(format!("after: {}", get("/upd/held")));
+        open(false);
+        // The background update: the stale entry at once, the update before the next
+        // request of the connection.
+        let mut c = support::Client::connect(port);
+        for _ in 0..2 {
+            c.send(b"GET /bg/x HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                .unwrap();
+            lines.push(format!(
+                "keepalive: {}",
+                observe(&c.read_response(false).unwrap())
+            ));
+        }
+        lines.push(format!("upstream got {}", next()));
+        // `proxy_cache_lock`: the second request waits for the first to fill the entry.
+        let first = std::thread::spawn(move || observe(&send(port, "GET", "/lock/held", "")));
+        lines.push(format!("upstream got {}", next()));
+        let second = std::thread::spawn(move || observe(&send(port, "GET", "/lock/held", "")));
+        // The second request is at the server, waiting (no signal shows that).
+        std::thread::sleep(Duration::from_millis(300));
+        open(true);
+        lines.push(format!("first: {}", first.join().unwrap()));
+        lines.push(format!("second: {}", second.join().unwrap()));
+        open(false);
+        // Past proxy_cache_lock_timeout the waiting request asks the upstream itself, and
+        // its answer is not stored.
+        let first = std::thread::spawn(move || observe(&send(port, "GET", "/lockt/held", "")));
+        lines.push(format!("upstream got {}", next()));
+        lines.push(format!("second: {}", get("/lockt/held")));
+        lines.push(format!("upstream got {}", next()));
+        open(true);
+        lines.push(format!("first: {}", first.join().unwrap()));
+        lines.push(format!("third: {}", get("/lockt/held")));
+        if kind == Kind::Portcullis {
+            compare(&[(kind, lines.clone())]);
+            let text = lines.join("\n");
+            for want in [
+                "meanwhile: 200 UPDATING cl=13 etag=- cr=- \"/upd/held #1\"",
+                "after: 200 HIT cl=13 etag=- cr=- \"/upd/held #2\"",
+                "keepalive: 200 STALE cl=9 etag=- cr=- \"/bg/x #1\"",
+                "keepalive: 200 HIT cl=9 etag=- cr=- \"/bg/x #2\"",
+                "second: 200 HIT cl=14 etag=- cr=- \"/lock/held #1\"",
+                "second: 200 MISS cl=15 etag=- cr=- \"/lockt/held #2\"",
+                "third: 200 HIT cl=15 etag=- cr=- \"/lockt/held #1\"",
+            ] {
+                assert!(text.contains(want), "no {want:?} in\n{text}");
+            }
+        }
+        seen_by.push((kind, lines));
+    }
+    compare(&seen_by);
+}

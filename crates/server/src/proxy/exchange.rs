@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::cache::fill::{Fill, Store};
-use super::cache::{Entry, Job, Status as CacheStatus};
+use super::cache::{Entry, Found, Job, Status as CacheStatus};
 use super::downstream::{send_two, timeout_io, Downstream};
 use super::encoded::Encoded;
 use super::settings::next;
@@ -158,10 +158,41 @@ pub(crate) async fn serve<D: Downstream>(
     // The cache first: a fresh entry is the response.
     let mut cache = plan.cache.take();
     if let Some(job) = cache.as_mut() {
-        let hit = job.lookup(req);
+        let waited = Instant::now();
+        let found = loop {
+            match job.lookup(req) {
+                // nginx looks again every half second while another request fills it.
+                Found::Wait if waited.elapsed() < job.settings.lock_timeout => {
+                    let left = job.settings.lock_timeout.saturating_sub(waited.elapsed());
+                    tokio::time::sleep(left.min(Duration::from_millis(500))).await;
+                }
+                Found::Wait => {
+                    // Past proxy_cache_lock_timeout: asked, and not stored.
+                    job.no_store = true;
+                    break Found::Upstream;
+                }
+                found => break found,
+            }
+        };
         req.set_cache_status(job.status);
-        if let Some(entry) = hit {
-            return send_entry(down, req, &plan, &entry, job.client_head).await;
+        match found {
+            Found::Send(entry) => {
+                return send_entry(down, req, &plan, &entry, job.client_head).await;
+            }
+            Found::SendThenUpdate(entry) => {
+                let sent = send_entry(down, req, &plan, &entry, job.client_head).await;
+                // The update runs once the stale answer went out, as nginx's background
+                // subrequest, before the connection reads its next request.
+                job.background = true;
+                job.status = CacheStatus::Expired;
+                job.stale = Some(entry);
+                plan.cache = cache;
+                let mut nowhere = super::Collect::head_only();
+                let _ = Box::pin(serve(&mut nowhere, req, plan, ReqBody::None)).await;
+                req.set_cache_status(CacheStatus::Stale);
+                return sent;
+            }
+            Found::Wait | Found::Upstream => {}
         }
         if let Some(lines) = job.revalidation() {
             plan.head.extend_from_slice(&lines);
@@ -474,7 +505,10 @@ pub(crate) async fn serve<D: Downstream>(
             Some(Ok(shown)) => shown,
             None => None,
         };
-        let head_only = cache.as_ref().is_some_and(|j| j.client_head) || shown.is_some();
+        let head_only = cache
+            .as_ref()
+            .is_some_and(|j| j.client_head || j.background)
+            || shown.is_some();
         let no_body = plan.head_request || status == 204 || status == 304 || status < 200;
         let framing = if no_body {
             Framing::Length(0)

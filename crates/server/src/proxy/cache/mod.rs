@@ -40,6 +40,7 @@ pub(crate) enum Status {
     Bypass,
     Expired,
     Stale,
+    Updating,
     Revalidated,
     Hit,
 }
@@ -51,6 +52,7 @@ impl Status {
             Status::Bypass => "BYPASS",
             Status::Expired => "EXPIRED",
             Status::Stale => "STALE",
+            Status::Updating => "UPDATING",
             Status::Revalidated => "REVALIDATED",
             Status::Hit => "HIT",
         }
@@ -104,6 +106,11 @@ pub(crate) struct CacheSettings {
     pub revalidate: bool,
     pub convert_head: bool,
     pub ignore: u8,
+    /// `proxy_cache_lock`, `_timeout`, `_age`.
+    pub lock: bool,
+    pub lock_timeout: Duration,
+    pub lock_age: Duration,
+    pub background_update: bool,
 }
 
 impl Default for CacheSettings {
@@ -120,6 +127,10 @@ impl Default for CacheSettings {
             revalidate: false,
             convert_head: true,
             ignore: 0,
+            lock: false,
+            lock_timeout: Duration::from_secs(5),
+            lock_age: Duration::from_secs(5),
+            background_update: false,
         }
     }
 }
@@ -262,6 +273,18 @@ pub(crate) fn directive(
             s.use_stale = bits;
         }
         "proxy_cache_revalidate" => s.revalidate = value::flag(d, 0)?,
+        "proxy_cache_lock" => s.lock = value::flag(d, 0)?,
+        "proxy_cache_lock_timeout" | "proxy_cache_lock_age" => {
+            let t = value::parse_time(d.arg(0)).ok_or_else(|| {
+                ConfigError::at(d, format!("invalid time value \"{}\"", d.arg(0)))
+            })?;
+            if d.name == "proxy_cache_lock_timeout" {
+                s.lock_timeout = t;
+            } else {
+                s.lock_age = t;
+            }
+        }
+        "proxy_cache_background_update" => s.background_update = value::flag(d, 0)?,
         "proxy_cache_convert_head" => s.convert_head = value::flag(d, 0)?,
         "proxy_ignore_headers" => {
             let mut bits = if first { 0 } else { s.ignore };
@@ -317,6 +340,34 @@ pub(crate) struct Job {
     /// by other request headers).
     pub variant: Option<[u8; 16]>,
     pub status: Status,
+    /// The entry this request updates (nginx's `updating`: the others serve it stale, or
+    /// wait with `proxy_cache_lock`), released when the job ends.
+    holds: Option<[u8; 16]>,
+    /// The response is fetched after the stale entry was sent (`proxy_cache_background_update`):
+    /// it is stored, and no client sees it.
+    pub background: bool,
+    /// The lock was waited for in vain: the response is not stored.
+    pub no_store: bool,
+}
+
+/// What a lookup found.
+pub(crate) enum Found {
+    /// An entry to send: fresh, or stale while another request updates it.
+    Send(Entry),
+    /// An expired entry to send, then update (`proxy_cache_background_update`).
+    SendThenUpdate(Entry),
+    /// Another request is filling the entry (`proxy_cache_lock`): look again later.
+    Wait,
+    /// Ask the upstream.
+    Upstream,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(name) = self.holds.take() {
+            self.zone.updated(&name);
+        }
+    }
 }
 
 impl Job {
@@ -348,28 +399,62 @@ impl Job {
             client_head: m == method::HEAD && c.convert_head,
             stale: None,
             variant: None,
+            holds: None,
+            background: false,
+            no_store: false,
             status: if bypass { Status::Bypass } else { Status::Miss },
         })
     }
 
-    /// Looks the key up: a fresh entry to send, or nothing (an expired entry is kept for a
-    /// revalidation or to be served stale).
-    pub(crate) fn lookup(&mut self, req: &Request<'_>) -> Option<Entry> {
-        if self.status == Status::Bypass {
-            return None;
+    /// Looks the key up, as nginx's cache does: a fresh entry is sent; an expired one is
+    /// updated by one request at a time, the others sending it stale when allowed
+    /// (`proxy_cache_use_stale updating`, a response's `stale-while-revalidate`); with
+    /// `proxy_cache_lock` a missing one is filled by one request while the others wait.
+    pub(crate) fn lookup(&mut self, req: &Request<'_>) -> Found {
+        // A background update was looked up already: it asks the upstream.
+        if self.status == Status::Bypass || self.background {
+            return Found::Upstream;
         }
-        let mut entry = self.zone.open(&self.md5, &self.key, req)?;
-        if let Some(variant) = entry.other_variant(req) {
-            self.variant = Some(variant);
-            entry = self.zone.open(&variant, &self.key, req)?;
-        }
+        let found = self.zone.open(&self.md5, &self.key, req).and_then(|entry| {
+            match entry.other_variant(req) {
+                Some(variant) => {
+                    self.variant = Some(variant);
+                    self.zone.open(&variant, &self.key, req)
+                }
+                None => Some(entry),
+            }
+        });
+        let name = self.variant.unwrap_or(self.md5);
+        let s = &self.settings;
+        let Some(entry) = found else {
+            self.status = Status::Miss;
+            if !s.lock || self.holds.is_some() {
+                return Found::Upstream;
+            }
+            if self.zone.update(&name, s.lock_age) {
+                self.holds = Some(name);
+                return Found::Upstream;
+            }
+            return Found::Wait;
+        };
         if entry.is_fresh() {
             self.status = Status::Hit;
-            return Some(entry);
+            return Found::Send(entry);
+        }
+        let may_be_stale = s.use_stale & stale::UPDATING != 0 || entry.updating_grace();
+        if self.holds.is_none() && self.zone.update(&name, s.lock_age) {
+            self.holds = Some(name);
+            if may_be_stale && s.background_update && !self.background {
+                self.status = Status::Stale;
+                return Found::SendThenUpdate(entry);
+            }
+        } else if may_be_stale {
+            self.status = Status::Updating;
+            return Found::Send(entry);
         }
         self.status = Status::Expired;
         self.stale = Some(entry);
-        None
+        Found::Upstream
     }
 
     /// Whether the stale entry may answer for a failure of kind `bit` (`proxy_cache_use_stale`
@@ -396,7 +481,7 @@ impl Job {
         head: &ResponseHead,
         no_body: bool,
     ) -> Option<fill::Store> {
-        if self.settings.no_cache.iter().any(|t| truthy(&req.eval(t))) {
+        if self.no_store || self.settings.no_cache.iter().any(|t| truthy(&req.eval(t))) {
             return None;
         }
         let fresh = rules::freshness(head, &self.settings)?;

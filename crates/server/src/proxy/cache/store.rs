@@ -88,6 +88,8 @@ struct Node {
     /// Changes whenever the entry's file may have: a worker's copy of an older one is
     /// stale ([`Hot`]).
     version: u64,
+    /// A request is updating the entry, until this time at the latest (`proxy_cache_lock_age`).
+    updating: Option<Instant>,
 }
 
 /// nginx's slab takes about this much of a keys zone per key (its node and the allocator's
@@ -295,9 +297,32 @@ impl CachePath {
                 accessed: now,
                 size: 0,
                 version,
+                updating: None,
             },
         );
         version
+    }
+
+    /// Takes the update of the entry `md5` for one request, unless another holds it (for
+    /// less than `age`): as nginx's `updating` flag and lock.
+    pub(super) fn update(&self, md5: &[u8; 16], age: std::time::Duration) -> bool {
+        let mut keys = self.zone.lock();
+        let now = Instant::now();
+        let Some(n) = keys.nodes.get_mut(md5) else {
+            return true;
+        };
+        if n.updating.is_some_and(|until| until > now) {
+            return false;
+        }
+        n.updating = Some(now + age);
+        true
+    }
+
+    /// The update of the entry `md5` ended, stored or not.
+    pub(super) fn updated(&self, md5: &[u8; 16]) {
+        if let Some(n) = self.zone.lock().nodes.get_mut(md5) {
+            n.updating = None;
+        }
     }
 
     /// The entry named `md5` changed in its file (a revalidation wrote its header).
@@ -390,6 +415,7 @@ impl CachePath {
             accessed: now,
             size: 0,
             version,
+            updating: None,
         });
         let old = std::mem::replace(&mut node.size, size);
         node.accessed = now;
@@ -650,6 +676,12 @@ impl Entry {
         error != 0 && self.valid_sec() + error >= now_secs()
     }
 
+    /// Whether the entry's `stale-while-revalidate` time still covers it.
+    pub(super) fn updating_grace(&self) -> bool {
+        let updating = get_i64(&self.header, 16);
+        updating != 0 && self.valid_sec() + updating >= now_secs()
+    }
+
     /// The variant a request is for, when it is not the one this entry holds.
     pub(super) fn other_variant(&self, req: &Request<'_>) -> Option<[u8; 16]> {
         let len = usize::from(self.header[187]).min(VARY_LEN);
@@ -799,6 +831,7 @@ fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
                             accessed: Instant::now(),
                             size,
                             version,
+                            updating: None,
                         },
                     );
                     keys.size += size;
