@@ -105,7 +105,12 @@ fn upstream(seen: Seen) -> u16 {
             list.len()
         };
         let name = path.rsplit('/').next().unwrap_or("");
-        let body = format!("{path} #{n}\n");
+        let ranges = path.starts_with("/ar/");
+        let body = if ranges {
+            "0123456789abcdefghij".to_string()
+        } else {
+            format!("{path} #{n}\n")
+        };
         let (status, fields) = match name {
             "no-cache" => ("200 OK", "Cache-Control: no-cache\r\n".to_string()),
             "no-store" => ("200 OK", "Cache-Control: no-store\r\n".into()),
@@ -142,6 +147,11 @@ fn upstream(seen: Seen) -> u16 {
             return b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n".to_vec();
         }
         let head_only = text.starts_with("HEAD ");
+        let fields = if ranges {
+            format!("Accept-Ranges: bytes\r\nX-Count: {n}\r\n{fields}")
+        } else {
+            fields
+        };
         let mut out = format!(
             "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\n{fields}Last-Modified: Mon, 02 Jan 2023 00:00:00 GMT\r\nETag: \"v1\"\r\n"
         )
@@ -182,6 +192,20 @@ fn compare(seen: &[(Kind, Vec<String>)]) {
         assert!(diffs.is_empty(), "{}", diffs.join("\n"));
         assert_eq!(nginx.len(), ours.len());
     }
+}
+
+/// Waits until the server renamed every entry it wrote into place: nginx does it after the
+/// response went out, so a next request could otherwise come before it. No temporary file
+/// is left in nginx's `proxy_temp_path` or beside the entries under `cache`.
+fn settle(server: &Server, cache: &std::path::Path) {
+    let temp = server.path("proxy_temp");
+    let done = support::wait_until(Duration::from_secs(10), || {
+        walk(&temp).is_empty()
+            && walk(cache)
+                .iter()
+                .all(|p| p.file_name().is_some_and(|n| n.len() == 32))
+    });
+    assert!(done, "{:?}: entries still being written", server.kind);
 }
 
 /// A port nothing listens on.
@@ -245,6 +269,7 @@ fn what_is_stored_and_served_is_nginxs() {
         let mut lines = Vec::new();
         let mut step = |method: &str, target: &str, extra: &str| {
             let r = send(port, method, target, extra);
+            settle(&server, cache.path());
             lines.push(format!("{method} {target} {extra:?} -> {}", observe(&r)));
             r
         };
@@ -314,6 +339,57 @@ fn what_is_stored_and_served_is_nginxs() {
             "/cond",
             "If-Modified-Since: Mon, 02 Jan 2023 00:00:00 GMT\r\n",
         );
+        // Ranges of a response whose upstream takes them: cut by the cache, a HIT's into
+        // several parts too.
+        let mut ranged = |extra: &str, path: &str| {
+            let r = send(port, "GET", path, extra);
+            settle(&server, cache.path());
+            let names: Vec<&str> = r
+                .headers
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .filter(|n| !n.eq_ignore_ascii_case("date"))
+                .collect();
+            let multipart = r
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("multipart/byteranges; boundary="));
+            // nginx's 416 of a cached response carries the stored fields and its
+            // add_header twice; the status, the cache status and the range are compared.
+            if r.status == 416 {
+                lines.push(format!(
+                    "GET {path} {extra:?} -> 416 {:?} {:?}",
+                    r.header("x-cache"),
+                    r.header("content-range")
+                ));
+                return;
+            }
+            let body = if multipart {
+                format!(
+                    "{} parts, {} bytes",
+                    String::from_utf8_lossy(&r.body)
+                        .matches("Content-Range: ")
+                        .count(),
+                    r.body.len()
+                )
+            } else {
+                observe(&r)
+            };
+            lines.push(format!(
+                "GET {path} {extra:?} -> {} {body} {names:?}",
+                r.status
+            ));
+        };
+        ranged("Range: bytes=0-9\r\n", "/ar/one");
+        ranged("Range: bytes=0-9\r\n", "/ar/one");
+        ranged("", "/ar/one");
+        ranged("Range: bytes=0-1,5-6\r\n", "/ar/one");
+        ranged("Range: bytes=50-60\r\n", "/ar/one");
+        ranged("Range: bytes=0-9\r\nIf-Range: \"zzz\"\r\n", "/ar/one");
+        ranged("Range: bytes=0-9\r\nIf-Range: \"v1\"\r\n", "/ar/one");
+        ranged("Range: bytes=0-1,5-6\r\n", "/ar/two");
+        ranged("Range: bytes=15-\r\n", "/ar/two");
+        ranged("Range: bytes=-3\r\n", "/ar/two");
+        ranged("", "/a?order");
         let asked = seen
             .lock()
             .unwrap()
@@ -362,6 +438,11 @@ fn what_is_stored_and_served_is_nginxs() {
                 "GET /vary \"Accept-Encoding: br\\r\\n\" -> 200 HIT cl=9 etag=\"v1\" cr=- \"/vary #2\"",
                 "GET /twice/t \"\" -> 200 HIT cl=12 etag=\"v1\" cr=- \"/twice/t #2\"",
                 "/head asked with [\"GET\"]",
+                "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 MISS cl=10 etag=\"v1\" cr=bytes 0-9/20 \"0123456789\"",
+                "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 HIT cl=10",
+                "GET /ar/one \"Range: bytes=0-1,5-6\\r\\n\" -> 206 2 parts",
+                "GET /ar/one \"Range: bytes=50-60\\r\\n\" -> 416 Some(\"HIT\") Some(\"bytes */20\")",
+                "GET /ar/two \"Range: bytes=0-1,5-6\\r\\n\" -> 200 200 MISS cl=20",
             ] {
                 assert!(text.contains(want), "no {want:?} in\n{text}");
             }
@@ -386,6 +467,7 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
         let mut lines = Vec::new();
         let mut step = |target: &str| {
             let r = send(port, "GET", target, "");
+            settle(&server, cache.path());
             lines.push(format!("{target} -> {}", observe(&r)));
         };
         step("/short/k");
@@ -825,7 +907,11 @@ fn one_request_updates_an_entry_while_the_others_wait_or_serve_it_stale() {
         };
         let next = || arrived.recv_timeout(Duration::from_secs(10)).unwrap();
         let mut lines = Vec::new();
-        let get = |path: &str| observe(&send(port, "GET", path, ""));
+        let get = |path: &str| {
+            let r = observe(&send(port, "GET", path, ""));
+            settle(&server, cache.path());
+            r
+        };
         // Fill, then let the entries expire (a time, so a wait).
         lines.push(format!("fill: {}", get("/upd/held")));
         lines.push(format!("fill: {}", get("/bg/x")));
@@ -838,6 +924,7 @@ fn one_request_updates_an_entry_while_the_others_wait_or_serve_it_stale() {
         lines.push(format!("meanwhile: {}", get("/upd/held")));
         open(true);
         lines.push(format!("the update: {}", updating.join().unwrap()));
+        settle(&server, cache.path());
         lines.push(format!("after: {}", get("/upd/held")));
         open(false);
         // The background update: the stale entry at once, the update before the next
@@ -870,6 +957,7 @@ fn one_request_updates_an_entry_while_the_others_wait_or_serve_it_stale() {
         lines.push(format!("upstream got {}", next()));
         open(true);
         lines.push(format!("first: {}", first.join().unwrap()));
+        settle(&server, cache.path());
         lines.push(format!("third: {}", get("/lockt/held")));
         if kind == Kind::Portcullis {
             compare(&[(kind, lines.clone())]);

@@ -592,6 +592,8 @@ pub(crate) struct Request<'a> {
     upstream_attempts: Vec<crate::proxy::Attempt>,
     /// `$upstream_cache_status`.
     cache_status: std::cell::Cell<Option<crate::proxy::cache::Status>>,
+    /// The `Content-Range` of a proxied response the cache cuts to a range.
+    range_field: std::cell::RefCell<Option<Vec<u8>>>,
     /// The modules' state of this request, one value of each module's own type.
     ctx: Vec<Box<dyn std::any::Any>>,
     /// `WWW-Authenticate` values of the access phase's refusals; they survive an error_page
@@ -653,6 +655,7 @@ impl<'a> Request<'a> {
             proxy_port: 0,
             upstream_attempts: Vec::new(),
             cache_status: Default::default(),
+            range_field: Default::default(),
             ctx: Vec::new(),
             www_authenticate: Vec::new(),
             verdicts: Vec::new(),
@@ -1661,6 +1664,10 @@ impl<'a> Request<'a> {
         let mut resp = self.finalize_error(status);
         if let Some(challenge) = challenge.filter(|_| resp.status == 401) {
             resp.header("WWW-Authenticate", &challenge);
+        }
+        // A range of a cached response that cannot be satisfied says the length.
+        if let Some(range) = self.range_field.take().filter(|_| resp.status == 416) {
+            resp.header("Content-Range", &range);
         }
         resp
     }

@@ -16,7 +16,7 @@ mod send;
 
 pub use cache::{CachedFile, FileCache, Lookup, CACHE_ENTRIES, SMALL_FILE_MAX};
 pub use conditions::{
-    content_range, multipart_parts, plan, preconditions, unsatisfied_range, Conditions,
+    content_range, multipart_parts, plan, preconditions, ranges, unsatisfied_range, Conditions,
     IfModifiedSince, Multipart, Part, Plan,
 };
 pub(crate) use date::{

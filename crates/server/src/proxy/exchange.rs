@@ -16,8 +16,9 @@ use portcullis_proxy::{Conn, Stream, Timer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::cache::fill::Slice;
 use super::cache::fill::{Fill, Store};
-use super::cache::{Entry, Found, Job, Status as CacheStatus};
+use super::cache::{Cut, Entry, Found, Job, Status as CacheStatus};
 use super::downstream::{send_two, timeout_io, Downstream};
 use super::encoded::Encoded;
 use super::settings::next;
@@ -515,7 +516,42 @@ pub(crate) async fn serve<D: Downstream>(
         } else {
             resp_head.framing()
         };
-        let fill = (store.is_some() || head_only).then_some((store, head_only));
+        // A response the cache stores whole may be sent as one range of it.
+        let cut = match framing {
+            Framing::Length(n) if store.is_some() && shown.is_none() && !head_only => {
+                super::cache::cut(req, &resp_head, n, false)
+            }
+            _ => Cut::Whole,
+        };
+        let (shown, slice) = match cut {
+            Cut::Part {
+                head,
+                start,
+                len,
+                range,
+            } => {
+                req.set_range_field(range);
+                (Some(head), Some((start, len)))
+            }
+            Cut::Unsatisfiable => {
+                if let Framing::Length(n) = framing {
+                    req.set_range_field(crate::static_files::unsatisfied_range(n).into_bytes());
+                }
+                attempts.push(attempt);
+                return Finish::Status {
+                    code: 416,
+                    body_read: true,
+                    attempts,
+                    challenge: None,
+                };
+            }
+            Cut::Whole | Cut::Parts { .. } => (shown, None),
+        };
+        let fill = (store.is_some() || head_only).then_some(Cached {
+            store,
+            head_only,
+            slice,
+        });
         let forwarded = forward(
             down,
             req,
@@ -1044,8 +1080,8 @@ struct Forwarded {
 }
 
 /// Sends the response head to `down`, streams the body framed as `framing` says, and ends
-/// the response (`no_body`: the client gets none, whatever the upstream sends); `fill` keeps
-/// a copy of the body for the cache, or passes the head alone.
+/// the response (`no_body`: the client gets none, whatever the upstream sends), through what
+/// the cache does with it.
 #[allow(clippy::too_many_arguments)]
 async fn forward<D: Downstream, S: Source>(
     down: &mut D,
@@ -1056,18 +1092,41 @@ async fn forward<D: Downstream, S: Source>(
     ubuf: BytesMut,
     source: &mut S,
     url: Url<'_>,
-    fill: Option<(Option<Store>, bool)>,
+    cached: Option<Cached>,
 ) -> Forwarded {
-    match fill {
-        None => encode(down, req, plan, head, framing, no_body, ubuf, source, url).await,
-        Some((store, head_only)) => {
+    let Some(Cached {
+        store,
+        head_only,
+        slice,
+    }) = cached
+    else {
+        return encode(down, req, plan, head, framing, no_body, ubuf, source, url).await;
+    };
+    match slice {
+        None => {
             let mut down = Fill::new(down, store, head_only);
             encode(
                 &mut down, req, plan, head, framing, no_body, ubuf, source, url,
             )
             .await
         }
+        Some((start, len)) => {
+            let mut cut = Slice::new(down, start, len);
+            let mut down = Fill::new(&mut cut, store, head_only);
+            encode(
+                &mut down, req, plan, head, framing, no_body, ubuf, source, url,
+            )
+            .await
+        }
     }
+}
+
+/// What the cache does with a response on its way: keeps a copy of it (`store`), passes
+/// the head alone, or one range of the body (start, length).
+struct Cached {
+    store: Option<Store>,
+    head_only: bool,
+    slice: Option<(u64, u64)>,
 }
 
 /// [`forward`] past the cache: compressed or decompressed on the way as the modules decide
@@ -1175,25 +1234,83 @@ async fn send_entry<D: Downstream>(
             }
         }
     };
-    let head = shown.as_ref().unwrap_or(entry.head());
-    let status = head.status();
     let (len, first) = entry.body();
-    let framing = match head.framing() {
-        _ if plan.head_request || head_only || status == 204 || status == 304 => Framing::Length(0),
-        Framing::Length(_) => Framing::Length(len),
-        // A body that came chunked or up to the close goes out so again, as in nginx.
-        _ => Framing::UntilClose,
+    let whole = matches!(entry.head().framing(), Framing::Length(_));
+    // A range of it, as nginx's range filter cuts a cached response.
+    let cut = match &shown {
+        None if whole => super::cache::cut(req, entry.head(), len, true),
+        _ => Cut::Whole,
     };
     let mut ubuf = req.worker().upstreams.borrow_mut().take_buffer();
-    ubuf.extend_from_slice(&first[..first.len().min(usize::try_from(len).unwrap_or(usize::MAX))]);
     let (file, at) = entry.rest();
     let mut body = EntryBody { file, at };
+    let head = match &cut {
+        Cut::Whole => shown.as_ref().unwrap_or(entry.head()),
+        Cut::Part { head, .. } | Cut::Parts { head, .. } => head,
+        Cut::Unsatisfiable => {
+            return_buffer(req, ubuf);
+            req.set_range_field(crate::static_files::unsatisfied_range(len).into_bytes());
+            return Finish::Status {
+                code: 416,
+                body_read: true,
+                attempts: Vec::new(),
+                challenge: None,
+            };
+        }
+    };
+    let status = head.status();
+    let no_body = plan.head_request || head_only || status == 204 || status == 304;
+    let framing = match &cut {
+        _ if no_body => Framing::Length(0),
+        Cut::Part {
+            start, len, range, ..
+        } => {
+            req.set_range_field(range.clone());
+            // What was read with the head, then the file from where that ends or the
+            // range starts.
+            let mem = first.len() as u64;
+            let from = (*start).min(mem) as usize;
+            let to = (start + len).min(mem) as usize;
+            ubuf.extend_from_slice(&first[from..to]);
+            body.at = entry.body_start() + (*start).max(mem);
+            Framing::Length(*len)
+        }
+        Cut::Parts { multipart, .. } => {
+            for part in &multipart.parts {
+                ubuf.extend_from_slice(part.head.as_bytes());
+                match entry.read_body(part.start, part.len) {
+                    Ok(bytes) => ubuf.extend_from_slice(&bytes),
+                    Err(_) => {
+                        return_buffer(req, ubuf);
+                        return Finish::Status {
+                            code: 500,
+                            body_read: true,
+                            attempts: Vec::new(),
+                            challenge: None,
+                        };
+                    }
+                }
+            }
+            ubuf.extend_from_slice(multipart.trailer.as_bytes());
+            Framing::Length(multipart.content_length)
+        }
+        _ => {
+            let n = first.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+            ubuf.extend_from_slice(&first[..n]);
+            if whole {
+                Framing::Length(len)
+            } else {
+                // A body that came chunked or up to the close goes out so again, as in
+                // nginx.
+                Framing::UntilClose
+            }
+        }
+    };
     let url = Url {
         https: plan.https,
         peer: "cache",
         uri: b"",
     };
-    let no_body = plan.head_request || head_only || status == 204 || status == 304;
     let forwarded = encode(
         down, req, plan, head, framing, no_body, ubuf, &mut body, url,
     )

@@ -28,6 +28,24 @@ const DEFAULT_SET: &[(&str, &[u8])] = &[
     ("Upgrade", b""),
 ];
 
+/// A buffer for a number's digits.
+fn itoa_buf() -> [u8; 20] {
+    [0; 20]
+}
+
+/// `n` in decimal, in `buf`.
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
 /// Response headers `proxy_hide_header` hides by default (proxy_pass_header shows them).
 const HIDDEN: &[&str] = &[
     "date",
@@ -369,6 +387,13 @@ impl Request<'_> {
             (_, Some(raw)) => out.field(b"Content-Type", raw),
             (_, None) => {}
         }
+        // The length in nginx's place, after the type, whatever the upstream's order.
+        if head.known(KnownName::ContentLength).is_some() {
+            if let portcullis_http::Framing::Length(n) = head.framing() {
+                let mut digits = itoa_buf();
+                out.field(b"Content-Length", format_u64(n, &mut digits));
+            }
+        }
         let location = head
             .known(KnownName::Location)
             .map(|l| self.rewrite_location(plan, l));
@@ -385,6 +410,7 @@ impl Request<'_> {
                 KnownName::Connection
                 | KnownName::KeepAlive
                 | KnownName::TransferEncoding
+                | KnownName::ContentLength
                 | KnownName::ContentType => continue,
                 KnownName::Date | KnownName::Server | KnownName::XAccel
                     if HIDDEN.iter().any(|n| is(n)) && !s.pass_headers.iter().any(|p| is(p)) =>
@@ -404,6 +430,10 @@ impl Request<'_> {
                     continue;
                 }
             }
+            // nginx's range filter writes it last.
+            if name.eq_ignore_ascii_case(b"accept-ranges") {
+                continue;
+            }
             if name.eq_ignore_ascii_case(b"refresh") {
                 out.field(b"Refresh", &self.rewrite_refresh(plan, f.value));
                 continue;
@@ -417,7 +447,25 @@ impl Request<'_> {
             out.line(f.name, f.value, f.line);
         }
         out.lines(&extra.headers);
+        match self.range_field.take() {
+            // A range of the response: its place, after every other field.
+            Some(range) => out.field(b"Content-Range", &range),
+            None => {
+                for f in head.fields() {
+                    if f.name.eq_ignore_ascii_case(b"accept-ranges")
+                        && !s.hide_headers.iter().any(|h| h == "accept-ranges")
+                    {
+                        out.line(f.name, f.value, f.line);
+                    }
+                }
+            }
+        }
         out.end();
+    }
+
+    /// The `Content-Range` of the range the response is cut to, written last.
+    pub(crate) fn set_range_field(&self, value: Vec<u8>) {
+        *self.range_field.borrow_mut() = Some(value);
     }
 
     /// `proxy_cookie_domain` and `proxy_cookie_path` applied to a `Set-Cookie` value, as

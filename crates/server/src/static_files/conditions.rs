@@ -81,13 +81,19 @@ pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
     if !is_get_or_head {
         return Plan::Full;
     }
+    ranges(file.size, Some(file.mtime_secs), Some(&file.etag), c)
+}
+
+/// nginx's range filter on a response of `size` bytes modified at `mtime` with `etag`:
+/// the whole of it, one range, several, or none that can be satisfied.
+pub fn ranges(size: u64, mtime: Option<i64>, etag: Option<&str>, c: &Conditions) -> Plan {
     let Some(range) = c.range else {
         return Plan::Full;
     };
-    if !if_range_holds(file, c.if_range) {
+    if !if_range_holds(mtime, etag, c.if_range) {
         return Plan::Full;
     }
-    match parse_ranges(range, file.size) {
+    match parse_ranges(range, size) {
         Ranges::Ignored => Plan::Full,
         Ranges::Unsatisfiable => Plan::Unsatisfiable,
         Ranges::Satisfiable(ranges) => match ranges.as_slice() {
@@ -178,14 +184,14 @@ fn etag_listed(list: &[u8], etag: Option<&str>, weak: bool) -> bool {
 /// Whether `If-Range` lets the ranges apply: absent, or the exact ETag (a value ending in
 /// `"`), or exactly the `Last-Modified` date. nginx compares the ETag bytewise, so a weak
 /// `W/"..."` never matches a file's strong ETag.
-fn if_range_holds(file: &CachedFile, if_range: Option<&[u8]>) -> bool {
+fn if_range_holds(mtime: Option<i64>, etag: Option<&str>, if_range: Option<&[u8]>) -> bool {
     let Some(value) = if_range else {
         return true;
     };
     if value.len() >= 2 && value.ends_with(b"\"") {
-        return value == file.etag.as_bytes();
+        return etag.is_some_and(|e| value == e.as_bytes());
     }
-    parse_http_date(value).is_some_and(|t| unix_secs(t) == file.mtime_secs)
+    parse_http_date(value).is_some_and(|t| Some(unix_secs(t)) == mtime)
 }
 
 /// Bounds a range position as nginx's `off_t` does; larger numbers make the header 416.

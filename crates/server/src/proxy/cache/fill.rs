@@ -177,3 +177,79 @@ impl<D: Downstream> Downstream for Fill<'_, D> {
         !self.gone && self.inner.keep_alive()
     }
 }
+
+/// A downstream that passes on the bytes of one range of the body it is given: a range of
+/// a response the cache stores whole.
+pub(crate) struct Slice<'d, D> {
+    inner: &'d mut D,
+    start: u64,
+    end: u64,
+    /// Body bytes given so far.
+    at: u64,
+}
+
+impl<'d, D: Downstream> Slice<'d, D> {
+    /// The bytes from `start` to `start + len`.
+    pub(crate) fn new(inner: &'d mut D, start: u64, len: u64) -> Self {
+        Slice {
+            inner,
+            start,
+            end: start + len,
+            at: 0,
+        }
+    }
+
+    /// The part of `data` (the body's next bytes) inside the range.
+    fn cut<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
+        let from = self.at;
+        self.at += data.len() as u64;
+        let s = self.start.clamp(from, self.at) - from;
+        let e = self.end.clamp(from, self.at) - from;
+        &data[s as usize..e as usize]
+    }
+}
+
+impl<D: Downstream> Downstream for Slice<'_, D> {
+    type Io = D::Io;
+    type Head = D::Head;
+
+    fn connection(&mut self) -> Option<Connection<'_, D::Io>> {
+        self.inner.connection()
+    }
+
+    fn gone(&mut self) -> impl Future<Output = ()> {
+        self.inner.gone()
+    }
+
+    fn begin(&mut self, _: Framing) -> &mut D::Head {
+        self.inner.begin(Framing::Length(self.end - self.start))
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        let part = self.cut(data);
+        if !part.is_empty() {
+            self.inner.push(part);
+        }
+    }
+
+    async fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        let part = self.cut(data);
+        self.inner.send(part).await
+    }
+
+    async fn finish(&mut self) -> io::Result<()> {
+        self.inner.finish().await
+    }
+
+    fn broken(&mut self) {
+        self.inner.broken();
+    }
+
+    fn sent(&self) -> (u64, u64) {
+        self.inner.sent()
+    }
+
+    fn keep_alive(&self) -> bool {
+        self.inner.keep_alive()
+    }
+}

@@ -570,6 +570,112 @@ pub(crate) fn not_modified(
     }
 }
 
+/// What nginx's range filter makes of a response the cache answers or stores.
+pub(crate) enum Cut {
+    Whole,
+    /// One range: the head to show (a 206), where the range starts and its length, and its
+    /// `Content-Range`.
+    Part {
+        head: ResponseHead,
+        start: u64,
+        len: u64,
+        range: Vec<u8>,
+    },
+    /// Several (a cached response only): the head of a `multipart/byteranges` 206.
+    Parts {
+        head: ResponseHead,
+        multipart: crate::static_files::Multipart,
+    },
+    /// 416.
+    Unsatisfiable,
+}
+
+/// The request's `Range` on a response of `size` bytes, as nginx cuts a proxied response
+/// whose upstream sent `Accept-Ranges`: one range, or several of a cached one
+/// (`multipart`).
+pub(crate) fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cut {
+    use crate::static_files::Plan;
+    let c = req.conditions();
+    if c.range.is_none()
+        || head.status() != 200
+        || head.header("accept-ranges").is_none()
+        || !matches!(req.head().method_str(), "GET" | "HEAD")
+        || !req
+            .encoding(&crate::encode::Outgoing::Proxied(head))
+            .is_nothing()
+    {
+        return Cut::Whole;
+    }
+    let mtime = head
+        .header("last-modified")
+        .and_then(crate::static_files::parse_http_date)
+        .map(crate::static_files::unix_secs);
+    let etag = head
+        .header("etag")
+        .map(|e| String::from_utf8_lossy(e).into_owned());
+    match crate::static_files::ranges(size, mtime, etag.as_deref(), &c) {
+        Plan::Partial {
+            start,
+            end_inclusive,
+        } => {
+            let len = end_inclusive - start + 1;
+            match with_fields(head, &[("Content-Length", len.to_string())]) {
+                Some(head) => Cut::Part {
+                    head,
+                    start,
+                    len,
+                    range: crate::static_files::content_range(start, end_inclusive, size)
+                        .into_bytes(),
+                },
+                None => Cut::Whole,
+            }
+        }
+        Plan::Multipart { ranges, boundary } if multipart => {
+            let ty = head
+                .header("content-type")
+                .map(|t| String::from_utf8_lossy(t).into_owned())
+                .unwrap_or_default();
+            let m = crate::static_files::multipart_parts(&ranges, &boundary, &ty, size);
+            let fields = [
+                ("Content-Type", m.content_type.clone()),
+                ("Content-Length", m.content_length.to_string()),
+            ];
+            match with_fields(head, &fields) {
+                Some(head) => Cut::Parts { head, multipart: m },
+                None => Cut::Whole,
+            }
+        }
+        Plan::Unsatisfiable => Cut::Unsatisfiable,
+        _ => Cut::Whole,
+    }
+}
+
+/// `head` as a 206 with `fields` in place of its own of those names (added when it has
+/// none), without `Accept-Ranges`.
+fn with_fields(head: &ResponseHead, fields: &[(&str, String)]) -> Option<ResponseHead> {
+    let mut raw = b"HTTP/1.1 206 Partial Content\r\n".to_vec();
+    for (name, value) in fields {
+        raw.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    for f in head.fields() {
+        let replaced = fields
+            .iter()
+            .any(|(n, _)| f.name.eq_ignore_ascii_case(n.as_bytes()));
+        if !replaced
+            && !f.name.eq_ignore_ascii_case(b"accept-ranges")
+            && f.known != portcullis_http::KnownName::TransferEncoding
+        {
+            raw.extend_from_slice(f.line);
+        }
+    }
+    raw.extend_from_slice(b"\r\n");
+    let limit = raw.len();
+    let mut raw = bytes::BytesMut::from(&raw[..]);
+    portcullis_http::parse_response_head(&mut raw, limit)
+        .ok()
+        .flatten()
+}
+
 /// A value that turns `proxy_cache_bypass` or `proxy_no_cache` on: not empty, not "0".
 fn truthy(v: &[u8]) -> bool {
     !v.is_empty() && v != b"0"

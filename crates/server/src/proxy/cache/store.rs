@@ -756,6 +756,34 @@ impl Entry {
     pub(crate) fn rest(&self) -> (Arc<File>, u64) {
         (self.file.clone(), self.first.len() as u64)
     }
+
+    /// Where in the file the body starts.
+    pub(crate) fn body_start(&self) -> u64 {
+        u64::from(get_u16(&self.header, 56))
+    }
+
+    /// `len` bytes of the body from `start`.
+    pub(crate) fn read_body(&self, start: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        let at = self.body_start() + start;
+        let mut out = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        let mut got = 0;
+        while got < out.len() {
+            let pos = at + got as u64;
+            let n = match usize::try_from(pos).ok().and_then(|p| self.first.get(p..)) {
+                Some(mem) if !mem.is_empty() => {
+                    let n = mem.len().min(out.len() - got);
+                    out[got..got + n].copy_from_slice(&mem[..n]);
+                    n
+                }
+                _ => self.file.read_at(&mut out[got..], pos)?,
+            };
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            got += n;
+        }
+        Ok(out)
+    }
 }
 
 /// The manager of one zone, for as long as a configuration uses it: loads the entries the
