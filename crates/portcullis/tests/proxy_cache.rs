@@ -235,6 +235,16 @@ fn observe(r: &support::Response) -> String {
     )
 }
 
+/// `kind` on [`CONFIG`] with a cache of its own and an [`upstream`]: the server, the
+/// directory the cache is in (as `c`), and what the upstream was asked.
+fn start(kind: Kind) -> Option<(Server, TempDir, Seen)> {
+    let seen: Seen = Arc::default();
+    let up = upstream(seen.clone());
+    let cache = TempDir::new("cache");
+    let server = Server::start(kind, 1, &config(&cache.path().join("c"), up, dead_port()))?;
+    Some((server, cache, seen))
+}
+
 fn config(cache: &std::path::Path, up: u16, dead: u16) -> String {
     support::main_config(
         &CONFIG
@@ -258,11 +268,7 @@ fn send(port: u16, method: &str, target: &str, extra: &str) -> support::Response
 fn what_is_stored_and_served_is_nginxs() {
     let mut seen_by = Vec::new();
     for kind in kinds() {
-        let seen: Seen = Arc::default();
-        let up = upstream(seen.clone());
-        let cache = TempDir::new("cache");
-        let cache_dir = cache.path().join("c");
-        let Some(server) = Server::start(kind, 1, &config(&cache_dir, up, dead_port())) else {
+        let Some((server, cache, seen)) = start(kind) else {
             continue;
         };
         let port = server.port(0);
@@ -456,11 +462,7 @@ fn what_is_stored_and_served_is_nginxs() {
 fn an_expired_entry_is_revalidated_or_served_stale() {
     let mut seen_by = Vec::new();
     for kind in kinds() {
-        let seen: Seen = Arc::default();
-        let up = upstream(seen.clone());
-        let cache = TempDir::new("cache");
-        let cache_dir = cache.path().join("c");
-        let Some(server) = Server::start(kind, 1, &config(&cache_dir, up, dead_port())) else {
+        let Some((server, cache, seen)) = start(kind) else {
             continue;
         };
         let port = server.port(0);

@@ -534,13 +534,7 @@ pub(crate) fn not_modified(
     {
         return Ok(None);
     }
-    let mtime = head
-        .header("last-modified")
-        .and_then(crate::static_files::parse_http_date)
-        .map(crate::static_files::unix_secs);
-    let etag = head
-        .header("etag")
-        .map(|e| String::from_utf8_lossy(e).into_owned());
+    let (mtime, etag) = validators(head);
     match crate::static_files::preconditions(mtime, etag.as_deref(), true, &c) {
         Some(Plan::NotModified) => {
             let mut raw = b"HTTP/1.1 304 Not Modified\r\n".to_vec();
@@ -606,13 +600,7 @@ pub(crate) fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: 
     {
         return Cut::Whole;
     }
-    let mtime = head
-        .header("last-modified")
-        .and_then(crate::static_files::parse_http_date)
-        .map(crate::static_files::unix_secs);
-    let etag = head
-        .header("etag")
-        .map(|e| String::from_utf8_lossy(e).into_owned());
+    let (mtime, etag) = validators(head);
     match crate::static_files::ranges(size, mtime, etag.as_deref(), &c) {
         Plan::Partial {
             start,
@@ -674,6 +662,18 @@ fn with_fields(head: &ResponseHead, fields: &[(&str, String)]) -> Option<Respons
     portcullis_http::parse_response_head(&mut raw, limit)
         .ok()
         .flatten()
+}
+
+/// The `Last-Modified` time and `ETag` of `head`, which conditions and `If-Range` compare.
+fn validators(head: &ResponseHead) -> (Option<i64>, Option<String>) {
+    let mtime = head
+        .header("last-modified")
+        .and_then(crate::static_files::parse_http_date)
+        .map(crate::static_files::unix_secs);
+    let etag = head
+        .header("etag")
+        .map(|e| String::from_utf8_lossy(e).into_owned());
+    (mtime, etag)
 }
 
 /// A value that turns `proxy_cache_bypass` or `proxy_no_cache` on: not empty, not "0".
