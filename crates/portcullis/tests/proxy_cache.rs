@@ -4,6 +4,9 @@
 //! `proxy_cache_*` directives, `$upstream_cache_status`, and the cache on disk: nginx's
 //! layout, found again after a restart, never a truncated entry after a kill in mid-write.
 
+#[path = "support/h2c.rs"]
+#[allow(dead_code)]
+mod h2c;
 mod support;
 
 use std::collections::HashMap;
@@ -22,6 +25,7 @@ const CONFIG: &str = r#"
     proxy_cache_path {CACHE}-short keys_zone=short:1m inactive=1s;
     server {
         listen 127.0.0.1:{PORT0};
+        listen 127.0.0.1:{PORT1} http2;
         add_header X-Cache $upstream_cache_status always;
         proxy_cache z;
         proxy_cache_valid 200 1m;
@@ -241,7 +245,7 @@ fn start(kind: Kind) -> Option<(Server, TempDir, Seen)> {
     let seen: Seen = Arc::default();
     let up = upstream(seen.clone());
     let cache = TempDir::new("cache");
-    let server = Server::start(kind, 1, &config(&cache.path().join("c"), up, dead_port()))?;
+    let server = Server::start(kind, 2, &config(&cache.path().join("c"), up, dead_port()))?;
     Some((server, cache, seen))
 }
 
@@ -396,6 +400,23 @@ fn what_is_stored_and_served_is_nginxs() {
         ranged("Range: bytes=15-\r\n", "/ar/two");
         ranged("Range: bytes=-3\r\n", "/ar/two");
         ranged("", "/a?order");
+        // Over HTTP/2 alike.
+        for args in [&[][..], &[][..], &["-r", "2-4"][..]] {
+            let url = format!("http://127.0.0.1:{}/ar/h2", server.port(1));
+            let mut all = vec!["--http2-prior-knowledge"];
+            all.extend_from_slice(args);
+            if let Some(r) = h2c::curl(&all, &url) {
+                settle(&server, cache.path());
+                lines.push(format!(
+                    "h2 {args:?} -> {} {} {} {:?} {:?}",
+                    r.version,
+                    r.status,
+                    r.header("x-cache").unwrap_or("-"),
+                    r.header("content-range"),
+                    String::from_utf8_lossy(&r.body)
+                ));
+            }
+        }
         let asked = seen
             .lock()
             .unwrap()
@@ -449,6 +470,7 @@ fn what_is_stored_and_served_is_nginxs() {
                 "GET /ar/one \"Range: bytes=0-1,5-6\\r\\n\" -> 206 2 parts",
                 "GET /ar/one \"Range: bytes=50-60\\r\\n\" -> 416 Some(\"HIT\") Some(\"bytes */20\")",
                 "GET /ar/two \"Range: bytes=0-1,5-6\\r\\n\" -> 200 200 MISS cl=20",
+                "h2 [\"-r\", \"2-4\"] -> 2 206 HIT Some(\"bytes 2-4/20\") \"234\"",
             ] {
                 assert!(text.contains(want), "no {want:?} in\n{text}");
             }
@@ -533,7 +555,7 @@ fn the_cache_is_nginxs_on_disk_and_outlives_a_restart() {
         let cache = TempDir::new("cache");
         let cache_dir = cache.path().join("c");
         let conf = config(&cache_dir, up, dead_port());
-        let Some(mut server) = Server::start(kind, 1, &conf) else {
+        let Some(mut server) = Server::start(kind, 2, &conf) else {
             continue;
         };
         let r = send(server.port(0), "GET", "/kept?x=1", "");
@@ -562,7 +584,7 @@ fn the_cache_is_nginxs_on_disk_and_outlives_a_restart() {
         assert!(text.ends_with("/kept #1\n"), "{kind:?}: {text:?}");
         server.stop();
         // A new server on the same directory finds the entry.
-        let Some(again) = Server::start(kind, 1, &conf) else {
+        let Some(again) = Server::start(kind, 2, &conf) else {
             continue;
         };
         let r = send(again.port(0), "GET", "/kept?x=1", "");
@@ -637,7 +659,7 @@ fn a_kill_in_mid_write_never_leaves_a_truncated_entry() {
     let cache = TempDir::new("cache");
     let cache_dir = cache.path().join("c");
     let conf = config(&cache_dir, up, dead_port());
-    let Some(mut server) = Server::start(Kind::Portcullis, 1, &conf) else {
+    let Some(mut server) = Server::start(Kind::Portcullis, 2, &conf) else {
         return;
     };
     let port = server.port(0);
@@ -652,7 +674,7 @@ fn a_kill_in_mid_write_never_leaves_a_truncated_entry() {
     server.signal(libc::SIGKILL);
     let _ = server.wait_exit(Duration::from_secs(10));
     let _ = client.join();
-    let Some(again) = Server::start(Kind::Portcullis, 1, &conf) else {
+    let Some(again) = Server::start(Kind::Portcullis, 2, &conf) else {
         return;
     };
     let r = support::get(again.port(0), "/big").unwrap();
@@ -771,7 +793,7 @@ fn a_cache_nginx_wrote_is_read_and_the_other_way_round() {
     let conf = config(&cache.path().join("c"), up, dead_port());
     let mut writer = Kind::Nginx;
     for (path, reader) in [("/by-nginx", Kind::Portcullis), ("/by-us", Kind::Nginx)] {
-        let mut w = Server::start(writer, 1, &conf).expect("writer");
+        let mut w = Server::start(writer, 2, &conf).expect("writer");
         let r = send(w.port(0), "GET", path, "Accept-Encoding: gzip\r\n");
         assert_eq!(r.header("x-cache"), Some("MISS"), "{writer:?} {path}");
         let vary = format!("{path}/vary");
@@ -786,7 +808,7 @@ fn a_cache_nginx_wrote_is_read_and_the_other_way_round() {
                 >= 3
         }));
         w.stop();
-        let r2 = Server::start(reader, 1, &conf).expect("reader");
+        let r2 = Server::start(reader, 2, &conf).expect("reader");
         for (target, extra, body) in [
             (path.to_string(), "", format!("{path} #1")),
             (

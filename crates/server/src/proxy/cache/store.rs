@@ -491,14 +491,26 @@ fn unhex(name: &str) -> Option<[u8; 16]> {
     (hex(&out) == name).then_some(out)
 }
 
-/// A number for a temporary file's name, unique in the process.
+/// A number for a temporary file's name, unique in the process, which ends in the process's
+/// own: the loader leaves this process's temporary files alone.
 fn temp_number() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!(
-        "{:010}{:05}",
+        "{:010}{}",
         NEXT.fetch_add(1, Ordering::Relaxed),
-        std::process::id() % 100_000
+        pid_suffix()
     )
+}
+
+/// The end of this process's temporary files' names.
+fn pid_suffix() -> String {
+    format!("{:05}", std::process::id() % 100_000)
+}
+
+/// Whether `name` is a temporary file this process writes now.
+fn ours(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(_, n)| n.len() == 15 && n.ends_with(&pid_suffix()))
 }
 
 fn put_u64(h: &mut [u8], at: usize, v: u64) {
@@ -830,7 +842,8 @@ fn manage(zone: Weak<Zone<Keys>>) {
 }
 
 /// Counts the entries a directory holds in the zone and removes what no entry is (the
-/// temporary files of a write a crash cut short), as nginx's cache loader does.
+/// temporary files of a write a crash cut short, not the writes of this process, which may
+/// be under way), as nginx's cache loader does.
 fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
     let Ok(list) = std::fs::read_dir(dir) else {
         return;
@@ -865,7 +878,8 @@ fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
                     keys.size += size;
                 }
             }
-            _ if t.is_file() => {
+            // A write of this process's is under way there: not a crash's leftover.
+            _ if t.is_file() && !name.to_str().is_some_and(ours) => {
                 let _ = std::fs::remove_file(&path);
             }
             _ => {}
@@ -900,6 +914,10 @@ mod tests {
         assert_eq!(p, PathBuf::from(expect));
         assert_eq!(unhex(&name), Some(md5));
         assert_eq!(unhex("0000000001"), None);
+        let temp = format!("{name}.{}", temp_number());
+        assert!(ours(&temp), "{temp}");
+        assert!(!ours(&format!("{name}.000000000100000")) || pid_suffix() == "00000");
+        assert!(!ours("0000000001"));
     }
 
     #[test]
