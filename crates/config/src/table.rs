@@ -512,13 +512,13 @@ pub static MODULES: &[Module] = &[
             d("charset_types", HSL, MORE1),
         ],
     },
-    // Mirrored subrequests: not implemented, refused.
+    // Copies of requests to other locations.
     Module {
         name: "http_mirror_module",
         flag: Flag::Standard,
         directives: &[
-            d("mirror", HSL, TAKE1).refuse_unless("off"),
-            d("mirror_request_body", HSL, FLAG).warn(),
+            d("mirror", HSL, TAKE1),
+            once("mirror_request_body", HSL, FLAG),
         ],
     },
     // `map`.

@@ -331,10 +331,22 @@ async fn answer(
     head: portcullis_http::RequestHead,
     start: Instant,
     body: RecvStream,
-    mut respond: SendResponse<Bytes>,
+    respond: SendResponse<Bytes>,
 ) {
     let mut req = Request::new(worker, server, info, head, start);
     req.set_http2();
+    respond_to(&mut req, worker, body, respond).await;
+    // Copies of the request (`mirror`), once it is answered.
+    req.run_background().await;
+}
+
+/// [`answer`] once the request is made.
+async fn respond_to(
+    req: &mut Request<'_>,
+    worker: &Rc<Worker>,
+    body: RecvStream,
+    mut respond: SendResponse<Bytes>,
+) {
     let mut resp = req.run().await;
     // As over HTTP/1.1: an error_page target may be proxied and fail in its turn, and each
     // answer is proxied until one is ours. Only the first round has the request body.
@@ -343,7 +355,7 @@ async fn answer(
         let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
             return;
         };
-        match proxy::serve(&mut req, *plan, body.take(), respond).await {
+        match proxy::serve(req, *plan, body.take(), respond).await {
             Proxied::Done => return,
             Proxied::Answer(r, back) => {
                 resp = r;

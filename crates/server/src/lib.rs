@@ -32,6 +32,7 @@ mod limit_req;
 mod location;
 mod log;
 mod map;
+mod mirror;
 mod module;
 mod modules;
 mod net;

@@ -20,6 +20,7 @@ pub(crate) static ALL: Registry = &[
     &crate::split_clients::MODULE,
     &crate::geo::MODULE,
     &crate::charset::MODULE,
+    &crate::mirror::MODULE,
     &crate::stub_status::MODULE,
     &crate::empty_gif::MODULE,
     &crate::autoindex::MODULE,

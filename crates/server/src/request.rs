@@ -594,6 +594,9 @@ pub(crate) struct Request<'a> {
     cache_status: std::cell::Cell<Option<crate::proxy::cache::Status>>,
     /// The `Content-Range` of a proxied response the cache cuts to a range.
     range_field: std::cell::RefCell<Option<Vec<u8>>>,
+    /// Subrequests to run once the response went out (`mirror`): a URI, and whether the
+    /// request's body goes with it.
+    background: Vec<(Vec<u8>, bool)>,
     /// The modules' state of this request, one value of each module's own type.
     ctx: Vec<Box<dyn std::any::Any>>,
     /// `WWW-Authenticate` values of the access phase's refusals; they survive an error_page
@@ -656,6 +659,7 @@ impl<'a> Request<'a> {
             upstream_attempts: Vec::new(),
             cache_status: Default::default(),
             range_field: Default::default(),
+            background: Vec::new(),
             ctx: Vec::new(),
             www_authenticate: Vec::new(),
             verdicts: Vec::new(),
@@ -679,6 +683,31 @@ impl<'a> Request<'a> {
         sub.vars = self.vars.clone();
         let _ = sub.request_id.set(*self.request_id.get_or_init(random_id));
         sub
+    }
+
+    /// A subrequest of `uri` to run once the response went out, with the request's body
+    /// when `body` says so (and the body was read whole).
+    pub(crate) fn add_background(&mut self, uri: &[u8], body: bool) {
+        self.background.push((uri.to_vec(), body));
+    }
+
+    /// Runs the subrequests [`add_background`](Self::add_background) asked for, to their
+    /// end; their answers are for nobody.
+    pub(crate) async fn run_background(&mut self) {
+        for (uri, with_body) in std::mem::take(&mut self.background) {
+            let body = if with_body {
+                self.request_body.borrow().clone()
+            } else {
+                None
+            };
+            let method = self.head.method_str().to_owned();
+            if let Err(e) =
+                crate::subrequest::run_as(self, &uri, crate::subrequest::Keep::Head, &method, body)
+                    .await
+            {
+                self.log(Level::Error, &e);
+            }
+        }
     }
 
     /// The head of the main request: this one's, or, for a subrequest, its main request's.

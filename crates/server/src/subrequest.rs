@@ -63,7 +63,18 @@ pub(crate) async fn run<'a>(
     uri: &[u8],
     keep: Keep,
 ) -> Result<(Request<'a>, Answer), String> {
-    let head = sub_head(req, uri)?;
+    run_as(req, uri, keep, "GET", None).await
+}
+
+/// [`run`] with the method `method` and the body `body` (`mirror` copies a request so).
+pub(crate) async fn run_as<'a>(
+    req: &Request<'a>,
+    uri: &[u8],
+    keep: Keep,
+    method: &str,
+    body: Option<Bytes>,
+) -> Result<(Request<'a>, Answer), String> {
+    let head = sub_head(req, uri, method, body.as_ref().map(Bytes::len))?;
     let mut sub = req.subrequest(head);
     // Run, not processed once: the subrequest's own phases may wait (a delay of its limits).
     let mut resp = sub.run().await;
@@ -81,7 +92,7 @@ pub(crate) async fn run<'a>(
             },
             Body::Parts(_) => Err("a multipart response".to_owned()),
             Body::Stream(_) => Err("a recoded response".to_owned()),
-            Body::Proxy(plan) => match proxied(&mut sub, *plan, keep).await {
+            Body::Proxy(plan) => match proxied(&mut sub, *plan, keep, body.clone()).await {
                 Ok(answer) => break answer,
                 // Nothing came from the upstream: its status goes through error_page.
                 Err(code) if answers < MAX_ANSWERS => {
@@ -108,10 +119,17 @@ fn no_body(status: u16) -> Answer {
     }
 }
 
-/// The subrequest's head: `GET uri` with the main request's version and header fields.
-fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
+/// The subrequest's head: `method uri` with the main request's version and header fields,
+/// and the length of a body of `body` bytes.
+fn sub_head(
+    req: &Request<'_>,
+    uri: &[u8],
+    method: &str,
+    body: Option<usize>,
+) -> Result<RequestHead, String> {
     let mut raw = BytesMut::with_capacity(uri.len() + req.head().raw().len() + 32);
-    raw.extend_from_slice(b"GET ");
+    raw.extend_from_slice(method.as_bytes());
+    raw.extend_from_slice(b" ");
     raw.extend_from_slice(uri);
     raw.extend_from_slice(if req.head().version() == Version::Http11 {
         b" HTTP/1.1\r\n"
@@ -123,6 +141,9 @@ fn sub_head(req: &Request<'_>, uri: &[u8]) -> Result<RequestHead, String> {
             continue;
         }
         portcullis_http::write_header(&mut raw, name, value);
+    }
+    if let Some(n) = body {
+        portcullis_http::write_header(&mut raw, "Content-Length", n.to_string().as_bytes());
     }
     raw.extend_from_slice(b"\r\n");
     match parse_request_head(&mut raw, &req.server().head_limits) {
@@ -155,12 +176,21 @@ fn file_body(file: &CachedFile, offset: u64, len: u64, max: usize) -> Result<Byt
 
 /// Runs the exchange of a proxied subrequest and keeps its response: `Err(code)` when
 /// nothing came from the upstream and `code` is the status to answer.
-async fn proxied(sub: &mut Request<'_>, plan: Plan, keep: Keep) -> Result<Answer, u16> {
+async fn proxied(
+    sub: &mut Request<'_>,
+    plan: Plan,
+    keep: Keep,
+    body: Option<Bytes>,
+) -> Result<Answer, u16> {
     let mut down = match keep {
         Keep::Head => Collect::head_only(),
         Keep::Body(max) => Collect::new(max),
     };
-    match crate::proxy::serve(&mut down, sub, plan, ReqBody::None).await {
+    let body = match body {
+        Some(b) if plan.pass_body => ReqBody::Whole(b),
+        _ => ReqBody::None,
+    };
+    match crate::proxy::serve(&mut down, sub, plan, body).await {
         Finish::Status { code, attempts, .. } => {
             sub.set_upstream_attempts(attempts);
             Err(code)

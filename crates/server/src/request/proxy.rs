@@ -99,12 +99,14 @@ impl Request<'_> {
     }
 
     /// Keeps the client's body, read whole, for `$request_body` (a reference, not a copy),
-    /// when the configuration reads it.
+    /// when the configuration reads it or a copy of the request takes it (`mirror`).
     pub(crate) fn keep_request_body(&self, body: &bytes::Bytes) {
         let names = &self.server.names;
-        if names
-            .request_body
-            .load(std::sync::atomic::Ordering::Relaxed)
+        let copied = self.background.iter().any(|(_, with_body)| *with_body);
+        if copied
+            || names
+                .request_body
+                .load(std::sync::atomic::Ordering::Relaxed)
         {
             *self.request_body.borrow_mut() = Some(body.clone());
         }
