@@ -377,10 +377,7 @@ fn weaken_etag(resp: &mut Response) {
     let Some(etag) = resp.header_value("ETag") else {
         return;
     };
-    resp.remove_header("ETag");
-    if let Some(w) = weak_etag(&etag) {
-        resp.header("ETag", &w);
-    }
+    resp.replace_header("ETag", weak_etag(&etag).as_deref());
 }
 
 /// nginx's `ngx_http_weak_etag`: a weak tag stays, a strong one becomes weak, anything else

@@ -169,6 +169,21 @@ impl Response {
         self.headers = kept;
     }
 
+    /// Replaces the value of the field `name` where it stands (nginx edits a field in place);
+    /// `None` removes it. Nothing changes when there is no such field.
+    pub(crate) fn replace_header(&mut self, name: &str, value: Option<&[u8]>) {
+        let mut out = BytesMut::with_capacity(self.headers.len() + 4);
+        for line in self.headers.split_inclusive(|&b| b == b'\n') {
+            let field = line.split(|&b| b == b':').next().unwrap_or(line);
+            if !field.eq_ignore_ascii_case(name.as_bytes()) {
+                out.extend_from_slice(line);
+            } else if let Some(v) = value {
+                portcullis_http::write_header(&mut out, name, v);
+            }
+        }
+        self.headers = out;
+    }
+
     /// nginx sends Last-Modified only with 200, 206 and 304, and Accept-Ranges only with 200:
     /// a file served as an error page loses them.
     fn strip_validators(&mut self) {
@@ -215,7 +230,20 @@ impl Response {
             put_decimal(out, n);
             out.put_slice(b"\r\n");
         }
-        out.put_slice(&self.headers);
+        // nginx writes Last-Modified and Location in their places before the connection's
+        // fields, every other field after them in the order it was set, and Accept-Ranges
+        // last (its range filter comes after the others).
+        let first =
+            |l: &[u8]| starts_with_field(l, b"last-modified") || starts_with_field(l, b"location");
+        let last = |l: &[u8]| starts_with_field(l, b"accept-ranges");
+        let mut rest = 0;
+        for line in lines(&self.headers) {
+            if first(line) {
+                out.put_slice(line);
+            } else {
+                rest += 1;
+            }
+        }
         if self.chunked {
             out.put_slice(b"Transfer-Encoding: chunked\r\n");
         }
@@ -224,8 +252,28 @@ impl Response {
         } else {
             b"Connection: close\r\n"
         });
+        if rest > 0 {
+            for line in lines(&self.headers).filter(|l| !first(l) && !last(l)) {
+                out.put_slice(line);
+            }
+            for line in lines(&self.headers).filter(|l| last(l)) {
+                out.put_slice(line);
+            }
+        }
         out.put_slice(b"\r\n");
     }
+}
+
+/// The lines of a block of formatted fields, each with its line end.
+fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
+    block.split_inclusive(|&b| b == b'\n')
+}
+
+/// Whether a field's line is of the field `name` (lowercase).
+fn starts_with_field(line: &[u8], name: &[u8]) -> bool {
+    line.len() > name.len()
+        && line[name.len()] == b':'
+        && line[..name.len()].eq_ignore_ascii_case(name)
 }
 
 /// Writes `n` in decimal without going through `fmt`, which would cost an allocation here.

@@ -1,0 +1,96 @@
+//! The order of the fields of the server's own responses, against nginx's: Server, Date,
+//! Content-Type, Content-Length, Last-Modified and Location in their places, then the
+//! connection's fields, then every other field in the order it was set (ETag,
+//! Accept-Ranges, `add_header`'s, ...). Clients that compare heads byte for byte, and
+//! caches in front of the server, see the same.
+
+mod support;
+
+use support::{kinds, Kind, Server};
+
+const CONFIG: &str = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        root {PREFIX}/html;
+        location / {
+            add_header X-Mine yes;
+            add_header Cache-Control "max-age=60";
+        }
+        location /plain/ {
+        }
+        location = /moved {
+            add_header X-Mine yes always;
+            return 301 /elsewhere;
+        }
+        location = /text {
+            add_header X-Mine yes;
+            return 200 "text\n";
+        }
+        location = /missing {
+            add_header X-Mine yes always;
+            return 404;
+        }
+        location /zipped/ {
+            gzip on;
+            gzip_min_length 1;
+            add_header X-Mine yes;
+        }
+    }
+"#;
+
+#[test]
+fn own_responses_have_nginxs_field_order() {
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(CONFIG)) else {
+            continue;
+        };
+        let page = "<html>".to_string() + &"words ".repeat(200);
+        for dir in ["", "plain/", "zipped/"] {
+            let path = server.path(&format!("html/{dir}index.html"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &page).unwrap();
+        }
+        let mut lines = Vec::new();
+        for (path, extra) in [
+            ("/index.html", ""),
+            ("/plain/index.html", ""),
+            ("/moved", ""),
+            ("/text", ""),
+            ("/missing", ""),
+            ("/zipped/index.html", "Accept-Encoding: gzip\r\n"),
+            ("/plain/", ""),
+            ("/plain", ""),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!("GET {path} HTTP/1.1\r\nHost: h\r\n{extra}Connection: close\r\n\r\n"),
+            )
+            .unwrap();
+            let names: Vec<&str> = r.headers.iter().map(|(n, _)| n.as_str()).collect();
+            lines.push(format!("{path} -> {} {names:?}", r.status));
+        }
+        if kind == Kind::Portcullis {
+            let text = lines.join("\n");
+            for want in [
+                "/index.html -> 200 [\"Server\", \"Date\", \"Content-Type\", \"Content-Length\", \"Last-Modified\", \"Connection\", \"ETag\", \"X-Mine\", \"Cache-Control\", \"Accept-Ranges\"]",
+                "/moved -> 301 [\"Server\", \"Date\", \"Content-Type\", \"Content-Length\", \"Location\", \"Connection\", \"X-Mine\"]",
+            ] {
+                assert!(text.contains(want), "no {want:?} in\n{text}");
+            }
+        }
+        if std::env::var_os("SHOW").is_some() {
+            eprintln!("{kind:?}:\n{}", lines.join("\n"));
+        }
+        seen_by.push((kind, lines));
+    }
+    if let [(_, nginx), (_, ours)] = seen_by.as_slice() {
+        let diffs: Vec<String> = nginx
+            .iter()
+            .zip(ours)
+            .filter(|(n, o)| n != o)
+            .map(|(n, o)| format!("nginx:      {n}\nportcullis: {o}"))
+            .collect();
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    }
+}
