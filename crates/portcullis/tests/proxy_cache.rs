@@ -90,6 +90,17 @@ const CONFIG: &str = r#"
             proxy_cache off;
             proxy_pass http://127.0.0.1:{UPSTREAM};
         }
+        location /gz/ {
+            gzip on;
+            gzip_min_length 1;
+            gzip_types text/plain;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
+        location /reval2/ {
+            proxy_cache_valid 404 1m;
+            proxy_cache_revalidate on;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
     }
 "#;
 
@@ -138,6 +149,9 @@ fn upstream(seen: Seen) -> u16 {
             "x-accel-abs" => ("200 OK", "X-Accel-Expires: @4102444800\r\n".into()),
             "cookie" => ("200 OK", "Set-Cookie: a=b\r\n".into()),
             "vary-star" => ("200 OK", "Vary: *\r\n".into()),
+            "vary-two" => ("200 OK", "Vary: *\r\nVary: Accept\r\n".into()),
+            // Fresh to the end of the next second, by its Expires alone.
+            "expiring" => ("200 OK", format!("Expires: {}\r\n", http_date(1))),
             "vary" => ("200 OK", "Vary: Accept-Encoding\r\n".into()),
             "missing" => ("404 Not Found", String::new()),
             "broken" => (
@@ -146,7 +160,8 @@ fn upstream(seen: Seen) -> u16 {
             ),
             _ => ("200 OK", String::new()),
         };
-        let not_modified = name == "validated" && text.contains("If-Modified-Since:");
+        let not_modified =
+            matches!(name, "validated" | "expiring") && text.contains("If-Modified-Since:");
         if not_modified {
             return b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n".to_vec();
         }
@@ -210,6 +225,35 @@ fn settle(server: &Server, cache: &std::path::Path) {
                 .all(|p| p.file_name().is_some_and(|n| n.len() == 32))
     });
     assert!(done, "{:?}: entries still being written", server.kind);
+}
+
+/// The HTTP date `ahead` seconds from now.
+fn http_date(ahead: u64) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + ahead;
+    let days = secs / 86_400;
+    let (h, m, s) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{weekday}, {d:02} {} {year} {h:02}:{m:02}:{s:02} GMT",
+        months[(month - 1) as usize]
+    )
 }
 
 /// A port nothing listens on.
@@ -300,6 +344,7 @@ fn what_is_stored_and_served_is_nginxs() {
             "/x-accel-abs",
             "/cookie",
             "/vary-star",
+            "/vary-two",
             "/missing",
             "/broken",
         ] {
@@ -417,6 +462,25 @@ fn what_is_stored_and_served_is_nginxs() {
                 ));
             }
         }
+        // A compressed answer is the upstream's body, stored as it came: the next client,
+        // which takes no gzip, gets it plain.
+        for extra in ["Accept-Encoding: gzip\r\n", "", "Accept-Encoding: gzip\r\n"] {
+            let r = send(port, "GET", "/gz/chunked", extra);
+            settle(&server, cache.path());
+            let body = match r.header("content-encoding") {
+                Some("gzip") => {
+                    let mut plain = String::new();
+                    let _ = flate2::read::GzDecoder::new(&r.body[..]).read_to_string(&mut plain);
+                    format!("gzip of {plain:?}")
+                }
+                _ => format!("{:?}", String::from_utf8_lossy(&r.body)),
+            };
+            lines.push(format!(
+                "GET /gz/chunked {extra:?} -> {} {} {body}",
+                r.status,
+                r.header("x-cache").unwrap_or("-")
+            ));
+        }
         let asked = seen
             .lock()
             .unwrap()
@@ -465,6 +529,8 @@ fn what_is_stored_and_served_is_nginxs() {
                 "GET /vary \"Accept-Encoding: br\\r\\n\" -> 200 HIT cl=9 etag=\"v1\" cr=- \"/vary #2\"",
                 "GET /twice/t \"\" -> 200 HIT cl=12 etag=\"v1\" cr=- \"/twice/t #2\"",
                 "/head asked with [\"GET\"]",
+                "GET /vary-two \"\" -> 200 MISS cl=13 etag=\"v1\" cr=- \"/vary-two #2\"",
+                "GET /gz/chunked \"\" -> 200 HIT \"/gz/chunked #1\\n\"",
                 "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 MISS cl=10 etag=\"v1\" cr=bytes 0-9/20 \"0123456789\"",
                 "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 HIT cl=10",
                 "GET /ar/one \"Range: bytes=0-1,5-6\\r\\n\" -> 206 2 parts",
@@ -496,6 +562,7 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
         };
         step("/short/k");
         step("/revalidate/validated");
+        step("/reval2/expiring");
         step("/gone/x?k=k");
         step("/short/k");
         step("/revalidate/validated");
@@ -505,6 +572,8 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
         step("/gone-strict/x?k=k");
         step("/revalidate/validated");
         step("/revalidate/validated");
+        // Revalidated without a time to be fresh for: sent all the same, still expired.
+        step("/reval2/expiring");
         step("/short/k");
         let asked: Vec<String> = seen
             .lock()
@@ -527,6 +596,7 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
                 "/gone/x?k=k -> 200 STALE",
                 "/gone-strict/x?k=k -> 502",
                 "/revalidate/validated -> 200 REVALIDATED",
+                "/reval2/expiring -> 200 REVALIDATED",
                 "/short/k -> 200 EXPIRED",
             ] {
                 assert!(text.contains(want), "no {want:?} in\n{text}");

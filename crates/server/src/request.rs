@@ -642,6 +642,9 @@ pub(crate) struct Request<'a> {
     cache_status: std::cell::Cell<Option<crate::proxy::cache::Status>>,
     /// The `Content-Range` of a proxied response the cache cuts to a range.
     range_field: std::cell::RefCell<Option<Vec<u8>>>,
+    /// The proxied response is the cache's (answered or stored): nginx's range filter
+    /// takes part, and writes `Accept-Ranges` last.
+    cache_ranges: std::cell::Cell<bool>,
     /// Subrequests to run once the response went out (`mirror`): a URI, and whether the
     /// request's body goes with it.
     background: Vec<(Vec<u8>, bool)>,
@@ -707,6 +710,7 @@ impl<'a> Request<'a> {
             upstream_attempts: Vec::new(),
             cache_status: Default::default(),
             range_field: Default::default(),
+            cache_ranges: Default::default(),
             background: Vec::new(),
             ctx: Vec::new(),
             www_authenticate: Vec::new(),

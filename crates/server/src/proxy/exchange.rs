@@ -444,20 +444,6 @@ pub(crate) async fn serve<D: Downstream>(
                 };
             }
         }
-        if settings.intercept_errors && status >= 300 && req.has_error_page(status) {
-            let end = Instant::now();
-            attempt.response = end - attempt_start;
-            upstream.release(peer, Outcome::Ok, end);
-            attempts.push(attempt);
-            return Finish::Status {
-                code: status,
-                body_read: true,
-                attempts,
-                challenge: (status == 401)
-                    .then(|| resp_head.header("www-authenticate").map(<[u8]>::to_vec))
-                    .flatten(),
-            };
-        }
         let failed = bit & next::FAILURE_STATUSES & settings.next_upstream != 0;
         let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
         let mut store = None;
@@ -487,7 +473,27 @@ pub(crate) async fn serve<D: Downstream>(
                     .await
                     .with_attempts(attempts);
             }
+        }
+        // A stale entry answers before an error page would (nginx tests the cache first).
+        if settings.intercept_errors && status >= 300 && req.has_error_page(status) {
+            let end = Instant::now();
+            attempt.response = end - attempt_start;
+            upstream.release(peer, Outcome::Ok, end);
+            attempts.push(attempt);
+            return Finish::Status {
+                code: status,
+                body_read: true,
+                attempts,
+                challenge: (status == 401)
+                    .then(|| resp_head.header("www-authenticate").map(<[u8]>::to_vec))
+                    .flatten(),
+            };
+        }
+        if let Some(job) = cache.as_mut() {
             store = job.store(req, &resp_head, plan.head_request);
+            if store.is_some() {
+                req.set_cache_ranges();
+            }
         }
         // A response the cache keeps is one the client's conditions apply to.
         let shown = match store
@@ -518,7 +524,7 @@ pub(crate) async fn serve<D: Downstream>(
         };
         // A response the cache stores whole may be sent as one range of it.
         let cut = match framing {
-            Framing::Length(n) if store.is_some() && shown.is_none() && !head_only => {
+            Framing::Length(n) if store.is_some() && shown.is_none() => {
                 super::cache::cut(req, &resp_head, n, false)
             }
             _ => Cut::Whole,
@@ -1080,8 +1086,9 @@ struct Forwarded {
 }
 
 /// Sends the response head to `down`, streams the body framed as `framing` says, and ends
-/// the response (`no_body`: the client gets none, whatever the upstream sends), through what
-/// the cache does with it.
+/// the response (`no_body`: the client gets none, whatever the upstream sends): recoded on
+/// the way as the modules decide (`encode.rs`), through what the cache does with it, which
+/// sees the upstream's own bytes.
 #[allow(clippy::too_many_arguments)]
 async fn forward<D: Downstream, S: Source>(
     down: &mut D,
@@ -1094,29 +1101,49 @@ async fn forward<D: Downstream, S: Source>(
     url: Url<'_>,
     cached: Option<Cached>,
 ) -> Forwarded {
+    // A HEAD response gets the head a GET's would have.
+    let enc = match head.status() {
+        101 => Encode::default(),
+        _ => req.encoding(&Outgoing::Proxied(head)),
+    };
+    let body = (framing, ubuf, source, url);
+    if enc.is_nothing() {
+        keep(down, req, plan, head, body, cached).await
+    } else {
+        let log = |message: &str| req.log_upstream(Level::Error, message, &url);
+        let flush = !plan.settings.buffering;
+        let mut down = Encoded::new(down, enc, no_body, flush, &log);
+        keep(&mut down, req, plan, head, body, cached).await
+    }
+}
+
+/// [`forward`] past the recoding: the cache keeps the upstream's body (`Fill`), or one range
+/// of it goes out (`Slice`).
+async fn keep<D: Downstream, S: Source>(
+    down: &mut D,
+    req: &Request<'_>,
+    plan: &Plan,
+    head: &ResponseHead,
+    (framing, ubuf, source, url): (Framing, BytesMut, &mut S, Url<'_>),
+    cached: Option<Cached>,
+) -> Forwarded {
     let Some(Cached {
         store,
         head_only,
         slice,
     }) = cached
     else {
-        return encode(down, req, plan, head, framing, no_body, ubuf, source, url).await;
+        return relay(down, req, plan, head, framing, ubuf, source, url).await;
     };
     match slice {
         None => {
             let mut down = Fill::new(down, store, head_only);
-            encode(
-                &mut down, req, plan, head, framing, no_body, ubuf, source, url,
-            )
-            .await
+            relay(&mut down, req, plan, head, framing, ubuf, source, url).await
         }
         Some((start, len)) => {
             let mut cut = Slice::new(down, start, len);
             let mut down = Fill::new(&mut cut, store, head_only);
-            encode(
-                &mut down, req, plan, head, framing, no_body, ubuf, source, url,
-            )
-            .await
+            relay(&mut down, req, plan, head, framing, ubuf, source, url).await
         }
     }
 }
@@ -1127,36 +1154,6 @@ struct Cached {
     store: Option<Store>,
     head_only: bool,
     slice: Option<(u64, u64)>,
-}
-
-/// [`forward`] past the cache: compressed or decompressed on the way as the modules decide
-/// (`encode.rs`).
-#[allow(clippy::too_many_arguments)]
-async fn encode<D: Downstream, S: Source>(
-    down: &mut D,
-    req: &Request<'_>,
-    plan: &Plan,
-    head: &ResponseHead,
-    framing: Framing,
-    no_body: bool,
-    ubuf: BytesMut,
-    source: &mut S,
-    url: Url<'_>,
-) -> Forwarded {
-    let status = head.status();
-    // A HEAD response gets the head a GET's would have.
-    let enc = match status {
-        101 => Encode::default(),
-        _ => req.encoding(&Outgoing::Proxied(head)),
-    };
-    if enc.is_nothing() {
-        relay(down, req, plan, head, framing, ubuf, source, url).await
-    } else {
-        let log = |message: &str| req.log_upstream(Level::Error, message, &url);
-        let flush = !plan.settings.buffering;
-        let mut down = Encoded::new(down, enc, no_body, flush, &log);
-        relay(&mut down, req, plan, head, framing, ubuf, source, url).await
-    }
 }
 
 /// Where a response body is read from: the upstream's connection, or a cache entry.
@@ -1191,7 +1188,22 @@ impl Source for Conn<Stream> {
 struct EntryBody {
     file: Arc<std::fs::File>,
     at: u64,
+    /// Several ranges of it (`multipart/byteranges`), made a piece at a time.
+    parts: Option<Parts>,
 }
+
+/// The parts of a multipart answer still to send: each part's head, then its bytes of the
+/// entry, then the closing line.
+struct Parts {
+    entry: Entry,
+    /// (head, start, length) of the parts not sent whole yet, the first one `done` bytes in.
+    left: std::collections::VecDeque<(String, u64, u64)>,
+    done: u64,
+    trailer: Option<String>,
+}
+
+/// What one read of a multipart body makes at most.
+const PART_PIECE: u64 = 64 * 1024;
 
 impl Source for EntryBody {
     async fn read_more(
@@ -1200,6 +1212,9 @@ impl Source for EntryBody {
         _: Duration,
     ) -> Option<std::io::Result<usize>> {
         use std::os::unix::fs::FileExt;
+        if let Some(p) = self.parts.as_mut() {
+            return Some(p.next_piece(buf));
+        }
         let start = buf.len();
         buf.resize(start + READ_CHUNK * 4, 0);
         let read = self.file.read_at(&mut buf[start..], self.at);
@@ -1210,7 +1225,39 @@ impl Source for EntryBody {
     }
 
     fn file(&self) -> Option<(&std::fs::File, u64)> {
-        Some((&self.file, self.at))
+        match self.parts {
+            Some(_) => None,
+            None => Some((&self.file, self.at)),
+        }
+    }
+}
+
+impl Parts {
+    /// The next piece of the multipart body into `buf`: a part's head, at most
+    /// [`PART_PIECE`] of its bytes, or the closing line; 0 at the end.
+    fn next_piece(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        let before = buf.len();
+        match self.left.front_mut() {
+            Some((head, start, len)) => {
+                if self.done == 0 && !head.is_empty() {
+                    buf.extend_from_slice(head.as_bytes());
+                    head.clear();
+                }
+                let n = (*len - self.done).min(PART_PIECE);
+                buf.extend_from_slice(&self.entry.read_body(*start + self.done, n)?);
+                self.done += n;
+                if self.done == *len {
+                    self.left.pop_front();
+                    self.done = 0;
+                }
+            }
+            None => {
+                if let Some(t) = self.trailer.take() {
+                    buf.extend_from_slice(t.as_bytes());
+                }
+            }
+        }
+        Ok(buf.len() - before)
     }
 }
 
@@ -1234,6 +1281,7 @@ async fn send_entry<D: Downstream>(
             }
         }
     };
+    req.set_cache_ranges();
     let (len, first) = entry.body();
     let whole = matches!(entry.head().framing(), Framing::Length(_));
     // A range of it, as nginx's range filter cuts a cached response.
@@ -1243,7 +1291,11 @@ async fn send_entry<D: Downstream>(
     };
     let mut ubuf = req.worker().upstreams.borrow_mut().take_buffer();
     let (file, at) = entry.rest();
-    let mut body = EntryBody { file, at };
+    let mut body = EntryBody {
+        file,
+        at,
+        parts: None,
+    };
     let head = match &cut {
         Cut::Whole => shown.as_ref().unwrap_or(entry.head()),
         Cut::Part { head, .. } | Cut::Parts { head, .. } => head,
@@ -1260,12 +1312,12 @@ async fn send_entry<D: Downstream>(
     };
     let status = head.status();
     let no_body = plan.head_request || head_only || status == 204 || status == 304;
+    if let Cut::Part { range, .. } = &cut {
+        req.set_range_field(range.clone());
+    }
     let framing = match &cut {
         _ if no_body => Framing::Length(0),
-        Cut::Part {
-            start, len, range, ..
-        } => {
-            req.set_range_field(range.clone());
+        Cut::Part { start, len, .. } => {
             // What was read with the head, then the file from where that ends or the
             // range starts.
             let mem = first.len() as u64;
@@ -1276,22 +1328,17 @@ async fn send_entry<D: Downstream>(
             Framing::Length(*len)
         }
         Cut::Parts { multipart, .. } => {
-            for part in &multipart.parts {
-                ubuf.extend_from_slice(part.head.as_bytes());
-                match entry.read_body(part.start, part.len) {
-                    Ok(bytes) => ubuf.extend_from_slice(&bytes),
-                    Err(_) => {
-                        return_buffer(req, ubuf);
-                        return Finish::Status {
-                            code: 500,
-                            body_read: true,
-                            attempts: Vec::new(),
-                            challenge: None,
-                        };
-                    }
-                }
-            }
-            ubuf.extend_from_slice(multipart.trailer.as_bytes());
+            // Made as it is sent, a bounded piece at a time.
+            body.parts = Some(Parts {
+                entry: entry.clone(),
+                left: multipart
+                    .parts
+                    .iter()
+                    .map(|p| (p.head.clone(), p.start, p.len))
+                    .collect(),
+                done: 0,
+                trailer: Some(multipart.trailer.clone()),
+            });
             Framing::Length(multipart.content_length)
         }
         _ => {
@@ -1311,8 +1358,16 @@ async fn send_entry<D: Downstream>(
         peer: "cache",
         uri: b"",
     };
-    let forwarded = encode(
-        down, req, plan, head, framing, no_body, ubuf, &mut body, url,
+    let forwarded = forward(
+        down,
+        req,
+        plan,
+        head,
+        (framing, no_body),
+        ubuf,
+        &mut body,
+        url,
+        None,
     )
     .await;
     Finish::Sent {

@@ -220,8 +220,10 @@ impl WorkerUpstreams {
         self.groups.clear();
     }
 
-    /// Closes idle connections past their timeout.
+    /// Closes idle connections past their timeout, and lets go of cache entries kept too
+    /// long.
     pub fn sweep(&mut self, now: Instant) {
+        self.hot.sweep(now);
         for local in self.groups.values() {
             if let Ok(mut l) = local.try_borrow_mut() {
                 if let Some(p) = l.pool.as_mut() {

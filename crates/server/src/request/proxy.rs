@@ -359,6 +359,7 @@ impl Request<'_> {
             out.status(status, head.reason());
         }
         let passed = |name: &str| s.pass_headers.iter().any(|p| p == name);
+        let ranges_last = self.cache_ranges.get();
         if !passed("server") {
             out.field(
                 b"Server",
@@ -432,8 +433,8 @@ impl Request<'_> {
                     continue;
                 }
             }
-            // nginx's range filter writes it last.
-            if name.eq_ignore_ascii_case(b"accept-ranges") {
+            // nginx's range filter writes it last, for a response of the cache's.
+            if ranges_last && name.eq_ignore_ascii_case(b"accept-ranges") {
                 continue;
             }
             if name.eq_ignore_ascii_case(b"refresh") {
@@ -452,7 +453,7 @@ impl Request<'_> {
         match self.range_field.take() {
             // A range of the response: its place, after every other field.
             Some(range) => out.field(b"Content-Range", &range),
-            None => {
+            None if ranges_last => {
                 for f in head.fields() {
                     if f.name.eq_ignore_ascii_case(b"accept-ranges")
                         && !s.hide_headers.iter().any(|h| h == "accept-ranges")
@@ -461,8 +462,15 @@ impl Request<'_> {
                     }
                 }
             }
+            None => {}
         }
         out.end();
+    }
+
+    /// The proxied response is the cache's: its `Accept-Ranges` goes last, as nginx's
+    /// range filter writes it.
+    pub(crate) fn set_cache_ranges(&self) {
+        self.cache_ranges.set(true);
     }
 
     /// The `Content-Range` of the range the response is cut to, written last.

@@ -226,7 +226,7 @@ pub(crate) fn directive(
                 s.methods
             };
             for (i, a) in d.args.iter().enumerate() {
-                bits |= match a.value.as_str() {
+                bits |= match a.value.to_ascii_uppercase().as_str() {
                     "GET" => method::GET,
                     "HEAD" => method::HEAD,
                     "POST" => method::POST,
@@ -431,7 +431,7 @@ impl Job {
             if !s.lock || self.holds.is_some() {
                 return Found::Upstream;
             }
-            if self.zone.update(&name, s.lock_age) {
+            if self.zone.update(&name, Some(s.lock_age)) {
                 self.holds = Some(name);
                 return Found::Upstream;
             }
@@ -442,7 +442,7 @@ impl Job {
             return Found::Send(entry);
         }
         let may_be_stale = s.use_stale & stale::UPDATING != 0 || entry.updating_grace();
-        if self.holds.is_none() && self.zone.update(&name, s.lock_age) {
+        if self.holds.is_none() && self.zone.update(&name, None) {
             self.holds = Some(name);
             if may_be_stale && s.background_update && !self.background {
                 self.status = Status::Stale;
@@ -495,8 +495,14 @@ impl Job {
             Some(v) => v,
             None => self.md5,
         };
-        self.zone
-            .create(name, &self.key, head, &fresh, (&vary, variant), no_body)
+        self.zone.create(
+            (name, &self.key),
+            head,
+            &fresh,
+            (&vary, variant),
+            no_body,
+            req,
+        )
     }
 
     /// Makes the stale entry fresh again after the upstream's 304 (`proxy_cache_revalidate`).
@@ -509,9 +515,14 @@ impl Job {
             .ok()
             .flatten()
             .or_else(|| rules::named(entry.head(), s).ok().flatten())
-            .or_else(|| rules::valid_for(entry.status(), s))?;
-        entry.refresh(&valid);
-        self.zone.changed(&self.variant.unwrap_or(self.md5));
+            .or_else(|| rules::valid_for(entry.status(), s));
+        // Without a time the entry stays expired, and is sent all the same, as nginx's.
+        if let Some(valid) = valid {
+            let name = self.variant.unwrap_or(self.md5);
+            if entry.refresh(&valid) {
+                self.zone.changed(&name);
+            }
+        }
         self.status = Status::Revalidated;
         Some(entry)
     }

@@ -140,11 +140,12 @@ pub(super) fn vary(head: &ResponseHead, ignored: u8) -> Option<Vec<u8>> {
     let mut vary: &[u8] = b"";
     for f in head.fields() {
         if f.name.eq_ignore_ascii_case(b"vary") {
+            // Each field is looked at: one that varies too much is enough.
+            if f.value.len() > VARY_LEN || f.value == b"*" {
+                return None;
+            }
             vary = f.value;
         }
-    }
-    if vary.len() > VARY_LEN || vary == b"*" {
-        return None;
     }
     Some(vary.to_vec())
 }

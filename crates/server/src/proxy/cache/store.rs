@@ -52,6 +52,8 @@ pub(crate) struct CachePath {
     dir: PathBuf,
     levels: Vec<usize>,
     zone: Arc<Zone<Keys>>,
+    /// The zone's own number, which no other zone of the process has had.
+    id: u64,
 }
 
 /// The keys zone: what nginx keeps of a cache in shared memory.
@@ -67,6 +69,8 @@ struct Keys {
     managed: bool,
     /// The version the next changed node takes.
     next_version: u64,
+    /// The zone's number ([`CachePath::id`]).
+    id: u64,
 }
 
 /// What the manager keeps the cache within.
@@ -211,15 +215,31 @@ impl CachePath {
             limits: limits.clone(),
             managed: false,
             next_version: 1,
+            id: {
+                static NEXT: AtomicU64 = AtomicU64::new(1);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            },
         })
         .map_err(|e| ConfigError::at(d, e.message))?;
-        // A zone kept across a reload takes the new limits.
-        zone.lock().limits = limits;
+        // A zone kept across a reload takes the new limits, but not other levels: its
+        // entries would be lost where they are.
+        let id = {
+            let mut keys = zone.lock();
+            if keys.limits.levels != levels {
+                return Err(ConfigError::at(
+                    d,
+                    format!("cache \"{name}\" had previously different levels"),
+                ));
+            }
+            keys.limits = limits;
+            keys.id
+        };
         Ok(Arc::new(CachePath {
             name,
             dir,
             levels,
             zone,
+            id,
         }))
     }
 
@@ -249,7 +269,7 @@ impl CachePath {
     /// worker's copy when the entry did not change since it was read, else from its file.
     pub(super) fn open(&self, md5: &[u8; 16], key: &[u8], req: &Request<'_>) -> Option<Entry> {
         let version = self.touch(md5);
-        let id = (Arc::as_ptr(&self.zone) as usize, *md5);
+        let id = (self.id, *md5);
         let mut w = req.worker().upstreams.borrow_mut();
         if let Some(e) = w.hot.get(&id, version).filter(|e| e.key() == key) {
             return Some(e);
@@ -305,7 +325,9 @@ impl CachePath {
 
     /// Takes the update of the entry `md5` for one request, unless another holds it (for
     /// less than `age`): as nginx's `updating` flag and lock.
-    pub(super) fn update(&self, md5: &[u8; 16], age: std::time::Duration) -> bool {
+    /// `age`: how long the lock on a missing entry holds (`proxy_cache_lock_age`); the
+    /// update of an expired one holds until it ends.
+    pub(super) fn update(&self, md5: &[u8; 16], age: Option<std::time::Duration>) -> bool {
         let mut keys = self.zone.lock();
         let now = Instant::now();
         let Some(n) = keys.nodes.get_mut(md5) else {
@@ -314,7 +336,8 @@ impl CachePath {
         if n.updating.is_some_and(|until| until > now) {
             return false;
         }
-        n.updating = Some(now + age);
+        // Far enough ahead to be never for a request.
+        n.updating = Some(now + age.unwrap_or(std::time::Duration::from_secs(86_400 * 365)));
         true
     }
 
@@ -340,19 +363,23 @@ impl CachePath {
         keys.nodes.get(md5).map_or(1, |n| n.uses) >= min_uses
     }
 
-    /// A temporary file for the entry named `name`, its header and head written: the
+    /// A temporary file for the entry named `name` of `key`, its header and head written: the
     /// response's `Vary` names and the variant of them the request is go into the header.
     pub(super) fn create(
         self: &Arc<Self>,
-        name: [u8; 16],
-        key: &[u8],
+        (name, key): ([u8; 16], &[u8]),
         head: &ResponseHead,
         fresh: &Fresh,
         (vary, variant): (&[u8], [u8; 16]),
         no_body: bool,
+        req: &Request<'_>,
     ) -> Option<Store> {
         let raw = head.raw();
         let header_start = HEADER + KEY_PREFIX.len() + key.len() + 1;
+        // A head a lookup would not read at once is not stored.
+        if header_start + raw.len() > FIRST_READ {
+            return None;
+        }
         let body_start = u16::try_from(header_start + raw.len()).ok()?;
         let header_start = u16::try_from(header_start).ok()?;
         let mut h = vec![0u8; HEADER];
@@ -385,14 +412,34 @@ impl CachePath {
         let path = self.file(&name);
         let dir = path.parent()?;
         let temp = dir.join(format!("{}.{}", hex(&name), temp_number()));
-        let mut file = match File::create_new(&temp) {
+        // The levels' directories are made on the first entry that needs them.
+        let made = File::create_new(&temp).or_else(|_| {
+            std::fs::create_dir_all(dir)?;
+            File::create_new(&temp)
+        });
+        let mut file = match made {
             Ok(f) => f,
-            Err(_) => {
-                std::fs::create_dir_all(dir).ok()?;
-                File::create_new(&temp).ok()?
+            Err(e) => {
+                req.log(
+                    crate::Level::Crit,
+                    &format!(
+                        "open() \"{}\" failed {}",
+                        temp.display(),
+                        crate::log::os_error(&e)
+                    ),
+                );
+                return None;
             }
         };
-        if file.write_all(&h).is_err() {
+        if let Err(e) = file.write_all(&h) {
+            req.log(
+                crate::Level::Crit,
+                &format!(
+                    "write() to \"{}\" failed {}",
+                    temp.display(),
+                    crate::log::os_error(&e)
+                ),
+            );
             let _ = std::fs::remove_file(&temp);
             return None;
         }
@@ -407,7 +454,9 @@ impl CachePath {
     /// An entry was written whole, `size` bytes: the zone counts it.
     pub(super) fn stored(&self, name: &[u8; 16], size: u64) {
         let mut keys = self.zone.lock();
-        keys.make_room(1);
+        if !keys.nodes.contains_key(name) {
+            keys.make_room(1);
+        }
         let now = Instant::now();
         let version = keys.version();
         let node = keys.nodes.entry(*name).or_insert(Node {
@@ -434,26 +483,39 @@ impl Keys {
     /// Makes room for `n` more nodes when the zone is full, forgetting the least recently
     /// used keys and removing their entries, as nginx does when its zone runs out.
     fn make_room(&mut self, n: usize) {
-        while self.nodes.len() + n > self.capacity {
-            let Some(oldest) = self.oldest() else { return };
-            self.remove(&oldest);
+        if self.nodes.len() + n <= self.capacity {
+            return;
+        }
+        // A sixty-fourth of the zone at once: the scan for the oldest is paid once for many.
+        let evict = (self.nodes.len() + n - self.capacity).max(self.capacity / 64);
+        for md5 in self.oldest(evict, |_| true) {
+            self.remove(&md5);
         }
     }
 
-    fn oldest(&self) -> Option<[u8; 16]> {
-        self.nodes
+    /// The `n` least recently used keys of the nodes `which` picks, oldest first.
+    fn oldest(&self, n: usize, which: impl Fn(&Node) -> bool) -> Vec<[u8; 16]> {
+        let mut all: Vec<(Instant, [u8; 16])> = self
+            .nodes
             .iter()
-            .min_by_key(|(_, n)| n.accessed)
-            .map(|(k, _)| *k)
+            .filter(|(_, node)| which(node))
+            .map(|(k, node)| (node.accessed, *k))
+            .collect();
+        if n < all.len() {
+            all.select_nth_unstable(n);
+            all.truncate(n);
+        }
+        all.sort_unstable();
+        all.into_iter().map(|(_, k)| k).collect()
     }
 
-    /// Forgets `md5` and removes its file.
+    /// Forgets `md5` and removes its file, if it has one.
     fn remove(&mut self, md5: &[u8; 16]) {
         if let Some(node) = self.nodes.remove(md5) {
             self.size = self.size.saturating_sub(node.size);
-            if node.size > 0 {
-                let _ = std::fs::remove_file(file_path(&self.limits.dir, &self.limits.levels, md5));
-            }
+            // Also when the zone did not count the file: one found on disk after a restart
+            // before the loader came to it.
+            let _ = std::fs::remove_file(file_path(&self.limits.dir, &self.limits.levels, md5));
         }
     }
 }
@@ -502,9 +564,20 @@ fn temp_number() -> String {
     )
 }
 
-/// The end of this process's temporary files' names.
+/// The end of this process's temporary files' names: drawn once per process, so that a
+/// restarted server (which in a container often has the same pid) tells its own from a
+/// crash's.
 fn pid_suffix() -> String {
-    format!("{:05}", std::process::id() % 100_000)
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            let mut b = [0u8; 4];
+            // SAFETY: getrandom writes at most `len` bytes into the buffer it is given.
+            let _ = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+            let n = u32::from_le_bytes(b) ^ std::process::id();
+            format!("{:05}", n % 100_000)
+        })
+        .clone()
 }
 
 /// Whether `name` is a temporary file this process writes now.
@@ -599,28 +672,41 @@ impl std::ops::Deref for Entry {
 }
 
 /// The entries a worker read last, each with the version of its node then: a hit on one
-/// that did not change reads no file.
+/// that did not change reads no file. A copy is kept for [`HOT_TIME`] at most, so that an
+/// entry removed behind the server's back (a purge with `rm`) is let go of soon, its
+/// descriptor with it, as nginx's `open_file_cache_valid` does for the files it keeps open.
 #[derive(Default)]
 pub(crate) struct Hot {
-    entries: HashMap<(usize, [u8; 16]), (u64, Entry)>,
+    entries: HashMap<(u64, [u8; 16]), (u64, Instant, Entry)>,
 }
 
 /// Most entries a worker keeps; each holds at most [`FIRST_READ`] bytes and a descriptor.
 const HOT_ENTRIES: usize = 256;
+/// How long a worker keeps a copy of an entry.
+const HOT_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Hot {
-    fn get(&self, id: &(usize, [u8; 16]), version: u64) -> Option<Entry> {
+    fn get(&self, id: &(u64, [u8; 16]), version: u64) -> Option<Entry> {
         self.entries
             .get(id)
-            .filter(|(v, _)| *v == version)
-            .map(|(_, e)| e.clone())
+            .filter(|(v, at, _)| *v == version && at.elapsed() < HOT_TIME)
+            .map(|(_, _, e)| e.clone())
     }
 
-    fn put(&mut self, id: (usize, [u8; 16]), version: u64, entry: Entry) {
+    fn put(&mut self, id: (u64, [u8; 16]), version: u64, entry: Entry) {
         if self.entries.len() >= HOT_ENTRIES {
-            self.entries.clear();
+            self.sweep(Instant::now());
+            if self.entries.len() >= HOT_ENTRIES {
+                self.entries.clear();
+            }
         }
-        self.entries.insert(id, (version, entry));
+        self.entries.insert(id, (version, Instant::now(), entry));
+    }
+
+    /// Lets go of the copies kept too long.
+    pub(crate) fn sweep(&mut self, now: Instant) {
+        self.entries
+            .retain(|_, (_, at, _)| now.duration_since(*at) < HOT_TIME);
     }
 }
 
@@ -741,16 +827,28 @@ impl Entry {
     }
 
     /// Makes the entry fresh for `fresh`, in its file too.
-    pub(super) fn refresh(&mut self, fresh: &Fresh) {
+    /// Whether the file was written: not when another entry took its place meanwhile.
+    pub(super) fn refresh(&mut self, fresh: &Fresh) -> bool {
         let data = std::rc::Rc::make_mut(&mut self.0);
+        let read_as = data.header.clone();
         put_i64(&mut data.header, 8, fresh.valid_sec);
         put_i64(&mut data.header, 16, fresh.updating_sec);
         put_i64(&mut data.header, 24, fresh.error_sec);
         put_i64(&mut data.header, 40, fresh.date);
-        // Written over the header in place, as nginx updates an entry a 304 revalidated.
-        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&data.path) {
-            let _ = f.write_all_at(&data.header[8..48], 8);
+        // Written over the header in place, as nginx updates an entry a 304 revalidated,
+        // once the file is seen to be still the one read ("cache file content changed").
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&data.path)
+        else {
+            return false;
+        };
+        let mut now = vec![0u8; HEADER];
+        if f.read_exact_at(&mut now, 0).is_err() || now != read_as {
+            return false;
         }
+        f.write_all_at(&data.header[8..48], 8).is_ok()
     }
 
     /// The stored head, as the upstream sent it.
@@ -820,23 +918,19 @@ fn manage(zone: Weak<Zone<Keys>>) {
         for k in expired {
             keys.remove(&k);
         }
-        loop {
-            let over = keys.limits.max_size != 0 && keys.size > keys.limits.max_size;
-            let low =
-                keys.limits.min_free != 0 && free_space(&keys.limits.dir) < keys.limits.min_free;
-            if !(over || low) {
-                break;
+        let over = keys.limits.max_size != 0 && keys.size > keys.limits.max_size;
+        let low = keys.limits.min_free != 0 && free_space(&keys.limits.dir) < keys.limits.min_free;
+        if over || low {
+            // Least recently used first, until the cache is within its size (and, for
+            // min_free, a sixteenth of it at a time between looks at the disk).
+            let files = keys.nodes.values().filter(|n| n.size > 0).count();
+            let batch = if low { (files / 16).max(1) } else { files };
+            for md5 in keys.oldest(batch, |n| n.size > 0) {
+                if !low && keys.size <= keys.limits.max_size {
+                    break;
+                }
+                keys.remove(&md5);
             }
-            let Some(oldest) = keys
-                .nodes
-                .iter()
-                .filter(|(_, n)| n.size > 0)
-                .min_by_key(|(_, n)| n.accessed)
-                .map(|(k, _)| *k)
-            else {
-                break;
-            };
-            keys.remove(&oldest);
         }
     }
 }
@@ -862,7 +956,11 @@ fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
                 let size = e.metadata().map_or(0, |m| m.len());
                 let Some(z) = zone.upgrade() else { return };
                 let mut keys = z.lock();
-                if !keys.nodes.contains_key(&md5) {
+                // A node a request made before the loader came has no size yet.
+                if let Some(n) = keys.nodes.get_mut(&md5).filter(|n| n.size == 0) {
+                    n.size = size;
+                    keys.size += size;
+                } else if !keys.nodes.contains_key(&md5) {
                     keys.make_room(1);
                     let version = keys.version();
                     keys.nodes.insert(
