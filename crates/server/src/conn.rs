@@ -252,12 +252,12 @@ impl Connection<'_> {
                         round.first = false;
                     }
                     Proxied::Close => {
-                        req.run_background().await;
+                        crate::subrequest::run_background(&mut req).await;
                         return;
                     }
                     Proxied::Done => {
                         // Copies of the request (`mirror`), before the next request.
-                        req.run_background().await;
+                        crate::subrequest::run_background(&mut req).await;
                         keepalive_timeout = req.loc().keepalive_timeout;
                         self.set_nodelay();
                         continue 'requests;
@@ -320,7 +320,7 @@ impl Connection<'_> {
                 req.head().expect_continue() && discard.is_some() && resp.status < 400;
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
             req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
-            req.run_background().await;
+            crate::subrequest::run_background(&mut req).await;
             if sent.is_err() || !keep_alive {
                 if discard.is_some() || (proxied && !matches!(req.head().body(), BodyKind::None)) {
                     self.linger().await;

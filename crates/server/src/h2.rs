@@ -337,7 +337,7 @@ async fn answer(
     req.set_http2();
     respond_to(&mut req, worker, body, respond).await;
     // Copies of the request (`mirror`), once it is answered.
-    req.run_background().await;
+    crate::subrequest::run_background(&mut req).await;
 }
 
 /// [`answer`] once the request is made.

@@ -221,7 +221,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
         if key.is_empty() {
             continue;
         }
-        if zone::too_long(req, &key, &def.zone.key, 255) {
+        if zone::too_long(|m| req.log(Level::Error, m), &key, &def.zone.key, 255) {
             continue;
         }
         req.ctx_mut::<ConnCtx>().outcome = Some(Outcome::Passed);

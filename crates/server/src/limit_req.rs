@@ -275,7 +275,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
         if key.is_empty() {
             continue;
         }
-        if zone::too_long(req, &key, &def.zone.key, 65535) {
+        if zone::too_long(|m| req.log(Level::Error, m), &key, &def.zone.key, 65535) {
             continue;
         }
         let found = def

@@ -639,7 +639,7 @@ pub(crate) struct Request<'a> {
     /// The upstream attempts, for `$upstream_*`.
     upstream_attempts: Vec<crate::proxy::Attempt>,
     /// `$upstream_cache_status`.
-    cache_status: std::cell::Cell<Option<crate::proxy::cache::Status>>,
+    cache_status: std::cell::Cell<Option<&'static str>>,
     /// The `Content-Range` of a proxied response the cache cuts to a range.
     range_field: std::cell::RefCell<Option<Vec<u8>>>,
     /// The proxied response is the cache's (answered or stored): nginx's range filter
@@ -743,23 +743,14 @@ impl<'a> Request<'a> {
         self.background.push((uri.to_vec(), body));
     }
 
-    /// Runs the subrequests [`add_background`](Self::add_background) asked for, to their
-    /// end; their answers are for nobody.
-    pub(crate) async fn run_background(&mut self) {
-        for (uri, with_body) in std::mem::take(&mut self.background) {
-            let body = if with_body {
-                self.request_body.borrow().clone()
-            } else {
-                None
-            };
-            let method = self.head.method_str().to_owned();
-            if let Err(e) =
-                crate::subrequest::run_as(self, &uri, crate::subrequest::Keep::Head, &method, body)
-                    .await
-            {
-                self.log(Level::Error, &e);
-            }
-        }
+    /// The subrequests [`add_background`](Self::add_background) asked for, each with the
+    /// request's body when it is to go with it, to run now.
+    pub(crate) fn take_background(&mut self) -> Vec<(Vec<u8>, Option<Bytes>)> {
+        let body = self.request_body.borrow().clone();
+        std::mem::take(&mut self.background)
+            .into_iter()
+            .map(|(uri, with_body)| (uri, body.clone().filter(|_| with_body)))
+            .collect()
     }
 
     /// The head of the main request: this one's, or, for a subrequest, its main request's.
@@ -2058,7 +2049,7 @@ impl<'a> Request<'a> {
             Var::LimitRate => out.push(b'0'),
             Var::UpstreamCacheStatus => {
                 if let Some(c) = self.cache_status.get() {
-                    out.extend_from_slice(c.as_str().as_bytes());
+                    out.extend_from_slice(c.as_bytes());
                 }
             }
             Var::Empty => {}

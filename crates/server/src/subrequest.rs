@@ -66,6 +66,17 @@ pub(crate) async fn run<'a>(
     run_as(req, uri, keep, "GET", None).await
 }
 
+/// Runs the background subrequests of `req` (`mirror`'s copies) to their end, once its
+/// response is out; their answers are for nobody.
+pub(crate) async fn run_background(req: &mut Request<'_>) {
+    let method = req.head().method_str().to_owned();
+    for (uri, body) in req.take_background() {
+        if let Err(e) = run_as(req, &uri, Keep::Head, &method, body).await {
+            req.log(crate::Level::Error, &e);
+        }
+    }
+}
+
 /// [`run`] with the method `method` and the body `body` (`mirror` copies a request so).
 pub(crate) async fn run_as<'a>(
     req: &Request<'a>,

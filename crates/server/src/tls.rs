@@ -211,12 +211,6 @@ fn server_tls<'a>(
     Some((conf, conf.tls.as_ref()))
 }
 
-impl crate::proxy::FileSink for Stream {
-    async fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        send_file(self, file, offset, len).await
-    }
-}
-
 /// Sends `len` bytes of `file` from `offset`: with sendfile on plain TCP, else read into a
 /// buffer and written through TLS.
 pub(crate) async fn send_file(

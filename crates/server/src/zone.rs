@@ -219,24 +219,16 @@ pub(crate) fn redefined<T: Send + 'static>(
     )
 }
 
-/// Whether a key is longer than a zone takes (`max`), logged as nginx logs it: such a key
-/// is not limited.
-pub(crate) fn too_long(
-    req: &crate::request::Request<'_>,
-    key: &[u8],
-    zone_key: &str,
-    max: usize,
-) -> bool {
+/// Whether a key is longer than a zone takes (`max`), logged as nginx logs it (at `error`,
+/// by `log`): such a key is not limited.
+pub(crate) fn too_long(log: impl FnOnce(&str), key: &[u8], zone_key: &str, max: usize) -> bool {
     if key.len() <= max {
         return false;
     }
-    req.log(
-        Level::Error,
-        &format!(
-            "the value of the \"{zone_key}\" key is more than {max} bytes: \"{}\"",
-            String::from_utf8_lossy(key)
-        ),
-    );
+    log(&format!(
+        "the value of the \"{zone_key}\" key is more than {max} bytes: \"{}\"",
+        String::from_utf8_lossy(key)
+    ));
     true
 }
 

@@ -135,6 +135,12 @@ pub(crate) trait FileSink {
     ) -> impl Future<Output = io::Result<()>>;
 }
 
+impl FileSink for crate::tls::Stream {
+    async fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
+        crate::tls::send_file(self, file, offset, len).await
+    }
+}
+
 /// An HTTP/1 client connection, reached through AsyncRead/AsyncWrite so plain and TLS
 /// connections work alike.
 pub(crate) struct Client<'c, S> {

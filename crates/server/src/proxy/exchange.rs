@@ -16,9 +16,10 @@ use portcullis_proxy::{Conn, Stream, Timer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::cache::fill::Fill;
 use super::cache::fill::Slice;
-use super::cache::fill::{Fill, Store};
-use super::cache::{Cut, Entry, Found, Job, Status as CacheStatus};
+use super::cache::store::Store;
+use super::cache::{Ask, Cut, Entry, Found, Job, Status as CacheStatus};
 use super::downstream::{send_two, timeout_io, Downstream};
 use super::encoded::Encoded;
 use super::settings::next;
@@ -161,7 +162,7 @@ pub(crate) async fn serve<D: Downstream>(
     if let Some(job) = cache.as_mut() {
         let waited = Instant::now();
         let found = loop {
-            match job.lookup(req) {
+            match asking(req, |ask| job.lookup(ask)) {
                 // nginx looks again every half second while another request fills it.
                 Found::Wait if waited.elapsed() < job.settings.lock_timeout => {
                     let left = job.settings.lock_timeout.saturating_sub(waited.elapsed());
@@ -490,7 +491,7 @@ pub(crate) async fn serve<D: Downstream>(
             };
         }
         if let Some(job) = cache.as_mut() {
-            store = job.store(req, &resp_head, plan.head_request);
+            store = asking(req, |ask| job.store(ask, &resp_head, plan.head_request));
             if store.is_some() {
                 req.set_cache_ranges();
             }
@@ -498,7 +499,7 @@ pub(crate) async fn serve<D: Downstream>(
         // A response the cache keeps is one the client's conditions apply to.
         let shown = match store
             .as_ref()
-            .map(|_| super::cache::not_modified(req, &resp_head))
+            .map(|_| super::cache::not_modified(&req.conditions(), &resp_head))
         {
             Some(Err(code)) => {
                 attempts.push(attempt);
@@ -525,7 +526,7 @@ pub(crate) async fn serve<D: Downstream>(
         // A response the cache stores whole may be sent as one range of it.
         let cut = match framing {
             Framing::Length(n) if store.is_some() && shown.is_none() => {
-                super::cache::cut(req, &resp_head, n, false)
+                cut(req, &resp_head, n, false)
             }
             _ => Cut::Whole,
         };
@@ -1270,7 +1271,7 @@ async fn send_entry<D: Downstream>(
     entry: &Entry,
     head_only: bool,
 ) -> Finish {
-    let shown = match super::cache::not_modified(req, entry.head()) {
+    let shown = match super::cache::not_modified(&req.conditions(), entry.head()) {
         Ok(shown) => shown,
         Err(code) => {
             return Finish::Status {
@@ -1286,7 +1287,7 @@ async fn send_entry<D: Downstream>(
     let whole = matches!(entry.head().framing(), Framing::Length(_));
     // A range of it, as nginx's range filter cuts a cached response.
     let cut = match &shown {
-        None if whole => super::cache::cut(req, entry.head(), len, true),
+        None if whole => cut(req, entry.head(), len, true),
         _ => Cut::Whole,
     };
     let mut ubuf = req.worker().upstreams.borrow_mut().take_buffer();
@@ -1377,6 +1378,35 @@ async fn send_entry<D: Downstream>(
         keep_alive: forwarded.keep_alive,
         attempts: Vec::new(),
     }
+}
+
+/// Runs `f` with what the cache asks of `req`.
+pub(crate) fn asking<T>(req: &Request<'_>, f: impl FnOnce(&Ask<'_>) -> T) -> T {
+    let eval = |t: &crate::vars::Template| req.eval(t);
+    let log = |m: &str| req.log(Level::Crit, m);
+    let upstreams = req.worker().upstreams.borrow();
+    f(&Ask {
+        head: req.head(),
+        eval: &eval,
+        log: &log,
+        hot: &upstreams.hot,
+    })
+}
+
+/// The range of `head` (a response of `size` bytes) the request asks for, as the cache cuts
+/// it (several ranges of a cached one: `multipart`).
+fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cut {
+    if req.head().header("range").is_none() {
+        return Cut::Whole;
+    }
+    let plain = req.encoding(&Outgoing::Proxied(head)).is_nothing();
+    super::cache::cut(
+        &req.conditions(),
+        req.head().method_str(),
+        plain,
+        head,
+        (size, multipart),
+    )
 }
 
 /// Answers with the stale entry of `cache` when `proxy_cache_use_stale` covers a failure of

@@ -27,10 +27,8 @@ use portcullis_proxy::upstream::{KeyKind, LocalState, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
 
 use crate::vars::Template;
-pub(crate) use downstream::{
-    Client, Collect, Connection, Downstream, Fields, FileSink, NoConnection,
-};
-pub(crate) use exchange::collect_body;
+pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoConnection};
+pub(crate) use exchange::{asking, collect_body};
 pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
 pub(crate) use settings::{
     directive, finish_tls, proxy_pass, split_host_port, CookieRule, ProxyPass, ProxySettings,
@@ -142,7 +140,7 @@ pub(crate) struct WorkerUpstreams {
     /// worker has as many exchanges in flight as it has busy connections.
     buffers: Vec<BytesMut>,
     /// The cache entries the worker read last.
-    pub(crate) hot: cache::store::Hot,
+    pub(crate) hot: std::cell::RefCell<cache::store::Hot>,
 }
 
 /// Hashes the address that keys a group, looked up on every proxied request: an address
@@ -223,7 +221,7 @@ impl WorkerUpstreams {
     /// Closes idle connections past their timeout, and lets go of cache entries kept too
     /// long.
     pub fn sweep(&mut self, now: Instant) {
-        self.hot.sweep(now);
+        self.hot.borrow_mut().sweep(now);
         for local in self.groups.values() {
             if let Ok(mut l) = local.try_borrow_mut() {
                 if let Some(p) = l.pool.as_mut() {

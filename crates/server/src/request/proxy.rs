@@ -252,7 +252,10 @@ impl Request<'_> {
                         [scheme, &self.proxy_host, &head[uri.clone()]].concat()
                     }
                 };
-                crate::proxy::cache::Job::new(self, &settings, key).map(Box::new)
+                crate::proxy::asking(self, |ask| {
+                    crate::proxy::cache::Job::new(ask, &settings, key)
+                })
+                .map(Box::new)
             })
             .flatten();
         head.put_slice(if settings.http11 {
@@ -334,7 +337,7 @@ impl Request<'_> {
 
     /// Sets `$upstream_cache_status`.
     pub(crate) fn set_cache_status(&self, status: crate::proxy::cache::Status) {
-        self.cache_status.set(Some(status));
+        self.cache_status.set(Some(status.as_str()));
     }
 
     /// Writes the client's response head for an upstream's `head`: the status line as the

@@ -1,84 +1,15 @@
 //! Writing an entry while its response is sent: [`Fill`] is the downstream that keeps a copy
-//! of the upstream's body in the entry's temporary file ([`Store`]) and renames the file into
-//! its place once the body is whole. As nginx, the upstream is read to the end even when the
+//! of the upstream's body in the entry's temporary file (a [`Store`]), which takes its place
+//! once the body is whole. As nginx, the upstream is read to the end even when the
 //! client goes away meanwhile, so the entry is complete.
 
-use std::fs::File;
 use std::future::Future;
-use std::io::{self, Write};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::io;
 
 use portcullis_http::Framing;
 
-use super::store::CachePath;
+use super::store::Store;
 use crate::proxy::{Connection, Downstream};
-
-/// An entry being written.
-pub(crate) struct Store {
-    file: File,
-    temp: PathBuf,
-    path: PathBuf,
-    zone: Arc<CachePath>,
-    name: [u8; 16],
-    /// The body's length when the upstream said it.
-    expect: Option<u64>,
-    written: u64,
-    failed: bool,
-    /// The file's bytes before the body.
-    head_len: u64,
-}
-
-impl Store {
-    pub(super) fn new(
-        file: File,
-        temp: PathBuf,
-        path: PathBuf,
-        zone: Arc<CachePath>,
-        name: [u8; 16],
-        expect: Option<u64>,
-    ) -> Store {
-        let head_len = file.metadata().map_or(0, |m| m.len());
-        Store {
-            file,
-            temp,
-            path,
-            zone,
-            name,
-            expect,
-            written: 0,
-            failed: false,
-            head_len,
-        }
-    }
-
-    fn write(&mut self, data: &[u8]) {
-        if !self.failed && !data.is_empty() {
-            self.failed = self.file.write_all(data).is_err();
-            self.written += data.len() as u64;
-        }
-    }
-
-    /// The body is whole: the entry takes its place, unless it is not what the upstream
-    /// announced.
-    fn commit(mut self) {
-        let whole = !self.failed && self.expect.is_none_or(|n| n == self.written);
-        if whole && std::fs::rename(&self.temp, &self.path).is_ok() {
-            self.zone.stored(&self.name, self.head_len + self.written);
-            // Nothing left to remove.
-            self.failed = true;
-            self.temp = PathBuf::new();
-        }
-    }
-}
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        if !self.temp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.temp);
-        }
-    }
-}
 
 /// A downstream that stores the body it passes on (`store`), and passes only the head when
 /// the client asked for it alone (`head_only`: a HEAD sent upstream as a GET).

@@ -26,7 +26,7 @@ use md5::{Digest, Md5};
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_http::ResponseHead;
 
-use crate::request::Request;
+use crate::static_files::Conditions;
 use crate::vars::{Names, Template};
 pub(crate) use store::{CachePath, Entry};
 
@@ -350,6 +350,17 @@ pub(crate) struct Job {
     pub no_store: bool,
 }
 
+/// What the cache asks of the request it works for.
+pub(crate) struct Ask<'r> {
+    pub head: &'r portcullis_http::RequestHead,
+    /// A template's value for the request.
+    pub eval: &'r dyn Fn(&Template) -> Vec<u8>,
+    /// Writes a line at `crit` to the request's error log.
+    pub log: &'r dyn Fn(&str),
+    /// The worker's copies of entries.
+    pub hot: &'r std::cell::RefCell<store::Hot>,
+}
+
 /// What a lookup found.
 pub(crate) enum Found {
     /// An entry to send: fresh, or stale while another request updates it.
@@ -374,13 +385,13 @@ impl Job {
     /// The cache's job for `req`, or `None` when the location does not cache or the
     /// method is not one it caches.
     pub(crate) fn new(
-        req: &Request<'_>,
+        ask: &Ask<'_>,
         settings: &Arc<super::ProxySettings>,
         key: Vec<u8>,
     ) -> Option<Job> {
         let c = &settings.cache;
         let zone = c.zone.clone()?;
-        let m = match req.head().method_str() {
+        let m = match ask.head.method_str() {
             "GET" => method::GET,
             "HEAD" => method::HEAD,
             "POST" => method::POST,
@@ -390,7 +401,7 @@ impl Job {
             return None;
         }
         let md5: [u8; 16] = Md5::digest(&key).into();
-        let bypass = c.bypass.iter().any(|t| truthy(&req.eval(t)));
+        let bypass = c.bypass.iter().any(|t| truthy(&(ask.eval)(t)));
         Some(Job {
             zone,
             settings: Arc::new(c.clone()),
@@ -410,16 +421,16 @@ impl Job {
     /// updated by one request at a time, the others sending it stale when allowed
     /// (`proxy_cache_use_stale updating`, a response's `stale-while-revalidate`); with
     /// `proxy_cache_lock` a missing one is filled by one request while the others wait.
-    pub(crate) fn lookup(&mut self, req: &Request<'_>) -> Found {
+    pub(crate) fn lookup(&mut self, ask: &Ask<'_>) -> Found {
         // A background update was looked up already: it asks the upstream.
         if self.status == Status::Bypass || self.background {
             return Found::Upstream;
         }
-        let found = self.zone.open(&self.md5, &self.key, req).and_then(|entry| {
-            match entry.other_variant(req) {
+        let found = self.zone.open(&self.md5, &self.key, ask).and_then(|entry| {
+            match entry.other_variant(ask.head) {
                 Some(variant) => {
                     self.variant = Some(variant);
-                    self.zone.open(&variant, &self.key, req)
+                    self.zone.open(&variant, &self.key, ask)
                 }
                 None => Some(entry),
             }
@@ -477,11 +488,17 @@ impl Job {
     /// `no_body`: the response to a HEAD, stored with none.
     pub(crate) fn store(
         &mut self,
-        req: &Request<'_>,
+        ask: &Ask<'_>,
         head: &ResponseHead,
         no_body: bool,
-    ) -> Option<fill::Store> {
-        if self.no_store || self.settings.no_cache.iter().any(|t| truthy(&req.eval(t))) {
+    ) -> Option<store::Store> {
+        if self.no_store
+            || self
+                .settings
+                .no_cache
+                .iter()
+                .any(|t| truthy(&(ask.eval)(t)))
+        {
             return None;
         }
         let fresh = rules::freshness(head, &self.settings)?;
@@ -489,7 +506,7 @@ impl Job {
             return None;
         }
         let vary = rules::vary(head, self.settings.ignore)?;
-        let variant = store::variant(&self.md5, &vary, req);
+        let variant = store::variant(&self.md5, &vary, ask.head);
         // A first variant takes the key's own entry; another one its own.
         let name = match self.variant {
             Some(v) => v,
@@ -501,7 +518,7 @@ impl Job {
             &fresh,
             (&vary, variant),
             no_body,
-            req,
+            ask.log,
         )
     }
 
@@ -532,11 +549,10 @@ impl Job {
 /// the client instead of `head` (a 304 without the body's fields), or `Err(412)`; `Ok(None)`
 /// when the response goes out as it is.
 pub(crate) fn not_modified(
-    req: &Request<'_>,
+    c: &Conditions<'_>,
     head: &ResponseHead,
 ) -> Result<Option<ResponseHead>, u16> {
     use crate::static_files::Plan;
-    let c = req.conditions();
     if head.status() != 200
         || (c.if_match.is_none()
             && c.if_none_match.is_none()
@@ -546,7 +562,7 @@ pub(crate) fn not_modified(
         return Ok(None);
     }
     let (mtime, etag) = validators(head);
-    match crate::static_files::preconditions(mtime, etag.as_deref(), true, &c) {
+    match crate::static_files::preconditions(mtime, etag.as_deref(), true, c) {
         Some(Plan::NotModified) => {
             let mut raw = b"HTTP/1.1 304 Not Modified\r\n".to_vec();
             for f in head.fields() {
@@ -595,24 +611,27 @@ pub(crate) enum Cut {
     Unsatisfiable,
 }
 
-/// The request's `Range` on a response of `size` bytes, as nginx cuts a proxied response
-/// whose upstream sent `Accept-Ranges`: one range, or several of a cached one
-/// (`multipart`).
-pub(crate) fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cut {
+/// The request's `Range` (in `c`; `method` its method) on a response of `size` bytes, as
+/// nginx cuts a proxied response whose upstream sent `Accept-Ranges` and that goes out as
+/// it is (`plain`, not recoded): one range, or several of a cached one (`multipart`).
+pub(crate) fn cut(
+    c: &Conditions<'_>,
+    method: &str,
+    plain: bool,
+    head: &ResponseHead,
+    (size, multipart): (u64, bool),
+) -> Cut {
     use crate::static_files::Plan;
-    let c = req.conditions();
     if c.range.is_none()
         || head.status() != 200
         || head.header("accept-ranges").is_none()
-        || !matches!(req.head().method_str(), "GET" | "HEAD")
-        || !req
-            .encoding(&crate::encode::Outgoing::Proxied(head))
-            .is_nothing()
+        || !matches!(method, "GET" | "HEAD")
+        || !plain
     {
         return Cut::Whole;
     }
     let (mtime, etag) = validators(head);
-    match crate::static_files::ranges(size, mtime, etag.as_deref(), &c) {
+    match crate::static_files::ranges(size, mtime, etag.as_deref(), c) {
         Plan::Partial {
             start,
             end_inclusive,

@@ -7,8 +7,15 @@ use std::time::Duration;
 
 use portcullis_http::ResponseHead;
 
-use super::store::{now_secs, VARY_LEN};
 use super::{ignore, CacheSettings};
+
+/// The longest `Vary` value an entry keeps, as nginx's header has room for.
+pub(super) const VARY_LEN: usize = 128;
+
+/// The time now, in seconds since the epoch.
+pub(crate) fn now_secs() -> i64 {
+    crate::static_files::date::unix_secs(std::time::SystemTime::now())
+}
 
 /// How long an entry stays fresh, and how long after that it may still be served.
 pub(crate) struct Fresh {

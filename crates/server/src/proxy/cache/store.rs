@@ -29,16 +29,13 @@ use md5::{Digest, Md5};
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_http::ResponseHead;
 
-use super::fill::Store;
-use super::rules::Fresh;
-use crate::request::Request;
+use super::rules::{now_secs, Fresh, VARY_LEN};
 use crate::zone::Zone;
 
 const VERSION: u64 = 5;
 /// The size of nginx's header on a 64-bit machine.
 pub(super) const HEADER: usize = 336;
 const ETAG_LEN: usize = 128;
-pub(super) const VARY_LEN: usize = 128;
 const KEY_PREFIX: &[u8] = b"\nKEY: ";
 /// What a lookup reads of an entry at once: the header and head, and all the body of a
 /// small one.
@@ -267,25 +264,25 @@ impl CachePath {
 
     /// Opens the entry named `md5` for `key`, counting the request as a use of the key: the
     /// worker's copy when the entry did not change since it was read, else from its file.
-    pub(super) fn open(&self, md5: &[u8; 16], key: &[u8], req: &Request<'_>) -> Option<Entry> {
+    pub(super) fn open(&self, md5: &[u8; 16], key: &[u8], ask: &super::Ask<'_>) -> Option<Entry> {
         let version = self.touch(md5);
         let id = (self.id, *md5);
-        let mut w = req.worker().upstreams.borrow_mut();
-        if let Some(e) = w.hot.get(&id, version).filter(|e| e.key() == key) {
+        let mut hot = ask.hot.borrow_mut();
+        if let Some(e) = hot.get(&id, version).filter(|e| e.key() == key) {
             return Some(e);
         }
         let path = self.file(md5);
         let file = File::open(&path).ok()?;
         match Entry::read(file, path, key) {
             Ok(e) => {
-                w.hot.put(id, version, e.clone());
+                hot.put(id, version, e.clone());
                 Some(e)
             }
             Err(why) => {
-                req.log(
-                    crate::Level::Crit,
-                    &format!("cache file \"{}\" {why}", self.file(md5).display()),
-                );
+                (ask.log)(&format!(
+                    "cache file \"{}\" {why}",
+                    self.file(md5).display()
+                ));
                 None
             }
         }
@@ -372,7 +369,7 @@ impl CachePath {
         fresh: &Fresh,
         (vary, variant): (&[u8], [u8; 16]),
         no_body: bool,
-        req: &Request<'_>,
+        log: &dyn Fn(&str),
     ) -> Option<Store> {
         let raw = head.raw();
         let header_start = HEADER + KEY_PREFIX.len() + key.len() + 1;
@@ -420,26 +417,20 @@ impl CachePath {
         let mut file = match made {
             Ok(f) => f,
             Err(e) => {
-                req.log(
-                    crate::Level::Crit,
-                    &format!(
-                        "open() \"{}\" failed {}",
-                        temp.display(),
-                        crate::log::os_error(&e)
-                    ),
-                );
+                log(&format!(
+                    "open() \"{}\" failed {}",
+                    temp.display(),
+                    crate::log::os_error(&e)
+                ));
                 return None;
             }
         };
         if let Err(e) = file.write_all(&h) {
-            req.log(
-                crate::Level::Crit,
-                &format!(
-                    "write() to \"{}\" failed {}",
-                    temp.display(),
-                    crate::log::os_error(&e)
-                ),
-            );
+            log(&format!(
+                "write() to \"{}\" failed {}",
+                temp.display(),
+                crate::log::os_error(&e)
+            ));
             let _ = std::fs::remove_file(&temp);
             return None;
         }
@@ -611,14 +602,14 @@ fn crc32(data: &[u8]) -> u32 {
     c.sum()
 }
 
-pub(crate) fn now_secs() -> i64 {
-    crate::static_files::date::unix_secs(std::time::SystemTime::now())
-}
-
 /// The md5 that names the variant of the entry `main` a request is for: the entry's key and
 /// the request's values of the fields its `Vary` names, as nginx computes it (zeros for an
 /// entry that does not vary).
-pub(super) fn variant(main: &[u8; 16], vary: &[u8], req: &Request<'_>) -> [u8; 16] {
+pub(super) fn variant(
+    main: &[u8; 16],
+    vary: &[u8],
+    head: &portcullis_http::RequestHead,
+) -> [u8; 16] {
     if vary.is_empty() {
         return [0; 16];
     }
@@ -632,7 +623,7 @@ pub(super) fn variant(main: &[u8; 16], vary: &[u8], req: &Request<'_>) -> [u8; 1
         md5.update(name);
         md5.update(b":");
         let mut first = true;
-        for (n, v) in req.head().headers() {
+        for (n, v) in head.headers() {
             if n.as_bytes().eq_ignore_ascii_case(name) {
                 if !first {
                     md5.update(b",");
@@ -781,7 +772,7 @@ impl Entry {
     }
 
     /// The variant a request is for, when it is not the one this entry holds.
-    pub(super) fn other_variant(&self, req: &Request<'_>) -> Option<[u8; 16]> {
+    pub(super) fn other_variant(&self, head: &portcullis_http::RequestHead) -> Option<[u8; 16]> {
         let len = usize::from(self.header[187]).min(VARY_LEN);
         if len == 0 {
             return None;
@@ -789,7 +780,7 @@ impl Entry {
         let vary = &self.header[188..188 + len];
         let mut main = [0u8; 16];
         main.copy_from_slice(&Md5::digest(self.key()));
-        let want = variant(&main, vary, req);
+        let want = variant(&main, vary, head);
         (want[..] != self.header[316..332]).then_some(want)
     }
 
@@ -893,6 +884,72 @@ impl Entry {
             got += n;
         }
         Ok(out)
+    }
+}
+
+/// An entry being written.
+pub(crate) struct Store {
+    file: File,
+    temp: PathBuf,
+    path: PathBuf,
+    zone: Arc<CachePath>,
+    name: [u8; 16],
+    /// The body's length when the upstream said it.
+    expect: Option<u64>,
+    written: u64,
+    failed: bool,
+    /// The file's bytes before the body.
+    head_len: u64,
+}
+
+impl Store {
+    pub(super) fn new(
+        file: File,
+        temp: PathBuf,
+        path: PathBuf,
+        zone: Arc<CachePath>,
+        name: [u8; 16],
+        expect: Option<u64>,
+    ) -> Store {
+        let head_len = file.metadata().map_or(0, |m| m.len());
+        Store {
+            file,
+            temp,
+            path,
+            zone,
+            name,
+            expect,
+            written: 0,
+            failed: false,
+            head_len,
+        }
+    }
+
+    pub(super) fn write(&mut self, data: &[u8]) {
+        if !self.failed && !data.is_empty() {
+            self.failed = self.file.write_all(data).is_err();
+            self.written += data.len() as u64;
+        }
+    }
+
+    /// The body is whole: the entry takes its place, unless it is not what the upstream
+    /// announced.
+    pub(super) fn commit(mut self) {
+        let whole = !self.failed && self.expect.is_none_or(|n| n == self.written);
+        if whole && std::fs::rename(&self.temp, &self.path).is_ok() {
+            self.zone.stored(&self.name, self.head_len + self.written);
+            // Nothing left to remove.
+            self.failed = true;
+            self.temp = PathBuf::new();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if !self.temp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
     }
 }
 
