@@ -194,25 +194,6 @@ fn upstream(seen: Seen) -> u16 {
     })
 }
 
-/// Fails on every line where portcullis's transcript differs from nginx's.
-fn compare(seen: &[(Kind, Vec<String>)]) {
-    if std::env::var_os("SHOW").is_some() {
-        for (kind, lines) in seen {
-            eprintln!("{kind}:\n{}", lines.join("\n"));
-        }
-    }
-    if let [(_, nginx), (_, ours)] = seen {
-        let diffs: Vec<String> = nginx
-            .iter()
-            .zip(ours)
-            .filter(|(n, o)| n != o)
-            .map(|(n, o)| format!("nginx:      {n}\nportcullis: {o}"))
-            .collect();
-        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
-        assert_eq!(nginx.len(), ours.len());
-    }
-}
-
 /// Waits until the server renamed every entry it wrote into place: nginx does it after the
 /// response went out, so a next request could otherwise come before it. No temporary file
 /// is left in nginx's `proxy_temp_path` or beside the entries under `cache`.
@@ -518,32 +499,31 @@ fn what_is_stored_and_served_is_nginxs() {
             logged.lines().take(6).collect::<Vec<_>>().join(" | ")
         ));
         if kind == Kind::Portcullis {
-            compare(&[(kind, lines.clone())]);
-            let text = lines.join("\n");
-            for want in [
+            support::expect_lines(
+                &lines,
+                &[
                 "GET /nodefault/a \"\" -> 200 MISS cl=16 etag=\"v1\" cr=- \"/nodefault/a #2\"",
-                "GET /nodefault/max-age \"\" -> 200 HIT cl=22 etag=\"v1\" cr=- \"/nodefault/max-age #1\"",
-                "GET /chunked \"\" -> 200 HIT cl=- etag=\"v1\" cr=- \"/chunked #1\"",
-                "GET /cond \"If-None-Match: \\\"v1\\\"\\r\\n\" -> 304 HIT cl=- etag=\"v1\" cr=- \"\"",
-                "GET /cookie \"\" -> 200 MISS cl=11 etag=\"v1\" cr=- \"/cookie #2\"",
-                "GET /vary \"Accept-Encoding: br\\r\\n\" -> 200 HIT cl=9 etag=\"v1\" cr=- \"/vary #2\"",
-                "GET /twice/t \"\" -> 200 HIT cl=12 etag=\"v1\" cr=- \"/twice/t #2\"",
-                "/head asked with [\"GET\"]",
-                "GET /vary-two \"\" -> 200 MISS cl=13 etag=\"v1\" cr=- \"/vary-two #2\"",
-                "GET /gz/chunked \"\" -> 200 HIT \"/gz/chunked #1\\n\"",
-                "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 MISS cl=10 etag=\"v1\" cr=bytes 0-9/20 \"0123456789\"",
-                "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 HIT cl=10",
-                "GET /ar/one \"Range: bytes=0-1,5-6\\r\\n\" -> 206 2 parts",
-                "GET /ar/one \"Range: bytes=50-60\\r\\n\" -> 416 Some(\"HIT\") Some(\"bytes */20\")",
-                "GET /ar/two \"Range: bytes=0-1,5-6\\r\\n\" -> 200 200 MISS cl=20",
-                "h2 [\"-r\", \"2-4\"] -> 2 206 HIT Some(\"bytes 2-4/20\") \"234\"",
-            ] {
-                assert!(text.contains(want), "no {want:?} in\n{text}");
-            }
+                    "GET /nodefault/max-age \"\" -> 200 HIT cl=22 etag=\"v1\" cr=- \"/nodefault/max-age #1\"",
+                    "GET /chunked \"\" -> 200 HIT cl=- etag=\"v1\" cr=- \"/chunked #1\"",
+                    "GET /cond \"If-None-Match: \\\"v1\\\"\\r\\n\" -> 304 HIT cl=- etag=\"v1\" cr=- \"\"",
+                    "GET /cookie \"\" -> 200 MISS cl=11 etag=\"v1\" cr=- \"/cookie #2\"",
+                    "GET /vary \"Accept-Encoding: br\\r\\n\" -> 200 HIT cl=9 etag=\"v1\" cr=- \"/vary #2\"",
+                    "GET /twice/t \"\" -> 200 HIT cl=12 etag=\"v1\" cr=- \"/twice/t #2\"",
+                    "/head asked with [\"GET\"]",
+                    "GET /vary-two \"\" -> 200 MISS cl=13 etag=\"v1\" cr=- \"/vary-two #2\"",
+                    "GET /gz/chunked \"\" -> 200 HIT \"/gz/chunked #1\\n\"",
+                    "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 MISS cl=10 etag=\"v1\" cr=bytes 0-9/20 \"0123456789\"",
+                    "GET /ar/one \"Range: bytes=0-9\\r\\n\" -> 206 206 HIT cl=10",
+                    "GET /ar/one \"Range: bytes=0-1,5-6\\r\\n\" -> 206 2 parts",
+                    "GET /ar/one \"Range: bytes=50-60\\r\\n\" -> 416 Some(\"HIT\") Some(\"bytes */20\")",
+                    "GET /ar/two \"Range: bytes=0-1,5-6\\r\\n\" -> 200 200 MISS cl=20",
+                    "h2 [\"-r\", \"2-4\"] -> 2 206 HIT Some(\"bytes 2-4/20\") \"234\"",
+                ],
+            );
         }
         seen_by.push((kind, lines));
     }
-    compare(&seen_by);
+    support::compare(&seen_by);
 }
 
 #[test]
@@ -591,20 +571,20 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
             .collect();
         lines.push(format!("revalidations asked: {asked:?}"));
         if kind == Kind::Portcullis {
-            let text = lines.join("\n");
-            for want in [
-                "/gone/x?k=k -> 200 STALE",
-                "/gone-strict/x?k=k -> 502",
-                "/revalidate/validated -> 200 REVALIDATED",
-                "/reval2/expiring -> 200 REVALIDATED",
-                "/short/k -> 200 EXPIRED",
-            ] {
-                assert!(text.contains(want), "no {want:?} in\n{text}");
-            }
+            support::expect_lines(
+                &lines,
+                &[
+                    "/gone/x?k=k -> 200 STALE",
+                    "/gone-strict/x?k=k -> 502",
+                    "/revalidate/validated -> 200 REVALIDATED",
+                    "/reval2/expiring -> 200 REVALIDATED",
+                    "/short/k -> 200 EXPIRED",
+                ],
+            );
         }
         seen_by.push((kind, lines));
     }
-    compare(&seen_by);
+    support::compare(&seen_by);
 }
 
 /// The entry of `key` in a `levels=1:2` cache under `dir`, as nginx names it.
@@ -1054,21 +1034,20 @@ fn one_request_updates_an_entry_while_the_others_wait_or_serve_it_stale() {
         settle(&server, cache.path());
         lines.push(format!("third: {}", get("/lockt/held")));
         if kind == Kind::Portcullis {
-            compare(&[(kind, lines.clone())]);
-            let text = lines.join("\n");
-            for want in [
-                "meanwhile: 200 UPDATING cl=13 etag=- cr=- \"/upd/held #1\"",
-                "after: 200 HIT cl=13 etag=- cr=- \"/upd/held #2\"",
-                "keepalive: 200 STALE cl=9 etag=- cr=- \"/bg/x #1\"",
-                "keepalive: 200 HIT cl=9 etag=- cr=- \"/bg/x #2\"",
-                "second: 200 HIT cl=14 etag=- cr=- \"/lock/held #1\"",
-                "second: 200 MISS cl=15 etag=- cr=- \"/lockt/held #2\"",
-                "third: 200 HIT cl=15 etag=- cr=- \"/lockt/held #1\"",
-            ] {
-                assert!(text.contains(want), "no {want:?} in\n{text}");
-            }
+            support::expect_lines(
+                &lines,
+                &[
+                    "meanwhile: 200 UPDATING cl=13 etag=- cr=- \"/upd/held #1\"",
+                    "after: 200 HIT cl=13 etag=- cr=- \"/upd/held #2\"",
+                    "keepalive: 200 STALE cl=9 etag=- cr=- \"/bg/x #1\"",
+                    "keepalive: 200 HIT cl=9 etag=- cr=- \"/bg/x #2\"",
+                    "second: 200 HIT cl=14 etag=- cr=- \"/lock/held #1\"",
+                    "second: 200 MISS cl=15 etag=- cr=- \"/lockt/held #2\"",
+                    "third: 200 HIT cl=15 etag=- cr=- \"/lockt/held #1\"",
+                ],
+            );
         }
         seen_by.push((kind, lines));
     }
-    compare(&seen_by);
+    support::compare(&seen_by);
 }

@@ -777,3 +777,33 @@ pub fn head_upstream_at(
     });
     port
 }
+
+/// Compares the transcripts of one test under each kind (nginx first, then portcullis):
+/// fails on every line where portcullis's differs from nginx's. With `SHOW` set, prints
+/// both.
+pub fn compare(seen: &[(Kind, Vec<String>)]) {
+    if std::env::var_os("SHOW").is_some() {
+        for (kind, lines) in seen {
+            eprintln!("{kind}:\n{}", lines.join("\n"));
+        }
+    }
+    if let [(_, nginx), (_, ours)] = seen {
+        let diffs: Vec<String> = nginx
+            .iter()
+            .zip(ours)
+            .filter(|(n, o)| n != o)
+            .map(|(n, o)| format!("nginx:      {n}\nportcullis: {o}"))
+            .collect();
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+        assert_eq!(nginx.len(), ours.len());
+    }
+}
+
+/// Fails unless each of `wants` is in a transcript's `lines`: what a test checks of
+/// portcullis alone, so that it fails without nginx too.
+pub fn expect_lines(lines: &[String], wants: &[&str]) {
+    let text = lines.join("\n");
+    for want in wants {
+        assert!(text.contains(want), "no {want:?} in\n{text}");
+    }
+}
