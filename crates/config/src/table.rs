@@ -674,7 +674,7 @@ pub static MODULES: &[Module] = &[
             once("proxy_read_timeout", HSL, TAKE1),
             once("proxy_buffers", HSL, TAKE2),
             once("proxy_busy_buffers_size", HSL, TAKE1),
-            d("proxy_force_ranges", HSL, FLAG).warn(),
+            d("proxy_force_ranges", HSL, FLAG),
             once("proxy_limit_rate", HSL, TAKE1).refuse_unless("0"),
             once("proxy_cache", HSL, TAKE1),
             once("proxy_cache_key", HSL, TAKE1),

@@ -96,6 +96,11 @@ const CONFIG: &str = r#"
             gzip_types text/plain;
             proxy_pass http://127.0.0.1:{UPSTREAM};
         }
+        location /force/ {
+            proxy_cache off;
+            proxy_force_ranges on;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
         location /reval2/ {
             proxy_cache_valid 404 1m;
             proxy_cache_revalidate on;
@@ -426,6 +431,10 @@ fn what_is_stored_and_served_is_nginxs() {
         ranged("Range: bytes=15-\r\n", "/ar/two");
         ranged("Range: bytes=-3\r\n", "/ar/two");
         ranged("", "/a?order");
+        // proxy_force_ranges: an upstream's answer without Accept-Ranges, cached or not.
+        ranged("", "/force/f");
+        ranged("Range: bytes=2-5\r\n", "/force/f");
+        ranged("Range: bytes=0-1,5-6\r\n", "/force/f");
         // Over HTTP/2 alike.
         for args in [&[][..], &[][..], &["-r", "2-4"][..]] {
             let url = format!("http://127.0.0.1:{}/ar/h2", server.port(1));
@@ -518,6 +527,7 @@ fn what_is_stored_and_served_is_nginxs() {
                     "GET /ar/one \"Range: bytes=50-60\\r\\n\" -> 416 Some(\"HIT\") Some(\"bytes */20\")",
                     "GET /ar/two \"Range: bytes=0-1,5-6\\r\\n\" -> 200 200 MISS cl=20",
                     "h2 [\"-r\", \"2-4\"] -> 2 206 HIT Some(\"bytes 2-4/20\") \"234\"",
+                "GET /force/f \"Range: bytes=2-5\\r\\n\" -> 206 206 - cl=4",
                 ],
             );
         }

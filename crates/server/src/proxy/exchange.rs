@@ -523,9 +523,10 @@ pub(crate) async fn serve<D: Downstream>(
         } else {
             resp_head.framing()
         };
-        // A response the cache stores whole may be sent as one range of it.
+        // A response the cache stores whole may be sent as one range of it, and so may any
+        // with proxy_force_ranges.
         let cut = match framing {
-            Framing::Length(n) if store.is_some() && shown.is_none() => {
+            Framing::Length(n) if (store.is_some() || settings.force_ranges) && shown.is_none() => {
                 cut(req, &resp_head, n, false)
             }
             _ => Cut::Whole,
@@ -554,7 +555,7 @@ pub(crate) async fn serve<D: Downstream>(
             }
             Cut::Whole | Cut::Parts { .. } => (shown, None),
         };
-        let fill = (store.is_some() || head_only).then_some(Cached {
+        let fill = (store.is_some() || head_only || slice.is_some()).then_some(Cached {
             store,
             head_only,
             slice,
@@ -1402,7 +1403,7 @@ fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cu
     let plain = req.encoding(&Outgoing::Proxied(head)).is_nothing();
     super::cache::cut(
         &req.conditions(),
-        req.head().method_str(),
+        (req.head().method_str(), req.loc().proxy.force_ranges),
         plain,
         head,
         (size, multipart),

@@ -128,6 +128,8 @@ pub(crate) struct ProxySettings {
     pub tls: Option<Arc<UpstreamTls>>,
     /// `proxy_cache` and the directives that steer it.
     pub cache: super::cache::CacheSettings,
+    /// `proxy_force_ranges`: ranges of a response whatever its `Accept-Ranges`.
+    pub force_ranges: bool,
 }
 
 /// The `proxy_ssl_*` directives as written, inherited like the others.
@@ -169,6 +171,7 @@ impl Default for ProxySettings {
             ssl: SslSettings::default(),
             tls: None,
             cache: Default::default(),
+            force_ranges: false,
         }
     }
 }
@@ -339,6 +342,7 @@ pub(crate) fn directive(
             }
         }
         "proxy_intercept_errors" => s.intercept_errors = value::flag(d, 0)?,
+        "proxy_force_ranges" => s.force_ranges = value::flag(d, 0)?,
         "proxy_ignore_client_abort" => s.ignore_client_abort = value::flag(d, 0)?,
         "proxy_set_body" => s.set_body = Some(Template::compile(d.arg(0), d, vars)?),
         name if name.starts_with("proxy_ssl") => {

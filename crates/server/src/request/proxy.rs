@@ -436,8 +436,9 @@ impl Request<'_> {
                     continue;
                 }
             }
-            // nginx's range filter writes it last, for a response of the cache's.
-            if ranges_last && name.eq_ignore_ascii_case(b"accept-ranges") {
+            // nginx's range filter writes it last, for a response of the cache's (or its
+            // own with proxy_force_ranges).
+            if (ranges_last || s.force_ranges) && name.eq_ignore_ascii_case(b"accept-ranges") {
                 continue;
             }
             if name.eq_ignore_ascii_case(b"refresh") {
@@ -456,6 +457,14 @@ impl Request<'_> {
         match self.range_field.take() {
             // A range of the response: its place, after every other field.
             Some(range) => out.field(b"Content-Range", &range),
+            // A response of known length that could have been cut says so.
+            None if s.force_ranges => {
+                let known = matches!(head.framing(), portcullis_http::Framing::Length(_))
+                    && head.known(KnownName::ContentLength).is_some();
+                if status == 200 && known {
+                    out.field(b"Accept-Ranges", b"bytes");
+                }
+            }
             None if ranges_last => {
                 for f in head.fields() {
                     if f.name.eq_ignore_ascii_case(b"accept-ranges")

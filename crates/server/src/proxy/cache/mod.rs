@@ -612,11 +612,12 @@ pub(crate) enum Cut {
 }
 
 /// The request's `Range` (in `c`; `method` its method) on a response of `size` bytes, as
-/// nginx cuts a proxied response whose upstream sent `Accept-Ranges` and that goes out as
-/// it is (`plain`, not recoded): one range, or several of a cached one (`multipart`).
+/// nginx cuts a proxied response whose upstream sent `Accept-Ranges` (or any, `force`:
+/// `proxy_force_ranges`) and that goes out as it is (`plain`, not recoded): one range, or
+/// several of a cached one (`multipart`).
 pub(crate) fn cut(
     c: &Conditions<'_>,
-    method: &str,
+    (method, force): (&str, bool),
     plain: bool,
     head: &ResponseHead,
     (size, multipart): (u64, bool),
@@ -624,7 +625,7 @@ pub(crate) fn cut(
     use crate::static_files::Plan;
     if c.range.is_none()
         || head.status() != 200
-        || head.header("accept-ranges").is_none()
+        || (!force && head.header("accept-ranges").is_none())
         || !matches!(method, "GET" | "HEAD")
         || !plain
     {
