@@ -32,6 +32,7 @@ const CONFIG: &str = r#"
         }
         location /zipped/ {
             gzip on;
+            gzip_vary on;
             gzip_min_length 1;
             add_header X-Mine yes;
         }

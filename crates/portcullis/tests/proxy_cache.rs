@@ -435,6 +435,17 @@ fn what_is_stored_and_served_is_nginxs() {
         ranged("", "/force/f");
         ranged("Range: bytes=2-5\r\n", "/force/f");
         ranged("Range: bytes=0-1,5-6\r\n", "/force/f");
+        let r = support::request(
+            port,
+            "HEAD /force/h HTTP/1.1\r\nHost: h\r\nRange: bytes=0-0\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        lines.push(format!(
+            "HEAD /force/h Range: bytes=0-0 -> {} {:?} {:?}",
+            r.status,
+            r.header("content-length"),
+            r.header("content-range")
+        ));
         // Over HTTP/2 alike.
         for args in [&[][..], &[][..], &["-r", "2-4"][..]] {
             let url = format!("http://127.0.0.1:{}/ar/h2", server.port(1));

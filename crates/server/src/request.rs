@@ -253,7 +253,12 @@ impl Response {
             b"Connection: close\r\n"
         });
         if rest > 0 {
-            for line in lines(&self.headers).filter(|l| !first(l) && !last(l)) {
+            // gzip's Vary comes first of them, where nginx's header filter writes it.
+            let vary = |l: &[u8]| l == b"Vary: Accept-Encoding\r\n";
+            for line in lines(&self.headers).filter(|l| vary(l)) {
+                out.put_slice(line);
+            }
+            for line in lines(&self.headers).filter(|l| !first(l) && !last(l) && !vary(l)) {
                 out.put_slice(line);
             }
             for line in lines(&self.headers).filter(|l| last(l)) {

@@ -34,6 +34,16 @@ const LEFT_OUT: &[&str] = &[
     "if-modified-since",
     "if-unmodified-since",
 ];
+/// The fields of the main request a copy of it (`mirror`) does without: those about its
+/// connection and its body's framing, which the copy has its own of. nginx's copy shares the
+/// others, conditions and ranges too.
+const LEFT_OUT_OF_COPIES: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "expect",
+    "connection",
+    "upgrade",
+];
 /// error_page redirects of the subrequest followed after a proxied failure, at most.
 const MAX_ANSWERS: usize = 4;
 
@@ -63,7 +73,7 @@ pub(crate) async fn run<'a>(
     uri: &[u8],
     keep: Keep,
 ) -> Result<(Request<'a>, Answer), String> {
-    run_as(req, uri, keep, "GET", None).await
+    run_as(req, uri, keep, "GET", None, false).await
 }
 
 /// Runs the background subrequests of `req` (`mirror`'s copies) to their end, once its
@@ -71,21 +81,25 @@ pub(crate) async fn run<'a>(
 pub(crate) async fn run_background(req: &mut Request<'_>) {
     let method = req.head().method_str().to_owned();
     for (uri, body) in req.take_background() {
-        if let Err(e) = run_as(req, &uri, Keep::Head, &method, body).await {
+        if let Err(e) = run_as(req, &uri, Keep::Head, &method, body, true).await {
             req.log(crate::Level::Error, &e);
         }
     }
 }
 
-/// [`run`] with the method `method` and the body `body` (`mirror` copies a request so).
+/// [`run`] with the method `method` and the body `body`; a `copy` of the request (`mirror`)
+/// keeps its conditions and ranges, which other subrequests leave out.
 pub(crate) async fn run_as<'a>(
     req: &Request<'a>,
     uri: &[u8],
     keep: Keep,
     method: &str,
     body: Option<Bytes>,
+    copy: bool,
 ) -> Result<(Request<'a>, Answer), String> {
-    let head = sub_head(req, uri, method, body.as_ref().map(Bytes::len))?;
+    // A copy of the request keeps its conditions.
+    let left_out = if copy { LEFT_OUT_OF_COPIES } else { LEFT_OUT };
+    let head = sub_head(req, uri, (method, left_out), body.as_ref().map(Bytes::len))?;
     let mut sub = req.subrequest(head);
     // Run, not processed once: the subrequest's own phases may wait (a delay of its limits).
     let mut resp = sub.run().await;
@@ -135,7 +149,7 @@ fn no_body(status: u16) -> Answer {
 fn sub_head(
     req: &Request<'_>,
     uri: &[u8],
-    method: &str,
+    (method, left_out): (&str, &[&str]),
     body: Option<usize>,
 ) -> Result<RequestHead, String> {
     let mut raw = BytesMut::with_capacity(uri.len() + req.head().raw().len() + 32);
@@ -148,7 +162,7 @@ fn sub_head(
         b" HTTP/1.0\r\n"
     });
     for (name, value) in req.head().headers() {
-        if name.is_empty() || LEFT_OUT.iter().any(|l| name.eq_ignore_ascii_case(l)) {
+        if name.is_empty() || left_out.iter().any(|l| name.eq_ignore_ascii_case(l)) {
             continue;
         }
         portcullis_http::write_header(&mut raw, name, value);

@@ -525,7 +525,13 @@ pub(crate) async fn serve<D: Downstream>(
         };
         // A response the cache stores whole may be sent as one range of it, and so may any
         // with proxy_force_ranges.
-        let cut = match framing {
+        // A HEAD's answer has no body but the length it would have.
+        let whole = if plan.head_request {
+            resp_head.framing()
+        } else {
+            framing
+        };
+        let cut = match whole {
             Framing::Length(n) if (store.is_some() || settings.force_ranges) && shown.is_none() => {
                 cut(req, &resp_head, n, false)
             }
