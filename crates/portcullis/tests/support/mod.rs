@@ -307,7 +307,12 @@ impl Server {
         let deadline = Instant::now() + STARTUP_DEADLINE;
         for &port in &self.ports.clone() {
             loop {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // A connection whose own port is the one asked for is TCP's self-connect
+                // (nothing listens yet, and the kernel picked that port for the client):
+                // not the server.
+                let accepted = TcpStream::connect(("127.0.0.1", port))
+                    .is_ok_and(|s| s.local_addr().is_ok_and(|a| a.port() != port));
+                if accepted {
                     break;
                 }
                 if let Some(status) = self.try_wait() {
