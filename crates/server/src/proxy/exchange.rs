@@ -164,8 +164,8 @@ pub(crate) async fn serve<D: Downstream>(
         let found = loop {
             match asking(req, |ask| job.lookup(ask)) {
                 // nginx looks again every half second while another request fills it.
-                Found::Wait if waited.elapsed() < job.settings.lock_timeout => {
-                    let left = job.settings.lock_timeout.saturating_sub(waited.elapsed());
+                Found::Wait if waited.elapsed() < job.settings().lock_timeout => {
+                    let left = job.settings().lock_timeout.saturating_sub(waited.elapsed());
                     tokio::time::sleep(left.min(Duration::from_millis(500))).await;
                 }
                 Found::Wait => {

@@ -327,7 +327,8 @@ pub(crate) fn path(d: &Directive, prefix: &std::path::Path) -> Result<Arc<CacheP
 /// What the location's cache does for one request: its key, and what the lookup found.
 pub(crate) struct Job {
     pub zone: Arc<CachePath>,
-    pub settings: Arc<CacheSettings>,
+    /// The location's proxy settings, whose `cache` steers the job (shared, not copied).
+    proxy: Arc<super::ProxySettings>,
     /// The key as evaluated, and its md5 (the entry's name).
     pub key: Vec<u8>,
     pub md5: [u8; 16],
@@ -373,6 +374,13 @@ pub(crate) enum Found {
     Upstream,
 }
 
+impl Job {
+    /// The `proxy_cache_*` settings of the request's location.
+    pub(crate) fn settings(&self) -> &CacheSettings {
+        &self.proxy.cache
+    }
+}
+
 impl Drop for Job {
     fn drop(&mut self) {
         if let Some(name) = self.holds.take() {
@@ -404,7 +412,7 @@ impl Job {
         let bypass = c.bypass.iter().any(|t| truthy(&(ask.eval)(t)));
         Some(Job {
             zone,
-            settings: Arc::new(c.clone()),
+            proxy: settings.clone(),
             key,
             md5,
             client_head: m == method::HEAD && c.convert_head,
@@ -436,7 +444,8 @@ impl Job {
             }
         });
         let name = self.variant.unwrap_or(self.md5);
-        let s = &self.settings;
+        let proxy = self.proxy.clone();
+        let s = &proxy.cache;
         let Some(entry) = found else {
             self.status = Status::Miss;
             if !s.lock || self.holds.is_some() {
@@ -472,13 +481,13 @@ impl Job {
     /// or the entry's `stale-if-error`).
     pub(crate) fn stale_for(&self, bit: u16) -> bool {
         self.stale.as_ref().is_some_and(|e| {
-            self.settings.use_stale & bit != 0 || (bit != stale::UPDATING && e.error_grace())
+            self.settings().use_stale & bit != 0 || (bit != stale::UPDATING && e.error_grace())
         })
     }
 
     /// The conditional fields a revalidation adds to the upstream request.
     pub(crate) fn revalidation(&self) -> Option<Vec<u8>> {
-        if !self.settings.revalidate {
+        if !self.settings().revalidate {
             return None;
         }
         self.stale.as_ref()?.conditions()
@@ -494,18 +503,18 @@ impl Job {
     ) -> Option<store::Store> {
         if self.no_store
             || self
-                .settings
+                .settings()
                 .no_cache
                 .iter()
                 .any(|t| truthy(&(ask.eval)(t)))
         {
             return None;
         }
-        let fresh = rules::freshness(head, &self.settings)?;
-        if !self.zone.used_enough(&self.md5, self.settings.min_uses) {
+        let fresh = rules::freshness(head, self.settings())?;
+        if !self.zone.used_enough(&self.md5, self.settings().min_uses) {
             return None;
         }
-        let vary = rules::vary(head, self.settings.ignore)?;
+        let vary = rules::vary(head, self.settings().ignore)?;
         let variant = store::variant(&self.md5, &vary, ask.head);
         // A first variant takes the key's own entry; another one its own.
         let name = match self.variant {
@@ -527,7 +536,7 @@ impl Job {
         let mut entry = self.stale.take()?;
         // The 304's own time, else the stored response's, else proxy_cache_valid's; a 304
         // that says not to store is not listened to, as in nginx.
-        let s = &self.settings;
+        let s = self.settings();
         let valid = rules::named(head, s)
             .ok()
             .flatten()
