@@ -53,7 +53,7 @@ const OBSOLETE: &[(&str, &str)] = &[
 struct Context {
     /// The table's context bits (`ctx::*`); unused inside a data block.
     bits: u16,
-    /// Inside `types`, `map`, `geo` or `split_clients`, whose entries are data, not
+    /// Inside `types`, `map`, `geo`, `split_clients` or `charset_map`, whose entries are data, not
     /// directives.
     data: Option<&'static str>,
     /// The enclosing location, for nginx's nesting rules.
@@ -225,7 +225,7 @@ impl Parser {
         }
     }
 
-    /// One entry of a `types`/`map`/`geo`/`split_clients` block: data, or an `include`.
+    /// One entry of a `types`/`map`/`geo`/`split_clients`/`charset_map` block: data, or an `include`.
     fn data_entry(
         &mut self,
         st: Statement,
@@ -238,7 +238,12 @@ impl Parser {
             return Err(error("unexpected \"{\"", here));
         }
         let n = st.words.len();
-        if st.words[0].value == "include" && (block == "types" || n == 2) {
+        // A charset map's entries are all data: nginx reads an `include` there as one.
+        if block == "charset_map" && n != 2 {
+            return Err(error("invalid parameters number", here));
+        }
+        if block != "charset_map" && st.words[0].value == "include" && (block == "types" || n == 2)
+        {
             if n != 2 {
                 return Err(error(
                     "invalid number of arguments in \"include\" directive",

@@ -59,7 +59,7 @@ pub(crate) enum Block {
     Ctx(u16),
     /// `if`: `SIF` in a server, `LIF` in a location.
     If,
-    /// `types`, `map`, `geo`, `split_clients`: pairs that are data, not directives.
+    /// `types`, `map`, `geo`, `split_clients`, `charset_map`: pairs that are data, not directives.
     Data,
 }
 
@@ -501,15 +501,16 @@ pub static MODULES: &[Module] = &[
         flag: Flag::Optional,
         directives: &[d("stub_status", SL, NOARGS | TAKE1)],
     },
-    // Charset conversion: not implemented.
+    // Charsets: naming them, and recoding between them.
     Module {
         name: "http_charset_module",
         flag: Flag::Standard,
         directives: &[
             once("charset", HSLI, TAKE1),
             once("source_charset", HSLI, TAKE1),
-            d("override_charset", HSLI, FLAG).warn(),
+            d("override_charset", HSLI, FLAG),
             d("charset_types", HSL, MORE1),
+            block("charset_map", HTTP, TAKE2, Block::Data),
         ],
     },
     // Copies of requests to other locations.

@@ -305,7 +305,10 @@ impl Connection<'_> {
             keep_alive &= !resp.close;
             req.add_headers(&mut resp);
             req.encode(&mut resp);
-            if matches!(resp.body, Body::Stream(_)) && !req.is_head() {
+            if matches!(resp.body, Body::Stream(_))
+                && resp.content_length.is_none()
+                && !req.is_head()
+            {
                 // A body of no known length: chunked over HTTP/1.1, to the close before.
                 resp.chunked = req.head().version() == Version::Http11;
             }

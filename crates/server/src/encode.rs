@@ -14,7 +14,7 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use portcullis_http::{Framing, ResponseHead};
 
-use crate::request::{Body, Response};
+use crate::request::{Body, Part, Response};
 use crate::static_files::CachedFile;
 
 /// How much of a file is read and recoded at a time.
@@ -59,11 +59,13 @@ pub(crate) trait Coder {
 }
 
 /// The order of coders in a chain: decompression (`gunzip`), then rewriting
-/// (`sub_filter`), then compression (`gzip`), as nginx's body filters run.
+/// (`sub_filter`), then recoding to another charset (`charset`), then compression (`gzip`),
+/// as nginx's body filters run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Stage {
     Decompress,
     Rewrite,
+    Charset,
     Compress,
 }
 
@@ -77,9 +79,13 @@ pub(crate) enum Etag {
     Remove,
 }
 
-/// How a recoding changes the head, beyond the length, which it always takes away.
+/// How a recoding changes the head, beyond the length, which it takes away unless
+/// `keep_length`.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct HeadEdit {
+    /// The body keeps its length, byte for byte (a recoding between two single-byte
+    /// charsets): the length, `Accept-Ranges` and ranges stay as they were.
+    pub keep_length: bool,
     /// `Content-Encoding`: `Some(Some(v))` sets it, `Some(None)` removes it.
     pub content_encoding: Option<Option<&'static [u8]>>,
     /// Removes a proxied response's `Accept-Ranges` (one of the server's own always goes
@@ -93,6 +99,7 @@ impl HeadEdit {
     /// This edit, then `next`'s.
     fn then(self, next: HeadEdit) -> HeadEdit {
         HeadEdit {
+            keep_length: self.keep_length && next.keep_length,
             content_encoding: next.content_encoding.or(self.content_encoding),
             accept_ranges: self.accept_ranges || next.accept_ranges,
             etag: self.etag.max(next.etag),
@@ -103,7 +110,7 @@ impl HeadEdit {
     /// Whether a field called `name` is one this edit takes away or changes.
     pub fn changes(&self, name: &[u8]) -> bool {
         let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-        is("content-length")
+        (!self.keep_length && is("content-length"))
             || (self.accept_ranges && is("accept-ranges"))
             || (self.etag != Etag::Keep && is("etag"))
             || (self.last_modified && is("last-modified"))
@@ -152,9 +159,9 @@ impl Coder for Chain {
     }
 
     fn head(&self) -> HeadEdit {
-        self.0
-            .iter()
-            .fold(HeadEdit::default(), |edit, c| edit.then(c.head()))
+        let (first, rest) = self.0.split_first().expect("a chain of two or more");
+        rest.iter()
+            .fold(first.head(), |edit, c| edit.then(c.head()))
     }
 
     /// Only the first coder of a chain bounds its output (a decompressor comes first).
@@ -249,7 +256,7 @@ impl Outgoing<'_> {
     pub fn status(&self) -> u16 {
         match self {
             Outgoing::Own(r) if r.status == 206 && is_file(&r.body) => 200,
-            Outgoing::Own(r) => r.filtered_as.unwrap_or(r.status),
+            Outgoing::Own(r) => r.filtered_status(),
             Outgoing::Proxied(h) => h.status(),
             Outgoing::Recoded(o) => o.status(),
         }
@@ -328,15 +335,23 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
         resp.body,
         Body::Empty | Body::Bytes(_) | Body::File { .. } | Body::Stream(_)
     );
+    let keep_length = enc.coder.as_ref().is_some_and(|c| c.head().keep_length);
+    // A range is cut from the body as it is, then recoded when that keeps every byte's
+    // place (nginx's range filter comes before the body filters; one that takes the length
+    // away leaves no range to cut).
+    let recodable = recodable || (keep_length && matches!(resp.body, Body::Parts(_)));
     let Some(coder) = enc
         .coder
-        .filter(|_| !matches!(resp.status, 206 | 416) && recodable)
+        .filter(|_| (keep_length || !matches!(resp.status, 206)) && resp.status != 416)
+        .filter(|_| recodable)
     else {
         return;
     };
     let edit = coder.head();
-    resp.content_length = None;
-    resp.remove_header("Accept-Ranges");
+    if !keep_length {
+        resp.content_length = None;
+        resp.remove_header("Accept-Ranges");
+    }
     match edit.etag {
         Etag::Keep => {}
         Etag::Weak => weaken_etag(resp),
@@ -360,6 +375,7 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
         Body::Bytes(b) => Input::Bytes(Some(b)),
         Body::File { file, offset, len } => Input::File { file, offset, len },
         Body::Stream(source) => Input::Stream(source),
+        Body::Parts(parts) => Input::Parts(parts.into()),
         other => {
             resp.body = other;
             return;
@@ -419,6 +435,8 @@ enum Input {
         offset: u64,
         len: u64,
     },
+    /// The parts of several ranges, one after the other.
+    Parts(std::collections::VecDeque<Part>),
 }
 
 struct Recoded {
@@ -465,6 +483,26 @@ impl Source for Recoded {
                         *len -= n as u64;
                     }
                     *len > 0
+                }
+                Input::Parts(parts) => {
+                    match parts.front_mut() {
+                        Some(Part::Bytes(b)) => {
+                            self.coder.code(b, out)?;
+                            parts.pop_front();
+                        }
+                        Some(Part::File { file, offset, len }) => {
+                            let n = (*len).min(FILE_PIECE as u64) as usize;
+                            let piece = read_piece(file, *offset, n)?;
+                            self.coder.code(&piece, out)?;
+                            *offset += n as u64;
+                            *len -= n as u64;
+                            if *len == 0 {
+                                parts.pop_front();
+                            }
+                        }
+                        None => {}
+                    }
+                    !parts.is_empty()
                 }
             };
             if !more {

@@ -760,6 +760,7 @@ impl Coder for Gzip {
 
     fn head(&self) -> HeadEdit {
         HeadEdit {
+            keep_length: false,
             content_encoding: Some(Some(b"gzip")),
             accept_ranges: true,
             etag: Etag::Weak,
@@ -876,6 +877,7 @@ impl Coder for Gunzip {
 
     fn head(&self) -> HeadEdit {
         HeadEdit {
+            keep_length: false,
             content_encoding: Some(None),
             accept_ranges: true,
             etag: Etag::Weak,

@@ -118,10 +118,11 @@ fn header_filter(
     req: &Request<'_>,
     conf: &Slot,
     resp: &mut Response,
-    last_modified: Option<&[u8]>,
+    upstream: Option<&portcullis_http::ResponseHead>,
 ) {
+    let last_modified = upstream.and_then(|h| h.header("last-modified"));
     let c = module::get::<HeadersConf>(conf);
-    let status = resp.filtered_as.unwrap_or(resp.status);
+    let status = resp.filtered_status();
     if let Some(expires) = c.expires.as_ref().filter(|_| ok_status(status)) {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)

@@ -19,12 +19,12 @@ pub(crate) static ALL: Registry = &[
     &crate::secure_link::MODULE,
     &crate::split_clients::MODULE,
     &crate::geo::MODULE,
-    &crate::charset::MODULE,
     &crate::mirror::MODULE,
     &crate::stub_status::MODULE,
     &crate::empty_gif::MODULE,
     &crate::autoindex::MODULE,
     &crate::sub_filter::MODULE,
+    &crate::charset::MODULE,
     &crate::gzip::MODULE,
 ];
 

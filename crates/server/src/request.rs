@@ -76,15 +76,40 @@ pub(crate) struct Response {
     pub keep_alive: bool,
     /// Set for error statuses that error_page may replace.
     pub is_error: bool,
-    /// The status the header filter takes the response for, when not its own: a range that
-    /// cannot be satisfied is a 416 that nginx's range filter makes of a 200 after `add_header`
-    /// and `expires` have seen it.
-    pub filtered_as: Option<u16>,
+    /// What the header filters take the response for, when not what it is.
+    pub filtered: Option<Box<Filtered>>,
     /// The body goes out chunked (HTTP/1.1, a body of no known length).
     pub chunked: bool,
 }
 
+/// What the header filters take a response for, when not what it is: nginx's range filter
+/// comes after them, so a range that cannot be satisfied is a 416 they saw as a 200 (after
+/// `add_header` and `expires`), and a multipart range is a 206 they saw as the whole file, a
+/// 200 of the file's type (the type its parts name).
+pub(crate) struct Filtered {
+    pub status: u16,
+    /// `None`: the response's own.
+    pub content_type: Option<Arc<str>>,
+}
+
 impl Response {
+    /// The status the header filters see.
+    pub(crate) fn filtered_status(&self) -> u16 {
+        self.filtered.as_ref().map_or(self.status, |f| f.status)
+    }
+
+    /// The type the header filters see.
+    pub(crate) fn filtered_type(&self) -> Option<&str> {
+        match self
+            .filtered
+            .as_ref()
+            .and_then(|f| f.content_type.as_deref())
+        {
+            Some(t) => Some(t),
+            None => self.content_type.as_deref(),
+        }
+    }
+
     pub(crate) fn new(status: u16) -> Response {
         Response {
             status,
@@ -95,7 +120,7 @@ impl Response {
             close: false,
             keep_alive: true,
             is_error: false,
-            filtered_as: None,
+            filtered: None,
             chunked: false,
         }
     }
@@ -457,8 +482,10 @@ impl Phases {
     }
 }
 
-/// A module's header filter (see [`Handlers::header_filter`]).
-pub(crate) type HeaderFilter = fn(&Request<'_>, &Slot, &mut Response, Option<&[u8]>);
+/// A module's header filter (see [`Handlers::header_filter`]): the request, the module's settings, the response, and the upstream's
+/// head when the response is a proxied one (whose fields are not among the response's).
+pub(crate) type HeaderFilter =
+    fn(&Request<'_>, &Slot, &mut Response, Option<&portcullis_http::ResponseHead>);
 
 /// What a rewrite phase handler decided.
 pub(crate) enum Rewritten {
@@ -1551,7 +1578,8 @@ impl<'a> Request<'a> {
             let mut whole = Response::new(200);
             whole.content_type = Some(content_type.clone());
             whole.content_length = Some(file.size);
-            if self.encoding(&Outgoing::Own(&whole)).coder.is_some() {
+            let coder = self.encoding(&Outgoing::Own(&whole)).coder;
+            if coder.is_some_and(|c| !c.head().keep_length) {
                 conditions.range = None;
             }
         }
@@ -1569,7 +1597,10 @@ impl<'a> Request<'a> {
             Plan::Unsatisfiable => {
                 let mut resp = self.error_response(416);
                 resp.header("Content-Range", format!("bytes */{}", file.size).as_bytes());
-                resp.filtered_as = Some(200);
+                resp.filtered = Some(Box::new(Filtered {
+                    status: 200,
+                    content_type: None,
+                }));
                 return Step::Done(resp);
             }
             Plan::Full => {
@@ -1612,10 +1643,14 @@ impl<'a> Request<'a> {
                 let m = crate::static_files::multipart_parts(
                     &ranges,
                     &boundary,
-                    &content_type,
+                    &self.whole_file_type(&content_type),
                     file.size,
                 );
                 r.content_type = Some(Arc::from(m.content_type.as_str()));
+                r.filtered = Some(Box::new(Filtered {
+                    status: 200,
+                    content_type: Some(content_type),
+                }));
                 r.content_length = Some(m.content_length);
                 r.header("Last-Modified", last_modified.as_bytes());
                 r.header("ETag", file.etag.as_bytes());
@@ -1633,6 +1668,18 @@ impl<'a> Request<'a> {
             }
         }
         Step::Done(r)
+    }
+
+    /// The type `t` as the header filters make it for a whole file (`charset` names its
+    /// charset): the type of a multipart range's parts.
+    fn whole_file_type(&self, t: &Arc<str>) -> Arc<str> {
+        if !self.has_header_filters() {
+            return t.clone();
+        }
+        let mut whole = Response::new(200);
+        whole.content_type = Some(t.clone());
+        self.add_headers(&mut whole);
+        whole.content_type.unwrap_or_else(|| t.clone())
     }
 
     /// The type by the URI's extension, else default_type: nginx's ngx_http_set_content_type,
@@ -2188,11 +2235,15 @@ impl<'a> Request<'a> {
             .any_active(self.phases.header_filter.modules)
     }
 
-    /// [`add_headers`](Self::add_headers) for a proxied response, whose `last_modified` is
-    /// not among `resp`'s fields.
-    pub(crate) fn add_headers_with(&self, resp: &mut Response, last_modified: Option<&[u8]>) {
+    /// [`add_headers`](Self::add_headers) for a proxied response, whose fields are
+    /// `upstream`'s, not `resp`'s.
+    pub(crate) fn add_headers_with(
+        &self,
+        resp: &mut Response,
+        upstream: Option<&portcullis_http::ResponseHead>,
+    ) {
         for (_, filter, conf) in self.phases.header_filter.at(&self.loc.modules) {
-            filter(self, conf, resp, last_modified);
+            filter(self, conf, resp, upstream);
         }
     }
 
@@ -2209,7 +2260,9 @@ impl<'a> Request<'a> {
         for (_, encode, conf) in self.phases.encode.at(&self.loc.modules) {
             let e = encode(self, conf, view);
             enc.vary |= e.vary;
-            if e.coder.is_some() {
+            // The modules after one that takes the length away see none, as nginx's later
+            // filters do.
+            if e.coder.as_ref().is_some_and(|c| !c.head().keep_length) {
                 view = &recoded;
             }
             coders.extend(e.coder);

@@ -201,6 +201,7 @@ impl Coder for Sub {
 
     fn head(&self) -> HeadEdit {
         HeadEdit {
+            keep_length: false,
             content_encoding: None,
             accept_ranges: false,
             etag: if self.last_modified {

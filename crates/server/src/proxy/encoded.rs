@@ -126,12 +126,12 @@ impl<'d, D: Downstream> Encoded<'d, D> {
         self.begun = true;
         // The head changes as the body would, even with no body (HEAD); an empty body
         // recoded is a body (an empty gzip stream) of a length not known before.
+        let edit = self.coder.as_ref().map(|c| c.head());
         let framing = match self.framing {
             _ if self.no_body => Framing::Length(0),
-            _ if self.coder.is_some() => Framing::Chunked,
+            _ if edit.is_some_and(|e| !e.keep_length) => Framing::Chunked,
             other => other,
         };
-        let edit = self.coder.as_ref().map(|c| c.head());
         let head = std::mem::take(&mut self.head);
         let h = self.inner.begin(framing);
         h.status(head.status, &head.reason);

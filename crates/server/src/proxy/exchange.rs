@@ -1406,7 +1406,10 @@ fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cu
     if req.head().header("range").is_none() {
         return Cut::Whole;
     }
-    let plain = req.encoding(&Outgoing::Proxied(head)).is_nothing();
+    // A recoding that keeps every byte's place (between single-byte charsets) recodes the
+    // range as it would the whole.
+    let enc = req.encoding(&Outgoing::Proxied(head));
+    let plain = !enc.vary && enc.coder.is_none_or(|c| c.head().keep_length);
     super::cache::cut(
         &req.conditions(),
         (req.head().method_str(), req.loc().proxy.force_ranges),

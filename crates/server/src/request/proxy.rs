@@ -385,7 +385,7 @@ impl Request<'_> {
                 .map(|t| Arc::from(String::from_utf8_lossy(t).as_ref()));
         }
         let upstream_type = extra.content_type.clone();
-        self.add_headers_with(&mut extra, head.header("last-modified"));
+        self.add_headers_with(&mut extra, Some(head));
         match (&extra.content_type, head.known(KnownName::ContentType)) {
             (Some(t), _) if upstream_type.as_ref() != Some(t) => {
                 out.field(b"Content-Type", t.as_bytes())

@@ -73,6 +73,7 @@ pub(crate) mod ignore {
     pub const CACHE_CONTROL: u8 = 1 << 2;
     pub const SET_COOKIE: u8 = 1 << 3;
     pub const VARY: u8 = 1 << 4;
+    pub const X_ACCEL_CHARSET: u8 = 1 << 5;
 }
 
 /// Methods `proxy_cache_methods` can name, as bits.
@@ -296,12 +297,12 @@ pub(crate) fn directive(
                     _ if v.eq_ignore_ascii_case("Cache-Control") => ignore::CACHE_CONTROL,
                     _ if v.eq_ignore_ascii_case("Set-Cookie") => ignore::SET_COOKIE,
                     _ if v.eq_ignore_ascii_case("Vary") => ignore::VARY,
+                    _ if v.eq_ignore_ascii_case("X-Accel-Charset") => ignore::X_ACCEL_CHARSET,
                     // Acted on by no part of this server: nothing to ignore.
                     _ if [
                         "X-Accel-Redirect",
                         "X-Accel-Limit-Rate",
                         "X-Accel-Buffering",
-                        "X-Accel-Charset",
                     ]
                     .iter()
                     .any(|k| k.eq_ignore_ascii_case(v)) =>
