@@ -383,20 +383,6 @@ fn setting_limit_rate_through_its_variable_is_refused_too() {
     }
 }
 
-/// `listen ... proxy_protocol` makes nginx read a PROXY protocol header first and close a
-/// connection without one: ignored, a client reaching the port directly would be served.
-#[test]
-fn the_proxy_protocol_listen_parameter_is_refused() {
-    let line = "listen 127.0.0.1:1 proxy_protocol;";
-    let c = check("server", line);
-    assert!(!c.ok, "{line} loads:\n{}", c.stderr);
-    let expected = format!(
-        "portcullis: [emerg] the \"proxy_protocol\" parameter is not supported yet and cannot be ignored safely in CONF:{}",
-        c.line
-    );
-    assert_eq!(c.stderr.lines().next(), Some(expected.as_str()), "{line}");
-}
-
 /// `charset` with a different `source_charset` makes nginx recode the body through the
 /// `charset_map` between them: a level with no such map is refused, with nginx's words.
 #[test]

@@ -76,6 +76,8 @@ pub(crate) struct Listen {
     pub ssl: bool,
     /// `listen ... http2`: HTTP/2 with prior knowledge is served here besides HTTP/1.1.
     pub http2: bool,
+    /// `listen ... proxy_protocol`: every connection starts with a PROXY protocol header.
+    pub proxy_protocol: bool,
     pub servers: ServerNames,
 }
 
@@ -518,6 +520,7 @@ struct ListenSpec {
     backlog: i32,
     ssl: bool,
     http2: bool,
+    proxy_protocol: bool,
 }
 
 impl Builder {
@@ -714,6 +717,8 @@ impl Builder {
                 backlog: main.spec.backlog,
                 ssl,
                 http2: list.iter().any(|e| e.spec.http2),
+                // As `ssl` and `http2`, one server's listen sets it for the address.
+                proxy_protocol: list.iter().any(|e| e.spec.proxy_protocol),
                 servers: names,
             });
         }
@@ -776,6 +781,7 @@ impl Builder {
                 backlog: 511,
                 ssl: false,
                 http2: false,
+                proxy_protocol: false,
             });
         }
         if bits.names.is_empty() {
@@ -1432,6 +1438,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
         backlog: 511,
         ssl: false,
         http2: false,
+        proxy_protocol: false,
     };
     for ip in &ips {
         for p in lo..=hi {
@@ -1445,16 +1452,8 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
             "reuseport" => out.reuseport = true,
             "ssl" => out.ssl = true,
             "http2" => out.http2 = true,
+            "proxy_protocol" => out.proxy_protocol = true,
             "deferred" | "bind" | "quic" => {}
-            // Without the PROXY header nginx closes the connection; ignored, any client
-            // reaching the port directly would be served, and as the balancer's address.
-            "proxy_protocol" => {
-                return Err(ConfigError::at(
-                    d,
-                    "the \"proxy_protocol\" parameter is not supported yet and cannot be \
-                     ignored safely",
-                ))
-            }
             _ => {
                 if let Some(b) = v.strip_prefix("backlog=") {
                     out.backlog = b

@@ -26,6 +26,7 @@ use crate::worker::state::{ActiveGuard, Generation, Worker};
 use crate::Level;
 
 pub(crate) mod info;
+pub(crate) mod proxy_protocol;
 use info::ConnInfo;
 
 /// Bytes read per `read` call at least; a head usually arrives whole in one.
@@ -49,7 +50,7 @@ pub(crate) async fn serve(
     guard: ActiveGuard,
     generation: Arc<Generation>,
     addr: SocketAddr,
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
 ) {
     let worker = guard.0.clone();
@@ -57,10 +58,31 @@ pub(crate) async fn serve(
     let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
         return;
     };
+    let timeout = listen.servers.default_server().client_header_timeout;
+    let mut proxied = None;
+    if listen.proxy_protocol {
+        let first_read = match listen.ssl {
+            true => proxy_protocol::TLS_FIRST_READ,
+            false => proxy_protocol::PLAIN_FIRST_READ,
+        };
+        match proxy_protocol::read(&mut stream, first_read, timeout).await {
+            Ok(named) => proxied = named.map(Rc::new),
+            Err(failed) => {
+                let level = if failed.info {
+                    Level::Info
+                } else {
+                    Level::Error
+                };
+                if !failed.message.is_empty() {
+                    log_unserved(&worker, listen, peer, level, &failed.message);
+                }
+                return;
+            }
+        }
+    }
     let (stream, tls, refuse) = if listen.ssl {
         // As nginx counts a handshake: neither reading, writing nor waiting.
         guard.1.set(State::Busy);
-        let timeout = listen.servers.default_server().client_header_timeout;
         match crate::tls::accept(stream, listen, timeout).await {
             Start::Tls(s, info) => {
                 let refuse = info.refuse;
@@ -68,15 +90,8 @@ pub(crate) async fn serve(
             }
             Start::PlainHttp(s) => (Stream::Plain(s), None, Some(TO_HTTPS)),
             Start::Closed(why) => {
-                let default = &listen.servers.default_server().conf;
-                let log = default.error_log(&worker.shared.error_log);
-                if let Some(why) = why.filter(|_| log.enabled(Level::Info)) {
-                    let id = worker.shared.next_connection();
-                    log.write(
-                        Level::Info,
-                        Some(id),
-                        &format!("{why}, client: {}, server: {addr}", peer.ip()),
-                    );
+                if let Some(why) = why {
+                    log_unserved(&worker, listen, peer, Level::Info, &why);
                 }
                 return;
             }
@@ -93,6 +108,7 @@ pub(crate) async fn serve(
         started: Instant::now(),
         tls,
         fd,
+        proxy_protocol: proxied,
     };
     let mut buf = BytesMut::with_capacity(FIRST_READ);
     // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
@@ -126,6 +142,20 @@ pub(crate) async fn serve(
     };
     conn.run().await;
     drop(guard);
+}
+
+/// Logs why a connection closed before its first request, in the default server's log.
+fn log_unserved(worker: &Worker, listen: &Listen, peer: SocketAddr, level: Level, why: &str) {
+    let default = &listen.servers.default_server().conf;
+    let log = default.error_log(&worker.shared.error_log);
+    if log.enabled(level) {
+        let id = worker.shared.next_connection();
+        log.write(
+            level,
+            Some(id),
+            &format!("{why}, client: {}, server: {}", peer.ip(), listen.addr),
+        );
+    }
 }
 
 struct Connection<'g> {

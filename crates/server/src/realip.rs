@@ -9,8 +9,8 @@
 //!
 //! As in nginx it runs with the server's settings before the server's rewrite directives
 //! (post-read), and with the location's before the limits (preaccess) if it has not yet
-//! taken an address. `real_ip_header proxy_protocol` takes nothing: the PROXY protocol is
-//! refused on `listen`.
+//! taken an address. `real_ip_header proxy_protocol` takes the address and port of the
+//! connection's PROXY protocol header (`listen ... proxy_protocol`).
 
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -164,16 +164,23 @@ fn realip(req: &mut Request<'_>, conf: &Slot) -> Access {
             .filter(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
             .map(|(_, v)| v)
             .collect(),
-        Header::ProxyProtocol => Vec::new(),
+        Header::ProxyProtocol => req
+            .proxy_protocol()
+            .map(|pp| pp.src_addr.as_bytes())
+            .into_iter()
+            .collect(),
         Header::Other(name) => head.header(name).into_iter().collect(),
     };
     if values.is_empty() {
         return Access::Declined;
     }
     let trusted = |ip: IpAddr| c.from.iter().any(|t| t.contains(ip));
-    let Some(addr) = forwarded_addr(req.peer(), &values, &trusted, c.recursive) else {
+    let Some(mut addr) = forwarded_addr(req.peer(), &values, &trusted, c.recursive) else {
         return Access::Declined;
     };
+    if let (Header::ProxyProtocol, Some(pp)) = (&c.header, req.proxy_protocol()) {
+        addr.set_port(pp.src_port);
+    }
     req.ctx_mut::<RealIpCtx>();
     req.set_peer(addr);
     Access::Declined

@@ -597,6 +597,24 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
                 let _ = write!(out, "{n}");
             }
         }
+        Var::ProxyProtocol(which) => {
+            use crate::vars::ProxyProtocolVar as P;
+            let Some(pp) = conn.proxy_protocol.as_deref() else {
+                return;
+            };
+            // A port of 0 shows as nothing, as in nginx.
+            let port = |p: u16, out: &mut Vec<u8>| {
+                if p != 0 {
+                    let _ = write!(out, "{p}");
+                }
+            };
+            match which {
+                P::Addr => out.extend_from_slice(pp.src_addr.as_bytes()),
+                P::Port => port(pp.src_port, out),
+                P::ServerAddr => out.extend_from_slice(pp.dst_addr.as_bytes()),
+                P::ServerPort => port(pp.dst_port, out),
+            }
+        }
         _ => {}
     }
 }
@@ -876,6 +894,11 @@ impl<'a> Request<'a> {
     /// The address of the connection's other end, whatever the request took in its place.
     pub(crate) fn connection_peer(&self) -> std::net::SocketAddr {
         self.conn.peer
+    }
+
+    /// What the connection's PROXY protocol header named (`listen ... proxy_protocol`).
+    pub(crate) fn proxy_protocol(&self) -> Option<&crate::conn::proxy_protocol::ProxyProtocol> {
+        self.conn.proxy_protocol.as_deref()
     }
 
     /// Takes `addr` as the client's address for the rest of the request (nginx's realip).
@@ -2054,6 +2077,7 @@ impl<'a> Request<'a> {
             | Var::TimeLocal
             | Var::TimeIso8601
             | Var::TcpInfo(_)
+            | Var::ProxyProtocol(_)
             | Var::Pipe
             | Var::Ssl(_) => connection_var(v, self.conn, out),
             Var::ProxyHost => out.extend_from_slice(&self.proxy_host),

@@ -76,15 +76,16 @@ pub enum Var {
     UpstreamCookie(String),
     /// `$tcpinfo_rtt`, `$tcpinfo_rttvar`, `$tcpinfo_snd_cwnd`, `$tcpinfo_rcv_space`.
     TcpInfo(TcpInfo),
+    /// `$proxy_protocol_*`: what the connection's PROXY protocol header named.
+    ProxyProtocol(ProxyProtocolVar),
     /// `$pipe`: "p" for a pipelined request, else ".".
     Pipe,
     /// `$limit_rate`: the response rate limit, always 0 (`limit_rate` is refused).
     LimitRate,
     /// Variables of features that never take part here, whose value is then empty in nginx
     /// too: `$upstream_trailer_*` (nginx 1.22's proxy keeps no upstream trailers),
-    /// `$sent_trailer_*` (no trailers are sent: `add_trailer` is ignored with a warning),
-    /// `$proxy_protocol_*` (`listen ... proxy_protocol` is refused) and `$ssl_early_data`
-    /// (TLS early data is never accepted).
+    /// `$sent_trailer_*` (no trailers are sent: `add_trailer` is ignored with a warning)
+    /// and `$ssl_early_data` (TLS early data is never accepted).
     Empty,
     /// `$request_body`: the client's body, when it was read whole to be proxied.
     RequestBody,
@@ -121,6 +122,15 @@ impl Eq for ModuleVar {}
 /// that is not its own.
 pub(crate) type Resolve =
     Box<dyn Fn(&str) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> + Send + Sync>;
+
+/// What `$proxy_protocol_addr`, `_port`, `_server_addr` and `_server_port` show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyProtocolVar {
+    Addr,
+    Port,
+    ServerAddr,
+    ServerPort,
+}
 
 /// One of the kernel's figures of a TCP connection that the `$tcpinfo_*` variables show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,11 +367,11 @@ impl Var {
             "tcpinfo_snd_cwnd" => Var::TcpInfo(TcpInfo::SndCwnd),
             "tcpinfo_rcv_space" => Var::TcpInfo(TcpInfo::RcvSpace),
             "upstream_cache_status" => Var::UpstreamCacheStatus,
-            "proxy_protocol_addr"
-            | "proxy_protocol_port"
-            | "proxy_protocol_server_addr"
-            | "proxy_protocol_server_port"
-            | "ssl_early_data" => Var::Empty,
+            "proxy_protocol_addr" => Var::ProxyProtocol(ProxyProtocolVar::Addr),
+            "proxy_protocol_port" => Var::ProxyProtocol(ProxyProtocolVar::Port),
+            "proxy_protocol_server_addr" => Var::ProxyProtocol(ProxyProtocolVar::ServerAddr),
+            "proxy_protocol_server_port" => Var::ProxyProtocol(ProxyProtocolVar::ServerPort),
+            "ssl_early_data" => Var::Empty,
             "https" => Var::Ssl(SslVar::Https),
             "ssl_protocol" => Var::Ssl(SslVar::Protocol),
             "ssl_cipher" => Var::Ssl(SslVar::Cipher),

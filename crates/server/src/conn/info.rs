@@ -25,6 +25,8 @@ pub(crate) struct ConnInfo {
     pub tls: Option<Rc<TlsInfo>>,
     /// The client socket, for `$tcpinfo_*`.
     pub fd: std::os::fd::RawFd,
+    /// What the PROXY protocol header named, on a `listen ... proxy_protocol` address.
+    pub proxy_protocol: Option<Rc<super::proxy_protocol::ProxyProtocol>>,
 }
 
 impl ConnInfo {
