@@ -684,7 +684,7 @@ pub static MODULES: &[Module] = &[
             d("proxy_no_cache", HSL, MORE1),
             d("proxy_cache_valid", HSL, MORE1),
             once("proxy_cache_min_uses", HSL, TAKE1),
-            once("proxy_cache_max_range_offset", HSL, TAKE1).warn(),
+            once("proxy_cache_max_range_offset", HSL, TAKE1),
             d("proxy_cache_use_stale", HSL, MORE1),
             d("proxy_cache_methods", HSL, MORE1),
             d("proxy_cache_lock", HSL, FLAG),

@@ -106,6 +106,10 @@ const CONFIG: &str = r#"
             proxy_cache_revalidate on;
             proxy_pass http://127.0.0.1:{UPSTREAM};
         }
+        location /maxoff/ {
+            proxy_cache_max_range_offset 10;
+            proxy_pass http://127.0.0.1:{UPSTREAM}/ar/;
+        }
     }
 "#;
 
@@ -431,6 +435,13 @@ fn what_is_stored_and_served_is_nginxs() {
         ranged("Range: bytes=15-\r\n", "/ar/two");
         ranged("Range: bytes=-3\r\n", "/ar/two");
         ranged("", "/a?order");
+        // proxy_cache_max_range_offset: a range from past it is fetched whole and not
+        // stored; one before it, or none, is.
+        ranged("Range: bytes=12-14\r\n", "/maxoff/m1");
+        ranged("", "/maxoff/m1");
+        ranged("Range: bytes=-3\r\n", "/maxoff/m2");
+        ranged("Range: bytes=2-4\r\n", "/maxoff/m2");
+        ranged("Range: bytes=2-4\r\n", "/maxoff/m2");
         // proxy_force_ranges: an upstream's answer without Accept-Ranges, cached or not.
         ranged("", "/force/f");
         ranged("Range: bytes=2-5\r\n", "/force/f");

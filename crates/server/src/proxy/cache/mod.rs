@@ -112,6 +112,8 @@ pub(crate) struct CacheSettings {
     pub lock_timeout: Duration,
     pub lock_age: Duration,
     pub background_update: bool,
+    /// `proxy_cache_max_range_offset`; `None`: no limit.
+    pub max_range_offset: Option<u64>,
 }
 
 impl Default for CacheSettings {
@@ -132,6 +134,7 @@ impl Default for CacheSettings {
             lock_timeout: Duration::from_secs(5),
             lock_age: Duration::from_secs(5),
             background_update: false,
+            max_range_offset: None,
         }
     }
 }
@@ -286,6 +289,7 @@ pub(crate) fn directive(
             }
         }
         "proxy_cache_background_update" => s.background_update = value::flag(d, 0)?,
+        "proxy_cache_max_range_offset" => s.max_range_offset = Some(value::offset(d, 0)?),
         "proxy_cache_convert_head" => s.convert_head = value::flag(d, 0)?,
         "proxy_ignore_headers" => {
             let mut bits = if first { 0 } else { s.ignore };
@@ -508,6 +512,7 @@ impl Job {
                 .no_cache
                 .iter()
                 .any(|t| truthy(&(ask.eval)(t)))
+            || range_too_far(ask.head.header("range"), self.settings().max_range_offset)
         {
             return None;
         }
@@ -553,6 +558,31 @@ impl Job {
         self.status = Status::Revalidated;
         Some(entry)
     }
+}
+
+/// nginx's `ngx_http_upstream_cache_check_range`: whether the client's `Range` starts at or
+/// past `proxy_cache_max_range_offset` (a suffix range counts as past it), so that the
+/// response it fetches is not stored.
+fn range_too_far(range: Option<&[u8]>, max: Option<u64>) -> bool {
+    let (Some(range), Some(max)) = (range, max) else {
+        return false;
+    };
+    if max == 0 {
+        return true;
+    }
+    if range.len() < 7 || !range[..6].eq_ignore_ascii_case(b"bytes=") {
+        return false;
+    }
+    let rest = &range[6..];
+    let rest = &rest[rest.iter().take_while(|&&b| b == b' ').count()..];
+    if rest.first() == Some(&b'-') {
+        return true;
+    }
+    let digits = &rest[..rest.iter().take_while(|b| b.is_ascii_digit()).count()];
+    std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse::<u64>().ok())
+        .is_some_and(|offset| offset >= max)
 }
 
 /// nginx's not-modified filter on a response the cache answers or stores: the head to show
