@@ -3,6 +3,9 @@
 //! the request's arguments), with which method and body (`mirror_request_body`), and that
 //! the client's answer is the request's own.
 
+#[path = "support/h2c.rs"]
+#[allow(dead_code)]
+mod h2c;
 mod support;
 
 use std::io::{Read, Write};
@@ -15,6 +18,7 @@ use support::{kinds, Kind, Server};
 const CONFIG: &str = r#"
     server {
         listen 127.0.0.1:{PORT0};
+        listen 127.0.0.1:{PORT1} http2;
         location / {
             mirror /m;
             mirror /m2;
@@ -36,6 +40,24 @@ const CONFIG: &str = r#"
         location /off/ {
             mirror off;
             proxy_pass http://127.0.0.1:{UPSTREAM}/main;
+        }
+        # The body is read for the copies where the request's own handler reads none, or
+        # streams it.
+        location /static/ {
+            mirror /m;
+            client_max_body_size 1k;
+            alias {PREFIX}/;
+        }
+        location /streamed/ {
+            mirror /m;
+            proxy_request_buffering off;
+            proxy_pass http://127.0.0.1:{UPSTREAM}/main/;
+        }
+        location /unpassed/ {
+            mirror /m;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_pass http://127.0.0.1:{UPSTREAM}/main/;
         }
         location = /m {
             internal;
@@ -98,9 +120,13 @@ fn upstream(seen: Seen) -> u16 {
                     let mut words = head.split_whitespace();
                     let method = words.next().unwrap_or("").to_string();
                     let target = words.next().unwrap_or("").to_string();
+                    let body = match body.len() {
+                        n if n > 40 => format!("{n} bytes"),
+                        _ => format!("{body:?}"),
+                    };
                     seen.lock()
                         .unwrap()
-                        .push(format!("{method} {target} {body:?}"));
+                        .push(format!("{method} {target} {body}"));
                     let answer = format!("{target}\n");
                     let _ = s.write_all(
                         format!(
@@ -120,13 +146,24 @@ fn upstream(seen: Seen) -> u16 {
 #[test]
 fn requests_are_copied_as_nginx_copies_them() {
     let mut seen_by = Vec::new();
+    let big = "b".repeat(300_000);
+    let big_post = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{big}",
+            big.len()
+        )
+    };
+    let streamed = big_post("/streamed/x");
+    let unpassed = big_post("/unpassed/x");
+    let too_big = big_post("/static/f");
     for kind in kinds() {
         let seen: Seen = Arc::default();
         let up = upstream(seen.clone());
         let conf = support::main_config(&CONFIG.replace("{UPSTREAM}", &up.to_string()));
-        let Some(server) = Server::start(kind, 1, &conf) else {
+        let Some(server) = Server::start(kind, 2, &conf) else {
             continue;
         };
+        std::fs::write(server.path("f"), "file\n").unwrap();
         let port = server.port(0);
         let mut lines = Vec::new();
         for (request, copies) in [
@@ -144,6 +181,21 @@ fn requests_are_copied_as_nginx_copies_them() {
             ("GET /off/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 1),
             // On a kept-alive connection too.
             ("GET /kept HTTP/1.1\r\nHost: h\r\n\r\n", 3),
+            (
+                "POST /static/f HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                1,
+            ),
+            (
+                "GET /static/f HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                1,
+            ),
+            (
+                "POST /static/f HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+                1,
+            ),
+            (too_big.as_str(), 0),
+            (streamed.as_str(), 2),
+            (unpassed.as_str(), 2),
         ] {
             seen.lock().unwrap().clear();
             let r = support::request(port, request).unwrap();
@@ -167,6 +219,27 @@ fn requests_are_copied_as_nginx_copies_them() {
                 r.status,
             ));
         }
+        // HTTP/2: the body read for the copies too.
+        for path in ["/static/f", "/unpassed/x"] {
+            seen.lock().unwrap().clear();
+            let url = format!("http://127.0.0.1:{}{path}", server.port(1));
+            let Some(r) = h2c::curl(&["--http2-prior-knowledge", "-d", "h2body"], &url) else {
+                continue;
+            };
+            let copies = if path == "/static/f" { 1 } else { 2 };
+            assert!(
+                support::wait_until(Duration::from_secs(10), || seen.lock().unwrap().len()
+                    >= copies),
+                "{kind:?}: h2 {path} reached the upstream {:?}",
+                seen.lock().unwrap()
+            );
+            let mut got = seen.lock().unwrap().clone();
+            got.sort();
+            lines.push(format!(
+                "h2 POST {path} -> {}; upstream got {got:?}",
+                r.status
+            ));
+        }
         if kind == Kind::Portcullis {
             support::expect_lines(
                 &lines,
@@ -175,6 +248,9 @@ fn requests_are_copied_as_nginx_copies_them() {
                     "POST /nobody/x HTTP/1.1 -> 200 \"/main/x\"; upstream got [\"POST /main/x \\\"hello\\\"\", \"POST /mirror/nobody/x \\\"\\\"\"]",
                     "GET /returned HTTP/1.1 -> 200 \"returned\"; upstream got []",
                     "GET /denied HTTP/1.1 -> 403 an error page; upstream got []",
+                    "POST /static/f HTTP/1.1 -> 405 an error page; upstream got [\"POST /mirror/static/f \\\"hello\\\"\"]",
+                    "POST /streamed/x HTTP/1.1 -> 200 \"/main/x\"; upstream got [\"POST /main/x 300000 bytes\", \"POST /mirror/streamed/x 300000 bytes\"]",
+                    "h2 POST /static/f -> 405; upstream got [\"POST /mirror/static/f \\\"h2body\\\"\"]",
                 ],
             );
         }

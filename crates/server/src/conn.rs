@@ -302,7 +302,23 @@ impl Connection<'_> {
                 && req.started().duration_since(self.info.started) <= loc.keepalive_time
                 && !*self.worker.stopping.borrow();
             // A proxy round has taken the body, or left the connection to close.
-            let proxied = !round.first;
+            let mut proxied = !round.first;
+            // A copy of the request that takes the body (`mirror`) has it read whole, as
+            // nginx's mirror reads it before the content.
+            if !proxied && req.copies_body() {
+                if !self.ask_for_body(&req).await {
+                    return;
+                }
+                match self.read_body_whole(&mut req).await {
+                    Ok(b) => req.keep_request_body(&b),
+                    // As nginx's mirror, which makes its copies once the body is read.
+                    Err(r) => {
+                        req.take_background();
+                        resp = r;
+                    }
+                }
+                proxied = true;
+            }
             let mut discard = match req.head().body() {
                 _ if proxied => None,
                 BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
@@ -653,51 +669,39 @@ impl Connection<'_> {
         let loc = req.loc().clone();
         let kind = req.head().body();
         plan.pass_body &= round.first;
-        // As nginx, a client waiting to be asked for its body is asked once it is read.
-        if plan.pass_body && req.head().expect_continue() && req.head().version() == Version::Http11
-        {
-            let ask = self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
-            if !matches!(
-                tokio::time::timeout(loc.send_timeout, ask).await,
-                Ok(Ok(()))
-            ) {
-                return Proxied::Close;
-            }
+        // A copy of the request that takes the body has it read whole first (`mirror`).
+        let copies = round.first && req.copies_body();
+        if (plan.pass_body || copies) && !self.ask_for_body(req).await {
+            return Proxied::Close;
         }
         let mut body = crate::proxy::ReqBody::None;
+        let mut read_whole = false;
         if plan.pass_body
             && plan.streams_body(kind)
             && !crate::proxy::preread_whole(kind, &self.buf)
+            && !copies
         {
             body = crate::proxy::ReqBody::Streamed(crate::proxy::Streamed {
                 kind,
                 timeout: loc.client_body_timeout,
                 max: loc.client_max_body_size,
             });
-        } else if plan.pass_body {
-            let max = loc.client_max_body_size;
-            match crate::proxy::collect_body(
-                &mut self.stream,
-                &mut self.buf,
-                req.head().body(),
-                loc.client_body_timeout,
-                max,
-            )
-            .await
-            {
-                Ok(b) => body = crate::proxy::ReqBody::Whole(b),
-                Err(code) => {
-                    let mut r = req.finalize_error(code);
-                    r.close = true;
+        } else if plan.pass_body || copies {
+            match self.read_body_whole(req).await {
+                Ok(b) if plan.pass_body => body = crate::proxy::ReqBody::Whole(b),
+                Ok(b) => req.keep_request_body(&b),
+                Err(r) => {
+                    if copies {
+                        req.take_background();
+                    }
                     return Proxied::Answer(r);
                 }
             }
+            read_whole = true;
         }
         // Whether the connection's next bytes are the next request: the body was read whole
         // here, by an earlier round, or there is none. A streamed body may be cut anywhere.
-        let body_done = !round.first
-            || matches!(kind, BodyKind::None)
-            || matches!(body, crate::proxy::ReqBody::Whole(_));
+        let body_done = !round.first || matches!(kind, BodyKind::None) || read_whole;
         let keep_alive = req.head().keep_alive()
             && !loc.keepalive_timeout.is_zero()
             && self.info.requests < loc.keepalive_requests
@@ -751,6 +755,41 @@ impl Connection<'_> {
                 Proxied::Answer(r)
             }
         }
+    }
+
+    /// As nginx, a client waiting to be asked for its body (`Expect: 100-continue`) is asked
+    /// once the body is to be read. `false`: the connection failed.
+    async fn ask_for_body(&mut self, req: &Request<'_>) -> bool {
+        if !req.head().expect_continue() || req.head().version() != Version::Http11 {
+            return true;
+        }
+        let ask = self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
+        matches!(
+            tokio::time::timeout(req.loc().send_timeout, ask).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Reads the request's body whole, bounded by `client_max_body_size`; `Err` is the error
+    /// to answer, after which the connection closes.
+    async fn read_body_whole(&mut self, req: &mut Request<'_>) -> Result<Bytes, Response> {
+        let (timeout, max) = (
+            req.loc().client_body_timeout,
+            req.loc().client_max_body_size,
+        );
+        let read = crate::proxy::collect_body(
+            &mut self.stream,
+            &mut self.buf,
+            req.head().body(),
+            timeout,
+            max,
+        )
+        .await;
+        read.map_err(|code| {
+            let mut r = req.finalize_error(code);
+            r.close = true;
+            r
+        })
     }
 
     fn set_nodelay(&mut self) {

@@ -363,6 +363,17 @@ async fn respond_to(
             }
         }
     }
+    // A copy of the request that takes the body (`mirror`) has it read whole.
+    if let Some(b) = body.take_if(|b| !b.is_end_stream() && req.copies_body()) {
+        match proxy::read_body(req, b).await {
+            Ok(crate::proxy::ReqBody::Whole(b)) => req.keep_request_body(&b),
+            Ok(_) => {}
+            Err(code) => {
+                req.take_background();
+                resp = req.finalize_error(code);
+            }
+        }
+    }
     if let Some(body) = body.filter(|b| !b.is_end_stream()) {
         // nginx skips the body of a request whose handler does not read it. What the client
         // has in flight is read and dropped first, within a bound: a client that sends its

@@ -5,9 +5,11 @@
 //! As in nginx the copies are made in the phase before the content, so a request that the
 //! access phase refused or a `return` answered is not copied. nginx runs them beside the
 //! request and finishes the request with them; here they run once the response went out,
-//! before the connection reads its next request: the client waits for neither. The body
-//! goes with the copies when the request's own handler read it whole (a proxied request
-//! with `proxy_request_buffering on`); one that was never read is not read for them.
+//! before the connection reads its next request: the client waits for neither. With
+//! `mirror_request_body` the body is read whole before the response, as nginx's mirror reads
+//! it before the content, also where the request's own handler reads none (a static file)
+//! or streams it (`proxy_request_buffering off`); a body that cannot be read
+//! (`client_max_body_size`) is answered with its error, and then no copy is made.
 
 use std::sync::Arc;
 

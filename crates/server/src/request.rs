@@ -793,6 +793,15 @@ impl<'a> Request<'a> {
         self.background.push((uri.to_vec(), body));
     }
 
+    /// Whether a copy of the request (`mirror_request_body`) takes its body and the body
+    /// was not read yet: it is then read whole before the response, as nginx's mirror
+    /// reads it before the content.
+    pub(crate) fn copies_body(&self) -> bool {
+        self.background.iter().any(|(_, with_body)| *with_body)
+            && self.request_body.borrow().is_none()
+            && !matches!(self.head.body(), portcullis_http::BodyKind::None)
+    }
+
     /// The subrequests [`add_background`](Self::add_background) asked for, each with the
     /// request's body when it is to go with it, to run now.
     pub(crate) fn take_background(&mut self) -> Vec<(Vec<u8>, Option<Bytes>)> {

@@ -45,6 +45,18 @@ pub(crate) async fn serve(
             Ok(b) => b,
             Err(code) => return Proxied::Answer(req.finalize_error(code), respond),
         },
+        // A copy of the request takes the body the upstream does not (`mirror`).
+        Some(body) if req.copies_body() => match read_body(req, body).await {
+            Ok(ReqBody::Whole(b)) => {
+                req.keep_request_body(&b);
+                ReqBody::None
+            }
+            Ok(_) => ReqBody::None,
+            Err(code) => {
+                req.take_background();
+                return Proxied::Answer(req.finalize_error(code), respond);
+            }
+        },
         // Dropped, its DATA frames are discarded and their window given back.
         _ => ReqBody::None,
     };
@@ -96,7 +108,7 @@ pub(crate) async fn serve(
 
 /// Reads a request body whole, bounded by client_max_body_size. `Err` is the status to
 /// answer.
-async fn read_body(req: &Request<'_>, mut body: RecvStream) -> Result<ReqBody, u16> {
+pub(crate) async fn read_body(req: &Request<'_>, mut body: RecvStream) -> Result<ReqBody, u16> {
     if body.is_end_stream() {
         return Ok(ReqBody::None);
     }
