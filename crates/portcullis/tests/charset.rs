@@ -138,6 +138,16 @@ const RECODING: &str = r#"
             proxy_pass http://127.0.0.1:{UPSTREAM}/up/;
         }
         location /accel/ { proxy_pass http://127.0.0.1:{UPSTREAM}/accel/; }
+        # A charset only another location names is known here too.
+        location /names-x-sibling/ { charset x-sibling; alias {PREFIX}/html/; }
+        # Replaced, then recoded.
+        location /sub/ {
+            alias {PREFIX}/html/;
+            sub_filter "<p>" "<P>";
+            sub_filter_once off;
+            source_charset koi8-r;
+            charset utf-8;
+        }
         location /accel-ignored/ {
             proxy_ignore_headers X-Accel-Charset;
             proxy_pass http://127.0.0.1:{UPSTREAM}/accel/;
@@ -181,6 +191,7 @@ fn charset_recodes_as_nginx_recodes() {
             "/up/plain" => "Content-Type: text/html\r\n",
             "/accel/koi" => "Content-Type: text/html; charset=koi8-r\r\nX-Accel-Charset: utf-8\r\n",
             "/accel/unknown" => "Content-Type: text/html\r\nX-Accel-Charset: x-unknown\r\n",
+            "/accel/sibling" => "Content-Type: text/html\r\nX-Accel-Charset: X-SIBLING\r\n",
             _ => "Content-Type: text/plain\r\n",
         };
         let mut out = format!(
@@ -237,6 +248,9 @@ fn charset_recodes_as_nginx_recodes() {
             ("GET", "/accel/koi", ""),
             ("GET", "/accel/unknown", ""),
             ("GET", "/accel-ignored/koi", ""),
+            ("GET", "/accel/sibling", ""),
+            ("GET", "/sub/koi.html", ""),
+            ("GET", "/up/quoted", ""),
         ] {
             let raw = format!(
                 "{method} {path} HTTP/1.1\r\nHost: example.org\r\n{extra}Connection: close\r\n\r\n"
@@ -347,6 +361,7 @@ fn charset_maps_refused_as_nginx_refuses_them() {
         ("charset_map a b { C1; }", "invalid parameters number"),
         ("charset_map a b { C1 C1 C1; }", "invalid parameters number"),
         ("charset_map a b { C1 100; }", "invalid value \"100\""),
+        ("charset_map a utf-8 { C1 \"\"; }", "invalid value \"\""),
         (
             "server { listen 127.0.0.1:{PORT0}; location / { charset_map a b { } } }",
             "\"charset_map\" directive is not allowed here",

@@ -442,10 +442,24 @@ fn what_is_stored_and_served_is_nginxs() {
         ranged("Range: bytes=-3\r\n", "/maxoff/m2");
         ranged("Range: bytes=2-4\r\n", "/maxoff/m2");
         ranged("Range: bytes=2-4\r\n", "/maxoff/m2");
+        ranged("Range: bytes=15-\r\nIf-None-Match: \"x\"\r\n", "/maxoff/m3");
+        ranged("Range: bytes=1-2\r\nIf-None-Match: \"x\"\r\n", "/maxoff/m4");
         // proxy_force_ranges: an upstream's answer without Accept-Ranges, cached or not.
         ranged("", "/force/f");
         ranged("Range: bytes=2-5\r\n", "/force/f");
         ranged("Range: bytes=0-1,5-6\r\n", "/force/f");
+        // What the upstream was asked: the client's range and conditions where the response
+        // is not to be stored (nginx's `u->cacheable`), none where it is.
+        for path in ["/ar/m1", "/ar/m2", "/ar/m3", "/ar/m4"] {
+            let heads = seen.lock().unwrap().get(path).cloned().unwrap_or_default();
+            for h in heads {
+                let asked: Vec<&str> = h
+                    .lines()
+                    .filter(|l| l.starts_with("Range:") || l.starts_with("If-None-Match:"))
+                    .collect();
+                lines.push(format!("upstream asked for {path}: {asked:?}"));
+            }
+        }
         let r = support::request(
             port,
             "HEAD /force/h HTTP/1.1\r\nHost: h\r\nRange: bytes=0-0\r\nConnection: close\r\n\r\n",

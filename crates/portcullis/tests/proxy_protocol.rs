@@ -47,6 +47,12 @@ fn config(tls: &str) -> String {
         server_name third;
         location / {{ return 200 "third {SHOW}\n"; }}
     }}
+    # A larger first read takes a larger header.
+    server {{
+        listen 127.0.0.1:{{PORT4}} proxy_protocol;
+        client_header_buffer_size 4k;
+        location / {{ return 200 "{SHOW}\n"; }}
+    }}
     server {{
         listen 127.0.0.1:{{PORT3}} http2 proxy_protocol;
         location / {{ return 200 "h2 {SHOW}\n"; }}
@@ -148,11 +154,34 @@ fn proxy_protocol_read_as_nginx_reads_it() {
         ),
         ("shared address without", 2, get.clone()),
     ];
+    // IPv4 in the last 32 bits, as nginx writes it.
+    let mut compat = vec![0; 12];
+    compat.extend([1, 2, 3, 4]);
+    compat.extend([0; 15]);
+    compat.extend([1, 0, 7, 0, 8]);
+    // A TLV longer than a 1 KB first read.
+    let mut long_tlv = inet.to_vec();
+    long_tlv.extend([4, 0x05, 0xdc]);
+    long_tlv.extend([0; 1500]);
+    let cases: Vec<(&str, usize, Vec<u8>)> = cases
+        .into_iter()
+        .chain([
+            ("v2 v4 in v6", 0, with(&v2(0x21, 0x21, &compat))),
+            ("long tlv", 0, with(&v2(0x21, 0x11, &long_tlv))),
+            (
+                "long tlv, 4k first read",
+                4,
+                with(&v2(0x21, 0x11, &long_tlv)),
+            ),
+        ])
+        .collect();
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 4, &support::main_config(&config(""))) else {
+        let Some(server) = Server::start(kind, 5, &support::main_config(&config(""))) else {
             continue;
         };
+        // A client that leaves before its header.
+        drop(TcpStream::connect(("127.0.0.1", server.port(0))).unwrap());
         let mut lines = Vec::new();
         for (name, port, bytes) in &cases {
             // The connection's own port, where realip left it.
@@ -191,12 +220,13 @@ fn proxy_protocol_read_as_nginx_reads_it() {
         let log = server.error_log();
         let mut logged: Vec<String> = log
             .lines()
-            .filter(|l| l.contains("[error]"))
+            .filter(|l| l.contains("[error]") || l.contains("while reading PROXY protocol"))
             .filter_map(|l| l.split_once(": *").map(|(_, rest)| rest))
             .map(|rest| rest.split_once(' ').map_or(rest, |(_, m)| m))
             .map(|m| m.split(", server: ").next().unwrap_or(m).to_owned())
             .collect();
         logged.sort();
+        logged.dedup();
         lines.extend(logged.into_iter().map(|l| format!("log: {l}")));
         if kind == support::Kind::Portcullis {
             support::expect_lines(
@@ -225,7 +255,7 @@ fn proxy_protocol_comes_before_tls_as_in_nginx() {
     let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
     let tls = format!(
         r#"server {{
-        listen 127.0.0.1:{{PORT4}} ssl proxy_protocol;
+        listen 127.0.0.1:{{PORT5}} ssl proxy_protocol;
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_certificate {};
         ssl_certificate_key {};
@@ -236,11 +266,11 @@ fn proxy_protocol_comes_before_tls_as_in_nginx() {
     );
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 5, &support::main_config(&config(&tls))) else {
+        let Some(server) = Server::start(kind, 6, &support::main_config(&config(&tls))) else {
             continue;
         };
         let mut lines = Vec::new();
-        let url = format!("https://127.0.0.1:{}/", server.port(4));
+        let url = format!("https://127.0.0.1:{}/", server.port(5));
         for args in [
             &["-k", "--haproxy-protocol"][..],
             &["-k", "--haproxy-protocol", "--http2"],
@@ -255,7 +285,7 @@ fn proxy_protocol_comes_before_tls_as_in_nginx() {
             }
         }
         // A handshake with no header first is a broken header.
-        let mut s = TcpStream::connect(("127.0.0.1", server.port(4))).unwrap();
+        let mut s = TcpStream::connect(("127.0.0.1", server.port(5))).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         s.write_all(b"\x16\x03\x01\x00\x05hello").unwrap();
         let mut out = Vec::new();

@@ -25,11 +25,13 @@
 //! away. Neither touches `ETag` or `Last-Modified`, as nginx's filter does not. A body with
 //! a `Content-Encoding` is not recoded, and then no charset is named.
 //!
-//! nginx keeps one list of the charsets the whole configuration names; here each level
-//! knows those named at the http level (every `charset_map` is there) and at its own and
-//! enclosing levels, which differs only for a charset named nowhere but in another server
-//! and then received from an upstream.
+//! As nginx, the charsets the whole configuration names make one list: a name any level
+//! gives is known to every other (an upstream's `X-Accel-Charset` or `; charset=`), spelt
+//! as first given. One difference: a level with `charset off` and no `charset_map` at the
+//! http level does not look at `X-Accel-Charset` (nginx does, when another level names the
+//! charset).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io;
 use std::sync::Arc;
@@ -118,6 +120,33 @@ enum Table {
     },
 }
 
+/// Every charset the configuration names, in the order first named, as the configuration
+/// spells it first: what a load of the configuration keeps, and each worker's copy.
+#[derive(Clone, Default)]
+struct AllNames(Vec<Arc<str>>);
+
+impl AllNames {
+    /// The name `name` is known by, whatever its case.
+    fn find(&self, name: &[u8]) -> Option<&Arc<str>> {
+        self.0
+            .iter()
+            .find(|n| n.as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    /// The name `name` is known by, added when new.
+    fn add(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.find(name.as_bytes()) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.0.push(n.clone());
+        n
+    }
+}
+
+/// A worker's copy of the configuration's [`AllNames`].
+struct WorkerNames(RefCell<Arc<AllNames>>);
+
 impl Charsets {
     /// The place of the charset called `name`, whatever its case.
     fn find(&self, name: &[u8]) -> Option<usize> {
@@ -163,20 +192,49 @@ impl Module for CharsetModule {
         Arc::new(CharsetConf::default())
     }
 
+    fn load(&self) -> Box<dyn std::any::Any + Send + Sync> {
+        Box::<AllNames>::default()
+    }
+
+    fn worker(&self, loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
+        let names = loaded
+            .downcast_ref::<AllNames>()
+            .cloned()
+            .unwrap_or_default();
+        Box::new(WorkerNames(RefCell::new(Arc::new(names))))
+    }
+
+    fn reload(&self, state: &dyn std::any::Any, loaded: &(dyn std::any::Any + Send + Sync)) {
+        if let (Some(w), Some(names)) = (
+            state.downcast_ref::<WorkerNames>(),
+            loaded.downcast_ref::<AllNames>(),
+        ) {
+            *w.0.borrow_mut() = Arc::new(names.clone());
+        }
+    }
+
     fn directive(
         &self,
         conf: &mut Slot,
         d: &Directive,
         cx: &mut Load<'_>,
     ) -> Result<(), ConfigError> {
+        let all = cx
+            .state
+            .downcast_mut::<AllNames>()
+            .expect("the module's own load state");
         let c = module::edit::<CharsetConf>(conf);
         match d.name.as_str() {
             "charset" if d.arg(0) == "off" => c.charset = Named::Off,
-            "charset" => c.charset = charset_of(c, d, cx)?,
+            "charset" => c.charset = charset_of(c, d, cx.names, all)?,
             // `off` is no keyword here: it names a charset.
-            "source_charset" => c.source = charset_of(c, d, cx)?,
+            "source_charset" => c.source = charset_of(c, d, cx.names, all)?,
             "override_charset" => c.override_charset = portcullis_config::value::flag(d, 0)?,
-            "charset_map" => charset_map(Arc::make_mut(&mut c.known), d)?,
+            "charset_map" => {
+                all.add(d.arg(0));
+                all.add(d.arg(1));
+                charset_map(Arc::make_mut(&mut c.known), d)?
+            }
             _ => c.types.add(d, cx.first),
         }
         Ok(())
@@ -224,15 +282,21 @@ impl Module for CharsetModule {
     }
 }
 
-/// The charset of `charset` or `source_charset` (not `off`).
-fn charset_of(c: &mut CharsetConf, d: &Directive, cx: &Load<'_>) -> Result<Named, ConfigError> {
+/// The charset of `charset` or `source_charset` (not `off`), by the name the configuration
+/// first gave it.
+fn charset_of(
+    c: &mut CharsetConf,
+    d: &Directive,
+    names: &crate::vars::Names,
+    all: &mut AllNames,
+) -> Result<Named, ConfigError> {
     let v = d.arg(0);
     if v.starts_with('$') {
-        return Ok(Named::Var(Template::compile(v, d, cx.names)?));
+        return Ok(Named::Var(Template::compile(v, d, names)?));
     }
-    let known = Arc::make_mut(&mut c.known);
-    let i = known.add(v);
-    Ok(Named::Name(known.names[i].clone()))
+    let name = all.add(v);
+    Arc::make_mut(&mut c.known).add(&name);
+    Ok(Named::Name(name))
 }
 
 /// `charset_map from to { byte byte; ... }`.
@@ -319,7 +383,7 @@ fn utf8_table(d: &Directive) -> Result<Table, ConfigError> {
     for e in d.children() {
         let src = byte(e, &e.name)?;
         let v = e.arg(0);
-        if v.len() / 2 > 3 || v.len() % 2 != 0 {
+        if v.is_empty() || v.len() / 2 > 3 || v.len() % 2 != 0 {
             return Err(invalid(e, v));
         }
         let mut entry = [0u8; 4];
@@ -348,7 +412,10 @@ const INCOMPLETE: u32 = 0xffff_fffe;
 /// bytes it takes; a byte that cannot start one takes one byte, a sequence broken by a byte
 /// below 0x80 takes that byte too, an overlong one is invalid.
 fn utf8_decode(s: &[u8]) -> (u32, usize) {
-    let lead = u32::from(s[0]);
+    let Some(&lead) = s.first() else {
+        return (INCOMPLETE, 0);
+    };
+    let lead = u32::from(lead);
     let (mut u, valid, len) = match lead {
         0xf0.. => (lead & 0x07, 0xffff, 3),
         0xe0.. => (lead & 0x0f, 0x7ff, 2),
@@ -470,28 +537,35 @@ struct Decision {
 
 /// nginx's `ngx_http_charset_header_filter`.
 fn decide(req: &Request<'_>, c: &CharsetConf, seen: &Seen<'_>) -> Decision {
-    let known = &c.known;
-    let value = |n: &Named| -> Option<Vec<u8>> {
+    fn value<'c>(req: &Request<'_>, n: &'c Named) -> Option<Cow<'c, [u8]>> {
         match n {
             Named::Off => None,
-            Named::Name(s) => Some(s.as_bytes().to_vec()),
-            Named::Var(t) => Some(req.eval(t)),
+            Named::Name(s) => Some(Cow::Borrowed(s.as_bytes())),
+            Named::Var(t) => Some(Cow::Owned(req.eval(t))),
         }
+    }
+    // The charset to send; the list of every name only when a name must be looked up.
+    let all = || {
+        req.worker_state::<WorkerNames>()
+            .map(|w| w.0.borrow().clone())
+            .unwrap_or_default()
     };
-    // The charset to send.
-    let dst_name = match seen.accel {
-        Some(a) if known.find(a).is_none() => {
-            return Decision {
-                complaint: Some(format!(
-                    "unknown charset \"{}\" to override",
-                    String::from_utf8_lossy(a)
-                )),
-                ..Decision::default()
-            };
+    let mut names: Option<Arc<AllNames>> = None;
+    let dst_name: Cow<'_, [u8]> = match seen.accel {
+        Some(a) => {
+            if names.get_or_insert_with(all).find(a).is_none() {
+                return Decision {
+                    complaint: Some(format!(
+                        "unknown charset \"{}\" to override",
+                        String::from_utf8_lossy(a)
+                    )),
+                    ..Decision::default()
+                };
+            }
+            Cow::Borrowed(a)
         }
-        Some(a) => a.to_vec(),
         None => {
-            let Some(name) = value(&c.charset) else {
+            let Some(name) = value(req, &c.charset) else {
                 return Decision::default();
             };
             let listed = match seen.charset {
@@ -509,16 +583,16 @@ fn decide(req: &Request<'_>, c: &CharsetConf, seen: &Seen<'_>) -> Decision {
             name
         }
     };
-    let dst = known.find(&dst_name);
     // The charset the body is in.
-    let src_name = match seen.charset {
-        Some((_, cs)) => cs.as_bytes().to_vec(),
-        None => match value(&c.source) {
+    let src_name: Cow<'_, [u8]> = match seen.charset {
+        Some((_, cs)) => Cow::Borrowed(cs.as_bytes()),
+        None => match value(req, &c.source) {
             Some(s) => s,
             None => return named(seen, seen.content_type, &dst_name, None),
         },
     };
-    let src = known.find(&src_name);
+    let names = names.get_or_insert_with(all);
+    let (src, dst) = (names.find(&src_name), names.find(&dst_name));
     let no_map = || Decision {
         complaint: Some(format!(
             "no \"charset_map\" between the charsets \"{}\" and \"{}\"",
@@ -529,7 +603,8 @@ fn decide(req: &Request<'_>, c: &CharsetConf, seen: &Seen<'_>) -> Decision {
     };
     let (Some(src), Some(dst)) = (src, dst) else {
         // nginx compares the destination's length of both names.
-        let same = src == dst
+        let same = src.is_none()
+            && dst.is_none()
             && src_name.len() >= dst_name.len()
             && src_name[..dst_name.len()].eq_ignore_ascii_case(&dst_name);
         return match (same, seen.charset) {
@@ -540,13 +615,19 @@ fn decide(req: &Request<'_>, c: &CharsetConf, seen: &Seen<'_>) -> Decision {
         };
     };
     let base = seen.charset.map_or(seen.content_type, |(t, _)| t);
-    if src == dst {
+    if Arc::ptr_eq(src, dst) {
         return named(seen, base, &dst_name, None);
     }
     if seen.encoded {
         return Decision::default();
     }
-    match known.recode(src, dst) {
+    // Every map is at the http level, which each level starts from.
+    let known = &c.known;
+    let recode = known
+        .find(src.as_bytes())
+        .zip(known.find(dst.as_bytes()))
+        .and_then(|(s, t)| known.recode(s, t));
+    match recode {
         Some(r) => named(seen, base, &dst_name, Some(r)),
         None => no_map(),
     }
@@ -570,6 +651,11 @@ fn named(seen: &Seen<'_>, base: &str, name: &[u8], recode: Option<Recode>) -> De
 #[derive(Default)]
 struct Decided(RefCell<Option<Option<Recode>>>);
 
+/// The decision about a proxied response, made for its body (which is decided on first)
+/// and taken by the header filter.
+#[derive(Default)]
+struct DecidedProxied(RefCell<Option<Decision>>);
+
 fn header_filter(
     req: &Request<'_>,
     conf: &Slot,
@@ -586,7 +672,8 @@ fn header_filter(
             let Some(t) = resp.content_type.clone() else {
                 return;
             };
-            decide(req, c, &Seen::proxied(req, &t, head))
+            let decided = req.var_ctx::<DecidedProxied>().0.borrow_mut().take();
+            decided.unwrap_or_else(|| decide(req, c, &Seen::proxied(req, &t, head)))
         }
         None => {
             let Some(seen) = Seen::own(resp) else {
@@ -618,13 +705,21 @@ fn header_filter(
 /// the header filter (whether ranges can be served), decided the same way.
 fn encode(req: &Request<'_>, conf: &Slot, out: &Outgoing<'_>) -> Encode {
     let c = module::get::<CharsetConf>(conf);
+    // A body another module recodes first (`sub_filter`) is recoded from the same charset.
+    let mut out = out;
+    while let Outgoing::Recoded(inner) = out {
+        out = inner;
+    }
     let recode = match out {
         Outgoing::Proxied(head) => {
             let Some(t) = head.header("content-type") else {
                 return Encode::default();
             };
             let t = String::from_utf8_lossy(t);
-            decide(req, c, &Seen::proxied(req, &t, head)).recode
+            let d = decide(req, c, &Seen::proxied(req, &t, head));
+            let recode = d.recode.clone();
+            *req.var_ctx::<DecidedProxied>().0.borrow_mut() = Some(d);
+            recode
         }
         Outgoing::Own(resp) if !matches!(c.source, Named::Off) => {
             match req.var_ctx::<Decided>().0.borrow().as_ref() {

@@ -58,15 +58,20 @@ pub(crate) async fn serve(
     let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
         return;
     };
-    let timeout = listen.servers.default_server().client_header_timeout;
+    let default = listen.servers.default_server();
+    let timeout = default.client_header_timeout;
     let mut proxied = None;
+    let mut first = BytesMut::new();
     if listen.proxy_protocol {
         let first_read = match listen.ssl {
             true => proxy_protocol::TLS_FIRST_READ,
-            false => proxy_protocol::PLAIN_FIRST_READ,
+            false => default.head_limits.header_buffer_size,
         };
-        match proxy_protocol::read(&mut stream, first_read, timeout).await {
-            Ok(named) => proxied = named.map(Rc::new),
+        match proxy_protocol::read(&mut stream, listen.ssl, first_read, timeout).await {
+            Ok((named, rest)) => {
+                proxied = named.map(Rc::new);
+                first = rest;
+            }
             Err(failed) => {
                 let level = if failed.info {
                     Level::Info
@@ -110,7 +115,11 @@ pub(crate) async fn serve(
         fd,
         proxy_protocol: proxied,
     };
-    let mut buf = BytesMut::with_capacity(FIRST_READ);
+    // The bytes read with a PROXY protocol header are the request's first.
+    let mut buf = match first.is_empty() {
+        true => BytesMut::with_capacity(FIRST_READ),
+        false => first,
+    };
     // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
     let stream = match stream {
         Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {

@@ -217,9 +217,81 @@ fn addr_port(text: &[u8]) -> Option<SocketAddr> {
     Some(SocketAddr::new(parse_addr(ip)?, port as u16))
 }
 
+/// nginx's `ngx_inet6_ntop`: an IPv6 address as nginx writes it (the longest run of two or
+/// more zero groups as `::`, and a last 32 bits in dotted form where the address starts with
+/// enough zeros: `::ffff:1.2.3.4`, `::1.2.3.4`).
+pub(crate) fn inet6_ntop(p: &[u8; 16]) -> String {
+    use std::fmt::Write;
+    let (mut zero, mut last, mut max, mut n) = (usize::MAX, usize::MAX, 1, 0);
+    for i in (0..16).step_by(2) {
+        if p[i] != 0 || p[i + 1] != 0 {
+            if max < n {
+                zero = last;
+                max = n;
+            }
+            n = 0;
+        } else {
+            if n == 0 {
+                last = i;
+            }
+            n += 1;
+        }
+    }
+    if max < n {
+        zero = last;
+        max = n;
+    }
+    let mut out = String::with_capacity(40);
+    let mut end = 16;
+    if zero == 0 {
+        if (max == 5 && p[10] == 0xff && p[11] == 0xff)
+            || max == 6
+            || (max == 7 && p[14] != 0 && p[15] != 1)
+        {
+            end = 12;
+        }
+        out.push(':');
+    }
+    let mut i = 0;
+    while i < end {
+        if i == zero {
+            out.push(':');
+            i += max * 2;
+            continue;
+        }
+        let _ = write!(out, "{:x}", u16::from_be_bytes([p[i], p[i + 1]]));
+        if i < 14 {
+            out.push(':');
+        }
+        i += 2;
+    }
+    if end == 12 {
+        let _ = write!(out, "{}.{}.{}.{}", p[12], p[13], p[14], p[15]);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_written_as_nginx_writes_it() {
+        let a = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        for (addr, nginx) in [
+            ("::1", "::1"),
+            ("::", "::"),
+            ("2001::2", "2001::2"),
+            ("2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"),
+            ("1::", "1::"),
+            ("1:0:2:0:3:0:4:0", "1:0:2:0:3:0:4:0"),
+            ("::ffff:1.2.3.4", "::ffff:1.2.3.4"),
+            ("::1.2.3.4", "::1.2.3.4"),
+            ("::abcd", "::0.0.171.205"),
+        ] {
+            assert_eq!(inet6_ntop(&a(addr)), nginx, "{addr}");
+        }
+    }
 
     fn take(value: &str, trusted: &[&str], recursive: bool) -> (Forwarded, String) {
         let mut addr: SocketAddr = "10.0.0.1:5000".parse().unwrap();

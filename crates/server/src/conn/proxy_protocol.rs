@@ -8,9 +8,10 @@
 //! closed with no answer. `UNKNOWN` (version 1), the `LOCAL` command and other families or
 //! transports (version 2) are headers that name nothing. Version 2's TLVs are passed over.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -24,10 +25,9 @@ pub(crate) struct ProxyProtocol {
     pub dst_port: u16,
 }
 
-/// How much of a connection's first bytes is looked at for the header: nginx's first read
-/// of a request head on a plain address, its longest version 1 header before a TLS
-/// handshake.
-pub(crate) const PLAIN_FIRST_READ: usize = 1024;
+/// How much of a connection's first bytes is looked at for the header before a TLS
+/// handshake: nginx's longest version 1 header (on a plain address it is the default
+/// server's `client_header_buffer_size`, nginx's first read of a request head).
 pub(crate) const TLS_FIRST_READ: usize = 107;
 
 const V2_SIGNATURE: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
@@ -49,44 +49,59 @@ impl Failed {
             message: message.into(),
         }
     }
+
+    /// A client that went away or said nothing, logged at `info`.
+    fn info(message: impl Into<String>) -> Failed {
+        Failed {
+            info: true,
+            message: format!("{} while reading PROXY protocol", message.into()),
+        }
+    }
 }
 
-/// Reads the header at the start of `stream`, leaving every byte after it: what it names.
+/// Reads the header at the start of `stream`, in one read of at most `first_read` bytes as
+/// nginx reads it: what it names, and the bytes read after it (the start of the request).
+/// Before a TLS handshake (`tls`) the bytes are looked at in place and only the header is
+/// taken, so that nothing of the handshake is read.
 pub(crate) async fn read(
     stream: &mut TcpStream,
+    tls: bool,
     first_read: usize,
     timeout: Duration,
-) -> Result<Option<ProxyProtocol>, Failed> {
-    let mut buf = vec![0; first_read];
-    let n = match tokio::time::timeout(timeout, stream.peek(&mut buf)).await {
-        Ok(Ok(n)) if n > 0 => n,
-        Ok(_) => {
-            return Err(Failed {
-                info: true,
-                message: "client closed connection while waiting for request".into(),
-            })
-        }
-        Err(_) => {
-            return Err(Failed {
-                info: true,
-                message:
-                    "client timed out (110: Connection timed out) while reading PROXY protocol"
-                        .into(),
-            })
+) -> Result<(Option<ProxyProtocol>, BytesMut), Failed> {
+    let mut buf = BytesMut::zeroed(first_read);
+    let first = async {
+        match tls {
+            true => stream.peek(&mut buf).await,
+            false => stream.read(&mut buf).await,
         }
     };
-    let (len, named) = parse(&buf[..n]).map_err(|f| Failed {
-        message: match f.message.is_empty() {
-            true => f.message,
-            false => format!("{} while reading PROXY protocol", f.message),
-        },
-        info: f.info,
+    let n = match tokio::time::timeout(timeout, first).await {
+        Ok(Ok(n)) if n > 0 => n,
+        Ok(Ok(_)) => return Err(Failed::info("client closed connection")),
+        Ok(Err(e)) => {
+            return Err(Failed::info(format!(
+                "recv() failed {}",
+                crate::log::os_error(&e)
+            )))
+        }
+        Err(_) => return Err(Failed::info("client timed out (110: Connection timed out)")),
+    };
+    buf.truncate(n);
+    let (len, named) = parse(&buf).map_err(|f| match f.message.is_empty() {
+        true => f,
+        false => Failed::error(format!("{} while reading PROXY protocol", f.message)),
     })?;
-    stream
-        .read_exact(&mut buf[..len])
-        .await
-        .map_err(|_| Failed::error("recv() failed while reading PROXY protocol"))?;
-    Ok(named)
+    if tls {
+        stream
+            .read_exact(&mut buf[..len])
+            .await
+            .map_err(|e| Failed::info(format!("recv() failed {}", crate::log::os_error(&e))))?;
+        buf.clear();
+    } else {
+        let _ = buf.split_to(len);
+    }
+    Ok((named, buf))
 }
 
 /// nginx's `ngx_proxy_protocol_read` of a connection's first bytes: the header's length and
@@ -200,11 +215,11 @@ fn v2(buf: &[u8]) -> Result<(usize, Option<ProxyProtocol>), Failed> {
             }
             let addr = |at: usize| {
                 let octets: [u8; 16] = body[at..at + 16].try_into().expect("16 bytes");
-                Ipv6Addr::from(octets)
+                crate::net::inet6_ntop(&octets)
             };
             ProxyProtocol {
-                src_addr: addr(0).to_string(),
-                dst_addr: addr(16).to_string(),
+                src_addr: addr(0),
+                dst_addr: addr(16),
                 src_port: port(32),
                 dst_port: port(34),
             }

@@ -197,9 +197,13 @@ impl Request<'_> {
         };
         let Group { upstream, key } = group;
         let hash_key = key.map_or_else(Vec::new, |k| self.eval(&k));
-        let caching = settings.cache.zone.is_some();
+        let method = self.head.method_str();
         // A HEAD is sent as a GET, whose response the cache keeps whole.
-        let converted = caching && settings.cache.convert_head && self.head.method_str() == "HEAD";
+        let converted =
+            settings.cache.caches(method) && settings.cache.convert_head && method == "HEAD";
+        let caching = settings.cache.caches(method);
+        // A response the cache may keep is asked for whole and unconditional.
+        let cacheable = settings.cache.cacheable(method, self.head.header("range"));
         let method_token: std::borrow::Cow<'_, [u8]> = match &settings.method {
             Some(t) => self.eval(t).into(),
             None if converted => b"GET"[..].into(),
@@ -300,7 +304,7 @@ impl Request<'_> {
                 let lower_is = |n: &str| name.eq_ignore_ascii_case(n);
                 let own = settings.set_headers.iter().any(|h| lower_is(&h.lower))
                     || DEFAULT_SET.iter().any(|(n, _)| lower_is(n))
-                    || (caching && crate::proxy::cache::DROPPED.iter().any(|n| lower_is(n)))
+                    || (cacheable && crate::proxy::cache::DROPPED.iter().any(|n| lower_is(n)))
                     || lower_is("content-length")
                     || lower_is("transfer-encoding");
                 if !own {

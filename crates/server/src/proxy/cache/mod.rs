@@ -81,6 +81,16 @@ mod method {
     pub const GET: u8 = 1;
     pub const HEAD: u8 = 1 << 1;
     pub const POST: u8 = 1 << 2;
+
+    /// The bit of a method, 0 for one the cache never keeps.
+    pub fn bit(method: &str) -> u8 {
+        match method {
+            "GET" => GET,
+            "HEAD" => HEAD,
+            "POST" => POST,
+            _ => 0,
+        }
+    }
 }
 
 /// One `proxy_cache_valid`: the statuses (none: any) and how long they stay fresh.
@@ -114,6 +124,21 @@ pub(crate) struct CacheSettings {
     pub background_update: bool,
     /// `proxy_cache_max_range_offset`; `None`: no limit.
     pub max_range_offset: Option<u64>,
+}
+
+impl CacheSettings {
+    /// Whether the cache may keep the response to a request with `method`: the location
+    /// caches, and the method is one of `proxy_cache_methods`.
+    pub(crate) fn caches(&self, method: &str) -> bool {
+        self.zone.is_some() && self.methods & method::bit(method) != 0
+    }
+
+    /// nginx's `u->cacheable` as known before the cache is looked at: the response to the
+    /// request may be stored, so the upstream is asked without the client's `Range` and
+    /// conditions (`DROPPED`); otherwise it gets them, as without a cache.
+    pub(crate) fn cacheable(&self, method: &str, range: Option<&[u8]>) -> bool {
+        self.caches(method) && !range_too_far(range, self.max_range_offset)
+    }
 }
 
 impl Default for CacheSettings {
@@ -404,12 +429,7 @@ impl Job {
     ) -> Option<Job> {
         let c = &settings.cache;
         let zone = c.zone.clone()?;
-        let m = match ask.head.method_str() {
-            "GET" => method::GET,
-            "HEAD" => method::HEAD,
-            "POST" => method::POST,
-            _ => 0,
-        };
+        let m = method::bit(ask.head.method_str());
         if c.methods & m == 0 {
             return None;
         }
