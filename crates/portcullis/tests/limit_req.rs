@@ -221,3 +221,28 @@ fn a_zone_keeps_its_state_across_a_reload() {
         );
     }
 }
+
+/// One zone for every worker: a key's one request a minute is one whichever worker the
+/// connection reaches.
+#[test]
+fn every_worker_counts_in_the_same_zone() {
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let conf = config("v1", ZONES).replace("worker_processes 1;", "worker_processes 2;");
+        let Some(server) = Server::start(kind, 1, &conf) else {
+            continue;
+        };
+        make_files(&server);
+        // New connections, which the kernel spreads over both workers.
+        let answers: Vec<String> = (0..16)
+            .map(|_| ask(server.port(0), "/strict/f?k=shared"))
+            .collect();
+        let passed = answers.iter().filter(|a| a.contains(" 200 ")).count();
+        let lines = vec![format!("passed {passed} of 16")];
+        if kind == support::Kind::Portcullis {
+            support::expect_lines(&lines, &["passed 1 of 16"]);
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

@@ -101,6 +101,12 @@ const CONFIG: &str = r#"
             proxy_force_ranges on;
             proxy_pass http://127.0.0.1:{UPSTREAM};
         }
+        location /stale500/ {
+            proxy_cache_valid 200 1s;
+            proxy_cache_key /short/$arg_k;
+            proxy_cache_use_stale http_500;
+            proxy_pass http://127.0.0.1:{UPSTREAM};
+        }
         location /reval2/ {
             proxy_cache_valid 404 1m;
             proxy_cache_revalidate on;
@@ -596,6 +602,8 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
         std::thread::sleep(Duration::from_millis(2100));
         step("/gone/x?k=k");
         step("/gone-strict/x?k=k");
+        // An upstream's 500 with `proxy_cache_use_stale http_500`.
+        step("/stale500/broken?k=k");
         step("/revalidate/validated");
         step("/revalidate/validated");
         // Revalidated without a time to be fresh for: sent all the same, still expired.
@@ -622,6 +630,7 @@ fn an_expired_entry_is_revalidated_or_served_stale() {
                 &[
                     "/gone/x?k=k -> 200 STALE",
                     "/gone-strict/x?k=k -> 502",
+                    "/stale500/broken?k=k -> 200 STALE",
                     "/revalidate/validated -> 200 REVALIDATED",
                     "/reval2/expiring -> 200 REVALIDATED",
                     "/short/k -> 200 EXPIRED",
@@ -1090,6 +1099,63 @@ fn one_request_updates_an_entry_while_the_others_wait_or_serve_it_stale() {
                     "second: 200 HIT cl=14 etag=- cr=- \"/lock/held #1\"",
                     "second: 200 MISS cl=15 etag=- cr=- \"/lockt/held #2\"",
                     "third: 200 HIT cl=15 etag=- cr=- \"/lockt/held #1\"",
+                ],
+            );
+        }
+        seen_by.push((kind, lines));
+    }
+    support::compare(&seen_by);
+}
+
+/// The cache is one for every worker, and a reload keeps it: what one worker stored, the
+/// others serve, before and after the configuration is read again.
+#[test]
+fn every_worker_serves_the_cache_and_a_reload_keeps_it() {
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let seen: Seen = Arc::default();
+        let up = upstream(seen.clone());
+        let cache = TempDir::new("cache");
+        let conf = |version: &str| {
+            config(&cache.path().join("c"), up, dead_port())
+                .replace("worker_processes 1;", "worker_processes 2;")
+                .replace(
+                    "location /nodefault/ {",
+                    &format!("location = /version {{ return 200 {version}; }}\n        location /nodefault/ {{"),
+                )
+        };
+        let Some(server) = Server::start(kind, 2, &conf("v1")) else {
+            continue;
+        };
+        let port = server.port(0);
+        let mut lines = Vec::new();
+        let first = send(port, "GET", "/shared", "");
+        settle(&server, cache.path());
+        lines.push(format!("first -> {}", observe(&first)));
+        // New connections, which the kernel spreads over both workers.
+        let hits = (0..16)
+            .filter(|_| send(port, "GET", "/shared", "").header("x-cache") == Some("HIT"))
+            .count();
+        lines.push(format!("hits of 16: {hits}"));
+        server.write_config(&conf("v2"));
+        server.signal(libc::SIGHUP);
+        let reloaded = support::wait_until(Duration::from_secs(10), || {
+            support::get(port, "/version").is_ok_and(|r| r.body_text() == "v2")
+        });
+        assert!(reloaded, "{kind:?}: no reload\n{}", server.error_log());
+        let after = (0..8)
+            .filter(|_| send(port, "GET", "/shared", "").header("x-cache") == Some("HIT"))
+            .count();
+        lines.push(format!("hits of 8 after a reload: {after}"));
+        let asked = seen.lock().unwrap().get("/shared").map_or(0, Vec::len);
+        lines.push(format!("the upstream was asked {asked} time(s)"));
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "hits of 16: 16",
+                    "hits of 8 after a reload: 8",
+                    "the upstream was asked 1 time(s)",
                 ],
             );
         }
