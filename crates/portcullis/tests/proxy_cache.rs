@@ -1163,3 +1163,52 @@ fn every_worker_serves_the_cache_and_a_reload_keeps_it() {
     }
     support::compare(&seen_by);
 }
+
+/// `max_size`: the cache is trimmed to it in the background, least recently used first,
+/// each entry counting as the file system blocks it takes.
+#[test]
+fn the_cache_is_trimmed_to_max_size() {
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let seen: Seen = Arc::default();
+        let up = upstream(seen.clone());
+        let cache = TempDir::new("cache");
+        let dir = cache.path().join("small");
+        let http = format!(
+            "proxy_temp_path {{PREFIX}}/proxy_temp;\n\
+             proxy_cache_path {} levels=1:2 keys_zone=small:1m max_size=40k;\n\
+             server {{\n\
+                 listen 127.0.0.1:{{PORT0}};\n\
+                 add_header X-Cache $upstream_cache_status;\n\
+                 location / {{ proxy_cache small; proxy_cache_valid 200 1h; proxy_pass http://127.0.0.1:{up}; }}\n\
+             }}\n",
+            dir.display()
+        );
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        for i in 0..30 {
+            send(port, "GET", &format!("/e{i}"), "");
+            settle(&server, &dir);
+        }
+        // Each entry is one 4 KB block: at most ten stay.
+        let trimmed = support::wait_until(Duration::from_secs(20), || walk(&dir).len() <= 10);
+        let left = walk(&dir).len();
+        // The newest entries are the ones kept.
+        let newest_kept = send(port, "GET", "/e29", "").header("x-cache") == Some("HIT");
+        let oldest_gone = send(port, "GET", "/e0", "").header("x-cache") == Some("MISS");
+        let lines = vec![format!(
+            "trimmed: {trimmed}, at least 8 left: {}, newest kept: {newest_kept}, oldest gone: {oldest_gone}",
+            left >= 8
+        )];
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &["trimmed: true, at least 8 left: true, newest kept: true, oldest gone: true"],
+            );
+        }
+        seen_by.push((kind, lines));
+    }
+    support::compare(&seen_by);
+}

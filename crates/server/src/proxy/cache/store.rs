@@ -79,12 +79,21 @@ struct Limits {
     /// 0: no limit.
     max_size: u64,
     min_free: u64,
+    /// The file system's block: an entry counts as the blocks it takes, as in nginx.
+    bsize: u64,
+}
+
+impl Limits {
+    /// What an entry of `len` bytes counts for in `max_size`: whole blocks.
+    fn on_disk(&self, len: u64) -> u64 {
+        len.div_ceil(self.bsize) * self.bsize
+    }
 }
 
 struct Node {
     uses: u32,
     accessed: Instant,
-    /// The bytes of the entry's file; 0 when there is none.
+    /// What the entry's file takes on disk (whole blocks); 0 when there is none.
     size: u64,
     /// Changes whenever the entry's file may have: a worker's copy of an older one is
     /// stale ([`Hot`]).
@@ -204,6 +213,7 @@ impl CachePath {
             inactive,
             max_size,
             min_free,
+            bsize: fs_block_size(&dir),
         };
         let zone = Zone::shared("cache", &name, size, &dir.to_string_lossy(), || Keys {
             nodes: HashMap::new(),
@@ -445,6 +455,7 @@ impl CachePath {
     /// An entry was written whole, `size` bytes: the zone counts it.
     pub(super) fn stored(&self, name: &[u8; 16], size: u64) {
         let mut keys = self.zone.lock();
+        let size = keys.limits.on_disk(size);
         if !keys.nodes.contains_key(name) {
             keys.make_room(1);
         }
@@ -1013,6 +1024,7 @@ fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
                 let size = e.metadata().map_or(0, |m| m.len());
                 let Some(z) = zone.upgrade() else { return };
                 let mut keys = z.lock();
+                let size = keys.limits.on_disk(size);
                 // A node a request made before the loader came has no size yet.
                 if let Some(n) = keys.nodes.get_mut(&md5).filter(|n| n.size == 0) {
                     n.size = size;
@@ -1043,6 +1055,25 @@ fn load(zone: &Weak<Zone<Keys>>, dir: &Path, depth: usize) {
 }
 
 /// Bytes free on the file system of `dir`.
+/// nginx's `ngx_fs_bsize`: the block size of the file system `dir` is on (512 when it says
+/// something that is not a multiple of 512).
+fn fs_block_size(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 512;
+    };
+    // SAFETY: a statvfs is plain data for which all zeroes is a valid value.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `s` a statvfs the call fills.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0
+        || s.f_bsize == 0
+        || !s.f_bsize.is_multiple_of(512)
+    {
+        return 512;
+    }
+    s.f_bsize
+}
+
 fn free_space(dir: &Path) -> u64 {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
