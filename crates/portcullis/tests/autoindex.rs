@@ -95,7 +95,9 @@ fn make_tree(html: &Path) {
 fn autoindex_lists_as_nginx_lists() {
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 1, &support::main_config(CONFIG)) else {
+        // A zone east of UTC, so that local times show (nginx keeps TZ from its environment).
+        let config = support::main_config(CONFIG);
+        let Some(server) = Server::start_with_env(kind, 1, &config, &[("TZ", "XYZ-5:30")]) else {
             continue;
         };
         make_tree(&server.path("html"));
@@ -155,6 +157,17 @@ fn autoindex_lists_as_nginx_lists() {
             answers[0].contains("<a href=\"sub%20dir/\">sub dir/</a>"),
             "{kind}: {}",
             answers[0]
+        );
+        // The local listing is the UTC one moved by the zone's offset.
+        let local = answers
+            .iter()
+            .find(|a| a.starts_with("GET /local/ "))
+            .unwrap();
+        let utc = answers[0].split_once('\n').unwrap().1;
+        assert_ne!(
+            local.split_once('\n').unwrap().1,
+            utc,
+            "{kind}: no local time"
         );
         seen.push((kind, answers));
     }

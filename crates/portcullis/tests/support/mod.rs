@@ -242,6 +242,8 @@ pub struct Server {
     ports: Vec<u16>,
     child: Option<Child>,
     template: String,
+    /// Variables set in the server's environment beside the test's own.
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -249,16 +251,32 @@ impl Server {
     /// every port accepts connections. Panics, showing the server's logs, when it cannot start.
     /// Returns `None` only when the program is not installed (a visible skip).
     pub fn start(kind: Kind, nports: usize, template: &str) -> Option<Server> {
-        Server::launch(kind, nports, template, true)
+        Server::launch(kind, nports, template, true, &[])
+    }
+
+    /// [`Server::start`] with `env` set in the server's environment (nginx keeps `TZ`).
+    pub fn start_with_env(
+        kind: Kind,
+        nports: usize,
+        template: &str,
+        env: &[(&str, &str)],
+    ) -> Option<Server> {
+        Server::launch(kind, nports, template, true, env)
     }
 
     /// Spawns `kind` like [`Server::start`] but returns at once, for tests that watch the
     /// startup itself (pid file, first bind).
     pub fn spawn_unready(kind: Kind, nports: usize, template: &str) -> Option<Server> {
-        Server::launch(kind, nports, template, false)
+        Server::launch(kind, nports, template, false, &[])
     }
 
-    fn launch(kind: Kind, nports: usize, template: &str, wait: bool) -> Option<Server> {
+    fn launch(
+        kind: Kind,
+        nports: usize,
+        template: &str,
+        wait: bool,
+        env: &[(&str, &str)],
+    ) -> Option<Server> {
         let binary = kind.binary()?;
         let mut last_failure = String::new();
         for _ in 0..START_ATTEMPTS {
@@ -270,6 +288,10 @@ impl Server {
                 ports,
                 child: None,
                 template: template.to_owned(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
             };
             server.write_config(template);
             match server.spawn(&binary, wait) {
@@ -295,6 +317,7 @@ impl Server {
             .arg("-c")
             .arg(self.conf_path())
             .current_dir(self.prefix())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
