@@ -24,6 +24,12 @@ const CONFIG: &str = r#"
             real_ip_header X-Forwarded-For;
             real_ip_recursive on;
         }
+        location /xff6/ {
+            set_real_ip_from 127.0.0.1;
+            set_real_ip_from 2001:db8::/32;
+            real_ip_header X-Forwarded-For;
+            real_ip_recursive on;
+        }
         location /custom/ { real_ip_header X-Client; }
         location /untrusted/ { set_real_ip_from 192.168.0.0/16; real_ip_header X-Forwarded-For; }
         location /deny/ { real_ip_header X-Forwarded-For; deny 5.5.5.5; }
@@ -88,6 +94,10 @@ fn real_client_addresses_as_nginx_takes_them() {
         ("/limited/f", "X-Forwarded-For: 8.8.8.8\r\n"),
         ("/limited/f", "X-Forwarded-For: 8.8.4.4\r\n"),
         ("/proxied/f", "X-Forwarded-For: 1.1.1.1\r\n"),
+        // Trusted IPv6 networks.
+        ("/xff6/f", "X-Forwarded-For: 1.1.1.1, 2001:db8::5\r\n"),
+        ("/xff6/f", "X-Forwarded-For: 2001:db9::1, 2001:db8:ffff::1\r\n"),
+        ("/xff6/f", "X-Forwarded-For: 1.1.1.1, 2001:db9::5\r\n"),
         ("/xri/last", "X-Real-IP: 9.8.7.6\r\n"),
     ];
     let mut seen = Vec::new();
@@ -99,6 +109,7 @@ fn real_client_addresses_as_nginx_takes_them() {
             "xri",
             "xff",
             "xffr",
+            "xff6",
             "custom",
             "untrusted",
             "deny",
