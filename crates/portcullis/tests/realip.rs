@@ -96,7 +96,10 @@ fn real_client_addresses_as_nginx_takes_them() {
         ("/proxied/f", "X-Forwarded-For: 1.1.1.1\r\n"),
         // Trusted IPv6 networks.
         ("/xff6/f", "X-Forwarded-For: 1.1.1.1, 2001:db8::5\r\n"),
-        ("/xff6/f", "X-Forwarded-For: 2001:db9::1, 2001:db8:ffff::1\r\n"),
+        (
+            "/xff6/f",
+            "X-Forwarded-For: 2001:db9::1, 2001:db8:ffff::1\r\n",
+        ),
         ("/xff6/f", "X-Forwarded-For: 1.1.1.1, 2001:db9::5\r\n"),
         ("/xri/last", "X-Real-IP: 9.8.7.6\r\n"),
     ];

@@ -365,6 +365,88 @@ fn client_certificates_accepted_and_refused() {
     }
 }
 
+/// `ssl_verify_depth` counts the intermediates of the chain built from the client's
+/// certificates and the CA file up to a root (a self-issued certificate), as OpenSSL counts
+/// them for nginx: a chain one longer is refused whether its intermediate came from the
+/// client or from the file.
+#[test]
+fn ssl_verify_depth_counts_as_nginx_counts() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    let root = pki.self_signed("root", KeyKind::P256, "Depth Root");
+    let inter = pki.intermediate("inter", KeyKind::P256, "/CN=Depth Intermediate", &root);
+    let leaf = pki.signed("leaf", KeyKind::P256, "/CN=depth client", &inter);
+    let both = pki.write(
+        "both.crt",
+        &format!(
+            "{}{}",
+            std::fs::read_to_string(&inter.cert).unwrap(),
+            std::fs::read_to_string(&root.cert).unwrap()
+        ),
+    );
+    // (CA file, depth) by port.
+    let servers = [(&root.cert, 1), (&root.cert, 0), (&both, 0), (&both, 1)];
+    let mut http = String::new();
+    for (i, (ca, depth)) in servers.iter().enumerate() {
+        http.push_str(&server_block(&server_pair, &format!(
+            "        ssl_verify_client on;\n        ssl_client_certificate {};\n        ssl_verify_depth {depth};\n        location /who {{ return 200 \"verify $ssl_client_verify\\n\"; }}",
+            ca.display()
+        )).replace("{PORT0}", &format!("{{PORT{i}}}")));
+    }
+    let leaf_args = [
+        "-cert",
+        leaf.cert.to_str().unwrap(),
+        "-key",
+        leaf.key.to_str().unwrap(),
+    ];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, servers.len(), &main_config(&http)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for (i, (ca, depth)) in servers.iter().enumerate() {
+            let file = ca.file_name().unwrap().to_string_lossy().into_owned();
+            for with_inter in [false, true] {
+                let mut args = leaf_args.to_vec();
+                if with_inter {
+                    args.extend(["-cert_chain", inter.cert.to_str().unwrap()]);
+                }
+                let out = s_client(server.port(i), &args, &request("localhost", "/who"));
+                let status = out
+                    .lines()
+                    .find_map(|l| l.find("HTTP/1.1 ").map(|i| l[i..].trim_end()))
+                    .unwrap_or("no answer")
+                    .to_owned();
+                // The body (s_client's own lines about the server's certificate aside).
+                let verify = out
+                    .lines()
+                    .find(|l| l.starts_with("verify ") && !l.starts_with("verify error:"))
+                    .unwrap_or("-");
+                lines.push(format!(
+                    "CA file {file}, depth {depth}, intermediate sent: {with_inter} -> {status} {verify}"
+                ));
+            }
+        }
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "CA file root.crt, depth 1, intermediate sent: true -> HTTP/1.1 200 OK verify SUCCESS",
+                    "CA file root.crt, depth 0, intermediate sent: true -> HTTP/1.1 400 Bad Request",
+                    "CA file both.crt, depth 0, intermediate sent: false -> HTTP/1.1 400 Bad Request",
+                    "CA file both.crt, depth 1, intermediate sent: false -> HTTP/1.1 200 OK verify SUCCESS",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}
+
 #[test]
 fn plain_http_on_a_tls_port_gets_nginx_page() {
     if !need_openssl() {

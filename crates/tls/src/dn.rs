@@ -60,6 +60,12 @@ fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
     Some(fields)
 }
 
+/// Whether a DER certificate names itself as its issuer (a root, to OpenSSL's chain
+/// building: the only kind a chain may end at).
+pub fn self_issued(cert: &[u8]) -> bool {
+    tbs_fields(cert).is_some_and(|f| f[2] == f[4])
+}
+
 /// The subject of a DER certificate in RFC 2253 form, or `None` if the DER is malformed.
 pub fn subject_rfc2253(cert: &[u8]) -> Option<String> {
     rfc2253(tbs_fields(cert)?[4])

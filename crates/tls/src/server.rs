@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{aws_lc_rs, CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::{ProducesTickets, StoresServerSessions, WebPkiClientVerifier};
+use rustls::server::{ProducesTickets, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
@@ -98,25 +98,100 @@ impl ClientVerify {
 /// a trusted CA.
 pub struct ClientCheck {
     pub mode: VerifyClient,
-    chain: Option<Arc<dyn ClientCertVerifier>>,
+    chain: Option<Chain>,
     depth: usize,
+}
+
+/// What a client's chain is built with, as OpenSSL builds it from nginx's CA files: it ends
+/// at a certificate that names itself as its issuer; the others of the files are
+/// intermediates, as those the client sends.
+struct Chain {
+    roots: Vec<CertificateDer<'static>>,
+    /// Indices into `roots` of the self-issued ones.
+    anchors: Vec<usize>,
+    /// The files' other certificates.
+    intermediates: Vec<CertificateDer<'static>>,
+    algs: WebPkiSupportedAlgorithms,
 }
 
 impl ClientCheck {
     pub fn verify(&self, certs: Option<&[CertificateDer<'static>]>) -> ClientVerify {
-        let Some((leaf, intermediates)) = certs.and_then(|c| c.split_first()) else {
+        let Some((leaf, sent)) = certs.and_then(|c| c.split_first()) else {
             return ClientVerify::None;
         };
-        if intermediates.len() >= self.depth.max(1) {
-            return ClientVerify::Failed("certificate chain too long");
-        }
         let Some(chain) = &self.chain else {
             return ClientVerify::Success;
         };
-        match chain.verify_client_cert(leaf, intermediates, UnixTime::now()) {
-            Ok(_) => ClientVerify::Success,
-            Err(e) => ClientVerify::Failed(openssl_reason(&e)),
+        match chain.verify(leaf, sent, self.depth) {
+            Ok(()) => ClientVerify::Success,
+            Err(why) => ClientVerify::Failed(why),
         }
+    }
+}
+
+impl Chain {
+    /// OpenSSL's verification with `ssl_verify_depth` `depth`: at most that many
+    /// intermediates between the client's certificate and a root, counted on the chain
+    /// built (not on what the client sent).
+    fn verify(
+        &self,
+        leaf: &CertificateDer<'_>,
+        sent: &[CertificateDer<'static>],
+        depth: usize,
+    ) -> Result<(), &'static str> {
+        let end = webpki::EndEntityCert::try_from(leaf).map_err(|_| "certificate verify error")?;
+        let anchors: Vec<_> = self
+            .anchors
+            .iter()
+            .filter_map(|&i| webpki::anchor_from_trusted_cert(&self.roots[i]).ok())
+            .collect();
+        let mut pool: Vec<CertificateDer<'_>> = sent.to_vec();
+        pool.extend(self.intermediates.iter().cloned());
+        let short = |path: &webpki::VerifiedPath<'_>| {
+            if path.intermediate_certificates().count() > depth {
+                Err(webpki::Error::MaximumPathDepthExceeded)
+            } else {
+                Ok(())
+            }
+        };
+        let now = UnixTime::now();
+        let build = |limit: Option<&PathCheck<'_>>| {
+            end.verify_for_usage(
+                self.algs.all,
+                &anchors,
+                &pool,
+                now,
+                webpki::KeyUsage::client_auth(),
+                None,
+                limit,
+            )
+            .map(|_| ())
+        };
+        match build(Some(&short)) {
+            Ok(()) => Ok(()),
+            // A chain there is, only longer than the depth allows.
+            Err(_) if build(None).is_ok() => Err("certificate chain too long"),
+            Err(e) => Err(openssl_reason(&rustls::Error::InvalidCertificate(
+                webpki_error(e),
+            ))),
+        }
+    }
+}
+
+/// A check of a chain built, which refuses it (the builder then tries another).
+type PathCheck<'a> = dyn Fn(&webpki::VerifiedPath<'_>) -> Result<(), webpki::Error> + 'a;
+
+/// rustls's words for a webpki verification error, as its own verifier maps them.
+fn webpki_error(e: webpki::Error) -> CertificateError {
+    use webpki::Error as E;
+    match e {
+        E::CertExpired { .. } => CertificateError::Expired,
+        E::CertNotValidYet { .. } => CertificateError::NotValidYet,
+        E::UnknownIssuer => CertificateError::UnknownIssuer,
+        E::InvalidSignatureForPublicKey
+        | E::UnsupportedSignatureAlgorithmForPublicKeyContext(_) => CertificateError::BadSignature,
+        E::RequiredEkuNotFoundContext(_) => CertificateError::InvalidPurpose,
+        _ => CertificateError::BadEncoding,
     }
 }
 
@@ -216,17 +291,21 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
             hints: Vec::new(),
         });
     }
-    let mut roots = RootCertStore::empty();
+    let mut store = RootCertStore::empty();
     for c in &a.roots {
-        roots
+        store
             .add(c.clone())
             .map_err(|e| TlsError::Config(format!("bad client CA certificate: {e}")))?;
     }
-    let hints = roots.subjects();
-    let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let hints = store.subjects();
+    let (anchors, intermediates): (Vec<usize>, Vec<usize>) =
+        (0..a.roots.len()).partition(|&i| crate::dn::self_issued(&a.roots[i]));
+    let chain = Chain {
+        roots: a.roots.clone(),
+        anchors,
+        intermediates: intermediates.iter().map(|&i| a.roots[i].clone()).collect(),
+        algs: provider.signature_verification_algorithms,
+    };
     // optional_no_ca asks for a certificate and takes any.
     let chain = (a.mode != VerifyClient::OptionalNoCa).then_some(chain);
     Ok(Client {

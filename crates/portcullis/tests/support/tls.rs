@@ -111,6 +111,28 @@ impl Pki {
     /// A certificate for `subject` signed by `ca` (a pair made by [`Pki::self_signed`] with
     /// CA rights, as `openssl req -x509` gives).
     pub fn signed(&self, name: &str, kind: KeyKind, subject: &str, ca: &Pair) -> Pair {
+        self.issue(
+            name,
+            kind,
+            subject,
+            ca,
+            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth,serverAuth\n",
+        )
+    }
+
+    /// An intermediate CA for `subject`, signed by `ca`.
+    pub fn intermediate(&self, name: &str, kind: KeyKind, subject: &str, ca: &Pair) -> Pair {
+        self.issue(
+            name,
+            kind,
+            subject,
+            ca,
+            "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\n",
+        )
+    }
+
+    /// A certificate for `subject` signed by `ca`, with the extensions `ext`.
+    fn issue(&self, name: &str, kind: KeyKind, subject: &str, ca: &Pair, ext: &str) -> Pair {
         let key = self.key(name, kind);
         let csr = self.path(&format!("{name}.csr"));
         let cert = self.path(&format!("{name}.crt"));
@@ -124,10 +146,7 @@ impl Pki {
             "-subj",
             subject,
         ]);
-        let ext = self.write(
-            &format!("{name}.ext"),
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth,serverAuth\n",
-        );
+        let ext = self.write(&format!("{name}.ext"), ext);
         run(&[
             "x509",
             "-req",
