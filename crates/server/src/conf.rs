@@ -263,7 +263,7 @@ pub(crate) struct LocConf {
     pub port_in_redirect: bool,
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
-    pub access_log: Vec<Arc<AccessLog>>,
+    pub access_log: Vec<crate::log::LogUse>,
     /// `if_modified_since`.
     pub if_modified_since: crate::static_files::IfModifiedSince,
     /// `resolver`: how names in `proxy_pass` URLs made of variables are resolved.
@@ -1219,7 +1219,7 @@ impl Builder {
         format: &str,
         rest: Option<&[portcullis_config::Arg]>,
         d: &Directive,
-    ) -> Result<Arc<AccessLog>, ConfigError> {
+    ) -> Result<crate::log::LogUse, ConfigError> {
         let fmt = if format == "combined" {
             Arc::new(LogFormat::combined())
         } else {
@@ -1230,6 +1230,7 @@ impl Builder {
         };
         let mut buffer = 0usize;
         let mut flush = None;
+        let mut condition = None;
         for a in rest.unwrap_or(&[]).iter().skip(1) {
             if let Some(v) = a.value.strip_prefix("buffer=") {
                 buffer = value::parse_size(v)
@@ -1240,7 +1241,9 @@ impl Builder {
                     Some(value::parse_time(v).ok_or_else(|| {
                         ConfigError::at(d, format!("invalid flush time \"{v}\""))
                     })?);
-            } else if a.value.starts_with("gzip") || a.value.starts_with("if=") {
+            } else if let Some(v) = a.value.strip_prefix("if=") {
+                condition = Some(Template::compile(v, d, &self.names)?);
+            } else if a.value.starts_with("gzip") {
                 self.warnings.push(format!(
                     "access_log parameter \"{}\" is not supported yet and is ignored in {}",
                     a.value, d.span
@@ -1257,7 +1260,10 @@ impl Builder {
         }
         let key = (path.to_path_buf(), format.to_string());
         if let Some(l) = self.logs.get(&key) {
-            return Ok(l.clone());
+            return Ok(crate::log::LogUse {
+                log: l.clone(),
+                condition,
+            });
         }
         let syslog = match path.to_str().and_then(|p| p.strip_prefix("syslog:")) {
             Some(params) => Some(
@@ -1287,7 +1293,7 @@ impl Builder {
             syslog,
         });
         self.logs.insert(key, log.clone());
-        Ok(log)
+        Ok(crate::log::LogUse { log, condition })
     }
 }
 

@@ -504,17 +504,21 @@ impl Connection<'_> {
             .position(|&b| b == b'\r' || b == b'\n');
         let request = &self.buf[..line_end.unwrap_or(self.buf.len().min(LINE_MAX))];
         let mut line = Vec::with_capacity(256);
-        for log in &server.conf.access_log {
+        let mut lookup = |v: &Var, out: &mut Vec<u8>| match v {
+            Var::Request => out.extend_from_slice(request),
+            Var::Status => out.extend_from_slice(status.to_string().as_bytes()),
+            Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
+            Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
+            Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
+            other => crate::request::connection_var(other, &self.info, out),
+        };
+        for u in &server.conf.access_log {
+            if !u.wanted(&mut lookup) {
+                continue;
+            }
             line.clear();
-            log.format.render(&mut line, &mut |v, out| match v {
-                Var::Request => out.extend_from_slice(request),
-                Var::Status => out.extend_from_slice(status.to_string().as_bytes()),
-                Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
-                Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
-                Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
-                other => crate::request::connection_var(other, &self.info, out),
-            });
-            self.worker.logs.borrow_mut().write(log, &line);
+            u.log.format.render(&mut line, &mut lookup);
+            self.worker.logs.borrow_mut().write(&u.log, &line);
         }
     }
 

@@ -471,18 +471,22 @@ async fn refuse(
     request.extend_from_slice(b"HTTP/2.0");
     let body = resp.content_length.unwrap_or(0);
     let mut out = Vec::with_capacity(256);
-    for access in &server.conf.access_log {
+    let mut lookup = |v: &Var, out: &mut Vec<u8>| match v {
+        Var::Request => out.extend_from_slice(&request),
+        Var::ServerProtocol => out.extend_from_slice(b"HTTP/2.0"),
+        Var::Status => out.extend_from_slice(resp.status.to_string().as_bytes()),
+        Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
+        Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
+        Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
+        other => crate::request::connection_var(other, info, out),
+    };
+    for u in &server.conf.access_log {
+        if !u.wanted(&mut lookup) {
+            continue;
+        }
         out.clear();
-        access.format.render(&mut out, &mut |v, out| match v {
-            Var::Request => out.extend_from_slice(&request),
-            Var::ServerProtocol => out.extend_from_slice(b"HTTP/2.0"),
-            Var::Status => out.extend_from_slice(resp.status.to_string().as_bytes()),
-            Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
-            Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
-            Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
-            other => crate::request::connection_var(other, info, out),
-        });
-        worker.logs.borrow_mut().write(access, &out);
+        u.log.format.render(&mut out, &mut lookup);
+        worker.logs.borrow_mut().write(&u.log, &out);
     }
 }
 

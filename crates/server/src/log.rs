@@ -381,6 +381,26 @@ pub struct AccessLog {
     pub syslog: Option<syslog::Syslog>,
 }
 
+/// An `access_log` of a level: the log it writes to, and its `if=` condition.
+#[derive(Clone, Debug)]
+pub(crate) struct LogUse {
+    pub log: Arc<AccessLog>,
+    pub condition: Option<Template>,
+}
+
+impl LogUse {
+    /// Whether a request's line goes to the log: no `if=`, or its value is neither empty
+    /// nor `0`. `lookup` gives the variables' values, as for the line.
+    pub fn wanted(&self, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) -> bool {
+        let Some(t) = &self.condition else {
+            return true;
+        };
+        let mut v = Vec::new();
+        t.eval_into(&mut v, lookup);
+        !(v.is_empty() || v == b"0")
+    }
+}
+
 /// The access log files, opened by the server itself before any worker runs, as nginx's
 /// master opens them: workers may serve as a user that could not open them (`user`), and a
 /// file that cannot be opened stops a start or a reload instead of losing lines.

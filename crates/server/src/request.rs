@@ -2330,12 +2330,14 @@ impl<'a> Request<'a> {
             return;
         }
         let mut line = Vec::with_capacity(256);
-        for log in &self.loc.access_log {
+        let mut lookup = |v: &Var, out: &mut Vec<u8>| self.var(v, out, Some((resp, sent)));
+        for u in &self.loc.access_log {
+            if !u.wanted(&mut lookup) {
+                continue;
+            }
             line.clear();
-            log.format.render(&mut line, &mut |v, out| {
-                self.var(v, out, Some((resp, sent)))
-            });
-            self.worker.logs.borrow_mut().write(log, &line);
+            u.log.format.render(&mut line, &mut lookup);
+            self.worker.logs.borrow_mut().write(&u.log, &line);
         }
     }
 

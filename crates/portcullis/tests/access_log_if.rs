@@ -1,0 +1,74 @@
+//! `access_log ... if=`: a request's line goes to the log only when the condition is
+//! neither empty nor `0`, compared with nginx on the same configuration and requests; a
+//! log without the condition keeps every line.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{kinds, Server};
+
+const CONFIG: &str = r#"
+    map $uri $loggable {
+        /skip 0;
+        /empty "";
+        default 1;
+    }
+    log_format short '$request_uri $status';
+    server {
+        listen 127.0.0.1:{PORT0};
+        access_log {PREFIX}/cond.log short if=$loggable;
+        access_log {PREFIX}/all.log short;
+        location / { return 200 "ok\n"; }
+        location /inner/ { access_log {PREFIX}/inner.log short if=$arg_log; return 204; }
+    }
+"#;
+
+#[test]
+fn access_log_if_keeps_the_lines_nginx_keeps() {
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(CONFIG)) else {
+            continue;
+        };
+        let port = server.port(0);
+        for path in [
+            "/a",
+            "/skip",
+            "/empty",
+            "/b?x=1",
+            "/inner/?log=1",
+            "/inner/?log=0",
+            "/inner/",
+        ] {
+            support::get(port, path).expect("GET");
+        }
+        let all = server.path("all.log");
+        let complete = support::wait_until(Duration::from_secs(5), || {
+            support::read_lossy(&all).lines().count() >= 4
+        });
+        assert!(complete, "{kind:?}: {}", support::read_lossy(&all));
+        let inner = server.path("inner.log");
+        assert!(support::wait_until(Duration::from_secs(5), || {
+            !support::read_lossy(&inner).is_empty()
+        }));
+        let mut lines = Vec::new();
+        for log in ["cond.log", "all.log", "inner.log"] {
+            lines.push(format!(
+                "{log}: {:?}",
+                support::read_lossy(&server.path(log))
+            ));
+        }
+        if kind == support::Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "cond.log: \"/a 200\\n/b?x=1 200\\n\"",
+                    "inner.log: \"/inner/?log=1 204\\n\"",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}
