@@ -749,7 +749,8 @@ pub static MODULES: &[Module] = &[
             d("ssl_stapling", HS, FLAG).default_only("off"),
             once("ssl_stapling_file", HS, TAKE1).warn(),
             once("ssl_stapling_responder", HS, TAKE1).warn(),
-            d("ssl_stapling_verify", HS, FLAG).refuse_unless("off"),
+            // Nothing is stapled (`ssl_stapling` is ignored), so there is nothing to verify.
+            d("ssl_stapling_verify", HS, FLAG).default_only("off"),
             d("ssl_early_data", HS, FLAG).default_only("off"),
             d("ssl_conf_command", HS, TAKE2).warn(),
             d("ssl_reject_handshake", HS, FLAG),

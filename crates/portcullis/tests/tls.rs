@@ -447,6 +447,38 @@ fn ssl_verify_depth_counts_as_nginx_counts() {
     support::compare(&seen);
 }
 
+/// X.509 version 1 certificates (no extensions), RSA and ECDSA, are served as nginx serves
+/// them.
+#[test]
+fn version_1_certificates_are_served() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    for kind_of_key in [KeyKind::Rsa2048, KeyKind::P256] {
+        let pair = pki.self_signed_v1("v1", kind_of_key, "localhost");
+        let mut seen = Vec::new();
+        for kind in kinds() {
+            let Some(server) = start(kind, &server_block(&pair, "")) else {
+                continue;
+            };
+            let out = s_client(server.port(0), &[], &request("localhost", "/"));
+            let lines = vec![format!(
+                "{kind_of_key:?}: answered {}, subject {}",
+                out.contains("secure"),
+                out.lines()
+                    .find(|l| l.starts_with("subject="))
+                    .unwrap_or("-")
+            )];
+            if kind == Kind::Portcullis {
+                support::expect_lines(&lines, &["answered true, subject subject=CN = localhost"]);
+            }
+            seen.push((kind, lines));
+        }
+        support::compare(&seen);
+    }
+}
+
 #[test]
 fn plain_http_on_a_tls_port_gets_nginx_page() {
     if !need_openssl() {

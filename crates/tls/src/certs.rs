@@ -30,8 +30,14 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsEr
         path: key.display().to_string(),
         cause: format!("unsupported key ({e})"),
     })?;
+    // The key's public half against the certificate's, read here so that a version 1
+    // certificate (which rustls's reader refuses) is served as OpenSSL serves it.
+    let matches = match (signing.public_key(), crate::dn::spki(&chain[0])) {
+        (Some(key), Some(cert)) => key.as_ref() == cert,
+        _ => false,
+    };
     let certified = CertifiedKey::new(chain, signing);
-    if certified.keys_match().is_err() {
+    if !matches {
         return Err(TlsError::KeyMismatch {
             path: key.display().to_string(),
         });

@@ -60,6 +60,28 @@ fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
     Some(fields)
 }
 
+/// The subjectPublicKeyInfo of a DER certificate, whole (its tag and length with it), of a
+/// version 1 certificate as of a version 3 one.
+pub fn spki(cert: &[u8]) -> Option<&[u8]> {
+    let (tag, certificate, _) = tlv(cert)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let (tag, mut tbs, _) = tlv(certificate)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    if tbs.first() == Some(&VERSION_TAG) {
+        tbs = tlv(tbs)?.2;
+    }
+    // serialNumber, signature, issuer, validity, subject.
+    for _ in 0..5 {
+        tbs = tlv(tbs)?.2;
+    }
+    let (_, _, rest) = tlv(tbs)?;
+    Some(&tbs[..tbs.len() - rest.len()])
+}
+
 /// Whether a DER certificate names itself as its issuer (a root, to OpenSSL's chain
 /// building: the only kind a chain may end at).
 pub fn self_issued(cert: &[u8]) -> bool {

@@ -86,6 +86,31 @@ impl Pki {
         key
     }
 
+    /// A self-signed X.509 version 1 certificate for `cn`: what `openssl req -x509` makes
+    /// from a configuration that names no extensions.
+    pub fn self_signed_v1(&self, name: &str, kind: KeyKind, cn: &str) -> Pair {
+        let key = self.key(name, kind);
+        let cert = self.path(&format!("{name}.crt"));
+        let cnf = self.write(
+            &format!("{name}.cnf"),
+            &format!("[req]\ndistinguished_name=dn\nprompt=no\n[dn]\nCN={cn}\n"),
+        );
+        run(&[
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            &key.display().to_string(),
+            "-out",
+            &cert.display().to_string(),
+            "-days",
+            "30",
+            "-config",
+            &cnf.display().to_string(),
+        ]);
+        Pair { cert, key }
+    }
+
     /// A self-signed certificate for `cn` (also its DNS name).
     pub fn self_signed(&self, name: &str, kind: KeyKind, cn: &str) -> Pair {
         let key = self.key(name, kind);
