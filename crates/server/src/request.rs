@@ -576,7 +576,7 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
             let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
         }
         Var::RemotePort => out.extend_from_slice(conn.peer.port().to_string().as_bytes()),
-        Var::ServerAddr => out.extend_from_slice(conn.local.ip().to_string().as_bytes()),
+        Var::ServerAddr => out.extend_from_slice(conn.local_addr().ip().to_string().as_bytes()),
         Var::ServerPort => out.extend_from_slice(conn.local.port().to_string().as_bytes()),
         Var::Connection => out.extend_from_slice(conn.id.to_string().as_bytes()),
         Var::ConnectionRequests => out.extend_from_slice(conn.requests.to_string().as_bytes()),
@@ -1774,17 +1774,16 @@ impl<'a> Request<'a> {
             let mut v = Vec::with_capacity(location.len() + 32);
             let tls = self.conn.tls.is_some();
             v.extend_from_slice(if tls { b"https://" } else { b"http://" });
-            let host = if self.loc.server_name_in_redirect && !self.server.name.is_empty() {
-                self.server.name.as_bytes()
+            // nginx's: the server's name with server_name_in_redirect, else the request's
+            // host, else the address the client reached.
+            let host = if self.loc.server_name_in_redirect {
+                Some(self.server.name.as_bytes())
             } else {
-                self.head
-                    .host_bytes()
-                    .unwrap_or(self.server.name.as_bytes())
+                self.head.host_bytes()
             };
-            if host.is_empty() {
-                v.extend_from_slice(self.conn.local.ip().to_string().as_bytes());
-            } else {
-                v.extend_from_slice(host);
+            match host.filter(|h| !h.is_empty()) {
+                Some(host) => v.extend_from_slice(host),
+                None => v.extend_from_slice(self.conn.local_addr().ip().to_string().as_bytes()),
             }
             let port = self.conn.local.port();
             // The scheme's own port is left out, as nginx does.

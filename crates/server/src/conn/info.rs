@@ -30,6 +30,48 @@ pub(crate) struct ConnInfo {
 }
 
 impl ConnInfo {
+    /// The address the client reached: the listener's, or on a wildcard listener (`listen
+    /// 80`) the socket's own, asked of the kernel only then, as nginx asks it.
+    pub fn local_addr(&self) -> SocketAddr {
+        if !self.local.ip().is_unspecified() {
+            return self.local;
+        }
+        let fd = self.fd;
+        // SAFETY: `storage` and `len` are valid for writes of the sizes given; a descriptor
+        // that is closed or reused makes the call fail or answer for another socket, never
+        // write past them.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let rc = unsafe {
+            libc::getsockname(
+                fd,
+                (&mut storage as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return self.local;
+        }
+        match i32::from(storage.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the kernel wrote a sockaddr_in for this family.
+                let a: libc::sockaddr_in =
+                    unsafe { std::ptr::read((&storage as *const libc::sockaddr_storage).cast()) };
+                SocketAddr::from((
+                    u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                    u16::from_be(a.sin_port),
+                ))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the kernel wrote a sockaddr_in6 for this family.
+                let a: libc::sockaddr_in6 =
+                    unsafe { std::ptr::read((&storage as *const libc::sockaddr_storage).cast()) };
+                SocketAddr::from((a.sin6_addr.s6_addr, u16::from_be(a.sin6_port)))
+            }
+            _ => self.local,
+        }
+    }
+
     /// The figure `which` of the socket's `TCP_INFO`, as nginx reads it; `None` when the
     /// kernel does not answer.
     pub fn tcp_info(&self, which: TcpInfo) -> Option<u32> {
