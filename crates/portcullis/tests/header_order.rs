@@ -84,3 +84,60 @@ fn own_responses_have_nginxs_field_order() {
     }
     support::compare(&seen_by);
 }
+
+/// `keepalive_timeout 65 60`: `Keep-Alive: timeout=60` after `Connection: keep-alive`, on the
+/// server's own answers and on proxied ones, for HTTP/1.1 and HTTP/1.0 keep-alive; none on
+/// a closing answer.
+#[test]
+fn keep_alive_timeout_is_said_as_nginx_says_it() {
+    let upstream = support::head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nup\n".to_vec()
+    });
+    let config = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        keepalive_timeout 65 60;
+        location = /own {{ return 200 "own\n"; }}
+        location = /up {{ proxy_pass http://127.0.0.1:{upstream}; }}
+        location = /inner {{ keepalive_timeout 30; return 200 "inner\n"; }}
+    }}
+"#
+    );
+    let mut seen_by = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&config)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for (path, version, connection) in [
+            ("/own", "1.1", ""),
+            ("/up", "1.1", ""),
+            ("/inner", "1.1", ""),
+            ("/own", "1.0", "Connection: keep-alive\r\n"),
+            ("/own", "1.1", "Connection: close\r\n"),
+        ] {
+            let mut c = server.client(0);
+            c.send(format!("GET {path} HTTP/{version}\r\nHost: h\r\n{connection}\r\n").as_bytes())
+                .unwrap();
+            let r = c.read_response(false).unwrap();
+            let fields: Vec<String> = r
+                .headers
+                .iter()
+                .filter(|(n, _)| n != "Date" && n != "Server")
+                .map(|(n, v)| format!("{n}: {v}"))
+                .collect();
+            lines.push(format!(
+                "{path} HTTP/{version} {connection:?} -> {fields:?}"
+            ));
+        }
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &["/own HTTP/1.1 \"\" -> [\"Content-Type: text/plain\", \"Content-Length: 4\", \"Connection: keep-alive\", \"Keep-Alive: timeout=60\"]"],
+            );
+        }
+        seen_by.push((kind, lines));
+    }
+    support::compare(&seen_by);
+}

@@ -251,6 +251,8 @@ pub(crate) struct LocConf {
     pub modules: Confs,
     pub internal: bool,
     pub keepalive_timeout: Duration,
+    /// `keepalive_timeout`'s second argument: `Keep-Alive: timeout=N` on kept-alive answers.
+    pub keepalive_header: Option<u64>,
     pub keepalive_requests: u64,
     /// How long a connection may carry requests, from its start: the request that ends
     /// past it is the last.
@@ -1110,7 +1112,13 @@ impl Builder {
                 c.head_limits.large_buffer_size = size_usize(d, 1)?;
             }
             "client_header_timeout" => c.client_header_timeout = time(d, 0)?,
-            "keepalive_timeout" => c.keepalive_timeout = time(d, 0)?,
+            "keepalive_timeout" => {
+                c.keepalive_timeout = time(d, 0)?;
+                // Without a second argument the level keeps the one it inherits, as nginx's.
+                if d.args.len() > 1 {
+                    c.keepalive_header = Some(time(d, 1)?.as_secs());
+                }
+            }
             "keepalive_requests" => c.keepalive_requests = value::number(d, 0)?,
             "keepalive_time" => c.keepalive_time = time(d, 0)?,
             "send_timeout" => c.send_timeout = time(d, 0)?,
@@ -1320,6 +1328,7 @@ impl LocConf {
             modules: Confs::defaults(modules),
             internal: false,
             keepalive_timeout: Duration::from_secs(75),
+            keepalive_header: None,
             keepalive_requests: 1000,
             keepalive_time: Duration::from_secs(3600),
             send_timeout: Duration::from_secs(60),

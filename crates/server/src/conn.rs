@@ -477,7 +477,12 @@ impl Connection<'_> {
         let tokens = server.conf.server_tokens;
         let mut resp = Response::error_page(page, status, tokens);
         resp.keep_alive = false;
-        resp.write_head(&mut self.out, self.worker.dates.borrow_mut().get(), tokens);
+        resp.write_head(
+            &mut self.out,
+            self.worker.dates.borrow_mut().get(),
+            tokens,
+            None,
+        );
         let head_len = self.out.len() as u64;
         let body = resp.body_bytes();
         let body_len = body.len() as u64;
@@ -557,7 +562,12 @@ impl Connection<'_> {
         // HTTP/0.9 has no status line and no headers: the body alone.
         if req.head().version() != Version::Http09 {
             let mut dates = self.worker.dates.borrow_mut();
-            resp.write_head(&mut self.out, dates.get(), loc.server_tokens);
+            resp.write_head(
+                &mut self.out,
+                dates.get(),
+                loc.server_tokens,
+                loc.keepalive_header,
+            );
         }
         let head_len = self.out.len() as u64;
         let timeout = loc.send_timeout;
@@ -729,6 +739,7 @@ impl Connection<'_> {
             keep_alive,
             loc.send_timeout,
             req.is_http11(),
+            loc.keepalive_header,
         );
         match crate::proxy::serve(&mut client, req, plan, body).await {
             crate::proxy::Finish::Sent {

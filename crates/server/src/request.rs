@@ -92,6 +92,14 @@ pub(crate) struct Filtered {
     pub content_type: Option<Arc<str>>,
 }
 
+/// `Keep-Alive: timeout=N`, which nginx writes after `Connection: keep-alive` when
+/// `keepalive_timeout` has a second argument.
+pub(crate) fn keep_alive_field(out: &mut BytesMut, secs: u64) {
+    out.put_slice(b"Keep-Alive: timeout=");
+    out.put_slice(secs.to_string().as_bytes());
+    out.put_slice(b"\r\n");
+}
+
 impl Response {
     /// The status the header filters see.
     pub(crate) fn filtered_status(&self) -> u16 {
@@ -234,7 +242,13 @@ impl Response {
     /// Writes the status line and headers in nginx's order.
     /// The status line and header fields. A 204 has neither type nor length, as nginx's
     /// header filter removes them.
-    pub fn write_head(&self, out: &mut BytesMut, date: &[u8], tokens: bool) {
+    pub fn write_head(
+        &self,
+        out: &mut BytesMut,
+        date: &[u8],
+        tokens: bool,
+        keepalive_header: Option<u64>,
+    ) {
         portcullis_http::write_status_line(out, self.status);
         out.put_slice(b"Server: ");
         out.put_slice(if tokens {
@@ -277,6 +291,9 @@ impl Response {
         } else {
             b"Connection: close\r\n"
         });
+        if let Some(secs) = keepalive_header.filter(|_| self.keep_alive) {
+            keep_alive_field(out, secs);
+        }
         if rest > 0 {
             // gzip's Vary comes first of them, where nginx's header filter writes it.
             let vary = |l: &[u8]| l == b"Vary: Accept-Encoding\r\n";

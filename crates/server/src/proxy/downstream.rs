@@ -152,6 +152,8 @@ pub(crate) struct Client<'c, S> {
     keep_alive: bool,
     send_timeout: Duration,
     http11: bool,
+    /// `keepalive_timeout`'s second argument, for `Keep-Alive: timeout=N`.
+    keepalive_header: Option<u64>,
     /// The body goes out chunked (the upstream's framing is not one the client can read).
     rechunk: bool,
     sent: u64,
@@ -167,6 +169,7 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
         keep_alive: bool,
         send_timeout: Duration,
         http11: bool,
+        keepalive_header: Option<u64>,
     ) -> Self {
         Client {
             stream,
@@ -175,6 +178,7 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
             keep_alive,
             send_timeout,
             http11,
+            keepalive_header,
             rechunk: false,
             sent: 0,
             body: 0,
@@ -248,6 +252,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Fields for Client<'_, S> {
         } else {
             b"Connection: close\r\n"
         });
+        if let Some(secs) = self
+            .keepalive_header
+            .filter(|_| self.keep_alive && !upgrade)
+        {
+            crate::request::keep_alive_field(self.out, secs);
+        }
     }
 }
 
