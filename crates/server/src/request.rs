@@ -92,6 +92,16 @@ pub(crate) struct Filtered {
     pub content_type: Option<Arc<str>>,
 }
 
+/// What a proxied response's head said beside its upstream's fields (`$sent_http_*`).
+pub(crate) struct SentFields {
+    /// The type it was sent with.
+    pub content_type: Option<Arc<str>>,
+    /// The header filters' fields (`add_header`), formatted.
+    pub added: BytesMut,
+    /// The proxy's settings (`proxy_hide_header`).
+    pub settings: Arc<crate::proxy::ProxySettings>,
+}
+
 /// `Keep-Alive: timeout=N`, which nginx writes after `Connection: keep-alive` when
 /// `keepalive_timeout` has a second argument.
 pub(crate) fn keep_alive_field(out: &mut BytesMut, secs: u64) {
@@ -691,6 +701,8 @@ pub(crate) struct Request<'a> {
     /// The last upstream response's head, for `$upstream_http_*` (kept only when the
     /// configuration reads one).
     upstream_head: std::cell::RefCell<Option<portcullis_http::ResponseHead>>,
+    /// What a proxied response's head said beside its upstream's, for `$sent_http_*`.
+    sent_fields: std::cell::RefCell<Option<SentFields>>,
     /// `$request_body`: the body as read whole for the upstream.
     request_body: std::cell::RefCell<Option<Bytes>>,
     /// The status decided so far, for `$status` before the response exists.
@@ -768,6 +780,7 @@ impl<'a> Request<'a> {
             streamed: Default::default(),
             request_id: std::cell::OnceCell::new(),
             upstream_head: std::cell::RefCell::default(),
+            sent_fields: std::cell::RefCell::default(),
             request_body: std::cell::RefCell::default(),
             status: 0,
             err_status: None,
@@ -2197,6 +2210,11 @@ impl<'a> Request<'a> {
                 }
             }
             Var::SentHttp(name) => {
+                let before = out.len();
+                self.sent_by_proxy(name, out);
+                if out.len() > before {
+                    return;
+                }
                 if let Some((r, _)) = resp {
                     match name.as_str() {
                         "content-type" => {
@@ -2222,6 +2240,55 @@ impl<'a> Request<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// `$sent_http_<name>` of a proxied response that went out: its type, an `add_header`
+    /// field, else the upstream's field (none of those the proxy never passes).
+    fn sent_by_proxy(&self, name: &str, out: &mut Vec<u8>) {
+        let fields = self.sent_fields.borrow();
+        let Some(f) = fields.as_ref() else {
+            return;
+        };
+        if name == "content-type" {
+            if let Some(t) = &f.content_type {
+                out.extend_from_slice(t.as_bytes());
+            }
+            return;
+        }
+        if name == "content-length" {
+            return;
+        }
+        for line in f.added[..].split(|&b| b == b'\n') {
+            if let Some(colon) = line.iter().position(|&b| b == b':') {
+                if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
+                    out.extend_from_slice(line[colon + 1..].trim_ascii());
+                    return;
+                }
+            }
+        }
+        const NOT_PASSED: [&str; 9] = [
+            "connection",
+            "keep-alive",
+            "transfer-encoding",
+            "date",
+            "server",
+            "x-accel-expires",
+            "x-accel-redirect",
+            "x-accel-limit-rate",
+            "x-accel-buffering",
+        ];
+        let hidden = |h: &String| h.eq_ignore_ascii_case(name);
+        if NOT_PASSED.contains(&name) || f.settings.hide_headers.iter().any(hidden) {
+            return;
+        }
+        if let Some(v) = self
+            .upstream_head
+            .borrow()
+            .as_ref()
+            .and_then(|h| h.header(name))
+        {
+            out.extend_from_slice(v);
         }
     }
 

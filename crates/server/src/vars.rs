@@ -298,6 +298,10 @@ impl Var {
             return Some(Var::Empty);
         }
         if let Some(h) = header("sent_http_") {
+            // A proxied response's fields are its upstream's.
+            names
+                .upstream_heads
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             return Some(Var::SentHttp(h));
         }
         if let Some(a) = name.strip_prefix("arg_") {

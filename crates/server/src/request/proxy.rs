@@ -84,6 +84,29 @@ impl Request<'_> {
             .any(|p| p.codes.contains(&status))
     }
 
+    /// Keeps what a proxied response's head says beside its upstream's (the type the
+    /// header filters gave it, their fields) and which of the upstream's fields it hides,
+    /// for `$sent_http_*`, when the configuration reads one.
+    fn keep_sent_fields(&self, extra: &Response, head: &ResponseHead, s: &Arc<ProxySettings>) {
+        if !self
+            .server
+            .names
+            .upstream_heads
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let content_type = extra.content_type.clone().or_else(|| {
+            head.known(KnownName::ContentType)
+                .map(|t| Arc::from(String::from_utf8_lossy(t).as_ref()))
+        });
+        *self.sent_fields.borrow_mut() = Some(crate::request::SentFields {
+            content_type,
+            added: extra.headers.clone(),
+            settings: s.clone(),
+        });
+    }
+
     /// Keeps the upstream response's head for `$upstream_http_*`, when the configuration
     /// reads one.
     pub(crate) fn keep_upstream_head(&self, head: &portcullis_http::ResponseHead) {
@@ -389,7 +412,11 @@ impl Request<'_> {
                 .map(|t| Arc::from(String::from_utf8_lossy(t).as_ref()));
         }
         let upstream_type = extra.content_type.clone();
+        // The header filters' own variables see the upstream's fields (`add_header ...
+        // $sent_http_x`), then the variables of the log see theirs too.
+        self.keep_sent_fields(&extra, head, &plan.settings);
         self.add_headers_with(&mut extra, Some(head));
+        self.keep_sent_fields(&extra, head, &plan.settings);
         match (&extra.content_type, head.known(KnownName::ContentType)) {
             (Some(t), _) if upstream_type.as_ref() != Some(t) => {
                 out.field(b"Content-Type", t.as_bytes())
