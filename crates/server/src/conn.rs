@@ -377,6 +377,9 @@ impl Connection<'_> {
             let send_continue =
                 req.head().expect_continue() && discard.is_some() && resp.status < 400;
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
+            if sent.is_err() {
+                req.set_incomplete();
+            }
             req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
             crate::subrequest::run_background(&mut req).await;
             if sent.is_err() || !keep_alive {

@@ -358,7 +358,10 @@ impl LogFormat {
             raw.clear();
             lookup(v, &mut raw);
             if raw.is_empty() {
-                out.push(b'-');
+                // A value nginx has, empty, is written so; one it has not is `-`.
+                if !v.empty_is_a_value() {
+                    out.push(b'-');
+                }
             } else {
                 crate::vars::escape_log(&raw, out);
             }

@@ -703,6 +703,8 @@ pub(crate) struct Request<'a> {
     upstream_head: std::cell::RefCell<Option<portcullis_http::ResponseHead>>,
     /// What a proxied response's head said beside its upstream's, for `$sent_http_*`.
     sent_fields: std::cell::RefCell<Option<SentFields>>,
+    /// The response could not be sent whole (`$request_completion`).
+    incomplete: std::cell::Cell<bool>,
     /// `$request_body`: the body as read whole for the upstream.
     request_body: std::cell::RefCell<Option<Bytes>>,
     /// The status decided so far, for `$status` before the response exists.
@@ -781,6 +783,7 @@ impl<'a> Request<'a> {
             request_id: std::cell::OnceCell::new(),
             upstream_head: std::cell::RefCell::default(),
             sent_fields: std::cell::RefCell::default(),
+            incomplete: std::cell::Cell::new(false),
             request_body: std::cell::RefCell::default(),
             status: 0,
             err_status: None,
@@ -2167,6 +2170,22 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Empty => {}
+            Var::Http2 => {
+                if self.http2 {
+                    out.extend_from_slice(if self.conn.tls.is_some() {
+                        b"h2"
+                    } else {
+                        b"h2c"
+                    });
+                }
+            }
+            Var::RequestCompletion => {
+                if resp.is_some_and(|(r, _)| r.status != crate::proxy::CLIENT_CLOSED)
+                    && !self.incomplete.get()
+                {
+                    out.extend_from_slice(b"OK");
+                }
+            }
             Var::RequestBody => {
                 if let Some(body) = self.request_body.borrow().as_ref() {
                     out.extend_from_slice(body);
@@ -2405,6 +2424,11 @@ impl<'a> Request<'a> {
             replaced(conf, status, &mut fields);
         }
         fields
+    }
+
+    /// The response could not be sent whole: `$request_completion` is empty.
+    pub(crate) fn set_incomplete(&self) {
+        self.incomplete.set(true);
     }
 
     /// Writes the access log lines of the location that finished the request.

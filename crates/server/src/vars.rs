@@ -80,6 +80,10 @@ pub enum Var {
     ProxyProtocol(ProxyProtocolVar),
     /// `$pipe`: "p" for a pipelined request, else ".".
     Pipe,
+    /// `$http2`: `h2` over TLS, `h2c` over plain TCP, empty for HTTP/1.x.
+    Http2,
+    /// `$request_completion`: `OK` once the response went out whole.
+    RequestCompletion,
     /// `$limit_rate`: the response rate limit, always 0 (`limit_rate` is refused).
     LimitRate,
     /// Variables of features that never take part here, whose value is then empty in nginx
@@ -122,6 +126,14 @@ impl Eq for ModuleVar {}
 /// that is not its own.
 pub(crate) type Resolve =
     Box<dyn Fn(&str) -> Option<std::sync::Arc<dyn std::any::Any + Send + Sync>> + Send + Sync>;
+
+impl Var {
+    /// Whether an empty value of the variable is a value nginx's log writes as nothing,
+    /// rather than the `-` of one it does not have (`$http2` of an HTTP/1.1 request).
+    pub fn empty_is_a_value(&self) -> bool {
+        matches!(self, Var::Http2)
+    }
+}
 
 /// What `$proxy_protocol_addr`, `_port`, `_server_addr` and `_server_port` show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,6 +378,10 @@ impl Var {
             }
             "limit_rate" => Var::LimitRate,
             "pipe" => Var::Pipe,
+            "http2" => Var::Http2,
+            "request_completion" => Var::RequestCompletion,
+            // The body is never written to a file (`client_body_in_file_only` is ignored).
+            "request_body_file" => Var::Empty,
             "tcpinfo_rtt" => Var::TcpInfo(TcpInfo::Rtt),
             "tcpinfo_rttvar" => Var::TcpInfo(TcpInfo::RttVar),
             "tcpinfo_snd_cwnd" => Var::TcpInfo(TcpInfo::SndCwnd),
