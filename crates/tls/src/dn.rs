@@ -37,9 +37,9 @@ const NAMES: &[(&[u8], &str)] = &[
     ),
 ];
 
-/// The fields of a DER certificate's TBSCertificate, from the serial number on:
-/// serialNumber, signature, issuer, validity, subject.
-fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
+/// The contents of a DER certificate's TBSCertificate after its version (a version 1
+/// certificate has none).
+fn tbs(cert: &[u8]) -> Option<&[u8]> {
     let (tag, certificate, _) = tlv(cert)?;
     if tag != SEQUENCE {
         return None;
@@ -51,6 +51,13 @@ fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
     if tbs.first() == Some(&VERSION_TAG) {
         tbs = tlv(tbs)?.2;
     }
+    Some(tbs)
+}
+
+/// The fields of a DER certificate's TBSCertificate, from the serial number on:
+/// serialNumber, signature, issuer, validity, subject.
+fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
+    let mut tbs = tbs(cert)?;
     let mut fields = [&[][..]; 5];
     for field in &mut fields {
         let (_, contents, rest) = tlv(tbs)?;
@@ -63,17 +70,7 @@ fn tbs_fields(cert: &[u8]) -> Option<[&[u8]; 5]> {
 /// The subjectPublicKeyInfo of a DER certificate, whole (its tag and length with it), of a
 /// version 1 certificate as of a version 3 one.
 pub fn spki(cert: &[u8]) -> Option<&[u8]> {
-    let (tag, certificate, _) = tlv(cert)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    let (tag, mut tbs, _) = tlv(certificate)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    if tbs.first() == Some(&VERSION_TAG) {
-        tbs = tlv(tbs)?.2;
-    }
+    let mut tbs = tbs(cert)?;
     // serialNumber, signature, issuer, validity, subject.
     for _ in 0..5 {
         tbs = tlv(tbs)?.2;
