@@ -447,6 +447,127 @@ fn ssl_verify_depth_counts_as_nginx_counts() {
     support::compare(&seen);
 }
 
+/// Client chains OpenSSL refuses for nginx, refused alike: a certificate trusted for itself
+/// (not a CA) that signs another, an intermediate without the right to sign certificates,
+/// a root's path length exceeded, a client certificate whose key usage is not for a TLS
+/// client; and the pinned certificate itself, accepted.
+#[test]
+fn client_chains_openssl_refuses_are_refused() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    let client =
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n";
+    // A pinned client certificate, and one it signs.
+    let pin = pki.self_signed_with(
+        "pin",
+        KeyKind::P256,
+        "pinned",
+        &[
+            "basicConstraints=CA:FALSE",
+            "keyUsage=digitalSignature",
+            "extendedKeyUsage=clientAuth",
+        ],
+    );
+    let minted = pki.issue("minted", KeyKind::P256, "/CN=admin", &pin, client);
+    // A root whose path length allows no intermediate, and one under it.
+    let tight = pki.self_signed_with(
+        "tight",
+        KeyKind::P256,
+        "Tight Root",
+        &[
+            "basicConstraints=critical,CA:TRUE,pathlen:0",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+    let under = pki.intermediate("under", KeyKind::P256, "/CN=Under Tight", &tight);
+    let deep = pki.signed("deep", KeyKind::P256, "/CN=deep client", &under);
+    // An intermediate that may not sign certificates.
+    let root = pki.self_signed("root", KeyKind::P256, "Good Root");
+    let nosign = pki.issue(
+        "nosign",
+        KeyKind::P256,
+        "/CN=No Sign",
+        &root,
+        "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,digitalSignature\n",
+    );
+    let below = pki.signed("below", KeyKind::P256, "/CN=below client", &nosign);
+    // A client certificate for key encipherment only.
+    let encipher = pki.issue(
+        "encipher",
+        KeyKind::P256,
+        "/CN=encipher",
+        &root,
+        "basicConstraints=CA:FALSE\nkeyUsage=keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    );
+    let cases: [(&str, &Pair, &Pair, Option<&Pair>); 5] = [
+        ("pinned itself", &pin, &pin, None),
+        ("signed by the pinned one", &pin, &minted, None),
+        ("under a pathlen:0 root", &tight, &deep, Some(&under)),
+        (
+            "under an intermediate without keyCertSign",
+            &root,
+            &below,
+            Some(&nosign),
+        ),
+        ("for key encipherment only", &root, &encipher, None),
+    ];
+    let mut http = String::new();
+    for (i, (_, ca, ..)) in cases.iter().enumerate() {
+        http.push_str(
+            &server_block(
+                &server_pair,
+                &format!(
+                    "        ssl_verify_client on;\n        ssl_client_certificate {};\n        location /who {{ return 200 \"verify $ssl_client_verify\\n\"; }}",
+                    ca.cert.display()
+                ),
+            )
+            .replace("{PORT0}", &format!("{{PORT{i}}}")),
+        );
+    }
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, cases.len(), &main_config(&http)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for (i, (name, _, leaf, chain)) in cases.iter().enumerate() {
+            let mut args = vec![
+                "-cert",
+                leaf.cert.to_str().unwrap(),
+                "-key",
+                leaf.key.to_str().unwrap(),
+            ];
+            if let Some(c) = chain {
+                args.extend(["-cert_chain", c.cert.to_str().unwrap()]);
+            }
+            let out = s_client(server.port(i), &args, &request("localhost", "/who"));
+            let status = out
+                .lines()
+                .find_map(|l| l.find("HTTP/1.1 ").map(|i| l[i..].trim_end()))
+                .unwrap_or("no answer")
+                .to_owned();
+            lines.push(format!("{name} -> {status}"));
+        }
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "pinned itself -> HTTP/1.1 200 OK",
+                    "signed by the pinned one -> HTTP/1.1 400 Bad Request",
+                    "under a pathlen:0 root -> HTTP/1.1 400 Bad Request",
+                    "under an intermediate without keyCertSign -> HTTP/1.1 400 Bad Request",
+                    "for key encipherment only -> HTTP/1.1 400 Bad Request",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}
+
 /// X.509 version 1 certificates (no extensions), RSA and ECDSA, are served as nginx serves
 /// them.
 #[test]

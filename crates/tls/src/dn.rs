@@ -137,6 +137,109 @@ pub fn validity(cert: &[u8]) -> Option<(CertTime, CertTime)> {
     Some((not_before, asn1_time(tag, after)?))
 }
 
+impl CertTime {
+    /// Seconds since the Unix epoch.
+    pub fn unix(&self) -> i64 {
+        // Days from the civil date (Howard Hinnant's algorithm).
+        let (y, m) = if self.month <= 2 {
+            (self.year - 1, i64::from(self.month) + 9)
+        } else {
+            (self.year, i64::from(self.month) - 3)
+        };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * m + 2) / 5 + i64::from(self.day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        days * 86_400
+            + i64::from(self.hour) * 3600
+            + i64::from(self.minute) * 60
+            + i64::from(self.second)
+    }
+}
+
+/// keyUsage bits, as numbered in the extension: digitalSignature is bit 0.
+pub const KU_DIGITAL_SIGNATURE: u16 = 1;
+pub const KU_KEY_AGREEMENT: u16 = 1 << 4;
+pub const KU_KEY_CERT_SIGN: u16 = 1 << 5;
+
+/// What OpenSSL's chain checks read of a certificate's extensions.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Constraints {
+    /// basicConstraints: whether a CA, and its path length limit.
+    pub basic: Option<(bool, Option<u64>)>,
+    /// keyUsage, when the certificate has one.
+    pub key_usage: Option<u16>,
+}
+
+/// The basicConstraints and keyUsage of a DER certificate (none for a version 1 one).
+pub fn constraints(cert: &[u8]) -> Option<Constraints> {
+    let mut tbs = tbs(cert)?;
+    // serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
+    for _ in 0..6 {
+        tbs = tlv(tbs)?.2;
+    }
+    let mut c = Constraints::default();
+    while !tbs.is_empty() {
+        let (tag, contents, rest) = tlv(tbs)?;
+        tbs = rest;
+        // [3] extensions (the unique identifiers [1] and [2] are passed over).
+        if tag != 0xa3 {
+            continue;
+        }
+        let (_, mut exts, _) = tlv(contents)?;
+        while !exts.is_empty() {
+            let (_, ext, rest) = tlv(exts)?;
+            exts = rest;
+            let (_, oid, mut value) = tlv(ext)?;
+            if value.first() == Some(&0x01) {
+                value = tlv(value)?.2;
+            }
+            let (_, value, _) = tlv(value)?;
+            match oid {
+                [0x55, 0x1d, 0x13] => {
+                    let (_, mut seq, _) = tlv(value)?;
+                    let mut ca = false;
+                    if seq.first() == Some(&0x01) {
+                        let (_, b, rest) = tlv(seq)?;
+                        ca = b.first().is_some_and(|&x| x != 0);
+                        seq = rest;
+                    }
+                    let len = match seq.first() {
+                        Some(&0x02) => Some(
+                            tlv(seq)?
+                                .1
+                                .iter()
+                                .fold(0u64, |a, &b| (a << 8) | u64::from(b)),
+                        ),
+                        _ => None,
+                    };
+                    c.basic = Some((ca, len));
+                }
+                [0x55, 0x1d, 0x0f] => {
+                    let (_, bits, _) = tlv(value)?;
+                    let (first, second) = (
+                        bits.get(1).copied().unwrap_or(0),
+                        bits.get(2).copied().unwrap_or(0),
+                    );
+                    let mut ku = 0u16;
+                    for i in 0..8 {
+                        if first & (0x80 >> i) != 0 {
+                            ku |= 1 << i;
+                        }
+                    }
+                    if second & 0x80 != 0 {
+                        ku |= 1 << 8;
+                    }
+                    c.key_usage = Some(ku);
+                }
+                _ => {}
+            }
+        }
+    }
+    Some(c)
+}
+
 /// A UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
 fn asn1_time(tag: u8, text: &[u8]) -> Option<CertTime> {
     let digits = |s: &[u8]| -> Option<u32> {

@@ -106,9 +106,9 @@ pub struct ClientCheck {
 /// at a certificate that names itself as its issuer; the others of the files are
 /// intermediates, as those the client sends.
 struct Chain {
-    roots: Vec<CertificateDer<'static>>,
-    /// Indices into `roots` of the self-issued ones.
-    anchors: Vec<usize>,
+    /// The files' self-issued certificates, as trust anchors, each with its certificate.
+    anchors: Vec<rustls_pki_types::TrustAnchor<'static>>,
+    anchor_certs: Vec<CertificateDer<'static>>,
     /// The files' other certificates.
     intermediates: Vec<CertificateDer<'static>>,
     algs: WebPkiSupportedAlgorithms,
@@ -140,25 +140,25 @@ impl Chain {
         depth: usize,
     ) -> Result<(), &'static str> {
         let end = webpki::EndEntityCert::try_from(leaf).map_err(|_| "certificate verify error")?;
-        let anchors: Vec<_> = self
-            .anchors
+        let pool: Vec<CertificateDer<'_>> = sent
             .iter()
-            .filter_map(|&i| webpki::anchor_from_trusted_cert(&self.roots[i]).ok())
+            .chain(&self.intermediates)
+            .map(|c| CertificateDer::from(c.as_ref()))
             .collect();
-        let mut pool: Vec<CertificateDer<'_>> = sent.to_vec();
-        pool.extend(self.intermediates.iter().cloned());
-        let short = |path: &webpki::VerifiedPath<'_>| {
-            if path.intermediate_certificates().count() > depth {
-                Err(webpki::Error::MaximumPathDepthExceeded)
-            } else {
-                Ok(())
-            }
-        };
         let now = UnixTime::now();
+        // What OpenSSL checks beyond webpki, on each chain built; the first refusal's words.
+        let refused: std::cell::Cell<Option<&'static str>> = std::cell::Cell::new(None);
+        let short = |path: &webpki::VerifiedPath<'_>| {
+            let why = self.openssl_checks(leaf, path, depth, now.as_secs());
+            if why.is_some() && refused.get().is_none() {
+                refused.set(why);
+            }
+            why.map_or(Ok(()), |_| Err(webpki::Error::MaximumPathDepthExceeded))
+        };
         let build = |limit: Option<&PathCheck<'_>>| {
             end.verify_for_usage(
                 self.algs.all,
-                &anchors,
+                &self.anchors,
                 &pool,
                 now,
                 webpki::KeyUsage::client_auth(),
@@ -169,12 +169,88 @@ impl Chain {
         };
         match build(Some(&short)) {
             Ok(()) => Ok(()),
-            // A chain there is, only longer than the depth allows.
-            Err(_) if build(None).is_ok() => Err("certificate chain too long"),
+            // A chain there is, only one OpenSSL refuses.
+            Err(_) if build(None).is_ok() => {
+                Err(refused.get().unwrap_or("certificate verify error"))
+            }
             Err(e) => Err(openssl_reason(&rustls::Error::InvalidCertificate(
                 webpki_error(e),
             ))),
         }
+    }
+}
+
+impl Chain {
+    /// OpenSSL's checks of a chain webpki built and does not make: `ssl_verify_depth`; the
+    /// root a CA (a certificate that is not one is trusted only as the client's own), in
+    /// its validity period, its path length limit; each intermediate's key usage and path
+    /// length; the client's key usage for a TLS client. `None`: the chain passes.
+    fn openssl_checks(
+        &self,
+        leaf: &CertificateDer<'_>,
+        path: &webpki::VerifiedPath<'_>,
+        depth: usize,
+        now: u64,
+    ) -> Option<&'static str> {
+        use crate::dn::{
+            constraints, validity, KU_DIGITAL_SIGNATURE, KU_KEY_AGREEMENT, KU_KEY_CERT_SIGN,
+        };
+        let inters: Vec<CertificateDer<'_>> =
+            path.intermediate_certificates().map(|c| c.der()).collect();
+        if inters.len() > depth {
+            return Some("unable to get local issuer certificate");
+        }
+        let i = self
+            .anchors
+            .iter()
+            .position(|a| std::ptr::eq(a, path.anchor()))?;
+        let root = &self.anchor_certs[i];
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        match validity(root) {
+            Some((from, _)) if from.unix() > now => return Some("certificate is not yet valid"),
+            Some((_, until)) if until.unix() < now => return Some("certificate has expired"),
+            _ => {}
+        }
+        let signs =
+            |c: &crate::dn::Constraints| c.key_usage.is_none_or(|ku| ku & KU_KEY_CERT_SIGN != 0);
+        let rc = constraints(root).unwrap_or_default();
+        let root_is_ca =
+            matches!(rc.basic, Some((true, _))) || (rc.basic.is_none() && rc.key_usage.is_none());
+        if !(root_is_ca && signs(&rc)) {
+            // Trusted as the client's own certificate only.
+            if !(inters.is_empty() && root.as_ref() == leaf.as_ref()) {
+                return Some(if signs(&rc) {
+                    "invalid CA certificate"
+                } else {
+                    "key usage does not include certificate signing"
+                });
+            }
+            return None;
+        }
+        if let Some((_, Some(len))) = rc.basic {
+            if inters.len() as u64 > len {
+                return Some("path length constraint exceeded");
+            }
+        }
+        for (below, inter) in inters.iter().enumerate() {
+            let c = constraints(inter).unwrap_or_default();
+            if !signs(&c) {
+                return Some("key usage does not include certificate signing");
+            }
+            if let Some((_, Some(len))) = c.basic {
+                if below as u64 > len {
+                    return Some("path length constraint exceeded");
+                }
+            }
+        }
+        let lc = constraints(leaf).unwrap_or_default();
+        if lc
+            .key_usage
+            .is_some_and(|ku| ku & (KU_DIGITAL_SIGNATURE | KU_KEY_AGREEMENT) == 0)
+        {
+            return Some("unsupported certificate purpose");
+        }
+        None
     }
 }
 
@@ -298,12 +374,23 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
             .map_err(|e| TlsError::Config(format!("bad client CA certificate: {e}")))?;
     }
     let hints = store.subjects();
-    let (anchors, intermediates): (Vec<usize>, Vec<usize>) =
-        (0..a.roots.len()).partition(|&i| crate::dn::self_issued(&a.roots[i]));
+    let (roots, intermediates): (Vec<_>, Vec<_>) = a
+        .roots
+        .iter()
+        .cloned()
+        .partition(|c| crate::dn::self_issued(c));
+    let mut anchors = Vec::new();
+    let mut anchor_certs = Vec::new();
+    for c in roots {
+        if let Ok(anchor) = webpki::anchor_from_trusted_cert(&c) {
+            anchors.push(anchor.to_owned());
+            anchor_certs.push(c);
+        }
+    }
     let chain = Chain {
-        roots: a.roots.clone(),
         anchors,
-        intermediates: intermediates.iter().map(|&i| a.roots[i].clone()).collect(),
+        anchor_certs,
+        intermediates,
         algs: provider.signature_verification_algorithms,
     };
     // optional_no_ca asks for a certificate and takes any.

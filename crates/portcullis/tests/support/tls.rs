@@ -111,6 +111,25 @@ impl Pki {
         Pair { cert, key }
     }
 
+    /// A self-signed certificate for `cn` with the extensions `ext` (`-addext` values).
+    pub fn self_signed_with(&self, name: &str, kind: KeyKind, cn: &str, ext: &[&str]) -> Pair {
+        let key = self.key(name, kind);
+        let cert = self.path(&format!("{name}.crt"));
+        let (key_s, cert_s, subj) = (
+            key.display().to_string(),
+            cert.display().to_string(),
+            format!("/CN={cn}"),
+        );
+        let mut args = vec![
+            "req", "-x509", "-new", "-key", &key_s, "-out", &cert_s, "-days", "30", "-subj", &subj,
+        ];
+        for e in ext {
+            args.extend(["-addext", e]);
+        }
+        run(&args);
+        Pair { cert, key }
+    }
+
     /// A self-signed certificate for `cn` (also its DNS name).
     pub fn self_signed(&self, name: &str, kind: KeyKind, cn: &str) -> Pair {
         let key = self.key(name, kind);
@@ -157,7 +176,7 @@ impl Pki {
     }
 
     /// A certificate for `subject` signed by `ca`, with the extensions `ext`.
-    fn issue(&self, name: &str, kind: KeyKind, subject: &str, ca: &Pair, ext: &str) -> Pair {
+    pub fn issue(&self, name: &str, kind: KeyKind, subject: &str, ca: &Pair, ext: &str) -> Pair {
         let key = self.key(name, kind);
         let csr = self.path(&format!("{name}.csr"));
         let cert = self.path(&format!("{name}.crt"));
