@@ -101,6 +101,7 @@ fn keep_alive_timeout_is_said_as_nginx_says_it() {
         location = /own {{ return 200 "own\n"; }}
         location = /up {{ proxy_pass http://127.0.0.1:{upstream}; }}
         location = /inner {{ keepalive_timeout 30; return 200 "inner\n"; }}
+        location = /zero {{ keepalive_timeout 30 0; return 200 "zero\n"; }}
     }}
 "#
     );
@@ -114,6 +115,7 @@ fn keep_alive_timeout_is_said_as_nginx_says_it() {
             ("/own", "1.1", ""),
             ("/up", "1.1", ""),
             ("/inner", "1.1", ""),
+            ("/zero", "1.1", ""),
             ("/own", "1.0", "Connection: keep-alive\r\n"),
             ("/own", "1.1", "Connection: close\r\n"),
         ] {

@@ -11,18 +11,26 @@ use support::{head_upstream, kinds, Server};
 #[test]
 fn sent_fields_are_what_went_out_as_in_nginx() {
     let upstream = head_upstream(|_, _| {
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-R: 1\r\nX-H: hidden\r\nCache-Control: max-age=5\r\nX-Accel-Expires: 9\r\nContent-Length: 3\r\n\r\n{}\n"
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-R: 1\r\nX-H: hidden\r\nCache-Control: max-age=5\r\nX-Accel-Expires: 9\r\nX-Pad: pad\r\nX-Both: up\r\nContent-Length: 3\r\n\r\n{}\n"
             .to_vec()
     });
     let config = format!(
         r#"
-    log_format sent '$uri ct=$sent_http_content_type r=$sent_http_x_r h=$sent_http_x_h cc=$sent_http_cache_control a=$sent_http_x_a xe=$sent_http_x_accel_expires';
+    log_format sent '$uri ct=$sent_http_content_type r=$sent_http_x_r h=$sent_http_x_h cc=$sent_http_cache_control a=$sent_http_x_a xe=$sent_http_x_accel_expires pad=$sent_http_x_pad both=$sent_http_x_both';
+    proxy_cache_path {{PREFIX}}/cache keys_zone=sent:1m;
+    proxy_temp_path {{PREFIX}}/proxy_temp;
     server {{
         listen 127.0.0.1:{{PORT0}};
         access_log {{PREFIX}}/sent.log sent;
         location /up {{
             proxy_hide_header X-H;
             add_header X-A "xr=$sent_http_x_r";
+            add_header X-Both added;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /cached {{
+            proxy_cache sent;
+            proxy_cache_valid 200 1m;
             proxy_pass http://127.0.0.1:{upstream};
         }}
         location /own {{ add_header X-A own; default_type text/html; return 200 "own\n"; }}
@@ -35,13 +43,13 @@ fn sent_fields_are_what_went_out_as_in_nginx() {
             continue;
         };
         let mut lines = Vec::new();
-        for path in ["/up", "/own"] {
+        for path in ["/up", "/own", "/cached", "/cached"] {
             let r = support::get(server.port(0), path).expect("GET");
             lines.push(format!("{path}: X-A {:?}", r.header("x-a")));
         }
         let log = server.path("sent.log");
         assert!(support::wait_until(Duration::from_secs(5), || {
-            support::read_lossy(&log).lines().count() >= 2
+            support::read_lossy(&log).lines().count() >= 4
         }));
         lines.extend(support::read_lossy(&log).lines().map(str::to_owned));
         if kind == support::Kind::Portcullis {

@@ -1116,7 +1116,10 @@ impl Builder {
                 c.keepalive_timeout = time(d, 0)?;
                 // Without a second argument the level keeps the one it inherits, as nginx's.
                 if d.args.len() > 1 {
-                    c.keepalive_header = Some(time(d, 1)?.as_secs());
+                    // Whole seconds, as nginx reads it; 0 says nothing.
+                    let secs =
+                        value::parse_time_secs(d.arg(1)).ok_or_else(|| invalid_value(d, 1))?;
+                    c.keepalive_header = (secs > 0).then_some(secs);
                 }
             }
             "keepalive_requests" => c.keepalive_requests = value::number(d, 0)?,

@@ -514,6 +514,8 @@ impl Connection<'_> {
         let mut line = Vec::with_capacity(256);
         let mut lookup = |v: &Var, out: &mut Vec<u8>| match v {
             Var::Request => out.extend_from_slice(request),
+            // The error page went out: nginx's request completed.
+            Var::RequestCompletion => out.extend_from_slice(b"OK"),
             Var::Status => out.extend_from_slice(status.to_string().as_bytes()),
             Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
             Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),

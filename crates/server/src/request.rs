@@ -1809,12 +1809,13 @@ impl<'a> Request<'a> {
             v.extend_from_slice(if tls { b"https://" } else { b"http://" });
             // nginx's: the server's name with server_name_in_redirect, else the request's
             // host, else the address the client reached.
+            // (An empty server name is written as it is, as nginx writes it.)
             let host = if self.loc.server_name_in_redirect {
                 Some(self.server.name.as_bytes())
             } else {
-                self.head.host_bytes()
+                self.head.host_bytes().filter(|h| !h.is_empty())
             };
-            match host.filter(|h| !h.is_empty()) {
+            match host {
                 Some(host) => v.extend_from_slice(host),
                 None => v.extend_from_slice(self.conn.local_addr().ip().to_string().as_bytes()),
             }
@@ -2278,6 +2279,33 @@ impl<'a> Request<'a> {
         if name == "content-length" {
             return;
         }
+        // The upstream's fields come first, as in nginx's list of the fields sent.
+        const HOP: [&str; 3] = ["connection", "keep-alive", "transfer-encoding"];
+        const NOT_PASSED: [&str; 8] = [
+            "date",
+            "server",
+            "x-pad",
+            "x-accel-expires",
+            "x-accel-redirect",
+            "x-accel-limit-rate",
+            "x-accel-buffering",
+            "x-accel-charset",
+        ];
+        let named = |h: &String| h.eq_ignore_ascii_case(name);
+        let passed = !HOP.contains(&name)
+            && (!NOT_PASSED.contains(&name) || f.settings.pass_headers.iter().any(named))
+            && !f.settings.hide_headers.iter().any(named);
+        if passed {
+            if let Some(v) = self
+                .upstream_head
+                .borrow()
+                .as_ref()
+                .and_then(|h| h.header(name))
+            {
+                out.extend_from_slice(v);
+                return;
+            }
+        }
         for line in f.added[..].split(|&b| b == b'\n') {
             if let Some(colon) = line.iter().position(|&b| b == b':') {
                 if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
@@ -2285,29 +2313,6 @@ impl<'a> Request<'a> {
                     return;
                 }
             }
-        }
-        const NOT_PASSED: [&str; 9] = [
-            "connection",
-            "keep-alive",
-            "transfer-encoding",
-            "date",
-            "server",
-            "x-accel-expires",
-            "x-accel-redirect",
-            "x-accel-limit-rate",
-            "x-accel-buffering",
-        ];
-        let hidden = |h: &String| h.eq_ignore_ascii_case(name);
-        if NOT_PASSED.contains(&name) || f.settings.hide_headers.iter().any(hidden) {
-            return;
-        }
-        if let Some(v) = self
-            .upstream_head
-            .borrow()
-            .as_ref()
-            .and_then(|h| h.header(name))
-        {
-            out.extend_from_slice(v);
         }
     }
 

@@ -96,6 +96,10 @@ impl Request<'_> {
         {
             return;
         }
+        // A response of the cache's has no upstream head kept yet: its stored one is it.
+        if self.upstream_head.borrow().is_none() {
+            *self.upstream_head.borrow_mut() = Some(head.clone());
+        }
         let content_type = extra.content_type.clone().or_else(|| {
             head.known(KnownName::ContentType)
                 .map(|t| Arc::from(String::from_utf8_lossy(t).as_ref()))

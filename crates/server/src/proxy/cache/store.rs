@@ -1068,6 +1068,8 @@ fn fs_block_size(dir: &Path) -> u64 {
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0
         || s.f_bsize == 0
         || !s.f_bsize.is_multiple_of(512)
+        // A network file system says its transfer size: nginx takes 512 then.
+        || s.f_bsize > 4096
     {
         return 512;
     }
