@@ -42,6 +42,13 @@ fn start(kind: Kind, http_body: &str) -> Option<Server> {
     Server::start(kind, 1, &main_config(http_body))
 }
 
+/// The status line of the answer in what `s_client` printed.
+fn status_line(out: &str) -> &str {
+    out.lines()
+        .find_map(|l| l.find("HTTP/1.1 ").map(|i| l[i..].trim_end()))
+        .unwrap_or("no answer")
+}
+
 fn need_openssl() -> bool {
     if openssl_available() {
         return true;
@@ -416,11 +423,7 @@ fn ssl_verify_depth_counts_as_nginx_counts() {
                     args.extend(["-cert_chain", inter.cert.to_str().unwrap()]);
                 }
                 let out = s_client(server.port(i), &args, &request("localhost", "/who"));
-                let status = out
-                    .lines()
-                    .find_map(|l| l.find("HTTP/1.1 ").map(|i| l[i..].trim_end()))
-                    .unwrap_or("no answer")
-                    .to_owned();
+                let status = status_line(&out);
                 // The body (s_client's own lines about the server's certificate aside).
                 let verify = out
                     .lines()
@@ -544,12 +547,7 @@ fn client_chains_openssl_refuses_are_refused() {
                 args.extend(["-cert_chain", c.cert.to_str().unwrap()]);
             }
             let out = s_client(server.port(i), &args, &request("localhost", "/who"));
-            let status = out
-                .lines()
-                .find_map(|l| l.find("HTTP/1.1 ").map(|i| l[i..].trim_end()))
-                .unwrap_or("no answer")
-                .to_owned();
-            lines.push(format!("{name} -> {status}"));
+            lines.push(format!("{name} -> {}", status_line(&out)));
         }
         if kind == Kind::Portcullis {
             support::expect_lines(

@@ -92,6 +92,17 @@ pub(crate) struct Filtered {
     pub content_type: Option<Arc<str>>,
 }
 
+/// The values of the fields called `name` (any case) in a block of `Name: value\r\n` lines.
+fn fields_named<'b>(block: &'b [u8], name: &str) -> impl Iterator<Item = &'b [u8]> + 'b {
+    let name = name.as_bytes().to_vec();
+    block.split(|&b| b == b'\n').filter_map(move |line| {
+        let colon = line.iter().position(|&b| b == b':')?;
+        line[..colon]
+            .eq_ignore_ascii_case(&name)
+            .then(|| line[colon + 1..].trim_ascii())
+    })
+}
+
 /// What a proxied response's head said beside its upstream's fields (`$sent_http_*`).
 pub(crate) struct SentFields {
     /// The type it was sent with.
@@ -177,26 +188,13 @@ impl Response {
 
     /// The value of the first field called `name` (any case) among the added fields.
     pub(crate) fn header_value(&self, name: &str) -> Option<Vec<u8>> {
-        self.headers[..].split(|&b| b == b'\n').find_map(|line| {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let colon = line.iter().position(|&b| b == b':')?;
-            line[..colon]
-                .eq_ignore_ascii_case(name.as_bytes())
-                .then(|| line[colon + 1..].trim_ascii().to_vec())
-        })
+        fields_named(&self.headers, name).next().map(<[u8]>::to_vec)
     }
 
     /// The values of every field called `name` (any case) among the added fields.
     pub(crate) fn header_values(&self, name: &str) -> Vec<Vec<u8>> {
-        self.headers[..]
-            .split(|&b| b == b'\n')
-            .filter_map(|line| {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let colon = line.iter().position(|&b| b == b':')?;
-                line[..colon]
-                    .eq_ignore_ascii_case(name.as_bytes())
-                    .then(|| line[colon + 1..].trim_ascii().to_vec())
-            })
+        fields_named(&self.headers, name)
+            .map(<[u8]>::to_vec)
             .collect()
     }
 
@@ -2248,13 +2246,8 @@ impl<'a> Request<'a> {
                             }
                         }
                         _ => {
-                            for line in r.headers[..].split(|&b| b == b'\n') {
-                                if let Some(colon) = line.iter().position(|&b| b == b':') {
-                                    if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
-                                        out.extend_from_slice(line[colon + 1..].trim_ascii());
-                                        break;
-                                    }
-                                }
+                            if let Some(v) = fields_named(&r.headers, name).next() {
+                                out.extend_from_slice(v);
                             }
                         }
                     }
@@ -2281,19 +2274,9 @@ impl<'a> Request<'a> {
         }
         // The upstream's fields come first, as in nginx's list of the fields sent.
         const HOP: [&str; 3] = ["connection", "keep-alive", "transfer-encoding"];
-        const NOT_PASSED: [&str; 8] = [
-            "date",
-            "server",
-            "x-pad",
-            "x-accel-expires",
-            "x-accel-redirect",
-            "x-accel-limit-rate",
-            "x-accel-buffering",
-            "x-accel-charset",
-        ];
         let named = |h: &String| h.eq_ignore_ascii_case(name);
         let passed = !HOP.contains(&name)
-            && (!NOT_PASSED.contains(&name) || f.settings.pass_headers.iter().any(named))
+            && (!proxy::HIDDEN.contains(&name) || f.settings.pass_headers.iter().any(named))
             && !f.settings.hide_headers.iter().any(named);
         if passed {
             if let Some(v) = self
@@ -2306,13 +2289,9 @@ impl<'a> Request<'a> {
                 return;
             }
         }
-        for line in f.added[..].split(|&b| b == b'\n') {
-            if let Some(colon) = line.iter().position(|&b| b == b':') {
-                if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
-                    out.extend_from_slice(line[colon + 1..].trim_ascii());
-                    return;
-                }
-            }
+        let added = fields_named(&f.added, name).next();
+        if let Some(v) = added {
+            out.extend_from_slice(v);
         }
     }
 

@@ -47,7 +47,7 @@ fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
 }
 
 /// Response headers `proxy_hide_header` hides by default (proxy_pass_header shows them).
-const HIDDEN: &[&str] = &[
+pub(super) const HIDDEN: &[&str] = &[
     "date",
     "server",
     "x-pad",
