@@ -783,7 +783,15 @@ pub static MODULES: &[Module] = &[
     Module {
         name: "http_ssi_module",
         flag: Flag::Standard,
-        directives: &[],
+        directives: &[
+            once("ssi", HSLI, FLAG),
+            once("ssi_silent_errors", HSL, FLAG),
+            once("ssi_ignore_recycled_buffers", HSL, FLAG),
+            once("ssi_min_file_chunk", HSL, TAKE1),
+            once("ssi_value_length", HSL, TAKE1),
+            d("ssi_types", HSL, MORE1),
+            once("ssi_last_modified", HSL, FLAG),
+        ],
     },
     Module {
         name: "http_userid_module",

@@ -261,6 +261,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ("http_auth_jwt_module", "location", "auth_jwt off;"),
     ("http_map_module", "http", "map $uri $m { default 1; }"),
     ("http_charset_module", "location", "charset utf-8;"),
+    (
+        "http_ssi_module",
+        "location",
+        "ssi on; ssi_types text/plain; ssi_silent_errors on;",
+    ),
     ("http_upstream_least_conn_module", "upstream", "least_conn;"),
     (
         "http_upstream_hash_module",

@@ -359,6 +359,7 @@ impl Connection<'_> {
             req.not_modified(&mut resp);
             keep_alive &= !resp.close;
             req.add_headers(&mut resp);
+            req.filter_body(&mut resp).await;
             req.encode(&mut resp);
             if matches!(resp.body, Body::Stream(_))
                 && resp.content_length.is_none()

@@ -347,25 +347,7 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
     else {
         return;
     };
-    let edit = coder.head();
-    if !keep_length {
-        resp.content_length = None;
-        resp.remove_header("Accept-Ranges");
-    }
-    match edit.etag {
-        Etag::Keep => {}
-        Etag::Weak => weaken_etag(resp),
-        Etag::Remove => resp.remove_header("ETag"),
-    }
-    if edit.last_modified {
-        resp.remove_header("Last-Modified");
-    }
-    if let Some(ce) = edit.content_encoding {
-        resp.remove_header("Content-Encoding");
-        if let Some(ce) = ce {
-            resp.header("Content-Encoding", ce);
-        }
-    }
+    edit_head(resp, &coder.head());
     if head_only || matches!(resp.status, 204 | 304) {
         return;
     }
@@ -386,6 +368,28 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
         coder,
         done: false,
     }));
+}
+
+/// Changes the head of a response of the server's own as `edit` says.
+pub(crate) fn edit_head(resp: &mut Response, edit: &HeadEdit) {
+    if !edit.keep_length {
+        resp.content_length = None;
+        resp.remove_header("Accept-Ranges");
+    }
+    match edit.etag {
+        Etag::Keep => {}
+        Etag::Weak => weaken_etag(resp),
+        Etag::Remove => resp.remove_header("ETag"),
+    }
+    if edit.last_modified {
+        resp.remove_header("Last-Modified");
+    }
+    if let Some(ce) = edit.content_encoding {
+        resp.remove_header("Content-Encoding");
+        if let Some(ce) = ce {
+            resp.header("Content-Encoding", ce);
+        }
+    }
 }
 
 /// A recoded body is not the same bytes: its tag becomes weak, as nginx's filters make it.

@@ -389,6 +389,7 @@ async fn respond_to(
     }
     req.not_modified(&mut resp);
     req.add_headers(&mut resp);
+    req.filter_body(&mut resp).await;
     req.encode(&mut resp);
     let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
     let chunk = req.loc().http2.chunk_size;

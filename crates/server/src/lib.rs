@@ -43,6 +43,7 @@ mod request;
 mod rewrite;
 mod secure_link;
 mod split_clients;
+mod ssi;
 pub mod static_files;
 mod stats;
 mod stub_status;

@@ -25,6 +25,7 @@ pub(crate) static ALL: Registry = &[
     &crate::autoindex::MODULE,
     &crate::sub_filter::MODULE,
     &crate::charset::MODULE,
+    &crate::ssi::MODULE,
     &crate::gzip::MODULE,
 ];
 

@@ -398,7 +398,32 @@ pub(crate) struct Handlers {
     /// whether it varies by `Accept-Encoding`, with the module's settings of the location
     /// that finished the request.
     pub encode: Option<EncodeHandler>,
+    /// A body filter that takes the body of a response of the server's own whole and may
+    /// wait while it makes the new one (`ssi`'s includes): after the header filters and
+    /// before the encode phase, and on subrequests' responses too.
+    pub body: Option<BodyFilter>,
 }
+
+/// A module's body filter (see [`Handlers::body`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BodyFilter {
+    /// Whether the filter takes part for a response about to go out: a static file's
+    /// ranges are not served then, as nginx's range filter comes after the body filters.
+    pub applies: fn(&Request<'_>, &Slot, &Outgoing<'_>) -> bool,
+    /// How the filter changes the head of a response it applies to (of the main request).
+    pub edit: fn(&Slot) -> crate::encode::HeadEdit,
+    /// Filters the response, with the module's settings of the location: a main request's
+    /// is sent as a [`Body::Stream`], a subrequest's kept as [`Body::Bytes`].
+    pub filter: FilterBody,
+}
+
+/// What [`BodyFilter::filter`] is: an `async fn` as a pointer.
+pub(crate) type FilterBody =
+    for<'x, 'r> fn(
+        &'x Request<'r>,
+        Slot,
+        &'x mut Response,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'x>>;
 
 type RewriteHandler = fn(&mut Request<'_>, &Slot) -> Rewritten;
 type AccessHandler = fn(&mut Request<'_>, &Slot) -> Access;
@@ -421,6 +446,7 @@ impl Handlers {
         static_content: None,
         directory: None,
         encode: None,
+        body: None,
     };
 }
 
@@ -439,6 +465,7 @@ pub(crate) struct Phases {
     static_content: Phase<ContentHandler>,
     directory: Phase<ContentHandler>,
     encode: Phase<EncodeHandler>,
+    body: Phase<BodyFilter>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
 }
@@ -501,6 +528,7 @@ impl Phases {
             p.static_content.add(i, h.static_content);
             p.directory.add(i, h.directory);
             p.encode.add(i, h.encode);
+            p.body.add(i, h.body);
             p.variable.push(h.variable);
         }
         p
@@ -729,6 +757,9 @@ pub(crate) struct Request<'a> {
     background: Vec<(Vec<u8>, bool)>,
     /// The modules' state of this request, one value of each module's own type.
     ctx: Vec<Box<dyn std::any::Any>>,
+    /// The modules' state a request shares with its subrequests (nginx's contexts of
+    /// `r->main`), one value of each module's own type.
+    main_ctx: Rc<std::cell::RefCell<Vec<Rc<dyn std::any::Any>>>>,
     /// `WWW-Authenticate` values of the access phase's refusals; they survive an error_page
     /// redirect.
     www_authenticate: Vec<Vec<u8>>,
@@ -777,6 +808,7 @@ impl<'a> Request<'a> {
             start,
             vars: Vec::new(),
             var_ctx: Default::default(),
+            main_ctx: Default::default(),
             streamed: Default::default(),
             request_id: std::cell::OnceCell::new(),
             upstream_head: std::cell::RefCell::default(),
@@ -814,6 +846,7 @@ impl<'a> Request<'a> {
         // nginx's subrequests share the main request's variables: the subrequest starts
         // with their values (`set` ones and `$request_id`).
         sub.vars = self.vars.clone();
+        sub.main_ctx = self.main_ctx.clone();
         let _ = sub.request_id.set(*self.request_id.get_or_init(random_id));
         sub
     }
@@ -902,6 +935,18 @@ impl<'a> Request<'a> {
     /// variable may read another of the same module.
     pub(crate) fn var_ctx<T: Default + 'static>(&self) -> Rc<T> {
         let mut ctx = self.var_ctx.borrow_mut();
+        if let Some(c) = ctx.iter().find(|c| c.is::<T>()) {
+            return c.clone().downcast().expect("the type just found");
+        }
+        let c = Rc::new(T::default());
+        ctx.push(c.clone());
+        c
+    }
+
+    /// A module's state that the request shares with its subrequests and theirs (made on
+    /// first use by any of them).
+    pub(crate) fn main_ctx<T: Default + 'static>(&self) -> Rc<T> {
+        let mut ctx = self.main_ctx.borrow_mut();
         if let Some(c) = ctx.iter().find(|c| c.is::<T>()) {
             return c.clone().downcast().expect("the type just found");
         }
@@ -1637,12 +1682,16 @@ impl<'a> Request<'a> {
         if !ranges {
             conditions.range = None;
         }
-        if conditions.range.is_some() && !self.phases.encode.handlers.is_empty() {
+        if conditions.range.is_some()
+            && !(self.phases.encode.handlers.is_empty() && self.phases.body.handlers.is_empty())
+        {
             let mut whole = Response::new(200);
             whole.content_type = Some(content_type.clone());
             whole.content_length = Some(file.size);
             let coder = self.encoding(&Outgoing::Own(&whole)).coder;
-            if coder.is_some_and(|c| !c.head().keep_length) {
+            if coder.is_some_and(|c| !c.head().keep_length)
+                || self.body_filter_edit(&Outgoing::Own(&whole)).is_some()
+            {
                 conditions.range = None;
             }
         }
@@ -2388,6 +2437,32 @@ impl<'a> Request<'a> {
         }
         enc.coder = crate::encode::Chain::of(coders);
         enc
+    }
+
+    /// How the body filters that take `out` whole change its head, if any does.
+    pub(crate) fn body_filter_edit(&self, out: &Outgoing<'_>) -> Option<crate::encode::HeadEdit> {
+        self.phases
+            .body
+            .at(&self.loc.modules)
+            .find(|(_, f, conf)| (f.applies)(self, conf, out))
+            .map(|(_, f, conf)| (f.edit)(conf))
+    }
+
+    /// Runs the body filters (see [`Handlers::body`]) on a response: one of the server's
+    /// own, or a proxied one held whole.
+    pub(crate) async fn filter_body(&self, resp: &mut Response) {
+        if self.phases.body.handlers.is_empty() || matches!(resp.body, Body::Proxy(_)) {
+            return;
+        }
+        let filters: Vec<(FilterBody, Slot)> = self
+            .phases
+            .body
+            .at(&self.loc.modules)
+            .map(|(_, f, conf)| (f.filter, conf.clone()))
+            .collect();
+        for (filter, conf) in filters {
+            filter(self, conf, resp).await;
+        }
     }
 
     /// Recodes a response of the server's own as the modules decide: a HEAD response gets

@@ -54,6 +54,9 @@ pub(crate) struct Answer {
     pub challenge: Option<Vec<u8>>,
     /// The body, when it was asked for: whole and within the bound, or why not.
     pub body: Result<Bytes, String>,
+    /// The response came from an upstream (not a file, `return` or an error page of the
+    /// server's own).
+    pub proxied: bool,
 }
 
 /// What to keep of a subrequest's body.
@@ -103,6 +106,9 @@ pub(crate) async fn run_as<'a>(
     let mut sub = req.subrequest(head);
     // Run, not processed once: the subrequest's own phases may wait (a delay of its limits).
     let mut resp = sub.run().await;
+    if !matches!(keep, Keep::Head) {
+        sub.filter_body(&mut resp).await;
+    }
     let mut answers = 0;
     let answer = loop {
         answers += 1;
@@ -131,6 +137,7 @@ pub(crate) async fn run_as<'a>(
             status,
             challenge,
             body,
+            proxied: false,
         };
     };
     Ok((sub, answer))
@@ -141,6 +148,7 @@ fn no_body(status: u16) -> Answer {
         status,
         challenge: None,
         body: Ok(Bytes::new()),
+        proxied: true,
     }
 }
 
@@ -183,7 +191,12 @@ fn too_long(max: usize) -> String {
 }
 
 /// The bytes of a file response, read whole.
-fn file_body(file: &CachedFile, offset: u64, len: u64, max: usize) -> Result<Bytes, String> {
+pub(crate) fn file_body(
+    file: &CachedFile,
+    offset: u64,
+    len: u64,
+    max: usize,
+) -> Result<Bytes, String> {
     let size = usize::try_from(len)
         .ok()
         .filter(|&n| n <= max)
@@ -233,6 +246,7 @@ async fn proxied(
                 status,
                 challenge,
                 body,
+                proxied: true,
             })
         }
         // A subrequest has no client of its own to lose.

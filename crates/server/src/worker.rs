@@ -302,6 +302,10 @@ fn retire(retired: Vec<WorkerHandle>) {
     });
 }
 
+/// A worker thread's stack: SSI includes nest up to 51 subrequests deep, each a few
+/// futures polled inside the one above (only the pages used are ever touched).
+const WORKER_STACK: usize = 16 * 1024 * 1024;
+
 /// Starts worker `id` on its sockets of `bound`, serving as `credentials` when set, and
 /// returns once it accepts.
 fn spawn_worker(
@@ -318,6 +322,7 @@ fn spawn_worker(
     let credentials = credentials.clone();
     let thread = std::thread::Builder::new()
         .name(format!("worker-{id}"))
+        .stack_size(WORKER_STACK)
         .spawn(move || {
             // Before anything else, so that no file of a request is ever opened as root.
             if let Some(c) = credentials {

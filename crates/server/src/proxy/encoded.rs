@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use portcullis_http::Framing;
 
 use super::downstream::{Connection, Downstream, Fields};
-use crate::encode::{weak_etag, Coder, Encode, Etag};
+use crate::encode::{weak_etag, Coder, Encode, Etag, HeadEdit};
 
 /// A proxied response's downstream with its body recoded: the head's fields are kept until
 /// the first body bytes, then given to the real downstream with the recoding's changes.
@@ -61,6 +61,52 @@ impl Fields for Recorded {
     }
     fn connection(&mut self, upgrade: bool) {
         self.items.push(Item::Connection(upgrade));
+    }
+}
+
+impl Recorded {
+    /// The status the exchange wrote.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The value of the first field called `name`.
+    pub fn field(&self, name: &str) -> Option<&[u8]> {
+        self.items.iter().find_map(|i| match i {
+            Item::Field(n, v) if n.eq_ignore_ascii_case(name.as_bytes()) => Some(&v[..]),
+            _ => None,
+        })
+    }
+
+    /// Writes the head into `h`, changed as `edit` says; `vary` adds `Vary:
+    /// Accept-Encoding` after the fields about the connection.
+    pub fn replay(self, h: &mut impl Fields, edit: Option<&HeadEdit>, vary: bool) {
+        h.status(self.status, &self.reason);
+        for item in self.items {
+            match item {
+                Item::Field(name, value) => match edit {
+                    Some(e) if e.changes(&name) => {
+                        if e.etag == Etag::Weak && name.eq_ignore_ascii_case(b"etag") {
+                            if let Some(w) = weak_etag(&value) {
+                                h.field(&name, &w);
+                            }
+                        }
+                    }
+                    _ => h.field(&name, &value),
+                },
+                Item::Lines(block) => h.lines(&block),
+                Item::Connection(upgrade) => {
+                    h.connection(upgrade);
+                    if vary {
+                        h.field(b"Vary", b"Accept-Encoding");
+                    }
+                }
+            }
+        }
+        if let Some(Some(ce)) = edit.and_then(|e| e.content_encoding) {
+            h.field(b"Content-Encoding", ce);
+        }
+        h.end();
     }
 }
 
@@ -133,33 +179,7 @@ impl<'d, D: Downstream> Encoded<'d, D> {
             other => other,
         };
         let head = std::mem::take(&mut self.head);
-        let h = self.inner.begin(framing);
-        h.status(head.status, &head.reason);
-        for item in head.items {
-            match item {
-                Item::Field(name, value) => match &edit {
-                    Some(e) if e.changes(&name) => {
-                        if e.etag == Etag::Weak && name.eq_ignore_ascii_case(b"etag") {
-                            if let Some(w) = weak_etag(&value) {
-                                h.field(&name, &w);
-                            }
-                        }
-                    }
-                    _ => h.field(&name, &value),
-                },
-                Item::Lines(block) => h.lines(&block),
-                Item::Connection(upgrade) => {
-                    h.connection(upgrade);
-                    if self.vary {
-                        h.field(b"Vary", b"Accept-Encoding");
-                    }
-                }
-            }
-        }
-        if let Some(Some(ce)) = edit.and_then(|e| e.content_encoding) {
-            h.field(b"Content-Encoding", ce);
-        }
-        h.end();
+        head.replay(self.inner.begin(framing), edit.as_ref(), self.vary);
         if self.no_body {
             self.coder = None;
         }

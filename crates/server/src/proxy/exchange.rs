@@ -22,6 +22,7 @@ use super::cache::store::Store;
 use super::cache::{Ask, Cut, Entry, Found, Job, Status as CacheStatus};
 use super::downstream::{send_two, timeout_io, Downstream};
 use super::encoded::Encoded;
+use super::filtered::Filtered;
 use super::settings::next;
 use super::{Attempt, Plan};
 use crate::encode::{Encode, Outgoing};
@@ -1109,19 +1110,41 @@ async fn forward<D: Downstream, S: Source>(
     url: Url<'_>,
     cached: Option<Cached>,
 ) -> Forwarded {
+    // A body filter (`ssi`) takes the body whole first: the recodings after it see no
+    // length.
+    let filter = match head.status() {
+        101 => None,
+        _ => req.body_filter_edit(&Outgoing::Proxied(head)),
+    };
+    let proxied = Outgoing::Proxied(head);
+    let seen = match filter {
+        Some(_) => Outgoing::Recoded(&proxied),
+        None => Outgoing::Proxied(head),
+    };
     // A HEAD response gets the head a GET's would have.
     let enc = match head.status() {
         101 => Encode::default(),
-        _ => req.encoding(&Outgoing::Proxied(head)),
+        _ => req.encoding(&seen),
     };
     let body = (framing, ubuf, source, url);
-    if enc.is_nothing() {
-        keep(down, req, plan, head, body, cached).await
-    } else {
-        let log = |message: &str| req.log_upstream(Level::Error, message, &url);
-        let flush = !plan.settings.buffering;
-        let mut down = Encoded::new(down, enc, no_body, flush, &log);
-        keep(&mut down, req, plan, head, body, cached).await
+    match (enc.is_nothing(), filter) {
+        (true, None) => keep(down, req, plan, head, body, cached).await,
+        (true, Some(edit)) => {
+            let mut down = Filtered::new(down, req, edit, no_body);
+            keep(&mut down, req, plan, head, body, cached).await
+        }
+        (false, filter) => {
+            let log = |message: &str| req.log_upstream(Level::Error, message, &url);
+            let flush = !plan.settings.buffering;
+            let mut down = Encoded::new(down, enc, no_body, flush, &log);
+            match filter {
+                None => keep(&mut down, req, plan, head, body, cached).await,
+                Some(edit) => {
+                    let mut down = Filtered::new(&mut down, req, edit, no_body);
+                    keep(&mut down, req, plan, head, body, cached).await
+                }
+            }
+        }
     }
 }
 

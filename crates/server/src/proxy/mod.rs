@@ -12,6 +12,7 @@ pub(crate) mod cache;
 mod downstream;
 mod encoded;
 mod exchange;
+mod filtered;
 pub(crate) mod resolve;
 mod settings;
 
