@@ -72,6 +72,51 @@ fn names_are_resolved_when_requests_need_them() {
     }
 }
 
+/// A name of several addresses: the requests spread over them, as nginx's resolver rotates
+/// the addresses it hands out, and one that refuses connections is passed over.
+#[test]
+fn the_addresses_of_a_name_share_its_requests() {
+    let dns = dns::Dns::start();
+    let port = upstream(Ipv4Addr::LOCALHOST, 0, "one\n");
+    upstream(Ipv4Addr::new(127, 0, 0, 2), port, "two\n");
+    let http = format!(
+        "    server {{
+        listen 127.0.0.1:{{PORT0}};
+        resolver 127.0.0.1:{dns} valid=60s ipv6=off;
+        location /both/ {{ set $b both.test:{port}; proxy_pass http://$b; }}
+        location /half/ {{ set $b half.test:{port}; proxy_pass http://$b; }}
+    }}
+",
+        dns = dns.port()
+    );
+    dns.set(
+        "both.test",
+        &[Ipv4Addr::LOCALHOST, Ipv4Addr::new(127, 0, 0, 2)],
+    );
+    // Nothing listens on 127.0.0.3.
+    dns.set(
+        "half.test",
+        &[Ipv4Addr::new(127, 0, 0, 3), Ipv4Addr::LOCALHOST],
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..40 {
+            let r = get(server.port(0), &format!("/both/{i}")).expect("GET /both/");
+            assert_eq!(r.status, 200, "{kind}");
+            seen.insert(r.body_text());
+        }
+        // Both, but for a chance of one in 2^39.
+        assert_eq!(seen.len(), 2, "{kind}: only {seen:?} answered");
+        for i in 0..10 {
+            let r = get(server.port(0), &format!("/half/{i}")).expect("GET /half/");
+            assert_eq!((r.status, r.body_text().as_str()), (200, "one\n"), "{kind}");
+        }
+    }
+}
+
 /// A first resolver that never answers costs one attempt, not the request: the name is
 /// asked of the next server, within `resolver_timeout`, as nginx resends to the next one.
 #[test]

@@ -132,7 +132,7 @@ impl WorkerResolvers {
         let k = (key(conf), name.to_ascii_lowercase());
         match self.answers.get(&k) {
             Some((_, Answer::Found(addrs, until))) if Instant::now() < *until => {
-                return Found::Addrs(addrs.clone())
+                return Found::Addrs(rotated(addrs))
             }
             Some((_, Answer::Failed(_))) => {
                 if let Some((_, Answer::Failed(why))) = self.answers.remove(&k) {
@@ -282,9 +282,25 @@ async fn query(
     Err(last)
 }
 
-/// A random query id, so that a reply cannot be guessed (the clock's nanoseconds if the
-/// kernel gives no random bytes).
+/// The addresses from a random one on, as nginx's resolver hands out a name it knows: the
+/// requests for a name of several addresses spread over them (each request tries the
+/// others after a failed one).
+fn rotated(addrs: &[IpAddr]) -> Vec<IpAddr> {
+    let mut out = addrs.to_vec();
+    if out.len() > 1 {
+        let first = usize::from(random_u16()) % out.len();
+        out.rotate_left(first);
+    }
+    out
+}
+
+/// A random query id, so that a reply cannot be guessed.
 fn query_id() -> u16 {
+    random_u16()
+}
+
+/// Two random bytes (the clock's nanoseconds if the kernel gives none).
+fn random_u16() -> u16 {
     let mut id = [0u8; 2];
     // SAFETY: getrandom writes at most the two bytes of `id`.
     let n = unsafe { libc::getrandom(id.as_mut_ptr().cast(), 2, 0) };
