@@ -315,7 +315,7 @@ pub static MODULES: &[Module] = &[
             d("client_body_in_single_buffer", HSL, FLAG).warn(),
             d("sendfile", HSLI, FLAG).inert(),
             once("sendfile_max_chunk", HSL, TAKE1).inert(),
-            once("subrequest_output_buffer_size", HSL, TAKE1).warn(),
+            once("subrequest_output_buffer_size", HSL, TAKE1),
             once("aio", HSL, TAKE1).inert(),
             d("aio_write", HSL, FLAG).warn(),
             once("read_ahead", HSL, TAKE1).warn(),

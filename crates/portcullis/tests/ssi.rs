@@ -31,6 +31,8 @@ const CONFIG: &str = r#"
         location /gz/ { ssi on; gzip on; gzip_min_length 1; alias {PREFIX}/html/; }
         location /gz-up/ { ssi on; gzip on; gzip_min_length 1; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /up-lm/ { ssi on; ssi_last_modified on; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
+        location /up-ranges/ { ssi on; proxy_force_ranges on; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
+        location /gunzip-up/ { ssi on; gunzip on; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
     }
 "#;
 
@@ -99,6 +101,30 @@ const FILES: &[(&str, &str)] = &[
          --->17<!--# config errmsg=\"[E]\" --><!--# bogus -->18<!-- plain comment --><!-",
     ),
     ("long.html", "<!--# echo var=\"uri\" -->|<!--# echo var=\"abcdefghi\" -->|"),
+    (
+        "stubloop.html",
+        "<!--# block name=\"s\" -->S<!--# include virtual=\"/nope\" stub=\"s\" --><!--# endblock -->\
+         <!--# include virtual=\"/nope\" stub=\"s\" -->",
+    ),
+    (
+        "setbig.html",
+        "A<!--# include virtual=\"/big.txt\" set=\"v\" -->[<!--# echo var=\"v\" -->]B",
+    ),
+    // Made longer than nginx keeps of a subrequest in memory (`include ... set`): made below.
+    ("big.txt", ""),
+    (
+        "nested-abort.html",
+        "X<!--# include virtual=\"/setbig.html\" -->Y",
+    ),
+    ("dir sp/page.html", "D<!--# include file=\"x.html\" -->E"),
+    ("dir sp/x.html", "x"),
+    (
+        "more.html",
+        "[<!--# echo var=\"http_x_empty\" -->][<!--# echo var=\"arg_e\" -->]\
+         <!--# if expr=\"$arg_s = /(a)?(x)?t/\" -->[<!--# echo var=\"1\" -->][<!--# echo var=\"0\" -->]<!--# endif -->\
+         <!--# if expr=\"$arg_s = /^(?=t)(t)\\1?$/\" -->[LOOK]<!--# endif -->\
+         [<!--# config timefmt=\"\" --><!--# echo var=\"date_gmt\" -->]",
+    ),
     ("rec.html", "R<!--# include virtual=\"/rec.html\" -->"),
     ("plain.txt", "T<!--# echo var=\"uri\" -->"),
     ("proxied.html", "<!--# include virtual=\"/up/page\" -->|<!--# include virtual=\"/up-raw/page\" -->"),
@@ -108,12 +134,28 @@ fn upstream() -> u16 {
     head_upstream(|_, head| {
         let line = String::from_utf8_lossy(head);
         let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-        let body = format!("UP {path} <!--# echo var=\"uri\" -->");
+        let body = if path.ends_with("abort") {
+            "UP <!--# include virtual=\"/setbig.html\" -->".to_string()
+        } else {
+            format!("UP {path} <!--# echo var=\"uri\" -->")
+        };
         let kind = if path.ends_with(".txt") {
             "text/plain"
         } else {
             "text/html"
         };
+        if path.ends_with(".gz") {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+            std::io::Write::write_all(&mut e, body.as_bytes()).unwrap();
+            let gz = e.finish().unwrap();
+            let mut out = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+                gz.len()
+            )
+            .into_bytes();
+            out.extend(gz);
+            return out;
+        }
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nETag: \"u\"\r\nLast-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\nAccept-Ranges: bytes\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
@@ -135,6 +177,10 @@ fn ssi_runs_commands_as_nginx_runs_them() {
         for (name, contents) in FILES {
             let path = server.path("html").join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let contents = match *name {
+                "big.txt" => "b".repeat(6000),
+                _ => contents.to_string(),
+            };
             std::fs::write(&path, contents).unwrap();
             let file = std::fs::File::options().write(true).open(&path).unwrap();
             file.set_modified(mtime).unwrap();
@@ -147,7 +193,7 @@ fn ssi_runs_commands_as_nginx_runs_them() {
             ("GET", "/sub/unsafe.html", ""),
             ("GET", "/stub.html", ""),
             ("GET", "/set.html?k=v", ""),
-            ("GET", "/echo.html", "X: <a b\"#%'&>\u{e9}\r\n"),
+            ("GET", "/echo.html", "X: <a b\"#%'&>\u{e9}{}|^`\\\r\n"),
             ("GET", "/cond.html", ""),
             ("GET", "/cond.html?a=1", ""),
             ("GET", "/cond.html?b=two", ""),
@@ -185,11 +231,22 @@ fn ssi_runs_commands_as_nginx_runs_them() {
             ("GET", "/up-lm/page", ""),
             ("GET", "/gz/include.html", "Accept-Encoding: gzip\r\n"),
             ("GET", "/gz-up/page", "Accept-Encoding: gzip\r\n"),
+            ("GET", "/up-ranges/page", "Range: bytes=0-5\r\n"),
+            ("GET", "/gunzip-up/page.gz", ""),
+            ("GET", "/stubloop.html", ""),
+            ("GET", "/setbig.html", ""),
+            ("GET", "/nested-abort.html", ""),
+            ("GET", "/up/abort", ""),
+            ("GET", "/dir%20sp/page.html", ""),
+            ("GET", "/more.html?e=&s=t", "X-Empty:\r\n"),
         ] {
             let raw = format!(
                 "{method} {path} HTTP/1.1\r\nHost: example.org\r\n{extra}Connection: close\r\n\r\n"
             );
-            let mut r = support::request(port, &raw).unwrap();
+            let Ok(mut r) = support::request(port, &raw) else {
+                lines.push(format!("{method} {path} -> no response"));
+                continue;
+            };
             if r.header("content-encoding") == Some("gzip") {
                 let mut plain = Vec::new();
                 std::io::Read::read_to_end(

@@ -260,6 +260,8 @@ pub(crate) struct LocConf {
     pub send_timeout: Duration,
     pub client_body_timeout: Duration,
     pub client_max_body_size: u64,
+    /// `subrequest_output_buffer_size`: the most of a subrequest's body kept in memory.
+    pub subrequest_output_buffer_size: usize,
     pub server_tokens: bool,
     pub absolute_redirect: bool,
     pub port_in_redirect: bool,
@@ -1127,6 +1129,10 @@ impl Builder {
             "send_timeout" => c.send_timeout = time(d, 0)?,
             "client_body_timeout" => c.client_body_timeout = time(d, 0)?,
             "client_max_body_size" => c.client_max_body_size = value::offset(d, 0)?,
+            "subrequest_output_buffer_size" => {
+                c.subrequest_output_buffer_size =
+                    usize::try_from(value::size(d, 0)?).unwrap_or(usize::MAX)
+            }
             "server_tokens" => {
                 c.server_tokens = match d.arg(0) {
                     "on" | "build" => true,
@@ -1337,6 +1343,8 @@ impl LocConf {
             send_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
+            // nginx's default: one memory page.
+            subrequest_output_buffer_size: 4096,
             server_tokens: true,
             absolute_redirect: true,
             port_in_redirect: true,

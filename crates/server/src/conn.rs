@@ -353,14 +353,14 @@ impl Connection<'_> {
             {
                 keep_alive = false;
             }
-            if resp.status == 444 {
-                return;
-            }
             req.not_modified(&mut resp);
             keep_alive &= !resp.close;
             req.add_headers(&mut resp);
-            req.filter_body(&mut resp).await;
-            req.encode(&mut resp);
+            req.recode(&mut resp).await;
+            // nginx closes without a response (`return 444`, or a body filter that failed).
+            if resp.status == crate::request::NO_RESPONSE {
+                return;
+            }
             if matches!(resp.body, Body::Stream(_))
                 && resp.content_length.is_none()
                 && !req.is_head()

@@ -381,16 +381,16 @@ async fn respond_to(
         // stream. `h2` gives the window back for the rest when the body is dropped.
         discard(body).await;
     }
-    if resp.status == 444 {
-        // nginx closes the stream without a response.
+    req.not_modified(&mut resp);
+    req.add_headers(&mut resp);
+    req.recode(&mut resp).await;
+    if resp.status == crate::request::NO_RESPONSE {
+        // nginx closes the stream without a response (`return 444`, or a body filter that
+        // failed).
         respond.send_reset(Reason::INTERNAL_ERROR);
         req.log_access(&resp, 0);
         return;
     }
-    req.not_modified(&mut resp);
-    req.add_headers(&mut resp);
-    req.filter_body(&mut resp).await;
-    req.encode(&mut resp);
     let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
     let chunk = req.loc().http2.chunk_size;
     let timeout = req.loc().send_timeout;

@@ -20,6 +20,15 @@ impl Captures {
         }
     }
 
+    /// How many groups PCRE says the match has (its return code): up to the last one that
+    /// took part, the whole match counted.
+    pub fn count(&self) -> usize {
+        self.groups
+            .iter()
+            .rposition(Option::is_some)
+            .map_or(0, |i| i + 1)
+    }
+
     /// No groups: the match was not a regex one.
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty()

@@ -64,6 +64,10 @@ pub(crate) enum Body {
     Stream(Box<dyn crate::encode::Source>),
 }
 
+/// The status of a response that goes out as none: the connection (or HTTP/2 stream)
+/// closes instead, as nginx's 444 (`return 444`, a body filter that failed).
+pub(crate) const NO_RESPONSE: u16 = 444;
+
 pub(crate) struct Response {
     pub status: u16,
     pub content_type: Option<Arc<str>>,
@@ -760,6 +764,8 @@ pub(crate) struct Request<'a> {
     /// The modules' state a request shares with its subrequests (nginx's contexts of
     /// `r->main`), one value of each module's own type.
     main_ctx: Rc<std::cell::RefCell<Vec<Rc<dyn std::any::Any>>>>,
+    /// How many subrequests deep the request is: 0 for the main one.
+    depth: usize,
     /// `WWW-Authenticate` values of the access phase's refusals; they survive an error_page
     /// redirect.
     www_authenticate: Vec<Vec<u8>>,
@@ -809,6 +815,7 @@ impl<'a> Request<'a> {
             vars: Vec::new(),
             var_ctx: Default::default(),
             main_ctx: Default::default(),
+            depth: 0,
             streamed: Default::default(),
             request_id: std::cell::OnceCell::new(),
             upstream_head: std::cell::RefCell::default(),
@@ -847,6 +854,7 @@ impl<'a> Request<'a> {
         // with their values (`set` ones and `$request_id`).
         sub.vars = self.vars.clone();
         sub.main_ctx = self.main_ctx.clone();
+        sub.depth = self.depth + 1;
         let _ = sub.request_id.set(*self.request_id.get_or_init(random_id));
         sub
     }
@@ -941,6 +949,11 @@ impl<'a> Request<'a> {
         let c = Rc::new(T::default());
         ctx.push(c.clone());
         c
+    }
+
+    /// How many subrequests deep the request is: 0 for the main one.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
     }
 
     /// A module's state that the request shares with its subrequests and theirs (made on
@@ -2018,6 +2031,23 @@ impl<'a> Request<'a> {
         out
     }
 
+    /// Whether nginx has a value of `v` when [`var`](Self::var) gives nothing: a header,
+    /// argument or cookie there with an empty value, a `set` variable set to "".
+    pub(crate) fn has_var(&self, v: &Var) -> bool {
+        match v {
+            Var::HttpHeader(name) => self.head.header_for_variable(name).is_some(),
+            Var::Arg(name) => self.arg(name.as_bytes()).is_some(),
+            Var::Cookie(name) => self.head.header("cookie").is_some_and(|c| {
+                c.split(|&b| b == b';').any(|p| {
+                    p.trim_ascii_start()
+                        .starts_with(format!("{name}=").as_bytes())
+                })
+            }),
+            Var::Set(slot) => self.vars.get(*slot).is_some_and(Option::is_some),
+            other => other.empty_is_a_value(),
+        }
+    }
+
     /// Appends the value of `v`; `resp` gives the response-side values for the access log.
     pub(crate) fn var(&self, v: &Var, out: &mut Vec<u8>, resp: Option<(&Response, u64)>) {
         let h = &self.head;
@@ -2417,17 +2447,39 @@ impl<'a> Request<'a> {
 
     /// What the modules decide about recoding a response's body (see `encode.rs`).
     pub(crate) fn encoding(&self, out: &Outgoing<'_>) -> Encode {
-        let mut enc = Encode::default();
+        let (vary, coders) = self.coders(out);
+        Encode {
+            vary,
+            coder: crate::encode::Chain::of(coders),
+        }
+    }
+
+    /// The recodings of [`encoding`](Self::encoding) on one side of the body filters,
+    /// which come between `charset` and `gzip` in nginx: those before them (gunzip,
+    /// sub_filter, charset), or (`compress`) the compression after them, with its `Vary`.
+    pub(crate) fn encoding_around(&self, out: &Outgoing<'_>, compress: bool) -> Encode {
+        let (vary, mut coders) = self.coders(out);
+        coders.retain(|c| (c.stage() == crate::encode::Stage::Compress) == compress);
+        Encode {
+            vary: vary && compress,
+            coder: crate::encode::Chain::of(coders),
+        }
+    }
+
+    /// Whether the response varies by `Accept-Encoding`, and the recodings of its body, as
+    /// the modules decide.
+    fn coders(&self, out: &Outgoing<'_>) -> (bool, Vec<Box<dyn crate::encode::Coder>>) {
+        let mut vary = false;
+        let mut coders = Vec::new();
         // A subrequest's response is the server's to read, not a client's.
         if self.is_subrequest() {
-            return enc;
+            return (vary, coders);
         }
-        let mut coders = Vec::new();
         let recoded = Outgoing::Recoded(out);
         let mut view = out;
         for (_, encode, conf) in self.phases.encode.at(&self.loc.modules) {
             let e = encode(self, conf, view);
-            enc.vary |= e.vary;
+            vary |= e.vary;
             // The modules after one that takes the length away see none, as nginx's later
             // filters do.
             if e.coder.as_ref().is_some_and(|c| !c.head().keep_length) {
@@ -2435,8 +2487,7 @@ impl<'a> Request<'a> {
             }
             coders.extend(e.coder);
         }
-        enc.coder = crate::encode::Chain::of(coders);
-        enc
+        (vary, coders)
     }
 
     /// How the body filters that take `out` whole change its head, if any does.
@@ -2448,9 +2499,27 @@ impl<'a> Request<'a> {
             .map(|(_, f, conf)| (f.edit)(conf))
     }
 
+    /// nginx's body filters and recodings of a response of the server's own, in its order:
+    /// gunzip, sub_filter and charset, then a body filter that takes the body whole (`ssi`),
+    /// then gzip.
+    pub(crate) async fn recode(&self, resp: &mut Response) {
+        let filtered = !self.phases.body.handlers.is_empty()
+            && !matches!(resp.body, Body::Proxy(_))
+            && self.body_filter_edit(&Outgoing::Own(resp)).is_some();
+        if !filtered {
+            self.encode(resp);
+            return;
+        }
+        let before = self.encoding_around(&Outgoing::Own(resp), false);
+        crate::encode::own(resp, before, self.is_head());
+        self.body_filters(resp).await;
+        let after = self.encoding_around(&Outgoing::Recoded(&Outgoing::Own(resp)), true);
+        crate::encode::own(resp, after, self.is_head());
+    }
+
     /// Runs the body filters (see [`Handlers::body`]) on a response: one of the server's
     /// own, or a proxied one held whole.
-    pub(crate) async fn filter_body(&self, resp: &mut Response) {
+    pub(crate) async fn body_filters(&self, resp: &mut Response) {
         if self.phases.body.handlers.is_empty() || matches!(resp.body, Body::Proxy(_)) {
             return;
         }

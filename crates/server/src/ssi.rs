@@ -14,9 +14,11 @@
 //! depth of 51.
 //!
 //! It runs on files, `return` texts, error pages and proxied responses (held whole by the
-//! proxy's downstream, `proxy/filtered.rs`) alike. Unlike nginx, a body is run once it is
-//! whole (up to 64 MB; a larger one goes out as it came, with an error logged), and
-//! `sub_filter` and `charset` recoding come after it, not before.
+//! proxy's downstream, `proxy/filtered.rs`) alike, after `gunzip`, `sub_filter` and
+//! `charset` and before `gzip`, as in nginx. Unlike nginx, which streams, a body is run once
+//! it is whole: one over 64 MB goes out as it came (with an error logged), and a response
+//! whose includes bring in over 64 MB in all fails as nginx fails one whose `include ...
+//! set` is over `subrequest_output_buffer_size`: no answer.
 
 mod parse;
 mod run;
@@ -156,30 +158,30 @@ fn filter<'x>(
         }
         let c = module::get::<Conf>(&conf);
         let main = !req.is_subrequest();
+        let body = if req.is_head() || matches!(resp.status, 204 | 304) {
+            None
+        } else {
+            match whole(std::mem::replace(&mut resp.body, Body::Empty)) {
+                Ok(b) => Some(b),
+                Err((body, why)) => {
+                    // Not run: it goes out as it is, length and all.
+                    req.log(Level::Error, &format!("SSI not run on a response: {why}"));
+                    resp.body = body;
+                    return;
+                }
+            }
+        };
         if main {
             crate::encode::edit_head(resp, &edit(&conf));
         }
-        if req.is_head() || matches!(resp.status, 204 | 304) {
+        let Some(body) = body else {
             return;
-        }
-        let body = match std::mem::replace(&mut resp.body, Body::Empty) {
-            Body::Bytes(b) => b,
-            Body::File { file, offset, len } => {
-                match crate::subrequest::file_body(&file, offset, len, MAX_BODY) {
-                    Ok(b) => b,
-                    Err(why) => {
-                        req.log(Level::Error, &format!("SSI of a file not run: {why}"));
-                        resp.body = Body::File { file, offset, len };
-                        return;
-                    }
-                }
-            }
-            other => {
-                resp.body = other;
-                return;
-            }
         };
-        let out = run::run(req, c, &body, resp.content_type.as_ref()).await;
+        let Ok(out) = run::run(req, c, &body, resp.content_type.as_ref()).await else {
+            // As nginx, which ends such a response without an answer.
+            *resp = Response::new(crate::request::NO_RESPONSE);
+            return;
+        };
         let out = bytes::Bytes::from(out);
         resp.body = if main {
             Body::Stream(Box::new(crate::encode::Once(Some(out))))
@@ -187,6 +189,36 @@ fn filter<'x>(
             Body::Bytes(out)
         };
     })
+}
+
+/// A body in memory, up to [`MAX_BODY`] bytes; too long, or one not read here, is given
+/// back with why.
+fn whole(body: Body) -> Result<bytes::Bytes, (Body, String)> {
+    match body {
+        Body::Empty => Ok(bytes::Bytes::new()),
+        Body::Bytes(b) if b.len() <= MAX_BODY => Ok(b),
+        Body::File { file, offset, len } => {
+            match crate::subrequest::file_body(&file, offset, len, MAX_BODY) {
+                Ok(b) => Ok(b),
+                Err(why) => Err((Body::File { file, offset, len }, why)),
+            }
+        }
+        // Recoded before (gunzip, sub_filter, charset): made whole here.
+        Body::Stream(mut source) => {
+            let mut out = bytes::BytesMut::new();
+            loop {
+                match source.next(&mut out) {
+                    Ok(_) if out.len() > MAX_BODY => {
+                        return Err((Body::Empty, format!("longer than {MAX_BODY} bytes")));
+                    }
+                    Ok(true) => {}
+                    Ok(false) => return Ok(out.freeze()),
+                    Err(e) => return Err((Body::Empty, e.to_string())),
+                }
+            }
+        }
+        other => Err((other, format!("longer than {MAX_BODY} bytes, or in parts"))),
+    }
 }
 
 /// `$date_local` and `$date_gmt` outside the SSI commands: the time by nginx's default
@@ -199,20 +231,18 @@ fn variable(
     _resp: Option<(&Response, u64)>,
 ) {
     let gmt = *module::get::<usize>(var) == 1;
-    out.extend_from_slice(&date(run::TIMEFMT, gmt));
+    out.extend_from_slice(&date(run::TIMEFMT, gmt).unwrap_or_default());
 }
 
 /// The time now by a `strftime` format (`%s` alone: seconds since the epoch), local or
-/// UTC; empty when the format makes nothing.
-fn date(format: &[u8], gmt: bool) -> Vec<u8> {
+/// UTC; `None` when the format makes nothing, which nginx takes for an error.
+fn date(format: &[u8], gmt: bool) -> Option<Vec<u8>> {
     // SAFETY: time(NULL) only reads the clock.
     let now = unsafe { libc::time(std::ptr::null_mut()) };
     if format == b"%s" {
-        return now.to_string().into_bytes();
+        return Some(now.to_string().into_bytes());
     }
-    let Ok(format) = std::ffi::CString::new(format) else {
-        return Vec::new();
-    };
+    let format = std::ffi::CString::new(format).ok()?;
     // SAFETY: `tm` is plain data that gmtime_r/localtime_r fill from a valid time_t;
     // strftime writes at most `buf.len()` bytes into `buf` and returns how many.
     unsafe {
@@ -223,11 +253,11 @@ fn date(format: &[u8], gmt: bool) -> Vec<u8> {
             libc::localtime_r(&now, &mut tm)
         };
         if filled.is_null() {
-            return Vec::new();
+            return None;
         }
         let mut buf = vec![0u8; 2048];
         let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), format.as_ptr(), &tm);
         buf.truncate(n);
-        buf
+        (n > 0).then_some(buf)
     }
 }

@@ -107,7 +107,7 @@ pub(crate) async fn run_as<'a>(
     // Run, not processed once: the subrequest's own phases may wait (a delay of its limits).
     let mut resp = sub.run().await;
     if !matches!(keep, Keep::Head) {
-        sub.filter_body(&mut resp).await;
+        sub.body_filters(&mut resp).await;
     }
     let mut answers = 0;
     let answer = loop {
@@ -122,7 +122,21 @@ pub(crate) async fn run_as<'a>(
                 Keep::Body(max) => file_body(&file, offset, len, max),
             },
             Body::Parts(_) => Err("a multipart response".to_owned()),
-            Body::Stream(_) => Err("a recoded response".to_owned()),
+            // Made as it goes out (a listing): made whole here.
+            Body::Stream(mut source) => match keep {
+                Keep::Head => Ok(Bytes::new()),
+                Keep::Body(max) => {
+                    let mut out = BytesMut::new();
+                    loop {
+                        match source.next(&mut out) {
+                            Ok(_) if out.len() > max => break Err(too_long(max)),
+                            Ok(true) => {}
+                            Ok(false) => break Ok(out.freeze()),
+                            Err(e) => break Err(e.to_string()),
+                        }
+                    }
+                }
+            },
             Body::Proxy(plan) => match proxied(&mut sub, *plan, keep, body.clone()).await {
                 Ok(answer) => break answer,
                 // Nothing came from the upstream: its status goes through error_page.

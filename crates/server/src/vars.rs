@@ -436,7 +436,8 @@ pub(crate) enum Escape {
     Args,
     /// NGX_ESCAPE_URI_COMPONENT: all but letters, digits and `-._~`.
     Component,
-    /// NGX_ESCAPE_HTML: controls, space, `"`, `#`, `%`, `'`, `<`, `>` and bytes from 0x7f.
+    /// NGX_ESCAPE_HTML: controls, space, `"`, `#`, `%`, `'`, `<`, `>`, `\`, `^`, `{`, `|`,
+    /// `}`, the backtick and bytes from 0x7f.
     Html,
 }
 
@@ -449,7 +450,7 @@ pub(crate) fn escape(value: &[u8], out: &mut impl bytes::BufMut, kind: Escape) {
             Escape::Uri => b <= b' ' || b >= 0x7f || b"#%?".contains(&b),
             Escape::Args => b <= b' ' || b >= 0x7f || b"#%&+;?".contains(&b),
             Escape::Component => !(b.is_ascii_alphanumeric() || b"-._~".contains(&b)),
-            Escape::Html => b <= b' ' || b >= 0x7f || b"\"#%'<>".contains(&b),
+            Escape::Html => b <= b' ' || b >= 0x7f || b"\"#%'<>\\^`{|}".contains(&b),
         };
         if escaped {
             out.put_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);

@@ -1110,41 +1110,34 @@ async fn forward<D: Downstream, S: Source>(
     url: Url<'_>,
     cached: Option<Cached>,
 ) -> Forwarded {
-    // A body filter (`ssi`) takes the body whole first: the recodings after it see no
-    // length.
+    let proxied = Outgoing::Proxied(head);
+    // A body filter (`ssi`) takes the body whole: after the recodings nginx runs before it
+    // (gunzip, sub_filter, charset), before the compression, which then sees no length.
     let filter = match head.status() {
         101 => None,
-        _ => req.body_filter_edit(&Outgoing::Proxied(head)),
+        _ => req.body_filter_edit(&proxied),
     };
-    let proxied = Outgoing::Proxied(head);
-    let seen = match filter {
-        Some(_) => Outgoing::Recoded(&proxied),
-        None => Outgoing::Proxied(head),
-    };
+    let body = (framing, ubuf, source, url);
+    let log = |message: &str| req.log_upstream(Level::Error, message, &url);
+    let flush = !plan.settings.buffering;
+    if let Some(edit) = filter {
+        let before = req.encoding_around(&proxied, false);
+        let after = req.encoding_around(&Outgoing::Recoded(&proxied), true);
+        let mut after = Encoded::new(down, after, no_body, flush, &log);
+        let mut filtered = Filtered::new(&mut after, req, edit, no_body);
+        let mut before = Encoded::new(&mut filtered, before, no_body, flush, &log);
+        return keep(&mut before, req, plan, head, body, cached).await;
+    }
     // A HEAD response gets the head a GET's would have.
     let enc = match head.status() {
         101 => Encode::default(),
-        _ => req.encoding(&seen),
+        _ => req.encoding(&proxied),
     };
-    let body = (framing, ubuf, source, url);
-    match (enc.is_nothing(), filter) {
-        (true, None) => keep(down, req, plan, head, body, cached).await,
-        (true, Some(edit)) => {
-            let mut down = Filtered::new(down, req, edit, no_body);
-            keep(&mut down, req, plan, head, body, cached).await
-        }
-        (false, filter) => {
-            let log = |message: &str| req.log_upstream(Level::Error, message, &url);
-            let flush = !plan.settings.buffering;
-            let mut down = Encoded::new(down, enc, no_body, flush, &log);
-            match filter {
-                None => keep(&mut down, req, plan, head, body, cached).await,
-                Some(edit) => {
-                    let mut down = Filtered::new(&mut down, req, edit, no_body);
-                    keep(&mut down, req, plan, head, body, cached).await
-                }
-            }
-        }
+    if enc.is_nothing() {
+        keep(down, req, plan, head, body, cached).await
+    } else {
+        let mut down = Encoded::new(down, enc, no_body, flush, &log);
+        keep(&mut down, req, plan, head, body, cached).await
     }
 }
 
@@ -1430,9 +1423,11 @@ fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cu
         return Cut::Whole;
     }
     // A recoding that keeps every byte's place (between single-byte charsets) recodes the
-    // range as it would the whole.
+    // range as it would the whole; a body filter (`ssi`) leaves no range to cut.
     let enc = req.encoding(&Outgoing::Proxied(head));
-    let plain = !enc.vary && enc.coder.is_none_or(|c| c.head().keep_length);
+    let plain = !enc.vary
+        && enc.coder.is_none_or(|c| c.head().keep_length)
+        && req.body_filter_edit(&Outgoing::Proxied(head)).is_none();
     super::cache::cut(
         &req.conditions(),
         (req.head().method_str(), req.loc().proxy.force_ranges),

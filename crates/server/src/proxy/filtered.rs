@@ -126,7 +126,11 @@ impl<D: Downstream> Downstream for Filtered<'_, '_, D> {
             .field("content-type")
             .map(|t| std::sync::Arc::from(String::from_utf8_lossy(t).as_ref()));
         resp.body = Body::Bytes(self.body.split().freeze());
-        self.req.filter_body(&mut resp).await;
+        self.req.body_filters(&mut resp).await;
+        if resp.status == crate::request::NO_RESPONSE {
+            // The filter failed the response: nothing of it goes out, as in nginx.
+            return Err(io::Error::other("the response's body filter failed"));
+        }
         let mut out = BytesMut::new();
         match resp.body {
             Body::Bytes(b) => out.extend_from_slice(&b),

@@ -131,9 +131,8 @@ fn command(input: &[u8], value_len: usize) -> Option<(Piece<'static>, usize)> {
                 } else if ch == b'=' {
                     State::PreValue
                 } else if ch == b'-' {
-                    key.push(ch);
                     error = Some(format!(
-                        "invalid \"{}\" parameter in \"{}\" SSI command",
+                        "unexpected \"-\" symbol after \"{}\" parameter in \"{}\" SSI command",
                         name_str(key),
                         name_str(&name)
                     ));

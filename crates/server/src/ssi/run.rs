@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use crate::location::{Captures, LocationRegex};
 use crate::request::Request;
 use crate::subrequest::{self, Keep};
 use crate::Level;
@@ -20,7 +21,8 @@ use super::Conf;
 const MAX_PARAMS: usize = 16;
 /// How deep subrequests nest below the main request before nginx refuses the next one.
 const MAX_DEPTH: usize = 51;
-/// The most bytes of an included response kept.
+/// The most bytes all the includes of one main request bring in: past them, the response
+/// fails (nginx streams them; here they are held).
 const MAX_INCLUDED: usize = 64 * 1024 * 1024;
 /// The `config errmsg` and `timefmt` before any `config`.
 const ERRMSG: &[u8] = b"[an error occurred while processing the directive]";
@@ -36,17 +38,16 @@ struct State {
     vars: Vec<(Vec<u8>, Vec<u8>)>,
     /// `block`s by name, with the text they hold.
     blocks: Vec<(Vec<u8>, Vec<u8>)>,
-    /// The last `if` regex that matched (`$0` to `$9`).
-    captures: Option<Captures>,
-    /// Includes in progress below the main request.
-    depth: usize,
+    /// The last `if` regex that matched (`$0` to `$9`), and its subject.
+    captures: Option<(Vec<u8>, Captures)>,
+    /// Bytes the includes brought in so far.
+    included: usize,
+    /// Something failed that nginx fails the whole response for (logged then).
+    aborted: bool,
 }
 
-/// The subject of a regex that matched, and where its groups are in it.
-struct Captures {
-    subject: Vec<u8>,
-    groups: Vec<Option<(usize, usize)>>,
-}
+/// The response cannot be made: nginx ends it without an answer.
+pub(super) struct Abort;
 
 /// `echo`'s encoding, which a command's `encoding=` changes for the commands after it.
 #[derive(Clone, Copy)]
@@ -164,13 +165,13 @@ fn text(b: &[u8]) -> String {
 }
 
 /// Runs the commands of `body`, a response to `req` of type `content_type`, and returns
-/// what goes out.
+/// what goes out; `depth`: how many subrequests deep `req` is.
 pub(super) async fn run(
     req: &Request<'_>,
     conf: &Conf,
     body: &[u8],
     content_type: Option<&Arc<str>>,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, Abort> {
     let shared = req.main_ctx::<Shared>();
     let mut doc = Doc {
         content_type: content_type.cloned(),
@@ -184,6 +185,9 @@ pub(super) async fn run(
         timefmt: TIMEFMT.to_vec(),
     };
     for piece in parse::parse(body, conf.value_len) {
+        if shared.0.borrow().aborted {
+            return Err(Abort);
+        }
         let done = match piece {
             Piece::Text(t) => {
                 doc.text(&shared, t);
@@ -200,7 +204,10 @@ pub(super) async fn run(
             }
         }
     }
-    doc.out
+    if shared.0.borrow().aborted {
+        return Err(Abort);
+    }
+    Ok(doc.out)
 }
 
 impl Doc {
@@ -298,8 +305,7 @@ impl Doc {
             }
             b"echo" => {
                 let (var, default, encoding) = (next(), next(), next());
-                self.echo(req, shared, var.unwrap_or_default(), default, encoding);
-                Ok(())
+                self.echo(req, shared, var.unwrap_or_default(), default, encoding)
             }
             b"config" => {
                 let (errmsg, timefmt) = (next(), next());
@@ -367,13 +373,13 @@ impl Doc {
         var: Vec<u8>,
         default: Option<Vec<u8>>,
         encoding: Option<Vec<u8>>,
-    ) {
-        let value = match self.variable(req, shared, &lowercase(&var)) {
+    ) -> Result<(), Failed> {
+        let value = match self.variable(req, shared, &lowercase(&var))? {
             Some(v) => v,
             None => default.unwrap_or_else(|| b"(none)".to_vec()),
         };
         if value.is_empty() {
-            return;
+            return Ok(());
         }
         match encoding.as_deref() {
             None => {}
@@ -393,6 +399,7 @@ impl Doc {
             Encoding::Url => crate::vars::escape(&value, &mut self.out, crate::vars::Escape::Html),
             Encoding::Entity => escape_html(&value, &mut self.out),
         }
+        Ok(())
     }
 
     /// `if` and `elif`: `$a` (not empty), `$a = text`, `$a != text`, `$a = /regex/`,
@@ -447,30 +454,44 @@ impl Doc {
 
     /// The value of a variable (the name lowercase): a capture of the last `if` regex, a
     /// `set` variable, `$date_local`/`$date_gmt` by this body's `timefmt`, then the
-    /// server's variables; `None` when there is none of the name, or its value is missing.
-    fn variable(&self, req: &Request<'_>, shared: &Shared, name: &[u8]) -> Option<Vec<u8>> {
+    /// server's variables; `None` when there is none of the name, or its value is missing;
+    /// an error for a date its `timefmt` makes nothing of.
+    fn variable(
+        &self,
+        req: &Request<'_>,
+        shared: &Shared,
+        name: &[u8],
+    ) -> Result<Option<Vec<u8>>, Failed> {
         let state = shared.0.borrow();
         if let [d @ b'0'..=b'9'] = name {
-            if let Some(Captures { subject, groups }) = &state.captures {
-                if let Some(g) = groups.get(usize::from(d - b'0')) {
-                    return Some(g.map_or(Vec::new(), |(s, e)| subject[s..e].to_vec()));
-                }
+            let n = usize::from(d - b'0');
+            if let Some((subject, caps)) = state.captures.as_ref().filter(|(_, c)| n < c.count()) {
+                return Ok(Some(caps.get(subject, n).to_vec()));
             }
         }
         if let Some((_, v)) = state.vars.iter().find(|(n, _)| n == name) {
-            return Some(v.clone());
+            return Ok(Some(v.clone()));
         }
         drop(state);
-        match name {
-            b"date_local" => return Some(super::date(&self.timefmt, false)),
-            b"date_gmt" => return Some(super::date(&self.timefmt, true)),
-            _ => {}
+        if let Some(gmt) = match name {
+            b"date_local" => Some(false),
+            b"date_gmt" => Some(true),
+            _ => None,
+        } {
+            let date = super::date(&self.timefmt, gmt);
+            return date.map(Some).ok_or_else(|| {
+                format!("the \"timefmt\" \"{}\" makes no date", text(&self.timefmt))
+            });
         }
-        let var =
-            crate::vars::Var::from_name(std::str::from_utf8(name).ok()?, &req.server().names)?;
+        let var = std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| crate::vars::Var::from_name(n, &req.server().names));
+        let Some(var) = var else {
+            return Ok(None);
+        };
         let mut out = Vec::new();
         req.var(&var, &mut out, None);
-        (!out.is_empty() || var.empty_is_a_value()).then_some(out)
+        Ok((!out.is_empty() || req.has_var(&var)).then_some(out))
     }
 
     /// nginx's `ngx_http_ssi_evaluate_string`: `$name` and `${name}` replaced by their
@@ -519,7 +540,7 @@ impl Doc {
                 if name.is_empty() {
                     return Err(invalid());
                 }
-                if let Some(v) = self.variable(req, shared, &lowercase(name)) {
+                if let Some(v) = self.variable(req, shared, &lowercase(name))? {
                     parts.push(v);
                 }
                 continue;
@@ -556,9 +577,10 @@ impl Doc {
                 None => !has_vars && text_in.first() != Some(&b'/'),
             };
             if relative {
+                // The URI is decoded: escaped again, as it goes into a request line.
                 let uri = req.uri();
                 if let Some(slash) = uri.iter().rposition(|&b| b == b'/') {
-                    out.extend_from_slice(&uri[..=slash]);
+                    crate::vars::escape(&uri[..=slash], &mut out, crate::vars::Escape::Uri);
                 }
             }
         }
@@ -576,7 +598,7 @@ impl Doc {
     ) -> Result<(), Failed> {
         if let (Some(v), Some(f)) = (&inc.virt, &inc.file) {
             return Err(format!(
-                "inlcusion may be either virtual=\"{}\" or file=\"{}\"",
+                "inclusion may be either virtual=\"{}\" or file=\"{}\"",
                 text(v),
                 text(f)
             ));
@@ -606,6 +628,15 @@ impl Doc {
             }
         }
         let uri = self.evaluate(req, shared, uri, true)?;
+        // Values of variables are decoded too: what a request line cannot carry is escaped
+        // (a `%XX` written in the value stays, decoded by the subrequest as nginx decodes it).
+        let uri: Vec<u8> = uri
+            .iter()
+            .flat_map(|&b| match b {
+                b'\0'..=b' ' | 0x7f.. => format!("%{b:02X}").into_bytes(),
+                _ => vec![b],
+            })
+            .collect();
         if unsafe_uri(&uri) {
             return Err(format!("unsafe URI \"{}\" was detected", text(&uri)));
         }
@@ -624,29 +655,39 @@ impl Doc {
                 }
             }
         };
-        if shared.0.borrow().depth >= MAX_DEPTH {
+        if req.depth() >= MAX_DEPTH {
             let path = uri.split(|&b| b == b'?').next().unwrap_or_default();
             return Err(format!(
                 "subrequests cycle while processing \"{}\"",
                 text(path)
             ));
         }
-        shared.0.borrow_mut().depth += 1;
+        let left = MAX_INCLUDED.saturating_sub(shared.0.borrow().included);
         // On the heap: includes nest, each with a request of its own.
-        let answered = Box::pin(subrequest::run(req, &uri, Keep::Body(MAX_INCLUDED))).await;
-        shared.0.borrow_mut().depth -= 1;
-        let (sub, answer) = answered?;
+        let (sub, answer) = Box::pin(subrequest::run(req, &uri, Keep::Body(left))).await?;
         let body = match answer.body {
             Ok(b) => b,
             Err(why) => {
-                req.log(
-                    Level::Error,
-                    &format!("the response to the include of \"{}\": {why}", text(&uri)),
+                abort(
+                    req,
+                    shared,
+                    &format!("the include of \"{}\" failed: {why}", text(&uri)),
                 );
-                bytes::Bytes::new()
+                return Ok(());
             }
         };
+        shared.0.borrow_mut().included += body.len();
         if let Some(name) = inc.set {
+            // Kept in memory up to `subrequest_output_buffer_size`, as nginx keeps it.
+            let max = sub.loc().subrequest_output_buffer_size;
+            if body.len() > max && answer.status < 300 {
+                abort(
+                    req,
+                    shared,
+                    &format!("too big subrequest response: {}", body.len()),
+                );
+                return Ok(());
+            }
             let value = if answer.status < 300 {
                 body.to_vec()
             } else {
@@ -663,7 +704,7 @@ impl Doc {
                 let mut resp = crate::request::Response::new(answer.status);
                 resp.content_type = self.content_type.clone();
                 resp.body = crate::request::Body::Bytes(held.into());
-                Box::pin(sub.filter_body(&mut resp)).await;
+                Box::pin(sub.body_filters(&mut resp)).await;
                 match resp.body {
                     crate::request::Body::Bytes(b) => b,
                     _ => bytes::Bytes::new(),
@@ -684,6 +725,12 @@ struct Include {
     wait: Option<Vec<u8>>,
     set: Option<Vec<u8>>,
     stub: Option<Vec<u8>>,
+}
+
+/// The whole response fails, as nginx fails it (the error logged once, where it happened).
+fn abort(req: &Request<'_>, shared: &Shared, why: &str) {
+    req.log(Level::Error, why);
+    shared.0.borrow_mut().aborted = true;
 }
 
 fn lowercase(b: &[u8]) -> Vec<u8> {
@@ -713,27 +760,31 @@ fn rewritten(c: &Command) -> Vec<u8> {
     out
 }
 
-/// Whether `subject` matches the regex `pattern`: its groups become `$0` to `$9`, and its
-/// named groups `set` variables.
+/// Whether `subject` matches the regex `pattern` (PCRE's look-around and backreferences
+/// too): its groups become `$0` to `$9`, and its named groups `set` variables.
 fn regex_match(shared: &Shared, pattern: &[u8], subject: &[u8]) -> Result<bool, Failed> {
     let pattern =
         std::str::from_utf8(pattern).map_err(|_| format!("invalid regex \"{}\"", text(pattern)))?;
-    let re = regex::bytes::Regex::new(pattern).map_err(|e| e.to_string())?;
-    let Some(caps) = re.captures(subject) else {
+    let re = LocationRegex::new(pattern, false)?;
+    let caps = re.captures(subject).map_err(|_| {
+        format!(
+            "pcre2_match() failed on \"{}\" using \"{pattern}\"",
+            text(subject)
+        )
+    })?;
+    let Some(caps) = caps else {
         return Ok(false);
     };
-    let groups = caps
-        .iter()
-        .map(|g| g.map(|m| (m.start(), m.end())))
-        .collect();
-    for name in re.capture_names().flatten() {
-        let value = caps.name(name).map_or(&b""[..], |m| m.as_bytes()).to_vec();
-        set_var(shared, &lowercase(name.as_bytes()), value);
+    for (i, name) in re.capture_names().enumerate() {
+        if let Some(name) = name {
+            set_var(
+                shared,
+                &lowercase(name.as_bytes()),
+                caps.get(subject, i).to_vec(),
+            );
+        }
     }
-    shared.0.borrow_mut().captures = Some(Captures {
-        subject: subject.to_vec(),
-        groups,
-    });
+    shared.0.borrow_mut().captures = Some((subject.to_vec(), caps));
     Ok(true)
 }
 
