@@ -32,6 +32,13 @@ const CONFIG: &str = r#"
         location /gz-up/ { ssi on; gzip on; gzip_min_length 1; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /up-lm/ { ssi on; ssi_last_modified on; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
         location /up-ranges/ { ssi on; proxy_force_ranges on; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
+        location /sub-ssi/ {
+            ssi on;
+            sub_filter ECHO '<!--# echo var="uri" -->';
+            gzip on;
+            gzip_min_length 1;
+            alias {PREFIX}/html/;
+        }
         location /gunzip-up/ { ssi on; gunzip on; proxy_pass http://127.0.0.1:{UPSTREAM}/up/; }
     }
 "#;
@@ -118,6 +125,7 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("dir sp/page.html", "D<!--# include file=\"x.html\" -->E"),
     ("dir sp/x.html", "x"),
+    ("echo-me.html", "[ECHO]"),
     (
         "more.html",
         "[<!--# echo var=\"http_x_empty\" -->][<!--# echo var=\"arg_e\" -->]\
@@ -236,6 +244,7 @@ fn ssi_runs_commands_as_nginx_runs_them() {
             ("GET", "/stubloop.html", ""),
             ("GET", "/setbig.html", ""),
             ("GET", "/nested-abort.html", ""),
+            ("GET", "/sub-ssi/echo-me.html", "Accept-Encoding: gzip\r\n"),
             ("GET", "/up/abort", ""),
             ("GET", "/dir%20sp/page.html", ""),
             ("GET", "/more.html?e=&s=t", "X-Empty:\r\n"),
