@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
-use crate::Stream;
+use crate::{MaybeTls, Stream};
 
 /// How a location connects to its upstreams over TLS.
 pub struct UpstreamTls {
@@ -92,7 +92,7 @@ impl UpstreamTls {
         )
         .await
         {
-            Ok(Ok(tls)) => Ok(Stream::Tls(Box::new(tls))),
+            Ok(Ok(tls)) => Ok(Stream::Tcp(MaybeTls::Tls(Box::new(tls)))),
             Ok(Err(e)) => Err(HandshakeError::Failed(io_failure(&e, name))),
             Err(_) => Err(HandshakeError::TimedOut),
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use portcullis_config::{value, Arg, ConfigError, Directive};
 
 use super::hash::{Ring, POINTS_PER_WEIGHT};
-use super::peers::{Peer, PeerConf};
+use super::peers::{Peer, PeerAddr, PeerConf};
 use super::{random, Balancer, Keepalive, Upstream, DEFAULT_FAIL_TIMEOUT, DEFAULT_MAX_FAILS};
 
 /// The port of a `server` written without one.
@@ -241,8 +241,8 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
     Ok(addrs
         .into_iter()
         .map(|addr| PeerConf {
-            addr,
             name: Arc::from(addr.to_string()),
+            addr,
             server: server.clone(),
             weight,
             max_fails,
@@ -255,11 +255,17 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
 }
 
 /// nginx's `ngx_parse_url` for an upstream server, then its resolution: IPv4 addresses
-/// before IPv6 ones, as nginx orders them. The error is nginx's `u->err` text.
-fn resolve(url: &str) -> Result<Vec<SocketAddr>, &'static str> {
+/// before IPv6 ones, as nginx orders them; `unix:/path`, a unix-domain socket. The error is
+/// nginx's `u->err` text.
+fn resolve(url: &str) -> Result<Vec<PeerAddr>, &'static str> {
     if url.len() >= 5 && url[..5].eq_ignore_ascii_case("unix:") {
-        return Err("unix domain sockets are not supported");
+        return PeerAddr::unix(&url[5..]).map(|p| vec![p]);
     }
+    Ok(resolve_inet(url)?.into_iter().map(PeerAddr::Inet).collect())
+}
+
+/// [`resolve`] for a host and port.
+fn resolve_inet(url: &str) -> Result<Vec<SocketAddr>, &'static str> {
     if let Some(rest) = url.strip_prefix('[') {
         return resolve_ipv6(rest);
     }

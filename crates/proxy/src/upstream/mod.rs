@@ -24,9 +24,9 @@ mod peers;
 mod random;
 mod round_robin;
 
-pub use peers::{Peer, PeerId, Tried};
+pub use peers::{Peer, PeerAddr, PeerId, Tried};
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,15 +164,16 @@ impl Upstream {
     }
 
     /// The group nginx makes for `proxy_pass http://host:port` when no `upstream` block has
-    /// that name: the addresses, weight 1, round robin, no keepalive. `name` is "host:port".
-    pub fn implicit(name: &str, addrs: Vec<SocketAddr>) -> Upstream {
+    /// that name: the addresses, weight 1, round robin, no keepalive. `name` is "host:port"
+    /// (or "unix:/path").
+    pub fn implicit(name: &str, addrs: Vec<PeerAddr>) -> Upstream {
         let server: Arc<str> = Arc::from(name);
         let peers = addrs
             .into_iter()
             .map(|addr| {
                 Peer::new(PeerConf {
-                    addr,
                     name: Arc::from(addr.to_string()),
+                    addr,
                     server: server.clone(),
                     weight: 1,
                     max_fails: DEFAULT_MAX_FAILS,
@@ -759,7 +760,9 @@ mod tests {
                 format!("{err} in upstream \"{url}\"{at}2")
             );
         }
-        assert!(error("server unix:/tmp/s;").contains("not supported"));
+        assert!(error("server unix:;").contains("no path in the unix domain socket"));
+        let up = Upstream::compile(&block("server unix:/tmp/s; server 127.0.0.1:81;")).unwrap();
+        assert_eq!(up.peer(PeerId(0)).name.as_ref(), "unix:/tmp/s");
         assert_eq!(
             error("hash $uri foo; server 127.0.0.1;"),
             format!("invalid parameter \"foo\"{at}2")
@@ -814,8 +817,8 @@ mod tests {
         let up = Upstream::implicit(
             "localhost:8080",
             vec![
-                "127.0.0.1:8080".parse().unwrap(),
-                "[::1]:8080".parse().unwrap(),
+                PeerAddr::Inet("127.0.0.1:8080".parse().unwrap()),
+                PeerAddr::Inet("[::1]:8080".parse().unwrap()),
             ],
         );
         assert_eq!(up.name(), "localhost:8080");

@@ -6,6 +6,7 @@
 //! compiled (its epoch), which fits an `AtomicU64` and never goes backwards.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,10 +16,50 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PeerId(pub usize);
 
+/// Where a peer listens: a TCP address, or the path of a unix-domain socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerAddr {
+    Inet(SocketAddr),
+    Unix(PathBuf),
+}
+
+/// The longest path of a unix-domain socket (`sun_path`, less its NUL).
+const MAX_UNIX_PATH: usize = 107;
+
+impl PeerAddr {
+    /// The socket at `path` (what follows `unix:`), as nginx's `ngx_parse_unix_domain_url`
+    /// checks it; the error is nginx's text.
+    pub fn unix(path: &str) -> Result<PeerAddr, &'static str> {
+        if path.is_empty() {
+            return Err("no path in the unix domain socket");
+        }
+        if path.len() > MAX_UNIX_PATH {
+            return Err("too long path in the unix domain socket");
+        }
+        Ok(PeerAddr::Unix(path.into()))
+    }
+}
+
+impl std::fmt::Display for PeerAddr {
+    /// As nginx prints it: `127.0.0.1:8080`, `[::1]:80`, `unix:/run/app.sock`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddr::Inet(a) => write!(f, "{a}"),
+            PeerAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl From<SocketAddr> for PeerAddr {
+    fn from(a: SocketAddr) -> PeerAddr {
+        PeerAddr::Inet(a)
+    }
+}
+
 /// What a `server` line says about one of its addresses.
 #[derive(Debug, Clone)]
 pub(crate) struct PeerConf {
-    pub addr: SocketAddr,
+    pub addr: PeerAddr,
     /// The address as nginx prints it: `127.0.0.1:8080`, `[::1]:80`.
     pub name: Arc<str>,
     /// The `server` argument as written (`backend:8080`, `127.0.0.1`): the consistent hash
@@ -37,7 +78,7 @@ pub(crate) struct PeerConf {
 /// One upstream address: its configuration and the state shared by all workers.
 #[derive(Debug)]
 pub struct Peer {
-    pub addr: SocketAddr,
+    pub addr: PeerAddr,
     /// As nginx prints it in `$upstream_addr` and error logs: `127.0.0.1:8080`.
     pub name: Arc<str>,
     server: Arc<str>,
@@ -275,7 +316,7 @@ mod tests {
 
     fn peer(weight: u32, max_fails: u32, fail_timeout_s: u64, max_conns: u32) -> Peer {
         Peer::new(PeerConf {
-            addr: "127.0.0.1:80".parse().unwrap(),
+            addr: PeerAddr::Inet("127.0.0.1:80".parse().unwrap()),
             name: Arc::from("127.0.0.1:80"),
             server: Arc::from("127.0.0.1"),
             weight,

@@ -12,9 +12,9 @@ use portcullis_http::{
     UpstreamHeadError, LAST_CHUNK,
 };
 use portcullis_proxy::upstream::{Key, KeyKind, Outcome, PeerId};
-use portcullis_proxy::{Conn, Stream, Timer};
+use portcullis_proxy::{Conn, MaybeTls, PeerAddr, Stream, Timer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 use super::cache::fill::Fill;
 use super::cache::fill::Slice;
@@ -325,7 +325,7 @@ pub(crate) async fn serve<D: Downstream>(
                 &plan,
                 &local,
                 peer,
-                peer_ref.addr,
+                &peer_ref.addr,
                 &head,
                 &whole,
                 source,
@@ -340,7 +340,7 @@ pub(crate) async fn serve<D: Downstream>(
                 &plan,
                 &local,
                 peer,
-                peer_ref.addr,
+                &peer_ref.addr,
                 &head,
                 &whole,
                 None,
@@ -649,9 +649,15 @@ impl<'a> Url<'a> {
 impl std::fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let scheme = if self.https { "https" } else { "http" };
+        // A unix-domain socket's path ends with a `:` before the URI, as nginx writes it.
+        let colon = if self.peer.starts_with("unix:") {
+            ":"
+        } else {
+            ""
+        };
         write!(
             f,
-            "{scheme}://{}{}",
+            "{scheme}://{}{colon}{}",
             self.peer,
             String::from_utf8_lossy(self.uri)
         )
@@ -816,7 +822,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
     plan: &Plan,
     local: &std::rc::Rc<std::cell::RefCell<super::Local>>,
     peer: PeerId,
-    addr: std::net::SocketAddr,
+    addr: &PeerAddr,
     head: &[u8],
     body: &Bytes,
     mut source: Option<BodySource<'_, S>>,
@@ -960,40 +966,85 @@ async fn attempt_once<S: AsyncRead + Unpin>(
 
 async fn connect(
     plan: &Plan,
-    addr: std::net::SocketAddr,
+    addr: &PeerAddr,
     timeout: Duration,
     req: &Request<'_>,
     url: Url<'_>,
 ) -> Result<Stream, Failure> {
     let deadline = tokio::time::Instant::now() + timeout;
+    let peer = addr;
+    let addr = match addr {
+        PeerAddr::Inet(a) => *a,
+        PeerAddr::Unix(path) => {
+            if plan.https {
+                req.log_upstream(
+                    Level::Error,
+                    "SSL to a unix-domain socket is not supported while connecting to upstream",
+                    &url,
+                );
+                return Err(Failure::Error);
+            }
+            let connected = tokio::time::timeout_at(deadline, UnixStream::connect(path)).await;
+            return match connected {
+                Ok(Ok(s)) => Ok(Stream::Unix(s)),
+                // nginx names the socket: its connect() fails at once, not later.
+                Ok(Err(e)) => Err(connect_failed(
+                    &e,
+                    &format!("connect() to {peer}"),
+                    req,
+                    url,
+                )),
+                Err(_) => Err(connect_timed_out(req, url)),
+            };
+        }
+    };
     match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => {
             let _ = s.set_nodelay(true);
             match plan.settings.tls.as_deref().filter(|_| plan.https) {
                 Some(tls) => handshake(plan, tls, s, addr, deadline, req, url).await,
-                None => Ok(Stream::Plain(s)),
+                None => Ok(Stream::Tcp(MaybeTls::Plain(s))),
             }
         }
-        Ok(Err(e)) => {
-            req.log_upstream(
-                Level::Error,
-                &format!(
-                    "connect() failed {} while connecting to upstream",
-                    crate::log::os_error(&e)
-                ),
-                &url,
-            );
-            Err(Failure::Error)
-        }
-        Err(_) => {
-            req.log_upstream(
-                Level::Error,
-                "upstream timed out (110: Connection timed out) while connecting to upstream",
-                &url,
-            );
-            Err(Failure::Timeout)
-        }
+        Ok(Err(e)) => Err(connect_failed(&e, "connect()", req, url)),
+        Err(_) => Err(connect_timed_out(req, url)),
     }
+}
+
+/// A refused or failed connect(), logged as nginx logs it (`call`: how it names the call):
+/// at `crit` unless the peer or the network said no.
+fn connect_failed(e: &std::io::Error, call: &str, req: &Request<'_>, url: Url<'_>) -> Failure {
+    let level = match e.raw_os_error() {
+        Some(
+            libc::ECONNREFUSED
+            | libc::EAGAIN
+            | libc::ECONNRESET
+            | libc::ENETDOWN
+            | libc::ENETUNREACH
+            | libc::EHOSTDOWN
+            | libc::EHOSTUNREACH,
+        ) => Level::Error,
+        _ => Level::Crit,
+    };
+    req.log_upstream(
+        level,
+        &format!(
+            "{call} failed {} while connecting to upstream",
+            crate::log::os_error(e)
+        ),
+        &url,
+    );
+    Failure::Error
+}
+
+/// A connect() that did not finish within proxy_connect_timeout, logged as nginx logs it.
+fn connect_timed_out(req: &Request<'_>, url: Url<'_>) -> Failure {
+    req.log_upstream(
+        Level::Error,
+        "upstream timed out (110: Connection timed out) while connecting to upstream",
+        &url,
+    );
+    Failure::Timeout
 }
 
 /// The TLS handshake of `proxy_pass https://` on a new connection, within what is left of

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_proxy::upstream::Upstream;
-use portcullis_proxy::UpstreamTls;
+use portcullis_proxy::{PeerAddr, UpstreamTls};
 use portcullis_tls::ClientSpec;
 
 use super::{Group, Groups};
@@ -545,12 +545,33 @@ pub(crate) fn proxy_pass(
             format!("invalid URL prefix in \"{url}\""),
         ));
     };
+    let default_port = if https { 443 } else { 80 };
+    if let Some((path, uri)) = unix_url(rest.as_bytes()) {
+        if uri.is_some() && fixed_uri_forbidden {
+            return Err(ConfigError::at(d, URI_FORBIDDEN));
+        }
+        if https {
+            return Err(ConfigError::at(
+                d,
+                format!("SSL to a unix-domain socket is not supported in \"{url}\""),
+            ));
+        }
+        let addr = PeerAddr::unix(&String::from_utf8_lossy(path))
+            .map_err(|e| ConfigError::at(d, format!("{e} in upstream \"{rest}\"")))?;
+        return Ok(ProxyPass {
+            https,
+            url: format!("http://{addr}:"),
+            target: unix_target(addr, default_port),
+            uri,
+            location: location.to_string(),
+        });
+    }
     let (authority, uri) = match rest.find('/') {
         Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
         None => (rest, None),
     };
     if uri.is_some() && fixed_uri_forbidden {
-        return Err(ConfigError::at(d, "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block"));
+        return Err(ConfigError::at(d, URI_FORBIDDEN));
     }
     if authority.is_empty() {
         return Err(ConfigError::at(
@@ -558,7 +579,6 @@ pub(crate) fn proxy_pass(
             format!("no host in upstream \"{rest}\""),
         ));
     }
-    let default_port = if https { 443 } else { 80 };
     let target = match groups.get(authority) {
         Some(g) => Target::Group {
             group: g.clone(),
@@ -580,7 +600,10 @@ pub(crate) fn proxy_pass(
             };
             Target::Group {
                 group: Group {
-                    upstream: Arc::new(Upstream::implicit(&name, addrs)),
+                    upstream: Arc::new(Upstream::implicit(
+                        &name,
+                        addrs.into_iter().map(PeerAddr::Inet).collect(),
+                    )),
                     key: None,
                 },
                 host: bytes::Bytes::from(proxy_host),
@@ -595,6 +618,37 @@ pub(crate) fn proxy_pass(
         location: location.to_string(),
         url: format!("{}://{authority}", if https { "https" } else { "http" }),
     })
+}
+
+/// nginx's refusal of a URI part where the request's URI cannot be replaced.
+const URI_FORBIDDEN: &str = "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block";
+
+/// A `unix:/path[:uri]` URL after its scheme: the socket's path, and the URI after the `:`
+/// that ends the path, if any (nginx's `ngx_parse_unix_domain_url`).
+pub(crate) fn unix_url(rest: &[u8]) -> Option<(&[u8], Option<Vec<u8>>)> {
+    let after = rest.get(..5).filter(|p| p.eq_ignore_ascii_case(b"unix:"))?;
+    let after = &rest[after.len()..];
+    Some(match after.iter().position(|&b| b == b':') {
+        Some(i) => (
+            &after[..i],
+            Some(after[i + 1..].to_vec()).filter(|u| !u.is_empty()),
+        ),
+        None => (after, None),
+    })
+}
+
+/// The group of one unix-domain socket: requests name it `localhost` (`$proxy_host`), as
+/// nginx's do.
+pub(crate) fn unix_target(addr: PeerAddr, port: u16) -> Target {
+    let name = addr.to_string();
+    Target::Group {
+        group: Group {
+            upstream: Arc::new(Upstream::implicit(&name, vec![addr])),
+            key: None,
+        },
+        host: bytes::Bytes::from_static(b"localhost"),
+        port,
+    }
 }
 
 /// Splits `host[:port]` (`[v6]:port` too).

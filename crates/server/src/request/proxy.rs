@@ -190,36 +190,62 @@ impl Request<'_> {
                         return Step::Status(500);
                     }
                 };
-                let slash = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
-                let authority = String::from_utf8_lossy(&rest[..slash]);
-                let uri = (slash < rest.len()).then(|| rest[slash..].to_vec());
                 let default_port = if https { 443 } else { 80 };
-                self.proxy_host = bytes::Bytes::copy_from_slice(&rest[..slash]);
-                self.proxy_port = default_port;
-                let group = match groups.get(&*authority) {
-                    Some(g) => g.clone(),
-                    None => {
-                        let addr = crate::proxy::split_host_port(&authority, default_port)
-                            .and_then(|(h, p)| {
-                                h.trim_start_matches('[')
-                                    .trim_end_matches(']')
-                                    .parse::<std::net::IpAddr>()
-                                    .ok()
-                                    .map(|ip| std::net::SocketAddr::new(ip, p))
-                            });
-                        match addr {
-                            Some(a) => Group {
-                                upstream: Arc::new(Upstream::implicit(&a.to_string(), vec![a])),
-                                key: None,
-                            },
-                            None => match self.resolve(&authority, default_port) {
-                                Ok(group) => group,
-                                Err(step) => return step,
-                            },
+                if let Some((path, uri)) = crate::proxy::unix_url(rest) {
+                    let path = String::from_utf8_lossy(path);
+                    let addr = match portcullis_proxy::PeerAddr::unix(&path) {
+                        Ok(a) if !https => a,
+                        Ok(_) => {
+                            self.log(Level::Error, "SSL to a unix-domain socket is not supported");
+                            return Step::Status(500);
                         }
-                    }
-                };
-                (group, Some(uri), https)
+                        Err(e) => {
+                            self.log(Level::Error, &format!("{e} in upstream \"unix:{path}\""));
+                            return Step::Status(500);
+                        }
+                    };
+                    let crate::proxy::Target::Group { group, host, port } =
+                        crate::proxy::unix_target(addr, default_port)
+                    else {
+                        unreachable!("a unix target is a group");
+                    };
+                    self.proxy_host = host;
+                    self.proxy_port = port;
+                    (group, Some(uri), https)
+                } else {
+                    let slash = rest.iter().position(|&b| b == b'/').unwrap_or(rest.len());
+                    let authority = String::from_utf8_lossy(&rest[..slash]);
+                    let uri = (slash < rest.len()).then(|| rest[slash..].to_vec());
+                    self.proxy_host = bytes::Bytes::copy_from_slice(&rest[..slash]);
+                    self.proxy_port = default_port;
+                    let group = match groups.get(&*authority) {
+                        Some(g) => g.clone(),
+                        None => {
+                            let addr = crate::proxy::split_host_port(&authority, default_port)
+                                .and_then(|(h, p)| {
+                                    h.trim_start_matches('[')
+                                        .trim_end_matches(']')
+                                        .parse::<std::net::IpAddr>()
+                                        .ok()
+                                        .map(|ip| std::net::SocketAddr::new(ip, p))
+                                });
+                            match addr {
+                                Some(a) => Group {
+                                    upstream: Arc::new(Upstream::implicit(
+                                        &a.to_string(),
+                                        vec![a.into()],
+                                    )),
+                                    key: None,
+                                },
+                                None => match self.resolve(&authority, default_port) {
+                                    Ok(group) => group,
+                                    Err(step) => return step,
+                                },
+                            }
+                        }
+                    };
+                    (group, Some(uri), https)
+                }
             }
         };
         let Group { upstream, key } = group;
@@ -719,7 +745,7 @@ impl Request<'_> {
             Found::Addrs(ips) => {
                 let addrs = ips
                     .into_iter()
-                    .map(|ip| std::net::SocketAddr::new(ip, port))
+                    .map(|ip| std::net::SocketAddr::new(ip, port).into())
                     .collect();
                 Ok(Group {
                     upstream: Arc::new(Upstream::implicit(authority, addrs)),
