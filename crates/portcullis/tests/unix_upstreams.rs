@@ -8,6 +8,8 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use std::time::Duration;
 
@@ -15,6 +17,10 @@ use support::{compare, get, kinds, main_config, wait_until, Server};
 
 const CONFIG: &str = r#"
     log_format up "$request_uri $status $upstream_addr";
+    upstream k {
+        server unix:{PREFIX}/up.sock;
+        keepalive 2;
+    }
     upstream g {
         server unix:{PREFIX}/missing.sock;
         server unix:{PREFIX}/up.sock;
@@ -25,13 +31,22 @@ const CONFIG: &str = r#"
         location /a/ { proxy_pass http://unix:{PREFIX}/up.sock:/base/; }
         location /b/ { proxy_pass http://unix:{PREFIX}/up.sock; }
         location /g/ { proxy_pass http://g; }
+        location /k/ {
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://k;
+        }
+        location /v/ { set $s unix:{PREFIX}/up.sock; proxy_pass http://$s:/dyn/; }
         location /gone/ { proxy_pass http://unix:{PREFIX}/missing.sock:/; }
     }
 "#;
 
 /// An HTTP server on the socket at `path` that answers each request with its request line
-/// and `Host`.
-fn unix_upstream(path: &Path) {
+/// and `Host`, and keeps each connection for the next request; returns how many connections
+/// it accepted so far.
+fn unix_upstream(path: &Path) -> Arc<AtomicUsize> {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
     let listener = UnixListener::bind(path).expect("bind the upstream's socket");
     // nginx's workers connect as its `user` when the test runs as root.
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o777))
@@ -39,31 +54,37 @@ fn unix_upstream(path: &Path) {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { return };
+            count.fetch_add(1, Ordering::SeqCst);
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(&conn);
-                let mut line = String::new();
-                let _ = reader.read_line(&mut line);
-                let mut host = String::new();
                 loop {
-                    let mut h = String::new();
-                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                        break;
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
                     }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("host:") {
-                        host = v.trim().to_string();
+                    let mut host = String::new();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("host:") {
+                            host = v.trim().to_string();
+                        }
                     }
+                    let body = format!("{} host={host}", line.trim_end());
+                    let _ = (&conn).write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    );
                 }
-                let body = format!("{} host={host}", line.trim_end());
-                let _ = (&conn).write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                );
             });
         }
     });
+    accepted
 }
 
 #[test]
@@ -73,9 +94,9 @@ fn unix_domain_sockets_are_upstreams_as_in_nginx() {
         let Some(server) = Server::start(kind, 1, &main_config(CONFIG)) else {
             continue;
         };
-        unix_upstream(&server.path("up.sock"));
+        let accepted = unix_upstream(&server.path("up.sock"));
         let mut lines = Vec::new();
-        for path in ["/a/x?q=1", "/b/y", "/g/z", "/g/w", "/gone/v"] {
+        for path in ["/a/x?q=1", "/b/y", "/g/z", "/g/w", "/gone/v", "/v/u"] {
             let r = get(server.port(0), path).expect("GET");
             let body = if r.status == 200 {
                 r.body_text()
@@ -87,7 +108,17 @@ fn unix_domain_sockets_are_upstreams_as_in_nginx() {
         let prefix = server.prefix().display().to_string();
         // The last line is written once its response is out.
         let read_log = || std::fs::read_to_string(server.path("up.log")).unwrap_or_default();
-        wait_until(Duration::from_secs(5), || read_log().lines().count() == 5);
+        wait_until(Duration::from_secs(5), || read_log().lines().count() == 6);
+        // Kept-alive connections: three requests, one connection.
+        let before = accepted.load(Ordering::SeqCst);
+        for i in 0..3 {
+            let r = get(server.port(0), &format!("/k/{i}")).expect("GET /k/");
+            lines.push(format!("/k/{i} -> {} {}", r.status, r.body_text()));
+        }
+        lines.push(format!(
+            "keepalive connections: {}",
+            accepted.load(Ordering::SeqCst) - before
+        ));
         let log = read_log();
         lines.extend(log.lines().map(|l| l.replace(&prefix, "{PREFIX}")));
         let errors = server.error_log().replace(&prefix, "{PREFIX}");
@@ -104,6 +135,8 @@ fn unix_domain_sockets_are_upstreams_as_in_nginx() {
                 "/a/x?q=1 -> 200 GET /base/x?q=1 HTTP/1.0 host=localhost",
                 "/g/z 200 unix:{PREFIX}/missing.sock, unix:{PREFIX}/up.sock",
                 "missing socket logged: true",
+                "/v/u -> 200 GET /dyn/ HTTP/1.0 host=localhost",
+                "keepalive connections: 1",
             ],
         );
         seen.push((kind, lines));
