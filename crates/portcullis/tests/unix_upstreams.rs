@@ -109,6 +109,8 @@ fn unix_domain_sockets_are_upstreams_as_in_nginx() {
         // The last line is written once its response is out.
         let read_log = || std::fs::read_to_string(server.path("up.log")).unwrap_or_default();
         wait_until(Duration::from_secs(5), || read_log().lines().count() == 6);
+        let log = read_log();
+        lines.extend(log.lines().map(|l| l.replace(&prefix, "{PREFIX}")));
         // Kept-alive connections: three requests, one connection.
         let before = accepted.load(Ordering::SeqCst);
         for i in 0..3 {
@@ -119,8 +121,6 @@ fn unix_domain_sockets_are_upstreams_as_in_nginx() {
             "keepalive connections: {}",
             accepted.load(Ordering::SeqCst) - before
         ));
-        let log = read_log();
-        lines.extend(log.lines().map(|l| l.replace(&prefix, "{PREFIX}")));
         let errors = server.error_log().replace(&prefix, "{PREFIX}");
         lines.push(format!(
             "missing socket logged: {}",
