@@ -51,11 +51,7 @@ const DUMP_ENV: &str = "PORTCULLIS_CORPUS_DUMP";
 
 /// Configurations portcullis refuses on purpose: the file, the `[emerg]` message without its
 /// ` in file:line` suffix, and why it is refused.
-const REFUSED: &[(&str, &str, &str)] = &[(
-    "php_fpm_site.conf",
-    "unknown directive \"fastcgi_split_path_info\"",
-    "the FastCGI module is not implemented; like an nginx built without it",
-)];
+const REFUSED: &[(&str, &str, &str)] = &[];
 
 /// Answers of portcullis that differ from nginx's on a configuration it loads: the file,
 /// the request line as written in the file, what differs (`status`, `body`, `response` for

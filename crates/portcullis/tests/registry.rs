@@ -278,6 +278,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ("http_upstream_zone_module", "upstream", "zone u 64k;"),
     ("http_proxy_module", "location", "proxy_pass http://u;"),
     (
+        "http_fastcgi_module",
+        "location",
+        "fastcgi_pass u; fastcgi_param A $uri; fastcgi_index index.php;",
+    ),
+    (
         "http_ssl_module",
         "server",
         "ssl_protocols TLSv1.2 TLSv1.3;",

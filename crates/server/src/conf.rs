@@ -973,6 +973,7 @@ impl Builder {
             state: &mut *self.loads[i],
             first: touched.insert(d.name.clone()),
             first_of_module: touched.insert(format!("module {i}")),
+            upstreams: &self.groups,
         };
         self.modules[i].directive(conf, d, &mut cx)
     }

@@ -108,6 +108,9 @@ pub(crate) struct Load<'a> {
     /// Whether it is the first of the module's directives at this level, for a list that
     /// several directives make (`allow` and `deny`).
     pub first_of_module: bool,
+    /// The configuration's `upstream` blocks, by name, for the modules that pass requests
+    /// to them (`fastcgi_pass`).
+    pub upstreams: &'a Arc<crate::proxy::Groups>,
 }
 
 /// What a module's [`finish`](Module::finish) may use at the end of a level.

@@ -22,6 +22,7 @@ pub(crate) static ALL: Registry = &[
     &crate::mirror::MODULE,
     &crate::stub_status::MODULE,
     &crate::empty_gif::MODULE,
+    &crate::fastcgi::MODULE,
     &crate::autoindex::MODULE,
     &crate::sub_filter::MODULE,
     &crate::charset::MODULE,

@@ -213,7 +213,10 @@ pub(crate) async fn serve<D: Downstream>(
         buf: std::mem::take(&mut plan.head),
         req,
     };
+    let fastcgi = plan.fastcgi;
     let length = match &body {
+        // FastCGI's records carry their own lengths.
+        _ if fastcgi => None,
         ReqBody::None => None,
         ReqBody::Whole(b) => Some(b.len() as u64),
         ReqBody::Streamed(s) => match s.kind {
@@ -231,11 +234,19 @@ pub(crate) async fn serve<D: Downstream>(
         let _ = write!((&mut *head).writer(), "{n}");
         head.put_slice(b"\r\n");
     }
-    head.put_slice(b"\r\n");
+    if !fastcgi {
+        head.put_slice(b"\r\n");
+    }
     let (whole, mut streamed) = match body {
         ReqBody::Whole(b) => (b, None),
         ReqBody::Streamed(s) => (Bytes::new(), Some(s)),
         ReqBody::None => (Bytes::new(), None),
+    };
+    // The body as `STDIN` records, ended by an empty one even without a body.
+    let whole = if fastcgi {
+        super::fastcgi::stdin(&whole).freeze()
+    } else {
+        whole
     };
     let streams = streamed.is_some();
     let upstream = plan.upstream.clone();
@@ -374,7 +385,7 @@ pub(crate) async fn serve<D: Downstream>(
                 }
             }
         };
-        let (mut conn, resp_head, ubuf) = match result {
+        let (mut conn, resp_head, ubuf, decoder) = match result {
             Ok(r) => r,
             Err(Failed { why, request_sent }) => {
                 let end = Instant::now();
@@ -567,25 +578,45 @@ pub(crate) async fn serve<D: Downstream>(
             head_only,
             slice,
         });
-        let forwarded = forward(
-            down,
-            req,
-            &plan,
-            shown.as_ref().unwrap_or(&resp_head),
-            (framing, no_body || head_only),
-            ubuf,
-            &mut conn,
-            url,
-            fill,
-        )
-        .await;
+        let shown = shown.as_ref().unwrap_or(&resp_head);
+        let framed = (framing, no_body || head_only);
+        let (forwarded, reusable) = match decoder {
+            Some(decoder) => {
+                let mut source = Records {
+                    conn: &mut conn,
+                    decoder,
+                    req,
+                    url,
+                };
+                let f = forward(
+                    down,
+                    req,
+                    &plan,
+                    shown,
+                    framed,
+                    ubuf,
+                    &mut source,
+                    url,
+                    fill,
+                );
+                let forwarded = f.await;
+                // The response's end was read, and nothing after it.
+                let whole = source.decoder.ended && source.decoder.is_empty();
+                (forwarded, whole && plan.keepalive)
+            }
+            None => {
+                let f = forward(down, req, &plan, shown, framed, ubuf, &mut conn, url, fill);
+                let forwarded = f.await;
+                let reusable = forwarded.upstream_done && plan.keepalive;
+                (forwarded, reusable && !resp_head.connection_close())
+            }
+        };
         let end = Instant::now();
         attempt.response = end - attempt_start;
         attempt.length = forwarded.length;
         attempt.bytes_received += forwarded.received;
         attempts.push(attempt);
         upstream.release(peer, outcome, end);
-        let reusable = forwarded.upstream_done && plan.keepalive && !resp_head.connection_close();
         put_back(&local, peer, reusable.then_some(conn), end);
         return Finish::Sent {
             status,
@@ -631,6 +662,7 @@ fn put_back(
 #[derive(Clone, Copy)]
 struct Url<'a> {
     https: bool,
+    fastcgi: bool,
     peer: &'a str,
     uri: &'a [u8],
 }
@@ -640,6 +672,7 @@ impl<'a> Url<'a> {
     fn new(plan: &Plan, head: &'a [u8], peer: &'a str) -> Url<'a> {
         Url {
             https: plan.https,
+            fastcgi: plan.fastcgi,
             peer,
             uri: head.get(plan.uri.clone()).unwrap_or_default(),
         }
@@ -648,7 +681,11 @@ impl<'a> Url<'a> {
 
 impl std::fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scheme = if self.https { "https" } else { "http" };
+        let scheme = match (self.fastcgi, self.https) {
+            (true, _) => "fastcgi",
+            (false, true) => "https",
+            (false, false) => "http",
+        };
         // A unix-domain socket's path ends with a `:` before the URI, as nginx writes it.
         let colon = if self.peer.starts_with("unix:") {
             ":"
@@ -809,7 +846,14 @@ async fn read_some<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut BytesMut, t: 
     matches!(tokio::time::timeout(t, stream.read_buf(buf)).await, Ok(Ok(n)) if n > 0)
 }
 
-type Attempted = (Conn<Stream>, ResponseHead, BytesMut);
+/// A connection, the response head, the body bytes read with it, and for FastCGI what was
+/// read of its records.
+type Attempted = (
+    Conn<Stream>,
+    ResponseHead,
+    BytesMut,
+    Option<super::fastcgi::Decoder>,
+);
 
 /// The client's connection, its read buffer, and how to read the body from them.
 type BodySource<'a, S> = (&'a mut S, &'a mut BytesMut, &'a mut Streamed, Duration);
@@ -909,20 +953,44 @@ async fn attempt_once<S: AsyncRead + Unpin>(
             w.take_buffer()
         };
         ubuf.clear();
-        match read_head(
-            &mut conn.stream,
-            &mut conn.timer,
-            &mut ubuf,
-            settings.buffer_size,
-            tokio::time::Instant::from_std(sent_at) + settings.read_timeout,
-            &mut attempt.bytes_received,
-        )
-        .await
-        {
+        let deadline = tokio::time::Instant::from_std(sent_at) + settings.read_timeout;
+        let mut decoder = plan.fastcgi.then(super::fastcgi::Decoder::default);
+        let read = match decoder.as_mut() {
+            Some(d) => {
+                let records = Records {
+                    conn: &mut conn,
+                    decoder: std::mem::take(d),
+                    req,
+                    url,
+                };
+                let (read, records) = read_cgi_head(
+                    records,
+                    &mut ubuf,
+                    settings.buffer_size,
+                    deadline,
+                    &mut attempt.bytes_received,
+                )
+                .await;
+                *d = records;
+                read
+            }
+            None => {
+                read_head(
+                    &mut conn.stream,
+                    &mut conn.timer,
+                    &mut ubuf,
+                    settings.buffer_size,
+                    deadline,
+                    &mut attempt.bytes_received,
+                )
+                .await
+            }
+        };
+        match read {
             Ok(h) => {
                 // As nginx's $upstream_header_time, from the start of the attempt.
                 attempt.header = Some(start.elapsed());
-                return Ok((conn, h, ubuf));
+                return Ok((conn, h, ubuf, decoder));
             }
             Err(HeadFailure::Closed) if reused && !once => continue,
             Err(HeadFailure::Closed) => {
@@ -953,6 +1021,14 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                 return Err(Failed::sent(f));
             }
             Err(HeadFailure::Invalid(e)) => {
+                req.log_upstream(
+                    Level::Error,
+                    &format!("{e} while reading response header from upstream"),
+                    &url,
+                );
+                return Err(Failed::sent(Failure::InvalidHeader));
+            }
+            Err(HeadFailure::Cgi(e)) => {
                 req.log_upstream(
                     Level::Error,
                     &format!("{e} while reading response header from upstream"),
@@ -1098,6 +1174,8 @@ enum HeadFailure {
     Closed,
     Io(std::io::Error),
     Invalid(UpstreamHeadError),
+    /// A FastCGI response nginx does not take: its words.
+    Cgi(String),
 }
 
 /// Reads the response head, skipping interim 1xx responses other than 101.
@@ -1131,6 +1209,136 @@ async fn read_head<R: AsyncRead + Unpin>(
             Err(_) => return Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
         }
     }
+}
+
+/// The `STDOUT` of a FastCGI response read from its connection: the records' content, what
+/// they say on `STDERR` logged, the end at `END_REQUEST`.
+struct Records<'c, 'r> {
+    conn: &'c mut Conn<Stream>,
+    decoder: super::fastcgi::Decoder,
+    req: &'c Request<'r>,
+    url: Url<'c>,
+}
+
+impl Records<'_, '_> {
+    /// Reads once from the connection and decodes what came into `out`: `Ok(n)` bytes read
+    /// (0 at the connection's close), `Err` a record nginx does not take.
+    async fn read(
+        &mut self,
+        out: &mut BytesMut,
+        timeout: Duration,
+        when: &str,
+    ) -> Option<std::io::Result<usize>> {
+        let mut raw = BytesMut::with_capacity(READ_CHUNK);
+        let read = self
+            .conn
+            .timer
+            .run(timeout, self.conn.stream.read_buf(&mut raw))
+            .await
+            .ok()?;
+        let n = match read {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        for event in self.decoder.decode(&raw, out) {
+            match event {
+                super::fastcgi::Event::Stderr(text) => self.req.log_upstream(
+                    Level::Error,
+                    &format!(
+                        "FastCGI sent in stderr: \"{}\" while {when}",
+                        String::from_utf8_lossy(text.trim_ascii_end())
+                    ),
+                    &self.url,
+                ),
+                super::fastcgi::Event::Invalid(why) => {
+                    return Some(Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        why,
+                    )))
+                }
+            }
+        }
+        Some(Ok(n))
+    }
+}
+
+impl Source for Records<'_, '_> {
+    /// Body bytes: the next `STDOUT` content, none (0) once the response ended.
+    async fn read_more(
+        &mut self,
+        buf: &mut BytesMut,
+        timeout: Duration,
+    ) -> Option<std::io::Result<usize>> {
+        loop {
+            if self.decoder.ended {
+                return Some(Ok(0));
+            }
+            let before = buf.len();
+            match self.read(buf, timeout, "reading upstream").await? {
+                Ok(0) => return Some(Ok(0)),
+                Ok(_) if buf.len() > before => return Some(Ok(buf.len() - before)),
+                Ok(_) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// Reads a FastCGI response's head: `STDOUT` content up to the CGI head's empty line, made
+/// an HTTP head; the body bytes after it stay in `buf`. The records go back with the answer.
+async fn read_cgi_head(
+    mut records: Records<'_, '_>,
+    buf: &mut BytesMut,
+    limit: usize,
+    deadline: tokio::time::Instant,
+    received: &mut u64,
+) -> (Result<ResponseHead, HeadFailure>, super::fastcgi::Decoder) {
+    let mut got_any = false;
+    let result = loop {
+        if let Some(end) = super::fastcgi::head_end(buf) {
+            let cgi = buf.split_to(end);
+            let mut http = match super::fastcgi::http_head(&cgi) {
+                Ok(h) => h,
+                Err(e) => break Err(HeadFailure::Cgi(e)),
+            };
+            let size = http.len();
+            break match parse_response_head(&mut http, size) {
+                Ok(Some(h)) => Ok(h),
+                Ok(None) => Err(HeadFailure::Cgi("upstream sent invalid header".to_owned())),
+                Err(e) => Err(HeadFailure::Invalid(e)),
+            };
+        }
+        if buf.len() > limit {
+            break Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
+        }
+        if records.decoder.ended {
+            break Err(HeadFailure::Cgi(
+                "upstream prematurely closed FastCGI stdout".to_owned(),
+            ));
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match records
+            .read(buf, left, "reading response header from upstream")
+            .await
+        {
+            None => break Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
+            Some(Ok(0)) if !got_any => break Err(HeadFailure::Closed),
+            Some(Ok(0)) => {
+                break Err(HeadFailure::Cgi(
+                    "upstream prematurely closed FastCGI stdout".to_owned(),
+                ))
+            }
+            Some(Ok(k)) => {
+                got_any = true;
+                *received += k as u64;
+            }
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                break Err(HeadFailure::Cgi(e.to_string()))
+            }
+            Some(Err(e)) => break Err(HeadFailure::Io(e)),
+        }
+    };
+    (result, records.decoder)
 }
 
 struct Forwarded {
@@ -1430,6 +1638,7 @@ async fn send_entry<D: Downstream>(
     };
     let url = Url {
         https: plan.https,
+        fastcgi: false,
         peer: "cache",
         uri: b"",
     };

@@ -12,6 +12,7 @@ pub(crate) mod cache;
 mod downstream;
 mod encoded;
 mod exchange;
+pub(crate) mod fastcgi;
 mod filtered;
 pub(crate) mod resolve;
 mod settings;
@@ -96,6 +97,9 @@ pub(crate) struct Plan {
     pub pass: Arc<ProxyPass>,
     /// What the location's cache does for the request (`proxy_cache`).
     pub cache: Option<Box<cache::Job>>,
+    /// The upstream speaks FastCGI (`fastcgi_pass`): `head` holds the request's records
+    /// before its body, which goes as `STDIN` records.
+    pub fastcgi: bool,
 }
 
 impl Plan {
@@ -103,7 +107,8 @@ impl Plan {
     /// `proxy_request_buffering off`, except for a chunked body to an HTTP/1.0 upstream,
     /// which needs its length first, as in nginx.
     pub fn streams_body(&self, kind: portcullis_http::BodyKind) -> bool {
-        !self.settings.request_buffering
+        !self.fastcgi
+            && !self.settings.request_buffering
             && self.set_body.is_none()
             && (self.settings.http11 || !matches!(kind, portcullis_http::BodyKind::Chunked))
     }

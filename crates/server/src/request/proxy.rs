@@ -162,10 +162,16 @@ impl Request<'_> {
         log.write(level, Some(self.conn.id), &m);
     }
 
-    /// The content phase of a proxy_pass location: a response whose body is the plan.
-    pub(super) fn proxy(&mut self, pass: &Arc<ProxyPass>) -> Step {
-        let settings = self.loc.proxy.clone();
-        let (group, dynamic_uri, https) = match &pass.target {
+    /// The group a `proxy_pass` (or `fastcgi_pass`) sends a request to, with `$proxy_host`
+    /// and `$proxy_port` set: known at load, or made of variables (a group's name, an address,
+    /// a unix-domain socket, a name the resolver looks up); for a URL of variables, its URI
+    /// part, and whether it is `https`. `Err`: the request's answer instead.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn proxy_target(
+        &mut self,
+        pass: &ProxyPass,
+    ) -> Result<(Group, Option<Option<Vec<u8>>>, bool), Step> {
+        Ok(match &pass.target {
             Target::Group { group, host, port } => {
                 self.proxy_host = host.clone();
                 self.proxy_port = *port;
@@ -187,7 +193,7 @@ impl Request<'_> {
                                 String::from_utf8_lossy(&value)
                             ),
                         );
-                        return Step::Status(500);
+                        return Err(Step::Status(500));
                     }
                 };
                 let default_port = if https { 443 } else { 80 };
@@ -197,11 +203,11 @@ impl Request<'_> {
                         Ok(a) if !https => a,
                         Ok(_) => {
                             self.log(Level::Error, "SSL to a unix-domain socket is not supported");
-                            return Step::Status(500);
+                            return Err(Step::Status(500));
                         }
                         Err(e) => {
                             self.log(Level::Error, &format!("{e} in upstream \"unix:{path}\""));
-                            return Step::Status(500);
+                            return Err(Step::Status(500));
                         }
                     };
                     let crate::proxy::Target::Group { group, host, port } =
@@ -237,16 +243,22 @@ impl Request<'_> {
                                     )),
                                     key: None,
                                 },
-                                None => match self.resolve(&authority, default_port) {
-                                    Ok(group) => group,
-                                    Err(step) => return step,
-                                },
+                                None => self.resolve(&authority, default_port)?,
                             }
                         }
                     };
                     (group, Some(uri), https)
                 }
             }
+        })
+    }
+
+    /// The content phase of a proxy_pass location: a response whose body is the plan.
+    pub(super) fn proxy(&mut self, pass: &Arc<ProxyPass>) -> Step {
+        let settings = self.loc.proxy.clone();
+        let (group, dynamic_uri, https) = match self.proxy_target(pass) {
+            Ok(t) => t,
+            Err(step) => return step,
         };
         let Group { upstream, key } = group;
         let hash_key = key.map_or_else(Vec::new, |k| self.eval(&k));
@@ -388,6 +400,7 @@ impl Request<'_> {
             pass: pass.clone(),
             cache,
             settings,
+            fastcgi: false,
         }));
         Step::Done(r)
     }
@@ -461,8 +474,11 @@ impl Request<'_> {
                 out.field(b"Content-Length", format_u64(n, &mut digits));
             }
         }
+        // A FastCGI response's `Location` goes as it came, in its place (nginx's FastCGI
+        // module rewrites none, so its header filter never sees one to make absolute).
         let location = head
             .known(KnownName::Location)
+            .filter(|_| !plan.fastcgi)
             .map(|l| self.rewrite_location(plan, l));
         let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
         if let Some(l) = location.as_ref().filter(|_| relative) {
@@ -506,7 +522,7 @@ impl Request<'_> {
                 out.field(b"Refresh", &self.rewrite_refresh(plan, f.value));
                 continue;
             }
-            if f.known == KnownName::Location {
+            if f.known == KnownName::Location && !plan.fastcgi {
                 if let Some(l) = location.as_ref().filter(|_| !relative) {
                     out.field(b"Location", l);
                 }

@@ -1,0 +1,317 @@
+//! FastCGI against Debian's php-fpm, compared with nginx on the same configuration: the PHP
+//! configuration of nginx's documentation with Debian's `fastcgi_params` and `fastcgi.conf`
+//! included unchanged, a WordPress-style front controller (`try_files $uri $uri/
+//! /index.php?$args`), `PATH_INFO` scripts, the client's header fields, POST bodies of 0
+//! bytes to 20 MB, a file upload, `Status:` and `Location:` from scripts, cookies, what a
+//! script writes to stderr, a script slower than `fastcgi_read_timeout`, a socket nobody
+//! listens on, and a kept-alive `upstream` group with `fastcgi_keep_conn`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use support::{compare, kinds, main_config, wait_until, Server, TempDir};
+
+/// php-fpm with one pool on a unix socket in its own directory; stopped when dropped.
+struct Fpm {
+    child: Child,
+    dir: TempDir,
+}
+
+impl Fpm {
+    /// Starts Debian's php-fpm, or `None` (a visible skip, a failure under CI) without it.
+    fn start() -> Option<Fpm> {
+        let binary = std::fs::read_dir("/usr/sbin")
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("php-fpm"))
+            });
+        let Some(binary) = binary else {
+            if std::env::var_os("CI").is_some() {
+                panic!("php-fpm not found: apt-get install php-fpm");
+            }
+            support::skip("php-fpm not found: apt-get install php-fpm");
+            return None;
+        };
+        let dir = TempDir::new("fpm");
+        let root = unsafe { libc::geteuid() } == 0;
+        let user = if root {
+            "user = nobody\ngroup = nogroup\n"
+        } else {
+            ""
+        };
+        let conf = dir.write(
+            "fpm.conf",
+            format!(
+                "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\
+                 [www]\n{user}listen = {d}/fpm.sock\nlisten.mode = 0666\npm = static\n\
+                 pm.max_children = 4\ncatch_workers_output = yes\n",
+                d = dir.path().display()
+            ),
+        );
+        let child = Command::new(binary)
+            .args(["-n", "-F", "-R", "-y"])
+            .arg(&conf)
+            .args(["-d", "post_max_size=32M", "-d", "upload_max_filesize=32M"])
+            .args(["-d", "display_errors=0", "-d", "log_errors=1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start php-fpm");
+        let fpm = Fpm { child, dir };
+        assert!(
+            wait_until(Duration::from_secs(10), || fpm.socket().exists()),
+            "php-fpm did not listen: {}",
+            support::read_lossy(&fpm.dir.path().join("fpm.log"))
+        );
+        Some(fpm)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("fpm.sock")
+    }
+}
+
+impl Drop for Fpm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The scripts: what PHP sees of the request, and what a script can send back.
+const SCRIPTS: &[(&str, &str)] = &[
+    (
+        "index.php",
+        r#"<?php
+header("X-Test: yes");
+$s = $_SERVER;
+foreach (["SCRIPT_NAME", "SCRIPT_FILENAME", "PATH_INFO", "REQUEST_URI", "DOCUMENT_URI",
+          "DOCUMENT_ROOT", "QUERY_STRING", "REQUEST_METHOD", "CONTENT_TYPE", "CONTENT_LENGTH",
+          "HTTP_HOST", "HTTP_X_CUSTOM", "HTTP_COOKIE", "GATEWAY_INTERFACE", "REDIRECT_STATUS",
+          "REMOTE_ADDR", "SERVER_PROTOCOL", "REQUEST_SCHEME", "HTTPS"] as $k) {
+    echo $k, "=", $s[$k] ?? "(unset)", "\n";
+}
+$in = file_get_contents("php://input");
+echo "body=", strlen($in), " ", md5($in), "\n";
+"#,
+    ),
+    (
+        "status.php",
+        "<?php http_response_code(404); error_log(\"a note to stderr\"); echo \"not here\\n\";",
+    ),
+    (
+        "redirect.php",
+        "<?php header(\"Location: /elsewhere?x=1\"); echo \"moved\\n\";",
+    ),
+    (
+        "cookies.php",
+        "<?php setcookie(\"a\", \"1\"); setcookie(\"b\", \"2\"); header(\"Cache-Control: no-store\"); echo \"ok\\n\";",
+    ),
+    (
+        "upload.php",
+        "<?php foreach ($_FILES as $k => $f) { echo $k, \" \", $f[\"name\"], \" \", $f[\"size\"], \" \", md5_file($f[\"tmp_name\"]), \"\\n\"; } echo \"post=\", json_encode($_POST), \"\\n\";",
+    ),
+    ("slow.php", "<?php sleep(2); echo \"late\\n\";"),
+    ("dir/index.php", "<?php echo \"dir index \", $_SERVER[\"SCRIPT_NAME\"], \"\\n\";"),
+    ("static.txt", "a static file\n"),
+];
+
+fn config(www: &Path, socket: &Path) -> String {
+    let php = format!(
+        "fastcgi_pass unix:{};
+            fastcgi_index index.php;
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;",
+        socket.display()
+    );
+    format!(
+        r#"
+    client_max_body_size 32m;
+    upstream php {{
+        server unix:{socket};
+        keepalive 4;
+    }}
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        server_name example.org;
+        root {www};
+        index index.php index.html;
+        location / {{ try_files $uri $uri/ /index.php?$args; }}
+        location ~ [^/]\.php(/|$) {{
+            fastcgi_split_path_info ^(.+?\.php)(/.*)$;
+            # try_files moves the URI to the script: the path info is taken before.
+            set $path_info $fastcgi_path_info;
+            try_files $fastcgi_script_name =404;
+            {php}
+            fastcgi_param PATH_INFO $path_info;
+        }}
+        location /slow/ {{
+            fastcgi_read_timeout 1s;
+            {php}
+            fastcgi_param SCRIPT_FILENAME {www}/slow.php;
+        }}
+        location /conf/ {{
+            fastcgi_pass unix:{socket};
+            include /etc/nginx/fastcgi.conf;
+            fastcgi_param SCRIPT_FILENAME {www}/index.php;
+        }}
+        location /kept/ {{
+            fastcgi_pass php;
+            fastcgi_keep_conn on;
+            include /etc/nginx/fastcgi.conf;
+            fastcgi_param SCRIPT_FILENAME {www}/index.php;
+        }}
+        location /nobody/ {{
+            fastcgi_pass unix:{www}/no.sock;
+            include /etc/nginx/fastcgi.conf;
+        }}
+    }}
+"#,
+        socket = socket.display(),
+        www = www.display(),
+    )
+}
+
+/// A multipart body with one file and one field.
+fn upload() -> (String, Vec<u8>) {
+    let boundary = "XyZzY";
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.bin\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend((0..100_000u32).map(|i| (i % 251) as u8));
+    body.extend_from_slice(
+        format!(
+            "\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"k\"\r\n\r\nv\r\n--{boundary}--\r\n"
+        )
+        .as_bytes(),
+    );
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[test]
+fn php_sites_answer_as_under_nginx() {
+    let Some(fpm) = Fpm::start() else {
+        return;
+    };
+    let www = TempDir::new("www");
+    for (name, text) in SCRIPTS {
+        www.write(name, text);
+    }
+    let http = config(www.path(), &fpm.socket());
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        let mut lines = Vec::new();
+        let mut send = |label: &str, raw: Vec<u8>| {
+            let mut c = support::Client::connect(port);
+            c.send(&raw).expect("send");
+            let r = c
+                .read_response(raw.starts_with(b"HEAD "))
+                .expect("response");
+            let mut text = format!("{label} -> {}", r.status);
+            for h in ["content-type", "location", "x-test", "cache-control"] {
+                if let Some(v) = r.header(h) {
+                    text.push_str(&format!(" {h}={v}"));
+                }
+            }
+            text.push_str(&format!(" set-cookie={}", r.header_count("set-cookie")));
+            if r.status == 200 || r.status == 302 || r.status == 404 && label.contains("status") {
+                text.push('\n');
+                text.push_str(&r.body_text());
+            }
+            lines.push(text);
+        };
+        let get = |path: &str, extra: &str| {
+            format!("GET {path} HTTP/1.1\r\nHost: example.org\r\n{extra}Connection: close\r\n\r\n")
+                .into_bytes()
+        };
+        for (label, path, extra) in [
+            ("root", "/", ""),
+            ("front controller", "/2024/11/a-post/?p=1&q=two", ""),
+            (
+                "script",
+                "/index.php?a=1",
+                "X-Custom: hi\r\nCookie: c=3\r\n",
+            ),
+            ("path info", "/index.php/extra/path?x", ""),
+            ("dir index", "/dir/", ""),
+            ("missing script", "/nope.php", ""),
+            ("static", "/static.txt", ""),
+            ("status", "/status.php", ""),
+            ("redirect", "/redirect.php", ""),
+            ("cookies", "/cookies.php", ""),
+            ("slow", "/slow/x", ""),
+            ("fastcgi.conf", "/conf/x?y=z", ""),
+            ("no socket", "/nobody/x", ""),
+        ] {
+            send(label, get(path, extra));
+        }
+        for i in 0..3 {
+            send(&format!("kept {i}"), get(&format!("/kept/{i}"), ""));
+        }
+        send(
+            "head",
+            b"HEAD /index.php HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n".to_vec(),
+        );
+        for size in [0usize, 1000, 1 << 20, 20 << 20] {
+            let mut raw = format!(
+                "POST /index.php HTTP/1.1\r\nHost: example.org\r\nContent-Type: application/octet-stream\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
+            )
+            .into_bytes();
+            raw.extend((0..size).map(|i| (i % 253) as u8));
+            send(&format!("post {size}"), raw);
+        }
+        let (content_type, body) = upload();
+        let mut raw = format!(
+            "POST /upload.php HTTP/1.1\r\nHost: example.org\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        raw.extend(body);
+        send("upload", raw);
+        // What the scripts wrote to stderr, and the failures, in nginx's words.
+        let log = server.error_log();
+        for line in [
+            "FastCGI sent in stderr: \"PHP message: a note to stderr\" while reading response header from upstream",
+            "upstream timed out (110: Connection timed out) while reading response header from upstream",
+            "failed (2: No such file or directory) while connecting to upstream",
+            &format!("upstream: \"fastcgi://unix:{}:\"", fpm.socket().display()),
+        ] {
+            lines.push(format!("log has {line}: {}", log.contains(line)));
+        }
+        support::expect_lines(
+            &lines,
+            &[
+                "front controller -> 200",
+                "QUERY_STRING=p=1&q=two",
+                "PATH_INFO=/extra/path",
+                "SCRIPT_NAME=/index.php",
+                "HTTP_X_CUSTOM=hi",
+                "post 20971520 -> 200",
+                "body=20971520 ",
+                "f a.bin 100000 ",
+                "slow -> 504",
+                "no socket -> 502",
+                "missing script -> 404",
+                "log has FastCGI sent in stderr",
+            ],
+        );
+        seen.push((kind, lines));
+    }
+    compare(&seen);
+}

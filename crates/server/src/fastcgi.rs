@@ -1,0 +1,290 @@
+//! `ngx_http_fastcgi_module`: `fastcgi_pass` sends a location's requests to a FastCGI
+//! server (php-fpm): an address, `unix:/path`, an `upstream` group (every balancer, with
+//! `keepalive` and `fastcgi_keep_conn on` reusing connections), or variables naming one.
+//! The request goes as the `fastcgi_param`s (`if_not_empty` ones only with a value; a level
+//! with its own replaces those it inherits, as Debian's `fastcgi_params` and `fastcgi.conf`
+//! are meant to be included), the client's header fields as `HTTP_*` params
+//! (`fastcgi_pass_request_headers`) unless a param of that name is set, and its body
+//! (`fastcgi_pass_request_body`) read whole. `fastcgi_index` and `fastcgi_split_path_info`
+//! make `$fastcgi_script_name` and `$fastcgi_path_info`.
+//!
+//! The response goes as a proxied one (`proxy/fastcgi.rs` makes its CGI head an HTTP head),
+//! with the settings nginx's FastCGI and proxy modules share, read as the proxy's:
+//! `fastcgi_hide_header`, `_pass_header`, `_ignore_headers`, `_intercept_errors`,
+//! `_ignore_client_abort`, the three timeouts, `_next_upstream` (`_tries`, `_timeout`),
+//! `_buffering`, `_buffer_size` (the most of a CGI head), `_buffers`, `_force_ranges`.
+//! `STDERR` output is logged at `error` as nginx logs it. `fastcgi_request_buffering off`
+//! reads the body whole all the same. The cache (`fastcgi_cache*`) is not implemented: it is
+//! ignored with a warning, which serves every request from the FastCGI server.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use portcullis_config::{ConfigError, Directive};
+
+use crate::location::LocationRegex;
+use crate::module::{self, Finish, Load, Module, Slot};
+use crate::proxy::{Plan, ProxyPass, ProxySettings};
+use crate::request::{Body, Handlers, Request, Response, Step};
+use crate::vars::{Names, Template};
+
+pub(crate) struct FastCgiModule;
+
+pub(crate) static MODULE: FastCgiModule = FastCgiModule;
+
+/// The module's variables, by their place.
+const VARIABLES: &[&str] = &["fastcgi_script_name", "fastcgi_path_info"];
+const SCRIPT_NAME: usize = 0;
+
+#[derive(Clone)]
+struct Conf {
+    /// The location's `fastcgi_pass` (not inherited by the locations inside).
+    pass: Option<Arc<ProxyPass>>,
+    params: Arc<Vec<Param>>,
+    index: Option<Template>,
+    /// `fastcgi_split_path_info`: a regex with two groups, the script name and the path info.
+    split: Option<Arc<LocationRegex>>,
+    keep_conn: bool,
+    /// What the FastCGI module shares with the proxy's.
+    settings: Arc<ProxySettings>,
+}
+
+/// One `fastcgi_param`.
+struct Param {
+    name: Vec<u8>,
+    value: Template,
+    if_not_empty: bool,
+}
+
+impl Module for FastCgiModule {
+    fn name(&self) -> &'static str {
+        "http_fastcgi_module"
+    }
+
+    fn declare(
+        &self,
+        _http: &[Directive],
+        names: &mut Names,
+        me: usize,
+    ) -> Result<(), ConfigError> {
+        names.add_fixed(me, VARIABLES);
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        let settings = ProxySettings {
+            // nginx rewrites no `Location` of a FastCGI response.
+            redirect: crate::proxy::Redirect::Off,
+            ..ProxySettings::default()
+        };
+        Arc::new(Conf {
+            pass: None,
+            params: Arc::default(),
+            index: None,
+            split: None,
+            keep_conn: false,
+            settings: Arc::new(settings),
+        })
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        let c = module::edit::<Conf>(conf);
+        match d.name.as_str() {
+            "fastcgi_pass" => {
+                // The address as a proxy_pass URL without a URI: the same groups, addresses,
+                // sockets and variables.
+                let mut url = d.clone();
+                url.args[0].value = format!("http://{}", d.arg(0));
+                let pass = crate::proxy::proxy_pass(&url, "", false, cx.upstreams, cx.names)
+                    .map_err(|e| ConfigError {
+                        message: e.message.replace("http://", ""),
+                        span: e.span,
+                    })?;
+                c.pass = Some(Arc::new(pass));
+            }
+            "fastcgi_param" => {
+                let mut params = if cx.first {
+                    Vec::new()
+                } else {
+                    c.params.iter().map(Param::copy).collect()
+                };
+                let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
+                    None => false,
+                    Some("if_not_empty") => true,
+                    Some(other) => {
+                        return Err(ConfigError::at(d, format!("invalid parameter \"{other}\"")))
+                    }
+                };
+                params.push(Param {
+                    name: d.arg(0).as_bytes().to_vec(),
+                    value: Template::compile(d.arg(1), d, cx.names)?,
+                    if_not_empty,
+                });
+                c.params = Arc::new(params);
+            }
+            "fastcgi_index" => c.index = Some(Template::compile(d.arg(0), d, cx.names)?),
+            "fastcgi_split_path_info" => {
+                let re = LocationRegex::new(d.arg(0), false).map_err(|e| ConfigError::at(d, e))?;
+                // The whole match and the two groups.
+                if re.capture_names().count() != 3 {
+                    return Err(ConfigError::at(
+                        d,
+                        format!("pattern \"{}\" must have 2 captures", d.arg(0)),
+                    ));
+                }
+                c.split = Some(Arc::new(re));
+            }
+            "fastcgi_keep_conn" => c.keep_conn = portcullis_config::value::flag(d, 0)?,
+            name => {
+                // The settings the proxy's share, read as its directive of the same name.
+                let mut as_proxy = d.clone();
+                as_proxy.name = name.replacen("fastcgi_", "proxy_", 1);
+                let settings = Arc::make_mut(&mut c.settings);
+                let mut warnings = Vec::new();
+                let caches = crate::proxy::cache::Caches::default();
+                crate::proxy::directive(
+                    settings,
+                    &as_proxy,
+                    cx.first,
+                    &mut warnings,
+                    cx.names,
+                    &caches,
+                )
+                .map_err(|e| ConfigError {
+                    message: e.message.replace("\"proxy_", "\"fastcgi_"),
+                    span: e.span,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let own = block.iter().any(|d| d.name == "fastcgi_pass");
+        if cx.location && !own && module::get::<Conf>(conf).pass.is_some() {
+            module::edit::<Conf>(conf).pass = None;
+        }
+        Ok(())
+    }
+
+    fn is_active(&self, conf: &Slot) -> bool {
+        module::get::<Conf>(conf).pass.is_some()
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            content: Some(content),
+            variable: Some(variable),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
+
+impl Param {
+    fn copy(&self) -> Param {
+        Param {
+            name: self.name.clone(),
+            value: self.value.clone(),
+            if_not_empty: self.if_not_empty,
+        }
+    }
+}
+
+/// The content phase of a `fastcgi_pass` location: a response whose body is the plan.
+fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
+    let c = module::get::<Conf>(conf);
+    let pass = c.pass.clone()?;
+    let (group, _, _) = match req.proxy_target(&pass) {
+        Ok(target) => target,
+        Err(step) => return Some(step),
+    };
+    let mut params: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(c.params.len() + 16);
+    for p in c.params.iter() {
+        let value = req.eval(&p.value);
+        if p.if_not_empty && value.is_empty() {
+            continue;
+        }
+        params.push((p.name.clone(), value));
+    }
+    if c.settings.pass_request_headers {
+        let mut headers = Vec::new();
+        for (name, value) in req.head().headers() {
+            if name.is_empty() {
+                continue;
+            }
+            let mut key = b"HTTP_".to_vec();
+            key.extend(name.bytes().map(|b| match b {
+                b'-' => b'_',
+                b => b.to_ascii_uppercase(),
+            }));
+            // A param of the name is the one sent, as nginx's.
+            if !params.iter().any(|(n, _)| *n == key) {
+                headers.push((key, value.to_vec()));
+            }
+        }
+        params.extend(headers);
+    }
+    let mut head = BytesMut::new();
+    crate::proxy::fastcgi::begin(&mut head, c.keep_conn, &params);
+    let crate::proxy::Group { upstream, key } = group;
+    let method = req.head().method_str();
+    let plan = Plan {
+        upstream,
+        https: false,
+        head,
+        uri: 0..0,
+        pass_body: c.settings.pass_request_body
+            && !matches!(req.head().body(), portcullis_http::BodyKind::None),
+        set_body: None,
+        hash_key: key.map_or_else(Vec::new, |k| req.eval(&k)),
+        idempotent: !matches!(method, "POST" | "LOCK" | "PATCH"),
+        head_request: method == "HEAD",
+        upgrade: false,
+        keepalive: c.keep_conn,
+        pass,
+        cache: None,
+        fastcgi: true,
+        settings: c.settings.clone(),
+    };
+    let mut r = Response::new(200);
+    r.body = Body::Proxy(Box::new(plan));
+    Some(Step::Done(r))
+}
+
+/// `$fastcgi_script_name` (the URI, or the split's first group, with `fastcgi_index` after
+/// a final `/`) and `$fastcgi_path_info` (the split's second group).
+fn variable(
+    req: &Request<'_>,
+    conf: &Slot,
+    var: &Slot,
+    out: &mut Vec<u8>,
+    _resp: Option<(&Response, u64)>,
+) {
+    let c = module::get::<Conf>(conf);
+    let uri = req.uri();
+    let (script, info): (&[u8], &[u8]) = match c.split.as_ref().map(|re| re.captures(uri)) {
+        Some(Ok(Some(caps))) => (caps.get(uri, 1), caps.get(uri, 2)),
+        _ => (uri, b""),
+    };
+    if *module::get::<usize>(var) == SCRIPT_NAME {
+        out.extend_from_slice(script);
+        if script.ends_with(b"/") {
+            if let Some(index) = &c.index {
+                req.eval_into(index, out);
+            }
+        }
+    } else {
+        out.extend_from_slice(info);
+    }
+}
