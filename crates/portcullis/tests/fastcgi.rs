@@ -51,7 +51,7 @@ impl Fpm {
             format!(
                 "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\
                  [www]\n{user}listen = {d}/fpm.sock\nlisten.mode = 0666\npm = static\n\
-                 pm.max_children = 4\ncatch_workers_output = yes\n",
+                 pm.max_children = 4\ncatch_workers_output = yes\npm.status_path = /fpm-status\n",
                 d = dir.path().display()
             ),
         );
@@ -75,6 +75,25 @@ impl Fpm {
 
     fn socket(&self) -> PathBuf {
         self.dir.path().join("fpm.sock")
+    }
+
+    /// Kills php-fpm's workers (its master starts new ones), as a crash would end them.
+    fn kill_workers(&self) {
+        let master = self.child.id().to_string();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the comm has no spaces here.
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().nth(1));
+            if ppid == Some(master.as_str()) {
+                if let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse().ok()) {
+                    // SAFETY: kill(2) on a process of our own php-fpm.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
     }
 }
 
@@ -119,6 +138,14 @@ echo "body=", strlen($in), " ", md5($in), "\n";
         "<?php foreach ($_FILES as $k => $f) { echo $k, \" \", $f[\"name\"], \" \", $f[\"size\"], \" \", md5_file($f[\"tmp_name\"]), \"\\n\"; } echo \"post=\", json_encode($_POST), \"\\n\";",
     ),
     ("slow.php", "<?php sleep(2); echo \"late\\n\";"),
+    (
+        "late_stderr.php",
+        "<?php echo \"first\\n\"; flush(); error_log(\"a later note\"); echo \"second\\n\";",
+    ),
+    (
+        "partial.php",
+        "<?php echo str_repeat(\"p\", 100), \"\\n\"; flush(); sleep(3); echo \"rest\\n\";",
+    ),
     ("dir/index.php", "<?php echo \"dir index \", $_SERVER[\"SCRIPT_NAME\"], \"\\n\";"),
     ("static.txt", "a static file\n"),
 ];
@@ -167,6 +194,22 @@ fn config(www: &Path, socket: &Path) -> String {
             fastcgi_keep_conn on;
             include /etc/nginx/fastcgi.conf;
             fastcgi_param SCRIPT_FILENAME {www}/index.php;
+        }}
+        location /intercept/ {{
+            fastcgi_intercept_errors on;
+            error_page 404 /static.txt;
+            {php}
+            fastcgi_param SCRIPT_FILENAME {www}/status.php;
+        }}
+        location /hide/ {{
+            fastcgi_hide_header X-Test;
+            {php}
+            fastcgi_param SCRIPT_FILENAME {www}/index.php;
+        }}
+        location = /fpm-status {{
+            fastcgi_pass unix:{socket};
+            include /etc/nginx/fastcgi.conf;
+            fastcgi_param SCRIPT_NAME /fpm-status;
         }}
         location /nobody/ {{
             fastcgi_pass unix:{www}/no.sock;
@@ -217,7 +260,7 @@ fn php_sites_answer_as_under_nginx() {
         };
         let port = server.port(0);
         let mut lines = Vec::new();
-        let mut send = |label: &str, raw: Vec<u8>| {
+        let send = |label: &str, raw: Vec<u8>| -> String {
             let mut c = support::Client::connect(port);
             c.send(&raw).expect("send");
             let r = c
@@ -234,7 +277,7 @@ fn php_sites_answer_as_under_nginx() {
                 text.push('\n');
                 text.push_str(&r.body_text());
             }
-            lines.push(text);
+            text
         };
         let get = |path: &str, extra: &str| {
             format!("GET {path} HTTP/1.1\r\nHost: example.org\r\n{extra}Connection: close\r\n\r\n")
@@ -259,22 +302,56 @@ fn php_sites_answer_as_under_nginx() {
             ("fastcgi.conf", "/conf/x?y=z", ""),
             ("no socket", "/nobody/x", ""),
         ] {
-            send(label, get(path, extra));
+            lines.push(send(label, get(path, extra)));
         }
         for i in 0..3 {
-            send(&format!("kept {i}"), get(&format!("/kept/{i}"), ""));
+            lines.push(send(&format!("kept {i}"), get(&format!("/kept/{i}"), "")));
         }
-        send(
+        // The kept connection stays open to php-fpm, idle: one, whatever the requests.
+        let socket = fpm.socket().display().to_string();
+        let open = || {
+            let out = Command::new("ss")
+                .args(["-x", "-H", "state", "established"])
+                .output()
+                .expect("run ss (iproute2)");
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains(&socket))
+                .count()
+        };
+        wait_until(Duration::from_secs(5), || open() == 1);
+        lines.push(format!("connections kept open to php-fpm: {}", open()));
+        for (label, path) in [
+            ("intercepted", "/intercept/x"),
+            ("hidden header", "/hide/x"),
+            ("late stderr", "/late_stderr.php"),
+        ] {
+            lines.push(send(label, get(path, "")));
+        }
+        // php-fpm's worker killed in the middle of a response: the client sees it cut.
+        let partial = std::thread::spawn(move || {
+            let mut c = support::Client::connect(port);
+            c.send(b"GET /partial.php HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n")
+                .expect("send");
+            c.read_response(false)
+                .map(|r| r.status)
+                .map_err(|e| e.to_string())
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        fpm.kill_workers();
+        let cut = partial.join().expect("the partial request");
+        lines.push(format!("killed worker: {cut:?}"));
+        lines.push(send(
             "head",
             b"HEAD /index.php HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n".to_vec(),
-        );
+        ));
         for size in [0usize, 1000, 1 << 20, 20 << 20] {
             let mut raw = format!(
                 "POST /index.php HTTP/1.1\r\nHost: example.org\r\nContent-Type: application/octet-stream\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n"
             )
             .into_bytes();
             raw.extend((0..size).map(|i| (i % 253) as u8));
-            send(&format!("post {size}"), raw);
+            lines.push(send(&format!("post {size}"), raw));
         }
         let (content_type, body) = upload();
         let mut raw = format!(
@@ -283,13 +360,18 @@ fn php_sites_answer_as_under_nginx() {
         )
         .into_bytes();
         raw.extend(body);
-        send("upload", raw);
+        lines.push(send("upload", raw));
         // What the scripts wrote to stderr, and the failures, in nginx's words.
         let log = server.error_log();
+        if std::env::var_os("SHOW").is_some() {
+            eprintln!("{kind} error log:\n{log}");
+        }
         for line in [
             "FastCGI sent in stderr: \"PHP message: a note to stderr\" while reading response header from upstream",
             "upstream timed out (110: Connection timed out) while reading response header from upstream",
             "failed (2: No such file or directory) while connecting to upstream",
+            "FastCGI sent in stderr: \"PHP message: a later note\" while reading upstream",
+            "failed (104: Connection reset by peer) while reading upstream",
             &format!("upstream: \"fastcgi://unix:{}:\"", fpm.socket().display()),
         ] {
             lines.push(format!("log has {line}: {}", log.contains(line)));
@@ -309,6 +391,11 @@ fn php_sites_answer_as_under_nginx() {
                 "no socket -> 502",
                 "missing script -> 404",
                 "log has FastCGI sent in stderr",
+                "connections kept open to php-fpm: 1",
+                "intercepted -> 404 content-type=text/plain",
+                "late stderr -> 200",
+                "killed worker: Err(",
+                "log has failed (104: Connection reset by peer) while reading upstream: true",
             ],
         );
         seen.push((kind, lines));

@@ -1222,12 +1222,13 @@ struct Records<'c, 'r> {
 
 impl Records<'_, '_> {
     /// Reads once from the connection and decodes what came into `out`: `Ok(n)` bytes read
-    /// (0 at the connection's close), `Err` a record nginx does not take.
+    /// (0 at the connection's close), `Err` a record nginx does not take. `in_head`: `out`
+    /// holds the start of the CGI head, which says when what the script wrote to stderr came.
     async fn read(
         &mut self,
         out: &mut BytesMut,
         timeout: Duration,
-        when: &str,
+        in_head: bool,
     ) -> Option<std::io::Result<usize>> {
         let mut raw = BytesMut::with_capacity(READ_CHUNK);
         let read = self
@@ -1242,14 +1243,21 @@ impl Records<'_, '_> {
         };
         for event in self.decoder.decode(&raw, out) {
             match event {
-                super::fastcgi::Event::Stderr(text) => self.req.log_upstream(
-                    Level::Error,
-                    &format!(
-                        "FastCGI sent in stderr: \"{}\" while {when}",
-                        String::from_utf8_lossy(text.trim_ascii_end())
-                    ),
-                    &self.url,
-                ),
+                super::fastcgi::Event::Stderr { text, after } => {
+                    let when = if in_head && super::fastcgi::head_end(&out[..after]).is_none() {
+                        "reading response header from upstream"
+                    } else {
+                        "reading upstream"
+                    };
+                    self.req.log_upstream(
+                        Level::Error,
+                        &format!(
+                            "FastCGI sent in stderr: \"{}\" while {when}",
+                            String::from_utf8_lossy(text.trim_ascii_end())
+                        ),
+                        &self.url,
+                    )
+                }
                 super::fastcgi::Event::Invalid(why) => {
                     return Some(Err(std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
@@ -1274,7 +1282,7 @@ impl Source for Records<'_, '_> {
                 return Some(Ok(0));
             }
             let before = buf.len();
-            match self.read(buf, timeout, "reading upstream").await? {
+            match self.read(buf, timeout, false).await? {
                 Ok(0) => return Some(Ok(0)),
                 Ok(_) if buf.len() > before => return Some(Ok(buf.len() - before)),
                 Ok(_) => {}
@@ -1317,10 +1325,7 @@ async fn read_cgi_head(
             ));
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match records
-            .read(buf, left, "reading response header from upstream")
-            .await
-        {
+        match records.read(buf, left, true).await {
             None => break Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
             Some(Ok(0)) if !got_any => break Err(HeadFailure::Closed),
             Some(Ok(0)) => {

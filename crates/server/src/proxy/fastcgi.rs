@@ -91,8 +91,8 @@ pub(crate) struct Decoder {
 /// What [`Decoder::decode`] found besides output.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Event {
-    /// A `STDERR` record's text, to log.
-    Stderr(Vec<u8>),
+    /// A `STDERR` record's text, to log, and how much of the output came before it.
+    Stderr { text: Vec<u8>, after: usize },
     /// A record nginx does not take (another version, request id or type).
     Invalid(String),
 }
@@ -136,7 +136,10 @@ impl Decoder {
             let content = &record[HEADER_LEN..HEADER_LEN + len];
             match kind {
                 STDOUT => out.extend_from_slice(content),
-                STDERR => events.push(Event::Stderr(content.to_vec())),
+                STDERR => events.push(Event::Stderr {
+                    text: content.to_vec(),
+                    after: out.len(),
+                }),
                 END_REQUEST => self.ended = true,
                 other => {
                     events.push(Event::Invalid(format!(
@@ -246,7 +249,13 @@ mod tests {
             events.extend(d.decode(&[*b], &mut out));
         }
         assert!(d.ended);
-        assert_eq!(events, vec![Event::Stderr(b"oops".to_vec())]);
+        assert_eq!(
+            events,
+            vec![Event::Stderr {
+                text: b"oops".to_vec(),
+                after: 0
+            }]
+        );
         let end = head_end(&out).unwrap();
         assert_eq!(&out[end..], b"body");
         let head = http_head(&out[..end]).unwrap();
