@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 
-use crate::scenario::{Cert, Jwt, Layout, FILES, PAGE};
+use crate::scenario::{Cert, Jwt, Layout, FILES, PAGE, PHP_SCRIPT};
 
 /// Length of the HS256 secret: 102 characters of 62 symbols, 607 bits, printable so that
 /// HAProxy's `jwt_verify` can take it as a string (seed 001 used 816 bits after base64url).
@@ -150,6 +150,7 @@ pub fn docroot(layout: &Layout) -> Result<(), AssetError> {
         write(&api.join(name), &bytes)?;
     }
     write(&html.join(PAGE.0), &html_page(PAGE.1))?;
+    write(&html.join(PHP_SCRIPT.0), PHP_SCRIPT.1.as_bytes())?;
     for dir in [&layout.dir, &html, &api] {
         world_readable(dir, 0o755)?;
     }

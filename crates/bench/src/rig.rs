@@ -275,6 +275,10 @@ pub fn run(plan: &Plan, mut sink: impl FnMut(&RunRecord)) -> anyhow::Result<()> 
             Some(conf) => Some(start_upstreams(plan, &stage, &conf)?),
             None => None,
         };
+        let _php = match scenario.content {
+            crate::scenario::Content::Php => Some(start_php_fpm(plan, &stage)?),
+            _ => None,
+        };
         for round in 1..=plan.repeats {
             for &workers in &plan.workers {
                 for system in &plan.systems {
@@ -347,6 +351,61 @@ fn start_upstreams(plan: &Plan, stage: &Stage, conf: &str) -> anyhow::Result<Run
             read_logs(&stage.layout, "upstream")
         ),
     }
+}
+
+/// php-fpm's workers for `web-php`: enough that the system under test, not PHP, is what a
+/// request waits for.
+const PHP_WORKERS: u32 = 8;
+
+/// php-fpm for `web-php` on the load CPUs: one pool of static workers on the scenario's
+/// socket, Debian's binary without a php.ini.
+fn start_php_fpm(plan: &Plan, stage: &Stage) -> anyhow::Result<Running> {
+    let binary = fs::read_dir("/usr/sbin")?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("php-fpm"))
+        })
+        .ok_or_else(|| anyhow::anyhow!("web-php needs php-fpm: apt-get install php-fpm"))?;
+    let layout = &stage.layout;
+    let socket = layout.php_socket();
+    let _ = fs::remove_file(&socket);
+    // SAFETY: geteuid(2) only reads the process's credentials.
+    let user = if unsafe { libc::geteuid() } == 0 {
+        "user = nobody\ngroup = nogroup\n"
+    } else {
+        ""
+    };
+    let logs = layout.logs();
+    let conf = layout.dir.join("php-fpm.conf");
+    fs::write(
+        &conf,
+        format!(
+            "[global]\npid = {pid}\nerror_log = {log}\ndaemonize = no\n\
+             [bench]\n{user}listen = {socket}\nlisten.mode = 0666\nlisten.backlog = 65535\n\
+             pm = static\npm.max_children = {PHP_WORKERS}\n",
+            pid = logs.join("php-fpm.pid").display(),
+            log = logs.join("php-fpm.log").display(),
+            socket = socket.display(),
+        ),
+    )?;
+    let mut cmd = Command::new("taskset");
+    cmd.arg("-c").arg(cpu_list(&plan.load_cpus));
+    cmd.arg(binary).args(["-n", "-F", "-R", "-y"]).arg(&conf);
+    let mut running = spawn(cmd, layout, "php-fpm")?;
+    let deadline = Instant::now() + START_DEADLINE;
+    while !socket.exists() {
+        if running.exited() || Instant::now() > deadline {
+            anyhow::bail!(
+                "php-fpm did not start: {}",
+                one_line(&fs::read_to_string(logs.join("php-fpm.log")).unwrap_or_default())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(running)
 }
 
 fn nginx_args(cmd: &mut Command, layout: &Layout, conf: &Path, name: &str) {

@@ -43,6 +43,9 @@ pub enum Content {
     Files,
     /// It proxies to the upstream file servers, over TLS when `tls` is set.
     Proxy { tls: bool },
+    /// It passes the request to php-fpm over FastCGI (a unix-domain socket), which runs a
+    /// PHP script.
+    Php,
 }
 
 /// The JWT algorithm the API gateway verifies.
@@ -216,6 +219,13 @@ pub const SCENARIOS: &[Scenario] = &[
         ..web("web-10k", "/10kb.html", None)
     },
     web("web-100k", "/100kb", None),
+    Scenario {
+        name: "web-php",
+        about: "web server with PHP: a 1 KB page made by a PHP script, through php-fpm on a \
+                unix-domain socket (FastCGI, Debian's fastcgi_params)",
+        content: Content::Php,
+        ..web("web-php", "/1kb.php", None)
+    },
     web("web-https-0k", "/0kb", Some(Cert::Rsa)),
     web("web-https-1k", "/1kb", Some(Cert::Rsa)),
     web("web-https-10k", "/10kb", Some(Cert::Rsa)),
@@ -314,6 +324,34 @@ pub const FILES: &[(&str, usize)] = &[
 /// The HTML page of the gzip scenarios: text that compresses as a web page does.
 pub const PAGE: (&str, usize) = ("10kb.html", 10 * 1024);
 
+/// The PHP script of `web-php`, and the length of the page it makes.
+pub const PHP_SCRIPT: (&str, &str, usize) =
+    ("1kb.php", "<?php echo str_repeat('x', 1024);\n", 1024);
+
+/// The FastCGI params of `web-php`: Debian's `fastcgi_params`, with the script's file.
+const FASTCGI_PARAMS: &[(&str, &str)] = &[
+    ("QUERY_STRING", "$query_string"),
+    ("REQUEST_METHOD", "$request_method"),
+    ("CONTENT_TYPE", "$content_type"),
+    ("CONTENT_LENGTH", "$content_length"),
+    ("SCRIPT_NAME", "$fastcgi_script_name"),
+    ("REQUEST_URI", "$request_uri"),
+    ("DOCUMENT_URI", "$document_uri"),
+    ("DOCUMENT_ROOT", "$document_root"),
+    ("SERVER_PROTOCOL", "$server_protocol"),
+    ("REQUEST_SCHEME", "$scheme"),
+    ("GATEWAY_INTERFACE", "CGI/1.1"),
+    ("SERVER_SOFTWARE", "nginx/$nginx_version"),
+    ("REMOTE_ADDR", "$remote_addr"),
+    ("REMOTE_PORT", "$remote_port"),
+    ("SERVER_ADDR", "$server_addr"),
+    ("SERVER_PORT", "$server_port"),
+    ("SERVER_NAME", "$server_name"),
+    ("REDIRECT_STATUS", "200"),
+    ("HTTP_HOST", "$host"),
+    ("SCRIPT_FILENAME", "$document_root$fastcgi_script_name"),
+];
+
 /// The scenario named `name`.
 pub fn find(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
@@ -367,6 +405,11 @@ impl Layout {
     /// The RS256 public key as PEM, for HAProxy's `jwt_verify`.
     pub fn jwt_public_pem(&self) -> PathBuf {
         self.dir.join("jwk").join("rs256.pub.pem")
+    }
+
+    /// php-fpm's socket (`web-php`).
+    pub fn php_socket(&self) -> PathBuf {
+        self.dir.join("php-fpm.sock")
     }
 
     pub fn logs(&self) -> PathBuf {
@@ -438,6 +481,9 @@ impl Scenario {
     /// Bytes of a successful answer's body.
     pub fn body_len(&self) -> usize {
         let file = self.path.rsplit('/').next().unwrap_or_default();
+        if file == PHP_SCRIPT.0 {
+            return PHP_SCRIPT.2;
+        }
         FILES
             .iter()
             .chain([&PAGE])
@@ -570,13 +616,27 @@ impl Scenario {
             if let Some(cert) = self.tls {
                 ssl_lines(&mut out, layout, cert);
             }
+            let mut php = String::new();
+            if self.content == Content::Php {
+                let _ = writeln!(
+                    php,
+                    "
+        location ~ \\.php$ {{
+            fastcgi_pass unix:{};",
+                    layout.php_socket().display()
+                );
+                for (name, value) in FASTCGI_PARAMS {
+                    let _ = writeln!(php, "            fastcgi_param {name} {value};");
+                }
+                php.push_str("        }\n");
+            }
             let _ = write!(
                 out,
                 "        root {};
 
         location / {{
         }}
-    }}
+{php}    }}
 }}
 ",
                 layout.html().display()
@@ -713,6 +773,25 @@ mod tests {
             port: 8443,
             upstream_ports: [9001, 9002, 9003, 9004],
         }
+    }
+
+    #[test]
+    fn web_php_passes_scripts_to_php_fpm() {
+        let php = find("web-php").unwrap();
+        assert_eq!(php.body_len(), 1024);
+        assert!(!php.needs_upstreams());
+        let conf = php.nginx_conf(&layout(), 1);
+        assert!(
+            conf.contains(
+                "location ~ \\.php$ {\n            fastcgi_pass unix:/tmp/bench/php-fpm.sock;"
+            ),
+            "{conf}"
+        );
+        assert!(
+            conf.contains("fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;"),
+            "{conf}"
+        );
+        assert_eq!(php.haproxy_cfg(&layout(), 1, "s"), None);
     }
 
     #[test]

@@ -98,8 +98,12 @@ impl Fpm {
 }
 
 impl Drop for Fpm {
+    /// SIGTERM: php-fpm's master stops its workers, which a SIGKILL would leave behind.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on the php-fpm this test started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
         let _ = self.child.wait();
     }
 }

@@ -209,34 +209,36 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         Ok(target) => target,
         Err(step) => return Some(step),
     };
-    let mut params: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(c.params.len() + 16);
+    let mut pairs = Vec::with_capacity(1024);
+    let mut value = Vec::new();
     for p in c.params.iter() {
-        let value = req.eval(&p.value);
+        value.clear();
+        req.eval_into(&p.value, &mut value);
         if p.if_not_empty && value.is_empty() {
             continue;
         }
-        params.push((p.name.clone(), value));
+        crate::proxy::fastcgi::pair(&mut pairs, &p.name, &value);
     }
     if c.settings.pass_request_headers {
-        let mut headers = Vec::new();
+        let mut key = Vec::new();
         for (name, value) in req.head().headers() {
             if name.is_empty() {
                 continue;
             }
-            let mut key = b"HTTP_".to_vec();
+            key.clear();
+            key.extend_from_slice(b"HTTP_");
             key.extend(name.bytes().map(|b| match b {
                 b'-' => b'_',
                 b => b.to_ascii_uppercase(),
             }));
             // A param of the name is the one sent, as nginx's.
-            if !params.iter().any(|(n, _)| *n == key) {
-                headers.push((key, value.to_vec()));
+            if !c.params.iter().any(|p| p.name == key) {
+                crate::proxy::fastcgi::pair(&mut pairs, &key, value);
             }
         }
-        params.extend(headers);
     }
     let mut head = BytesMut::new();
-    crate::proxy::fastcgi::begin(&mut head, c.keep_conn, &params);
+    crate::proxy::fastcgi::begin(&mut head, c.keep_conn, &pairs);
     let crate::proxy::Group { upstream, key } = group;
     let method = req.head().method_str();
     let plan = Plan {

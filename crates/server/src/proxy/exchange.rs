@@ -1230,18 +1230,19 @@ impl Records<'_, '_> {
         timeout: Duration,
         in_head: bool,
     ) -> Option<std::io::Result<usize>> {
-        let mut raw = BytesMut::with_capacity(READ_CHUNK);
+        let raw = self.decoder.input();
+        raw.reserve(READ_CHUNK);
         let read = self
             .conn
             .timer
-            .run(timeout, self.conn.stream.read_buf(&mut raw))
+            .run(timeout, self.conn.stream.read_buf(raw))
             .await
             .ok()?;
         let n = match read {
             Ok(n) => n,
             Err(e) => return Some(Err(e)),
         };
-        for event in self.decoder.decode(&raw, out) {
+        for event in self.decoder.decode(out) {
             match event {
                 super::fastcgi::Event::Stderr { text, after } => {
                     let when = if in_head && super::fastcgi::head_end(&out[..after]).is_none() {
@@ -1271,6 +1272,10 @@ impl Records<'_, '_> {
 }
 
 impl Source for Records<'_, '_> {
+    fn ended(&self) -> bool {
+        self.decoder.ended
+    }
+
     /// Body bytes: the next `STDOUT` content, none (0) once the response ended.
     async fn read_more(
         &mut self,
@@ -1456,6 +1461,11 @@ pub(super) trait Source {
     /// The file the rest of the body is in, and where the rest starts.
     fn file(&self) -> Option<(&std::fs::File, u64)> {
         None
+    }
+
+    /// Whether the body is known to have ended, with no more to read.
+    fn ended(&self) -> bool {
+        false
     }
 }
 
@@ -1846,6 +1856,11 @@ async fn relay<D: Downstream, S: Source>(
                     length += ubuf.len() as u64;
                     down.push(&ubuf);
                     ubuf.clear();
+                }
+                // A source that knows its end (a FastCGI response's record) ends the body
+                // with what is pushed, in one write.
+                if source.ended() {
+                    break 'done down.finish().await.is_ok();
                 }
                 if down.send(&[]).await.is_err() {
                     break 'done false;

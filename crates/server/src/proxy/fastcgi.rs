@@ -46,6 +46,14 @@ fn stream(out: &mut BytesMut, kind: u8, content: &[u8]) {
     record(out, kind, &[]);
 }
 
+/// Appends a `PARAMS` name-value pair.
+pub(crate) fn pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    pair_length(out, name.len());
+    pair_length(out, value.len());
+    out.extend_from_slice(name);
+    out.extend_from_slice(value);
+}
+
 /// A length in a name-value pair: one byte below 128, else four with the top bit set.
 fn pair_length(out: &mut Vec<u8>, n: usize) {
     if n < 128 {
@@ -55,20 +63,15 @@ fn pair_length(out: &mut Vec<u8>, n: usize) {
     }
 }
 
-/// The request's records before its body: `BEGIN_REQUEST`, then `params` as `PARAMS`.
-pub(crate) fn begin(out: &mut BytesMut, keep_conn: bool, params: &[(Vec<u8>, Vec<u8>)]) {
+/// The request's records before its body: `BEGIN_REQUEST`, then the name-value `pairs`
+/// (see [`pair`]) as `PARAMS`.
+pub(crate) fn begin(out: &mut BytesMut, keep_conn: bool, pairs: &[u8]) {
     let mut begin = [0u8; 8];
     begin[..2].copy_from_slice(&RESPONDER.to_be_bytes());
     begin[2] = if keep_conn { KEEP_CONN } else { 0 };
+    out.reserve(pairs.len() + 48);
     record(out, BEGIN_REQUEST, &begin);
-    let mut pairs = Vec::new();
-    for (name, value) in params {
-        pair_length(&mut pairs, name.len());
-        pair_length(&mut pairs, value.len());
-        pairs.extend_from_slice(name);
-        pairs.extend_from_slice(value);
-    }
-    stream(out, PARAMS, &pairs);
+    stream(out, PARAMS, pairs);
 }
 
 /// The request's body as `STDIN` records, ended by an empty one.
@@ -103,10 +106,14 @@ impl Decoder {
         self.pending.is_empty()
     }
 
-    /// Takes `input` (bytes read from the upstream), appending the content of every whole
-    /// `STDOUT` record to `out`; what else the records said is in the events.
-    pub fn decode(&mut self, input: &[u8], out: &mut BytesMut) -> Vec<Event> {
-        self.pending.extend_from_slice(input);
+    /// Where bytes read from the upstream go before [`decode`](Self::decode) takes them.
+    pub fn input(&mut self) -> &mut BytesMut {
+        &mut self.pending
+    }
+
+    /// Takes the whole records of what was read, appending the content of every `STDOUT`
+    /// record to `out`; what else the records said is in the events.
+    pub fn decode(&mut self, out: &mut BytesMut) -> Vec<Event> {
         let mut events = Vec::new();
         while !self.ended && self.pending.len() >= HEADER_LEN {
             let h = &self.pending[..HEADER_LEN];
@@ -225,7 +232,9 @@ mod tests {
     #[test]
     fn records_go_round() {
         let mut out = BytesMut::new();
-        begin(&mut out, true, &[(b"A".to_vec(), vec![b'x'; 200])]);
+        let mut pairs = Vec::new();
+        pair(&mut pairs, b"A", &[b'x'; 200]);
+        begin(&mut out, true, &pairs);
         assert_eq!(&out[..8], &[1, BEGIN_REQUEST, 0, 1, 0, 8, 0, 0]);
         assert_eq!(out[8 + 2], KEEP_CONN);
         // The pair: one byte for the name's length, four for the value's.
@@ -246,7 +255,8 @@ mod tests {
         // A byte at a time: records split anywhere are put together.
         let mut events = Vec::new();
         for b in input.iter() {
-            events.extend(d.decode(&[*b], &mut out));
+            d.input().extend_from_slice(&[*b]);
+            events.extend(d.decode(&mut out));
         }
         assert!(d.ended);
         assert_eq!(
