@@ -308,7 +308,7 @@ pub static MODULES: &[Module] = &[
             once("alias", LOC, TAKE1),
             block("limit_except", LOC, MORE1, Block::Ctx(LMT)),
             once("client_max_body_size", HSL, TAKE1),
-            once("client_body_buffer_size", HSL, TAKE1).inert(),
+            once("client_body_buffer_size", HSL, TAKE1),
             once("client_body_timeout", HSL, TAKE1),
             once("client_body_temp_path", HSL, TAKE1234).inert(),
             once("client_body_in_file_only", HSL, TAKE1).warn(),

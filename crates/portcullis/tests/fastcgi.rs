@@ -117,7 +117,8 @@ header("X-Test: yes");
 $s = $_SERVER;
 foreach (["SCRIPT_NAME", "SCRIPT_FILENAME", "PATH_INFO", "REQUEST_URI", "DOCUMENT_URI",
           "DOCUMENT_ROOT", "QUERY_STRING", "REQUEST_METHOD", "CONTENT_TYPE", "CONTENT_LENGTH",
-          "HTTP_HOST", "HTTP_X_CUSTOM", "HTTP_COOKIE", "GATEWAY_INTERFACE", "REDIRECT_STATUS",
+          "HTTP_HOST", "HTTP_X_CUSTOM", "HTTP_COOKIE", "HTTP_PROXY", "HTTP_X_LATE", "HTTP_x_late",
+          "REQUEST_BODY", "GATEWAY_INTERFACE", "REDIRECT_STATUS",
           "REMOTE_ADDR", "SERVER_PROTOCOL", "REQUEST_SCHEME", "HTTPS"] as $k) {
     echo $k, "=", $s[$k] ?? "(unset)", "\n";
 }
@@ -142,6 +143,14 @@ echo "body=", strlen($in), " ", md5($in), "\n";
         "<?php foreach ($_FILES as $k => $f) { echo $k, \" \", $f[\"name\"], \" \", $f[\"size\"], \" \", md5_file($f[\"tmp_name\"]), \"\\n\"; } echo \"post=\", json_encode($_POST), \"\\n\";",
     ),
     ("slow.php", "<?php sleep(2); echo \"late\\n\";"),
+    (
+        "own_server.php",
+        "<?php header(\"Server: php-app\"); header(\"X-Pad: pad\"); echo \"mine\\n\";",
+    ),
+    (
+        "big_head.php",
+        "<?php header(\"X-Big: \" . str_repeat(\"b\", 20000)); echo \"big\\n\";",
+    ),
     (
         "late_stderr.php",
         "<?php echo \"first\\n\"; flush(); error_log(\"a later note\"); echo \"second\\n\";",
@@ -177,6 +186,10 @@ fn config(www: &Path, socket: &Path) -> String {
         location / {{ try_files $uri $uri/ /index.php?$args; }}
         location ~ [^/]\.php(/|$) {{
             fastcgi_split_path_info ^(.+?\.php)(/.*)$;
+            fastcgi_param REQUEST_BODY $request_body;
+            # The httpoxy fix: no client's Proxy field reaches the script.
+            fastcgi_param HTTP_PROXY "";
+            fastcgi_param HTTP_x_late late-param;
             # try_files moves the URI to the script: the path info is taken before.
             set $path_info $fastcgi_path_info;
             try_files $fastcgi_script_name =404;
@@ -271,8 +284,17 @@ fn php_sites_answer_as_under_nginx() {
                 .read_response(raw.starts_with(b"HEAD "))
                 .expect("response");
             let mut text = format!("{label} -> {}", r.status);
-            for h in ["content-type", "location", "x-test", "cache-control"] {
-                if let Some(v) = r.header(h) {
+            for h in [
+                "content-type",
+                "location",
+                "x-test",
+                "cache-control",
+                "server",
+                "x-pad",
+            ] {
+                // The servers' own names differ: only a script's is compared.
+                let own = |v: &str| v.starts_with("nginx") || v.starts_with("portcullis");
+                if let Some(v) = r.header(h).filter(|v| h != "server" || !own(v)) {
                     text.push_str(&format!(" {h}={v}"));
                 }
             }
@@ -293,8 +315,10 @@ fn php_sites_answer_as_under_nginx() {
             (
                 "script",
                 "/index.php?a=1",
-                "X-Custom: hi\r\nCookie: c=3\r\n",
+                "X-Custom: hi\r\nCookie: c=3\r\nProxy: http://evil\r\nX-Late: client\r\n",
             ),
+            ("own server", "/own_server.php", ""),
+            ("big head", "/big_head.php", ""),
             ("path info", "/index.php/extra/path?x", ""),
             ("dir index", "/dir/", ""),
             ("missing script", "/nope.php", ""),
@@ -357,6 +381,11 @@ fn php_sites_answer_as_under_nginx() {
             raw.extend((0..size).map(|i| (i % 253) as u8));
             lines.push(send(&format!("post {size}"), raw));
         }
+        // A chunked body: the script is told its length once it is read.
+        lines.push(send(
+            "chunked post",
+            b"POST /index.php HTTP/1.1\r\nHost: example.org\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\na=1&\r\n3\r\nb=2\r\n0\r\n\r\n".to_vec(),
+        ));
         let (content_type, body) = upload();
         let mut raw = format!(
             "POST /upload.php HTTP/1.1\r\nHost: example.org\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -389,6 +418,12 @@ fn php_sites_answer_as_under_nginx() {
                 "SCRIPT_NAME=/index.php",
                 "HTTP_X_CUSTOM=hi",
                 "post 20971520 -> 200",
+                "HTTP_PROXY=(unset)",
+                "HTTP_X_LATE=(unset)\nHTTP_x_late=late-param",
+                "own server -> 200 content-type=text/html; charset=UTF-8 server=php-app x-pad=pad",
+                "big head -> 502",
+                "CONTENT_LENGTH=7\nHTTP_HOST",
+                "REQUEST_BODY=a=1&b=2",
                 "body=20971520 ",
                 "f a.bin 100000 ",
                 "slow -> 504",
@@ -405,4 +440,44 @@ fn php_sites_answer_as_under_nginx() {
         seen.push((kind, lines));
     }
     compare(&seen);
+}
+
+/// The module's directives are checked at load as nginx checks them, with its messages.
+#[test]
+fn fastcgi_directives_are_refused_as_nginx_refuses_them() {
+    for (location, error) in [
+        (
+            "fastcgi_pass 127.0.0.1:9000/x;",
+            "invalid host in upstream \"127.0.0.1:9000/x\"",
+        ),
+        ("fastcgi_pass unix:;", "no path in the unix domain socket"),
+        (
+            "fastcgi_pass 127.0.0.1:9000; fastcgi_param A b maybe;",
+            "invalid parameter \"maybe\"",
+        ),
+        (
+            "fastcgi_pass 127.0.0.1:9000; fastcgi_split_path_info ^(.+)$;",
+            "pattern \"^(.+)$\" must have 2 captures",
+        ),
+        (
+            "fastcgi_pass 127.0.0.1:9000; fastcgi_connect_timeout soon;",
+            "\"fastcgi_connect_timeout\" directive invalid value",
+        ),
+    ] {
+        let http = format!("server {{ location / {{ {location} }} }}");
+        for kind in kinds() {
+            let dir = TempDir::new("fastcgi-t");
+            let conf = dir.write(
+                "nginx.conf",
+                support::render(&main_config(&http), dir.path(), &[]),
+            );
+            let Some(binary) = kind.binary() else {
+                continue;
+            };
+            let out = support::test_config(Command::new(binary), dir.path(), &conf);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{kind}: {location} loads");
+            assert!(stderr.contains(error), "{kind}: {stderr}");
+        }
+    }
 }

@@ -260,6 +260,9 @@ pub(crate) struct LocConf {
     pub send_timeout: Duration,
     pub client_body_timeout: Duration,
     pub client_max_body_size: u64,
+    /// `client_body_buffer_size`: a body read whole that is longer would be in a temporary
+    /// file in nginx, which `$request_body` does not show.
+    pub client_body_buffer_size: u64,
     /// `subrequest_output_buffer_size`: the most of a subrequest's body kept in memory.
     pub subrequest_output_buffer_size: usize,
     pub server_tokens: bool,
@@ -1130,6 +1133,7 @@ impl Builder {
             "send_timeout" => c.send_timeout = time(d, 0)?,
             "client_body_timeout" => c.client_body_timeout = time(d, 0)?,
             "client_max_body_size" => c.client_max_body_size = value::offset(d, 0)?,
+            "client_body_buffer_size" => c.client_body_buffer_size = value::size(d, 0)?,
             "subrequest_output_buffer_size" => {
                 c.subrequest_output_buffer_size =
                     usize::try_from(value::size(d, 0)?).unwrap_or(usize::MAX)
@@ -1344,7 +1348,8 @@ impl LocConf {
             send_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
-            // nginx's default: one memory page.
+            // nginx's defaults: two memory pages, and one.
+            client_body_buffer_size: 2 * 4096,
             subrequest_output_buffer_size: 4096,
             server_tokens: true,
             absolute_redirect: true,

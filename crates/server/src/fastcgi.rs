@@ -24,6 +24,7 @@ use portcullis_config::{ConfigError, Directive};
 
 use crate::location::LocationRegex;
 use crate::module::{self, Finish, Load, Module, Slot};
+use crate::proxy::fastcgi::{Param, Params};
 use crate::proxy::{Plan, ProxyPass, ProxySettings};
 use crate::request::{Body, Handlers, Request, Response, Step};
 use crate::vars::{Names, Template};
@@ -40,20 +41,14 @@ const SCRIPT_NAME: usize = 0;
 struct Conf {
     /// The location's `fastcgi_pass` (not inherited by the locations inside).
     pass: Option<Arc<ProxyPass>>,
-    params: Arc<Vec<Param>>,
-    index: Option<Template>,
+    params: Arc<Params>,
+    /// `fastcgi_index`, as written (nginx expands no variable in it).
+    index: Option<Vec<u8>>,
     /// `fastcgi_split_path_info`: a regex with two groups, the script name and the path info.
     split: Option<Arc<LocationRegex>>,
     keep_conn: bool,
     /// What the FastCGI module shares with the proxy's.
     settings: Arc<ProxySettings>,
-}
-
-/// One `fastcgi_param`.
-struct Param {
-    name: Vec<u8>,
-    value: Template,
-    if_not_empty: bool,
 }
 
 impl Module for FastCgiModule {
@@ -96,8 +91,31 @@ impl Module for FastCgiModule {
         let c = module::edit::<Conf>(conf);
         match d.name.as_str() {
             "fastcgi_pass" => {
-                // The address as a proxy_pass URL without a URI: the same groups, addresses,
-                // sockets and variables.
+                let addr = d.arg(0);
+                let fixed = !addr.contains('$');
+                // A socket's path is all that follows `unix:` (a proxy_pass URL's ends at a
+                // `:` before its URI).
+                if fixed && addr.len() >= 5 && addr[..5].eq_ignore_ascii_case("unix:") {
+                    let peer = portcullis_proxy::PeerAddr::unix(&addr[5..])
+                        .map_err(|e| ConfigError::at(d, format!("{e} in upstream \"{addr}\"")))?;
+                    c.pass = Some(Arc::new(ProxyPass {
+                        https: false,
+                        target: crate::proxy::unix_target(peer, 80),
+                        uri: None,
+                        location: String::new(),
+                        url: String::new(),
+                    }));
+                    return Ok(());
+                }
+                // An address has no URI part.
+                if fixed && addr.contains(['/', '?']) {
+                    return Err(ConfigError::at(
+                        d,
+                        format!("invalid host in upstream \"{addr}\""),
+                    ));
+                }
+                // The address as a proxy_pass URL without a URI: the same groups, addresses
+                // and variables.
                 let mut url = d.clone();
                 url.args[0].value = format!("http://{}", d.arg(0));
                 let pass = crate::proxy::proxy_pass(&url, "", false, cx.upstreams, cx.names)
@@ -108,11 +126,6 @@ impl Module for FastCgiModule {
                 c.pass = Some(Arc::new(pass));
             }
             "fastcgi_param" => {
-                let mut params = if cx.first {
-                    Vec::new()
-                } else {
-                    c.params.iter().map(Param::copy).collect()
-                };
                 let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
                     None => false,
                     Some("if_not_empty") => true,
@@ -120,14 +133,22 @@ impl Module for FastCgiModule {
                         return Err(ConfigError::at(d, format!("invalid parameter \"{other}\"")))
                     }
                 };
-                params.push(Param {
-                    name: d.arg(0).as_bytes().to_vec(),
+                let name = d.arg(0).as_bytes().to_vec();
+                let param = Param {
+                    hide_only: name.len() > 5 && name.starts_with(b"HTTP_") && d.arg(1).is_empty(),
+                    name,
                     value: Template::compile(d.arg(1), d, cx.names)?,
                     if_not_empty,
-                });
-                c.params = Arc::new(params);
+                };
+                // A level's first replaces the params it inherits, as in nginx.
+                let base = if cx.first {
+                    &Params::default()
+                } else {
+                    &*c.params
+                };
+                c.params = Arc::new(base.with(param));
             }
-            "fastcgi_index" => c.index = Some(Template::compile(d.arg(0), d, cx.names)?),
+            "fastcgi_index" => c.index = Some(d.arg(0).as_bytes().to_vec()),
             "fastcgi_split_path_info" => {
                 let re = LocationRegex::new(d.arg(0), false).map_err(|e| ConfigError::at(d, e))?;
                 // The whole match and the two groups.
@@ -191,16 +212,6 @@ impl Module for FastCgiModule {
     }
 }
 
-impl Param {
-    fn copy(&self) -> Param {
-        Param {
-            name: self.name.clone(),
-            value: self.value.clone(),
-            if_not_empty: self.if_not_empty,
-        }
-    }
-}
-
 /// The content phase of a `fastcgi_pass` location: a response whose body is the plan.
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let c = module::get::<Conf>(conf);
@@ -209,42 +220,12 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         Ok(target) => target,
         Err(step) => return Some(step),
     };
-    let mut pairs = Vec::with_capacity(1024);
-    let mut value = Vec::new();
-    for p in c.params.iter() {
-        value.clear();
-        req.eval_into(&p.value, &mut value);
-        if p.if_not_empty && value.is_empty() {
-            continue;
-        }
-        crate::proxy::fastcgi::pair(&mut pairs, &p.name, &value);
-    }
-    if c.settings.pass_request_headers {
-        let mut key = Vec::new();
-        for (name, value) in req.head().headers() {
-            if name.is_empty() {
-                continue;
-            }
-            key.clear();
-            key.extend_from_slice(b"HTTP_");
-            key.extend(name.bytes().map(|b| match b {
-                b'-' => b'_',
-                b => b.to_ascii_uppercase(),
-            }));
-            // A param of the name is the one sent, as nginx's.
-            if !c.params.iter().any(|p| p.name == key) {
-                crate::proxy::fastcgi::pair(&mut pairs, &key, value);
-            }
-        }
-    }
-    let mut head = BytesMut::new();
-    crate::proxy::fastcgi::begin(&mut head, c.keep_conn, &pairs);
     let crate::proxy::Group { upstream, key } = group;
     let method = req.head().method_str();
     let plan = Plan {
         upstream,
         https: false,
-        head,
+        head: BytesMut::new(),
         uri: 0..0,
         pass_body: c.settings.pass_request_body
             && !matches!(req.head().body(), portcullis_http::BodyKind::None),
@@ -256,7 +237,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         keepalive: c.keep_conn,
         pass,
         cache: None,
-        fastcgi: true,
+        fastcgi: Some(c.params.clone()),
         settings: c.settings.clone(),
     };
     let mut r = Response::new(200);
@@ -283,7 +264,7 @@ fn variable(
         out.extend_from_slice(script);
         if script.ends_with(b"/") {
             if let Some(index) = &c.index {
-                req.eval_into(index, out);
+                out.extend_from_slice(index);
             }
         }
     } else {

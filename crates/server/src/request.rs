@@ -737,6 +737,8 @@ pub(crate) struct Request<'a> {
     incomplete: std::cell::Cell<bool>,
     /// `$request_body`: the body as read whole for the upstream.
     request_body: std::cell::RefCell<Option<Bytes>>,
+    /// The length of the body once read whole: `$content_length` of a chunked one.
+    body_length: std::cell::Cell<Option<u64>>,
     /// The status decided so far, for `$status` before the response exists.
     status: u16,
     /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
@@ -822,6 +824,7 @@ impl<'a> Request<'a> {
             sent_fields: std::cell::RefCell::default(),
             incomplete: std::cell::Cell::new(false),
             request_body: std::cell::RefCell::default(),
+            body_length: std::cell::Cell::default(),
             status: 0,
             err_status: None,
             http2: false,
@@ -2143,6 +2146,9 @@ impl<'a> Request<'a> {
             Var::ContentLength => {
                 if let Some(v) = h.header("content-length") {
                     out.extend_from_slice(v)
+                } else if let Some(n) = self.body_length.get() {
+                    // As nginx once it read a chunked body.
+                    let _ = write!(out, "{n}");
                 }
             }
             Var::ContentType => {
@@ -2265,7 +2271,15 @@ impl<'a> Request<'a> {
                 }
             }
             Var::RequestBody => {
-                if let Some(body) = self.request_body.borrow().as_ref() {
+                // A body longer than client_body_buffer_size is in a file in nginx, and the
+                // variable has no value.
+                let limit = self.loc.client_body_buffer_size;
+                if let Some(body) = self
+                    .request_body
+                    .borrow()
+                    .as_ref()
+                    .filter(|b| b.len() as u64 <= limit)
+                {
                     out.extend_from_slice(body);
                 }
             }

@@ -209,11 +209,15 @@ pub(crate) async fn serve<D: Downstream>(
         Some(b) => ReqBody::Whole(Bytes::copy_from_slice(b)),
         None => body,
     };
+    // A FastCGI request's records, with params that may read the body just read.
+    if let Some(params) = &plan.fastcgi {
+        plan.head = params.encode(req, plan.settings.pass_request_headers, plan.keepalive);
+    }
     let mut head = Lent {
         buf: std::mem::take(&mut plan.head),
         req,
     };
-    let fastcgi = plan.fastcgi;
+    let fastcgi = plan.is_fastcgi();
     let length = match &body {
         // FastCGI's records carry their own lengths.
         _ if fastcgi => None,
@@ -601,7 +605,7 @@ pub(crate) async fn serve<D: Downstream>(
                 );
                 let forwarded = f.await;
                 // The response's end was read, and nothing after it.
-                let whole = source.decoder.ended && source.decoder.is_empty();
+                let whole = source.decoder.is_whole();
                 (forwarded, whole && plan.keepalive)
             }
             None => {
@@ -672,7 +676,7 @@ impl<'a> Url<'a> {
     fn new(plan: &Plan, head: &'a [u8], peer: &'a str) -> Url<'a> {
         Url {
             https: plan.https,
-            fastcgi: plan.fastcgi,
+            fastcgi: plan.is_fastcgi(),
             peer,
             uri: head.get(plan.uri.clone()).unwrap_or_default(),
         }
@@ -883,7 +887,9 @@ async fn attempt_once<S: AsyncRead + Unpin>(
         let mut l = local.borrow_mut();
         l.pool
             .as_mut()
-            .and_then(|p| p.take(peer.0, !plan.idempotent || once, start))
+            // A kept FastCGI connection is checked too: what a server sent after its last
+            // response must not be taken for the next one.
+            .and_then(|p| p.take(peer.0, !plan.idempotent || once || plan.is_fastcgi(), start))
     };
     // At most twice: a pooled connection found closed is replaced by a fresh one, whose
     // failure is final.
@@ -954,7 +960,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
         };
         ubuf.clear();
         let deadline = tokio::time::Instant::from_std(sent_at) + settings.read_timeout;
-        let mut decoder = plan.fastcgi.then(super::fastcgi::Decoder::default);
+        let mut decoder = plan.is_fastcgi().then(super::fastcgi::Decoder::default);
         let read = match decoder.as_mut() {
             Some(d) => {
                 let records = Records {
@@ -1276,24 +1282,18 @@ impl Source for Records<'_, '_> {
         self.decoder.ended
     }
 
-    /// Body bytes: the next `STDOUT` content, none (0) once the response ended.
+    /// Body bytes: the `STDOUT` content of one read (none at all when it held other
+    /// records), 0 once the response ended; what is returned is the bytes read, records
+    /// and all, as nginx counts what the upstream sent.
     async fn read_more(
         &mut self,
         buf: &mut BytesMut,
         timeout: Duration,
     ) -> Option<std::io::Result<usize>> {
-        loop {
-            if self.decoder.ended {
-                return Some(Ok(0));
-            }
-            let before = buf.len();
-            match self.read(buf, timeout, false).await? {
-                Ok(0) => return Some(Ok(0)),
-                Ok(_) if buf.len() > before => return Some(Ok(buf.len() - before)),
-                Ok(_) => {}
-                Err(e) => return Some(Err(e)),
-            }
+        if self.decoder.ended {
+            return Some(Ok(0));
         }
+        self.read(buf, timeout, false).await
     }
 }
 
@@ -1309,6 +1309,10 @@ async fn read_cgi_head(
     let mut got_any = false;
     let result = loop {
         if let Some(end) = super::fastcgi::head_end(buf) {
+            // fastcgi_buffer_size holds the head, whole.
+            if end > limit {
+                break Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
+            }
             let cgi = buf.split_to(end);
             let mut http = match super::fastcgi::http_head(&cgi) {
                 Ok(h) => h,

@@ -8,6 +8,9 @@
 
 use bytes::{BufMut, BytesMut};
 
+use crate::request::Request;
+use crate::vars::Template;
+
 const VERSION: u8 = 1;
 const BEGIN_REQUEST: u8 = 1;
 const END_REQUEST: u8 = 3;
@@ -44,6 +47,86 @@ fn stream(out: &mut BytesMut, kind: u8, content: &[u8]) {
         record(out, kind, piece);
     }
     record(out, kind, &[]);
+}
+
+/// One `fastcgi_param`.
+pub(crate) struct Param {
+    pub name: Vec<u8>,
+    pub value: Template,
+    pub if_not_empty: bool,
+    /// An `HTTP_*` param written as `""`: it only hides the client's field of its name.
+    pub hide_only: bool,
+}
+
+/// A level's `fastcgi_param`s, and the `HTTP_*` names among them (upper case), whose client
+/// fields are not sent: nginx's hidden headers, a param of such a name written as `""` only
+/// hiding the field (`fastcgi_param HTTP_PROXY "";`).
+#[derive(Default)]
+pub(crate) struct Params {
+    list: Vec<Param>,
+    hidden: Vec<Vec<u8>>,
+}
+
+impl Params {
+    /// These params and `more` after them.
+    pub fn with(&self, more: Param) -> Params {
+        let mut list: Vec<Param> = self
+            .list
+            .iter()
+            .map(|p| Param {
+                name: p.name.clone(),
+                value: p.value.clone(),
+                if_not_empty: p.if_not_empty,
+                hide_only: p.hide_only,
+            })
+            .collect();
+        list.push(more);
+        let hidden = list
+            .iter()
+            .filter(|p| p.name.len() > 5 && p.name.starts_with(b"HTTP_"))
+            .map(|p| p.name.to_ascii_uppercase())
+            .collect();
+        Params { list, hidden }
+    }
+
+    /// The request's records before its body, once the body is read (a param may be
+    /// `$content_length` or `$request_body`): the params, then the client's fields as
+    /// `HTTP_*` ones (`pass_headers`) but those a param hides.
+    pub fn encode(&self, req: &Request<'_>, pass_headers: bool, keep_conn: bool) -> BytesMut {
+        let mut pairs = Vec::with_capacity(1024);
+        let mut value = Vec::new();
+        for p in &self.list {
+            if p.hide_only {
+                continue;
+            }
+            value.clear();
+            req.eval_into(&p.value, &mut value);
+            if p.if_not_empty && value.is_empty() {
+                continue;
+            }
+            pair(&mut pairs, &p.name, &value);
+        }
+        if pass_headers {
+            let mut key = Vec::new();
+            for (name, value) in req.head().headers() {
+                if name.is_empty() {
+                    continue;
+                }
+                key.clear();
+                key.extend_from_slice(b"HTTP_");
+                key.extend(name.bytes().map(|b| match b {
+                    b'-' => b'_',
+                    b => b.to_ascii_uppercase(),
+                }));
+                if !self.hidden.contains(&key) {
+                    pair(&mut pairs, &key, value);
+                }
+            }
+        }
+        let mut head = BytesMut::new();
+        begin(&mut head, keep_conn, &pairs);
+        head
+    }
 }
 
 /// Appends a `PARAMS` name-value pair.
@@ -87,8 +170,10 @@ pub(crate) fn stdin(body: &[u8]) -> BytesMut {
 pub(crate) struct Decoder {
     /// Bytes of a record not read whole yet.
     pending: BytesMut,
-    /// The `END_REQUEST` record came: the response is whole.
+    /// The `END_REQUEST` record came (or one nginx does not take): nothing more is read.
     pub ended: bool,
+    /// A record nginx does not take came.
+    broken: bool,
 }
 
 /// What [`Decoder::decode`] found besides output.
@@ -101,9 +186,10 @@ pub(crate) enum Event {
 }
 
 impl Decoder {
-    /// Whether no bytes of a record are waiting for the rest.
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+    /// Whether the response ended as it should, with nothing after it: its connection may
+    /// carry another.
+    pub fn is_whole(&self) -> bool {
+        self.ended && !self.broken && self.pending.is_empty()
     }
 
     /// Where bytes read from the upstream go before [`decode`](Self::decode) takes them.
@@ -121,19 +207,27 @@ impl Decoder {
             let id = u16::from_be_bytes([h[2], h[3]]);
             let len = usize::from(u16::from_be_bytes([h[4], h[5]]));
             let padding = usize::from(h[6]);
-            if version != VERSION {
-                events.push(Event::Invalid(format!(
+            let invalid = if version != VERSION {
+                Some(format!(
                     "upstream sent unsupported FastCGI protocol version: {version}"
-                )));
-                self.ended = true;
-                break;
-            }
-            if id != REQUEST_ID {
-                events.push(Event::Invalid(format!(
+                ))
+            } else if id >> 8 != REQUEST_ID >> 8 {
+                Some(format!(
                     "upstream sent unexpected FastCGI request id high byte: {}",
                     id >> 8
-                )));
+                ))
+            } else if id != REQUEST_ID {
+                Some(format!(
+                    "upstream sent unexpected FastCGI request id low byte: {}",
+                    id & 0xff
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = invalid {
+                events.push(Event::Invalid(why));
                 self.ended = true;
+                self.broken = true;
                 break;
             }
             if self.pending.len() < HEADER_LEN + len + padding {
@@ -153,6 +247,7 @@ impl Decoder {
                         "upstream sent invalid FastCGI record type: {other}"
                     )));
                     self.ended = true;
+                    self.broken = true;
                 }
             }
         }
@@ -201,7 +296,12 @@ pub(crate) fn http_head(cgi: &[u8]) -> Result<BytesMut, String> {
                 .and_then(|d| std::str::from_utf8(d).ok())
                 .and_then(|d| d.parse::<u16>().ok())
                 .filter(|c| (100..1000).contains(c))
-                .ok_or_else(|| "upstream sent invalid status".to_owned())?;
+                .ok_or_else(|| {
+                    format!(
+                        "upstream sent invalid status \"{}\"",
+                        String::from_utf8_lossy(value)
+                    )
+                })?;
             status = Some((code, value[3..].trim_ascii().to_vec()));
             continue;
         }

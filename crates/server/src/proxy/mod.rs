@@ -97,9 +97,16 @@ pub(crate) struct Plan {
     pub pass: Arc<ProxyPass>,
     /// What the location's cache does for the request (`proxy_cache`).
     pub cache: Option<Box<cache::Job>>,
-    /// The upstream speaks FastCGI (`fastcgi_pass`): `head` holds the request's records
-    /// before its body, which goes as `STDIN` records.
-    pub fastcgi: bool,
+    /// The upstream speaks FastCGI (`fastcgi_pass`): the params to send, made into the
+    /// request's records once its body is read; the body goes as `STDIN` records.
+    pub fastcgi: Option<Arc<fastcgi::Params>>,
+}
+
+impl Plan {
+    /// Whether the upstream speaks FastCGI.
+    pub fn is_fastcgi(&self) -> bool {
+        self.fastcgi.is_some()
+    }
 }
 
 impl Plan {
@@ -107,7 +114,7 @@ impl Plan {
     /// `proxy_request_buffering off`, except for a chunked body to an HTTP/1.0 upstream,
     /// which needs its length first, as in nginx.
     pub fn streams_body(&self, kind: portcullis_http::BodyKind) -> bool {
-        !self.fastcgi
+        !self.is_fastcgi()
             && !self.settings.request_buffering
             && self.set_body.is_none()
             && (self.settings.http11 || !matches!(kind, portcullis_http::BodyKind::Chunked))
@@ -228,6 +235,14 @@ impl WorkerUpstreams {
     /// long.
     pub fn sweep(&mut self, now: Instant) {
         self.hot.borrow_mut().sweep(now);
+        // The groups a request made of variables (`proxy_pass http://$addr`): once no
+        // request holds one, nobody can name it again, and it goes.
+        self.groups.retain(|_, local| {
+            Rc::strong_count(local) > 1
+                || local
+                    .try_borrow()
+                    .map_or(true, |l| Arc::strong_count(&l._upstream) > 1)
+        });
         for local in self.groups.values() {
             if let Ok(mut l) = local.try_borrow_mut() {
                 if let Some(p) = l.pool.as_mut() {

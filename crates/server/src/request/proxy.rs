@@ -128,6 +128,7 @@ impl Request<'_> {
     /// Keeps the client's body, read whole, for `$request_body` (a reference, not a copy),
     /// when the configuration reads it or a copy of the request takes it (`mirror`).
     pub(crate) fn keep_request_body(&self, body: &bytes::Bytes) {
+        self.body_length.set(Some(body.len() as u64));
         let names = &self.server.names;
         let copied = self.background.iter().any(|(_, with_body)| *with_body);
         if copied
@@ -400,7 +401,7 @@ impl Request<'_> {
             pass: pass.clone(),
             cache,
             settings,
-            fastcgi: false,
+            fastcgi: None,
         }));
         Step::Done(r)
     }
@@ -433,18 +434,23 @@ impl Request<'_> {
         }
         let passed = |name: &str| s.pass_headers.iter().any(|p| p == name);
         let ranges_last = self.cache_ranges.get();
+        // A FastCGI script's own `Server` and `Date` take the place of ours, as nginx's
+        // FastCGI module hides neither.
+        let fastcgi = plan.is_fastcgi();
+        let script = |name: &str| head.header(name).filter(|_| fastcgi);
         if !passed("server") {
-            out.field(
-                b"Server",
-                if self.loc.server_tokens {
-                    super::VERSION.as_bytes()
-                } else {
-                    b"portcullis"
-                },
-            );
+            let ours: &[u8] = if self.loc.server_tokens {
+                super::VERSION.as_bytes()
+            } else {
+                b"portcullis"
+            };
+            out.field(b"Server", script("server").unwrap_or(ours));
         }
         if !passed("date") {
-            out.field(b"Date", self.worker.dates.borrow_mut().get());
+            match script("date") {
+                Some(d) => out.field(b"Date", d),
+                None => out.field(b"Date", self.worker.dates.borrow_mut().get()),
+            }
         }
         // The header filters see the response's type (the charset filter may name its
         // charset) and add their fields after the upstream's.
@@ -478,7 +484,7 @@ impl Request<'_> {
         // module rewrites none, so its header filter never sees one to make absolute).
         let location = head
             .known(KnownName::Location)
-            .filter(|_| !plan.fastcgi)
+            .filter(|_| !plan.is_fastcgi())
             .map(|l| self.rewrite_location(plan, l));
         let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
         if let Some(l) = location.as_ref().filter(|_| relative) {
@@ -486,6 +492,11 @@ impl Request<'_> {
         }
         out.connection(status == 101 && plan.upgrade);
         let replaced = self.replaced_fields(status);
+        let passed_any = |name: &[u8]| {
+            s.pass_headers
+                .iter()
+                .any(|p| name.eq_ignore_ascii_case(p.as_bytes()))
+        };
         for f in head.fields() {
             let name = f.name;
             let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
@@ -495,8 +506,12 @@ impl Request<'_> {
                 | KnownName::TransferEncoding
                 | KnownName::ContentLength
                 | KnownName::ContentType => continue,
+                KnownName::Date | KnownName::Server if fastcgi && !passed_any(name) => continue,
+                // nginx's FastCGI module hides `X-Accel-*` only.
                 KnownName::Date | KnownName::Server | KnownName::XAccel
-                    if HIDDEN.iter().any(|n| is(n)) && !s.pass_headers.iter().any(|p| is(p)) =>
+                    if HIDDEN.iter().any(|n| is(n))
+                        && !(fastcgi && is("x-pad"))
+                        && !passed_any(name) =>
                 {
                     continue
                 }
@@ -522,7 +537,7 @@ impl Request<'_> {
                 out.field(b"Refresh", &self.rewrite_refresh(plan, f.value));
                 continue;
             }
-            if f.known == KnownName::Location && !plan.fastcgi {
+            if f.known == KnownName::Location && !plan.is_fastcgi() {
                 if let Some(l) = location.as_ref().filter(|_| !relative) {
                     out.field(b"Location", l);
                 }
