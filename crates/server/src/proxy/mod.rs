@@ -300,4 +300,28 @@ mod tests {
         crate::vars::escape(b"/a b#c%d?e\xc3\xa9/f", &mut out, crate::vars::Escape::Uri);
         assert_eq!(&out[..], b"/a%20b%23c%25d%3Fe%C3%A9/f");
     }
+
+    /// A group made for one request (`proxy_pass http://$addr`) is let go once nothing holds
+    /// it but the worker; one the configuration holds stays.
+    #[test]
+    fn groups_nobody_holds_are_let_go() {
+        let mut w = WorkerUpstreams::default();
+        let addr = || {
+            vec![portcullis_proxy::PeerAddr::Inet(
+                "127.0.0.1:1".parse().unwrap(),
+            )]
+        };
+        let configured = Arc::new(Upstream::implicit("a:1", addr()));
+        let made = Arc::new(Upstream::implicit("b:1", addr()));
+        w.local(&configured);
+        let held = w.local(&made);
+        drop(made);
+        w.sweep(Instant::now());
+        // A request still holds the second's state.
+        assert_eq!(w.groups.len(), 2);
+        drop(held);
+        w.sweep(Instant::now());
+        assert_eq!(w.groups.len(), 1);
+        assert!(w.groups.contains_key(&(Arc::as_ptr(&configured) as usize)));
+    }
 }
