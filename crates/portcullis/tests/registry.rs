@@ -283,6 +283,12 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
         "fastcgi_pass u; fastcgi_param A $uri; fastcgi_index index.php;",
     ),
     (
+        "http_uwsgi_module",
+        "location",
+        "uwsgi_pass u; uwsgi_param A $uri; uwsgi_modifier1 30;",
+    ),
+    ("http_scgi_module", "location", "scgi_pass u; scgi_param A $uri;"),
+    (
         "http_ssl_module",
         "server",
         "ssl_protocols TLSv1.2 TLSv1.3;",

@@ -23,7 +23,7 @@ mod conf;
 mod conn;
 mod empty_gif;
 mod encode;
-mod fastcgi;
+mod gateway;
 mod geo;
 mod gzip;
 mod h2;

@@ -13,6 +13,8 @@ use portcullis_http::{
 };
 use portcullis_proxy::upstream::{Key, KeyKind, Outcome, PeerId};
 use portcullis_proxy::{Conn, MaybeTls, PeerAddr, Stream, Timer};
+
+use super::Protocol;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
@@ -209,18 +211,42 @@ pub(crate) async fn serve<D: Downstream>(
         Some(b) => ReqBody::Whole(Bytes::copy_from_slice(b)),
         None => body,
     };
-    // A FastCGI request's records, with params that may read the body just read.
-    if let Some(params) = &plan.fastcgi {
-        plan.head = params.encode(req, plan.settings.pass_request_headers, plan.keepalive);
+    // An application server's request, with params that may read the body just read.
+    if let Some(g) = &plan.gateway {
+        let pass_headers = plan.settings.pass_request_headers;
+        let length = match &body {
+            ReqBody::Whole(b) => b.len(),
+            _ => 0,
+        };
+        plan.head = match g.protocol {
+            Protocol::FastCgi => g.params.fastcgi(req, pass_headers, plan.keepalive),
+            Protocol::Uwsgi {
+                modifier1,
+                modifier2,
+            } => match g.params.uwsgi(req, pass_headers, (modifier1, modifier2)) {
+                Ok(head) => head,
+                Err(why) => {
+                    req.log(Level::Error, &why);
+                    return Finish::Status {
+                        code: 500,
+                        body_read: true,
+                        attempts: Vec::new(),
+                        challenge: None,
+                    };
+                }
+            },
+            Protocol::Scgi => g.params.scgi(req, pass_headers, length),
+        };
     }
     let mut head = Lent {
         buf: std::mem::take(&mut plan.head),
         req,
     };
     let fastcgi = plan.is_fastcgi();
+    let gateway = plan.is_gateway();
     let length = match &body {
-        // FastCGI's records carry their own lengths.
-        _ if fastcgi => None,
+        // An application server's request carries its own lengths.
+        _ if gateway => None,
         ReqBody::None => None,
         ReqBody::Whole(b) => Some(b.len() as u64),
         ReqBody::Streamed(s) => match s.kind {
@@ -238,7 +264,7 @@ pub(crate) async fn serve<D: Downstream>(
         let _ = write!((&mut *head).writer(), "{n}");
         head.put_slice(b"\r\n");
     }
-    if !fastcgi {
+    if !gateway {
         head.put_slice(b"\r\n");
     }
     let (whole, mut streamed) = match body {
@@ -666,7 +692,8 @@ fn put_back(
 #[derive(Clone, Copy)]
 struct Url<'a> {
     https: bool,
-    fastcgi: bool,
+    /// An application server's protocol: its name, and no URI, in the log.
+    gateway: Option<Protocol>,
     peer: &'a str,
     uri: &'a [u8],
 }
@@ -676,7 +703,7 @@ impl<'a> Url<'a> {
     fn new(plan: &Plan, head: &'a [u8], peer: &'a str) -> Url<'a> {
         Url {
             https: plan.https,
-            fastcgi: plan.is_fastcgi(),
+            gateway: plan.gateway.as_ref().map(|g| g.protocol),
             peer,
             uri: head.get(plan.uri.clone()).unwrap_or_default(),
         }
@@ -685,10 +712,10 @@ impl<'a> Url<'a> {
 
 impl std::fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scheme = match (self.fastcgi, self.https) {
-            (true, _) => "fastcgi",
-            (false, true) => "https",
-            (false, false) => "http",
+        let scheme = match (self.gateway, self.https) {
+            (Some(p), _) => p.scheme(),
+            (None, true) => "https",
+            (None, false) => "http",
         };
         // A unix-domain socket's path ends with a `:` before the URI, as nginx writes it.
         let colon = if self.peer.starts_with("unix:") {
@@ -979,6 +1006,17 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                 .await;
                 *d = records;
                 read
+            }
+            // uwsgi and SCGI: an HTTP or CGI head on the stream itself.
+            None if plan.is_gateway() => {
+                read_stream_head(
+                    &mut conn,
+                    &mut ubuf,
+                    settings.buffer_size,
+                    deadline,
+                    &mut attempt.bytes_received,
+                )
+                .await
             }
             None => {
                 read_head(
@@ -1355,6 +1393,60 @@ async fn read_cgi_head(
     (result, records.decoder)
 }
 
+/// Reads an application server's head from its stream (uwsgi, SCGI): a status line and
+/// fields, or CGI fields with a `Status:`, made an HTTP head; the body bytes after it stay
+/// in `buf`, and the body runs to the connection's close unless the head gives its length.
+async fn read_stream_head(
+    conn: &mut Conn<Stream>,
+    buf: &mut BytesMut,
+    limit: usize,
+    deadline: tokio::time::Instant,
+    received: &mut u64,
+) -> Result<ResponseHead, HeadFailure> {
+    let mut got_any = false;
+    loop {
+        if let Some(end) = super::fastcgi::head_end(buf) {
+            if end > limit {
+                return Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
+            }
+            let raw = buf.split_to(end);
+            let mut http = if raw.starts_with(b"HTTP/") {
+                raw
+            } else {
+                super::fastcgi::http_head(&raw).map_err(HeadFailure::Cgi)?
+            };
+            let size = http.len();
+            return match parse_response_head(&mut http, size) {
+                Ok(Some(h)) => Ok(h),
+                Ok(None) => Err(HeadFailure::Cgi("upstream sent invalid header".to_owned())),
+                Err(e) => Err(HeadFailure::Invalid(e)),
+            };
+        }
+        if buf.len() > limit {
+            return Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
+        }
+        buf.reserve(READ_CHUNK);
+        match conn
+            .timer
+            .run_until(deadline, conn.stream.read_buf(buf))
+            .await
+        {
+            Ok(Ok(0)) if !got_any => return Err(HeadFailure::Closed),
+            Ok(Ok(0)) => {
+                return Err(HeadFailure::Cgi(
+                    "upstream prematurely closed connection".to_owned(),
+                ))
+            }
+            Ok(Ok(k)) => {
+                got_any = true;
+                *received += k as u64;
+            }
+            Ok(Err(e)) => return Err(HeadFailure::Io(e)),
+            Err(_) => return Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
+        }
+    }
+}
+
 struct Forwarded {
     sent: u64,
     body: u64,
@@ -1657,7 +1749,7 @@ async fn send_entry<D: Downstream>(
     };
     let url = Url {
         https: plan.https,
-        fastcgi: false,
+        gateway: None,
         peer: "cache",
         uri: b"",
     };

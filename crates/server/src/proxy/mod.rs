@@ -97,15 +97,50 @@ pub(crate) struct Plan {
     pub pass: Arc<ProxyPass>,
     /// What the location's cache does for the request (`proxy_cache`).
     pub cache: Option<Box<cache::Job>>,
-    /// The upstream speaks FastCGI (`fastcgi_pass`): the params to send, made into the
-    /// request's records once its body is read; the body goes as `STDIN` records.
-    pub fastcgi: Option<Arc<fastcgi::Params>>,
+    /// The upstream is an application server (`fastcgi_pass`, `uwsgi_pass`, `scgi_pass`):
+    /// its protocol, and the params made into the request once its body is read.
+    pub gateway: Option<Gateway>,
+}
+
+/// What a request to an application server is sent in.
+#[derive(Clone)]
+pub(crate) struct Gateway {
+    pub protocol: Protocol,
+    pub params: Arc<fastcgi::Params>,
+}
+
+/// The protocols of application servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// Records, the body as `STDIN` records, a CGI head (`proxy/fastcgi.rs`).
+    FastCgi,
+    /// A packet of the params (`uwsgi_modifier1` and `2` in its header), the body as it is;
+    /// an HTTP or CGI head back.
+    Uwsgi { modifier1: u8, modifier2: u8 },
+    /// A netstring of the params, the body as it is; an HTTP or CGI head back.
+    Scgi,
+}
+
+impl Protocol {
+    /// As nginx names the upstream in its error log.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Protocol::FastCgi => "fastcgi",
+            Protocol::Uwsgi { .. } => "uwsgi",
+            Protocol::Scgi => "scgi",
+        }
+    }
 }
 
 impl Plan {
     /// Whether the upstream speaks FastCGI.
     pub fn is_fastcgi(&self) -> bool {
-        self.fastcgi.is_some()
+        matches!(&self.gateway, Some(g) if g.protocol == Protocol::FastCgi)
+    }
+
+    /// Whether the upstream is an application server rather than an HTTP one.
+    pub fn is_gateway(&self) -> bool {
+        self.gateway.is_some()
     }
 }
 
@@ -114,7 +149,7 @@ impl Plan {
     /// `proxy_request_buffering off`, except for a chunked body to an HTTP/1.0 upstream,
     /// which needs its length first, as in nginx.
     pub fn streams_body(&self, kind: portcullis_http::BodyKind) -> bool {
-        !self.is_fastcgi()
+        !self.is_gateway()
             && !self.settings.request_buffering
             && self.set_body.is_none()
             && (self.settings.http11 || !matches!(kind, portcullis_http::BodyKind::Chunked))

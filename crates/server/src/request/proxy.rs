@@ -401,7 +401,7 @@ impl Request<'_> {
             pass: pass.clone(),
             cache,
             settings,
-            fastcgi: None,
+            gateway: None,
         }));
         Step::Done(r)
     }
@@ -436,7 +436,7 @@ impl Request<'_> {
         let ranges_last = self.cache_ranges.get();
         // A FastCGI script's own `Server` and `Date` take the place of ours, as nginx's
         // FastCGI module hides neither.
-        let fastcgi = plan.is_fastcgi();
+        let fastcgi = plan.is_gateway();
         let script = |name: &str| head.header(name).filter(|_| fastcgi);
         if !passed("server") {
             let ours: &[u8] = if self.loc.server_tokens {
@@ -484,7 +484,7 @@ impl Request<'_> {
         // module rewrites none, so its header filter never sees one to make absolute).
         let location = head
             .known(KnownName::Location)
-            .filter(|_| !plan.is_fastcgi())
+            .filter(|_| !plan.is_gateway())
             .map(|l| self.rewrite_location(plan, l));
         let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
         if let Some(l) = location.as_ref().filter(|_| relative) {
@@ -537,7 +537,7 @@ impl Request<'_> {
                 out.field(b"Refresh", &self.rewrite_refresh(plan, f.value));
                 continue;
             }
-            if f.known == KnownName::Location && !plan.is_fastcgi() {
+            if f.known == KnownName::Location && !plan.is_gateway() {
                 if let Some(l) = location.as_ref().filter(|_| !relative) {
                     out.field(b"Location", l);
                 }

@@ -1,21 +1,26 @@
-//! `ngx_http_fastcgi_module`: `fastcgi_pass` sends a location's requests to a FastCGI
-//! server (php-fpm): an address, `unix:/path`, an `upstream` group (every balancer, with
-//! `keepalive` and `fastcgi_keep_conn on` reusing connections), or variables naming one.
-//! The request goes as the `fastcgi_param`s (`if_not_empty` ones only with a value; a level
-//! with its own replaces those it inherits, as Debian's `fastcgi_params` and `fastcgi.conf`
-//! are meant to be included), the client's header fields as `HTTP_*` params
-//! (`fastcgi_pass_request_headers`) unless a param of that name is set, and its body
-//! (`fastcgi_pass_request_body`) read whole. `fastcgi_index` and `fastcgi_split_path_info`
-//! make `$fastcgi_script_name` and `$fastcgi_path_info`.
+//! nginx's modules for application servers: `ngx_http_fastcgi_module` (php-fpm),
+//! `ngx_http_uwsgi_module` and `ngx_http_scgi_module` (Python's uwsgi and the like), one
+//! module each in the registry with the same directives under its prefix.
 //!
-//! The response goes as a proxied one (`proxy/fastcgi.rs` makes its CGI head an HTTP head),
-//! with the settings nginx's FastCGI and proxy modules share, read as the proxy's:
-//! `fastcgi_hide_header`, `_pass_header`, `_ignore_headers`, `_intercept_errors`,
+//! `fastcgi_pass` (`uwsgi_pass`, `scgi_pass`) sends a location's requests to the server: an
+//! address, `unix:/path`, an `upstream` group (every balancer, with `keepalive` and
+//! `fastcgi_keep_conn on` reusing FastCGI connections), or variables naming one. The request
+//! goes as the `fastcgi_param`s (`if_not_empty` ones only with a value; a level with its
+//! own replaces those it inherits, as Debian's `fastcgi_params`, `fastcgi.conf`,
+//! `uwsgi_params` and `scgi_params` are meant to be included), the client's header fields
+//! as `HTTP_*` params (`fastcgi_pass_request_headers`) unless a param of that name hides
+//! them, and its body (`fastcgi_pass_request_body`) read whole. `fastcgi_index` and
+//! `fastcgi_split_path_info` make `$fastcgi_script_name` and `$fastcgi_path_info`;
+//! `uwsgi_modifier1` and `uwsgi_modifier2` go in uwsgi's packet header.
+//!
+//! The response goes as a proxied one (`proxy/fastcgi.rs` makes a CGI head an HTTP head),
+//! with the settings these modules share with the proxy's, read as the proxy's:
+//! `*_hide_header`, `_pass_header`, `_ignore_headers`, `_intercept_errors`,
 //! `_ignore_client_abort`, the three timeouts, `_next_upstream` (`_tries`, `_timeout`),
-//! `_buffering`, `_buffer_size` (the most of a CGI head), `_buffers`, `_force_ranges`.
-//! `STDERR` output is logged at `error` as nginx logs it. `fastcgi_request_buffering off`
-//! reads the body whole all the same. The cache (`fastcgi_cache*`) is not implemented: it is
-//! ignored with a warning, which serves every request from the FastCGI server.
+//! `_buffering`, `_buffer_size` (the most of a response head), `_buffers`, `_force_ranges`.
+//! FastCGI's `STDERR` output is logged at `error` as nginx logs it. `*_request_buffering off`
+//! reads the body whole all the same. The caches (`fastcgi_cache*`, ...) are not
+//! implemented: they are ignored with a warning, which serves every request from the server.
 
 use std::sync::Arc;
 
@@ -25,13 +30,37 @@ use portcullis_config::{ConfigError, Directive};
 use crate::location::LocationRegex;
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::proxy::fastcgi::{Param, Params};
-use crate::proxy::{Plan, ProxyPass, ProxySettings};
+use crate::proxy::{Gateway, Plan, Protocol, ProxyPass, ProxySettings};
 use crate::request::{Body, Handlers, Request, Response, Step};
 use crate::vars::{Names, Template};
 
-pub(crate) struct FastCgiModule;
+/// One of the modules: nginx's name for it, the prefix of its directives, its protocol.
+pub(crate) struct GatewayModule {
+    name: &'static str,
+    prefix: &'static str,
+    protocol: Protocol,
+}
 
-pub(crate) static MODULE: FastCgiModule = FastCgiModule;
+pub(crate) static FASTCGI: GatewayModule = GatewayModule {
+    name: "http_fastcgi_module",
+    prefix: "fastcgi_",
+    protocol: Protocol::FastCgi,
+};
+
+pub(crate) static UWSGI: GatewayModule = GatewayModule {
+    name: "http_uwsgi_module",
+    prefix: "uwsgi_",
+    protocol: Protocol::Uwsgi {
+        modifier1: 0,
+        modifier2: 0,
+    },
+};
+
+pub(crate) static SCGI: GatewayModule = GatewayModule {
+    name: "http_scgi_module",
+    prefix: "scgi_",
+    protocol: Protocol::Scgi,
+};
 
 /// The module's variables, by their place.
 const VARIABLES: &[&str] = &["fastcgi_script_name", "fastcgi_path_info"];
@@ -39,6 +68,8 @@ const SCRIPT_NAME: usize = 0;
 
 #[derive(Clone)]
 struct Conf {
+    /// The protocol, with uwsgi's modifiers as the level sets them.
+    protocol: Protocol,
     /// The location's `fastcgi_pass` (not inherited by the locations inside).
     pass: Option<Arc<ProxyPass>>,
     params: Arc<Params>,
@@ -47,13 +78,13 @@ struct Conf {
     /// `fastcgi_split_path_info`: a regex with two groups, the script name and the path info.
     split: Option<Arc<LocationRegex>>,
     keep_conn: bool,
-    /// What the FastCGI module shares with the proxy's.
+    /// What the module shares with the proxy's.
     settings: Arc<ProxySettings>,
 }
 
-impl Module for FastCgiModule {
+impl Module for GatewayModule {
     fn name(&self) -> &'static str {
-        "http_fastcgi_module"
+        self.name
     }
 
     fn declare(
@@ -62,17 +93,20 @@ impl Module for FastCgiModule {
         names: &mut Names,
         me: usize,
     ) -> Result<(), ConfigError> {
-        names.add_fixed(me, VARIABLES);
+        if self.protocol == Protocol::FastCgi {
+            names.add_fixed(me, VARIABLES);
+        }
         Ok(())
     }
 
     fn defaults(&self) -> Slot {
         let settings = ProxySettings {
-            // nginx rewrites no `Location` of a FastCGI response.
+            // nginx rewrites no `Location` of an application server's response.
             redirect: crate::proxy::Redirect::Off,
             ..ProxySettings::default()
         };
         Arc::new(Conf {
+            protocol: self.protocol,
             pass: None,
             params: Arc::default(),
             index: None,
@@ -89,8 +123,9 @@ impl Module for FastCgiModule {
         cx: &mut Load<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::edit::<Conf>(conf);
-        match d.name.as_str() {
-            "fastcgi_pass" => {
+        let what = d.name.strip_prefix(self.prefix).unwrap_or_default();
+        match what {
+            "pass" => {
                 let addr = d.arg(0);
                 let fixed = !addr.contains('$');
                 // A socket's path is all that follows `unix:` (a proxy_pass URL's ends at a
@@ -125,7 +160,7 @@ impl Module for FastCgiModule {
                     })?;
                 c.pass = Some(Arc::new(pass));
             }
-            "fastcgi_param" => {
+            "param" => {
                 let if_not_empty = match d.args.get(2).map(|a| a.value.as_str()) {
                     None => false,
                     Some("if_not_empty") => true,
@@ -148,8 +183,8 @@ impl Module for FastCgiModule {
                 };
                 c.params = Arc::new(base.with(param));
             }
-            "fastcgi_index" => c.index = Some(d.arg(0).as_bytes().to_vec()),
-            "fastcgi_split_path_info" => {
+            "index" => c.index = Some(d.arg(0).as_bytes().to_vec()),
+            "split_path_info" => {
                 let re = LocationRegex::new(d.arg(0), false).map_err(|e| ConfigError::at(d, e))?;
                 // The whole match and the two groups.
                 if re.capture_names().count() != 3 {
@@ -160,11 +195,30 @@ impl Module for FastCgiModule {
                 }
                 c.split = Some(Arc::new(re));
             }
-            "fastcgi_keep_conn" => c.keep_conn = portcullis_config::value::flag(d, 0)?,
-            name => {
+            "keep_conn" => c.keep_conn = portcullis_config::value::flag(d, 0)?,
+            "modifier1" | "modifier2" => {
+                let n = u8::try_from(portcullis_config::value::number(d, 0)?).map_err(|_| {
+                    ConfigError::at(
+                        d,
+                        format!("invalid value \"{}\" in \"{}\" directive", d.arg(0), d.name),
+                    )
+                })?;
+                if let Protocol::Uwsgi {
+                    modifier1,
+                    modifier2,
+                } = &mut c.protocol
+                {
+                    *if what == "modifier1" {
+                        modifier1
+                    } else {
+                        modifier2
+                    } = n;
+                }
+            }
+            _ => {
                 // The settings the proxy's share, read as its directive of the same name.
                 let mut as_proxy = d.clone();
-                as_proxy.name = name.replacen("fastcgi_", "proxy_", 1);
+                as_proxy.name = format!("proxy_{what}");
                 let settings = Arc::make_mut(&mut c.settings);
                 let mut warnings = Vec::new();
                 let caches = crate::proxy::cache::Caches::default();
@@ -177,7 +231,7 @@ impl Module for FastCgiModule {
                     &caches,
                 )
                 .map_err(|e| ConfigError {
-                    message: e.message.replace("\"proxy_", "\"fastcgi_"),
+                    message: e.message.replace("\"proxy_", &format!("\"{}", self.prefix)),
                     span: e.span,
                 })?;
             }
@@ -191,7 +245,9 @@ impl Module for FastCgiModule {
         block: &[Directive],
         cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
-        let own = block.iter().any(|d| d.name == "fastcgi_pass");
+        let own = block
+            .iter()
+            .any(|d| d.name.strip_prefix(self.prefix) == Some("pass"));
         if cx.location && !own && module::get::<Conf>(conf).pass.is_some() {
             module::edit::<Conf>(conf).pass = None;
         }
@@ -212,7 +268,8 @@ impl Module for FastCgiModule {
     }
 }
 
-/// The content phase of a `fastcgi_pass` location: a response whose body is the plan.
+/// The content phase of a `fastcgi_pass` (`uwsgi_pass`, `scgi_pass`) location: a response
+/// whose body is the plan.
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let c = module::get::<Conf>(conf);
     let pass = c.pass.clone()?;
@@ -234,10 +291,14 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         idempotent: !matches!(method, "POST" | "LOCK" | "PATCH"),
         head_request: method == "HEAD",
         upgrade: false,
-        keepalive: c.keep_conn,
+        // Only a FastCGI connection carries more than one request.
+        keepalive: c.keep_conn && c.protocol == Protocol::FastCgi,
         pass,
         cache: None,
-        fastcgi: Some(c.params.clone()),
+        gateway: Some(Gateway {
+            protocol: c.protocol,
+            params: c.params.clone(),
+        }),
         settings: c.settings.clone(),
     };
     let mut r = Response::new(200);
