@@ -369,6 +369,15 @@ fn php_sites_answer_as_under_nginx() {
         fpm.kill_workers();
         let cut = partial.join().expect("the partial request");
         lines.push(format!("killed worker: {cut:?}"));
+        // php-fpm's master starts new workers: the requests after wait for them.
+        let serves = || {
+            support::get(port, "/static.txt").is_ok()
+                && support::get(port, "/index.php").is_ok_and(|r| r.status == 200)
+        };
+        assert!(
+            wait_until(Duration::from_secs(10), serves),
+            "php-fpm did not start new workers"
+        );
         lines.push(send(
             "head",
             b"HEAD /index.php HTTP/1.1\r\nHost: example.org\r\nConnection: close\r\n\r\n".to_vec(),
