@@ -1346,25 +1346,8 @@ async fn read_cgi_head(
 ) -> (Result<ResponseHead, HeadFailure>, super::fastcgi::Decoder) {
     let mut got_any = false;
     let result = loop {
-        if let Some(end) = super::fastcgi::head_end(buf) {
-            // fastcgi_buffer_size holds the head, whole.
-            if end > limit {
-                break Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
-            }
-            let cgi = buf.split_to(end);
-            let mut http = match super::fastcgi::http_head(&cgi) {
-                Ok(h) => h,
-                Err(e) => break Err(HeadFailure::Cgi(e)),
-            };
-            let size = http.len();
-            break match parse_response_head(&mut http, size) {
-                Ok(Some(h)) => Ok(h),
-                Ok(None) => Err(HeadFailure::Cgi("upstream sent invalid header".to_owned())),
-                Err(e) => Err(HeadFailure::Invalid(e)),
-            };
-        }
-        if buf.len() > limit {
-            break Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
+        if let Some(head) = taken_head(buf, limit, false) {
+            break head;
         }
         if records.decoder.ended {
             break Err(HeadFailure::Cgi(
@@ -1393,6 +1376,38 @@ async fn read_cgi_head(
     (result, records.decoder)
 }
 
+/// An application server's head, once `buf` holds it whole, taken out of `buf`: CGI fields
+/// made an HTTP head, or (`http` allowed: uwsgi, SCGI) a status line and fields as they are;
+/// an error once `buf` holds more than `limit` bytes without a whole head, or more with it.
+fn taken_head(
+    buf: &mut BytesMut,
+    limit: usize,
+    http: bool,
+) -> Option<Result<ResponseHead, HeadFailure>> {
+    let Some(end) = super::fastcgi::head_end(buf) else {
+        return (buf.len() > limit).then_some(Err(HeadFailure::Invalid(UpstreamHeadError::TooBig)));
+    };
+    // The buffer size holds the head, whole.
+    if end > limit {
+        return Some(Err(HeadFailure::Invalid(UpstreamHeadError::TooBig)));
+    }
+    let raw = buf.split_to(end);
+    let mut head = if http && raw.starts_with(b"HTTP/") {
+        raw
+    } else {
+        match super::fastcgi::http_head(&raw) {
+            Ok(h) => h,
+            Err(e) => return Some(Err(HeadFailure::Cgi(e))),
+        }
+    };
+    let size = head.len();
+    Some(match parse_response_head(&mut head, size) {
+        Ok(Some(h)) => Ok(h),
+        Ok(None) => Err(HeadFailure::Cgi("upstream sent invalid header".to_owned())),
+        Err(e) => Err(HeadFailure::Invalid(e)),
+    })
+}
+
 /// Reads an application server's head from its stream (uwsgi, SCGI): a status line and
 /// fields, or CGI fields with a `Status:`, made an HTTP head; the body bytes after it stay
 /// in `buf`, and the body runs to the connection's close unless the head gives its length.
@@ -1405,25 +1420,8 @@ async fn read_stream_head(
 ) -> Result<ResponseHead, HeadFailure> {
     let mut got_any = false;
     loop {
-        if let Some(end) = super::fastcgi::head_end(buf) {
-            if end > limit {
-                return Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
-            }
-            let raw = buf.split_to(end);
-            let mut http = if raw.starts_with(b"HTTP/") {
-                raw
-            } else {
-                super::fastcgi::http_head(&raw).map_err(HeadFailure::Cgi)?
-            };
-            let size = http.len();
-            return match parse_response_head(&mut http, size) {
-                Ok(Some(h)) => Ok(h),
-                Ok(None) => Err(HeadFailure::Cgi("upstream sent invalid header".to_owned())),
-                Err(e) => Err(HeadFailure::Invalid(e)),
-            };
-        }
-        if buf.len() > limit {
-            return Err(HeadFailure::Invalid(UpstreamHeadError::TooBig));
+        if let Some(head) = taken_head(buf, limit, true) {
+            return head;
         }
         buf.reserve(READ_CHUNK);
         match conn
