@@ -348,7 +348,7 @@ pub static MODULES: &[Module] = &[
             d("log_subrequest", HSL, FLAG).inert(),
             d("recursive_error_pages", HSL, FLAG),
             once("server_tokens", HSL, TAKE1),
-            d("chunked_transfer_encoding", HSL, FLAG).default_only("on"),
+            d("chunked_transfer_encoding", HSL, FLAG),
             d("etag", HSL, FLAG).default_only("on"),
             d("error_page", HSLI, MORE2),
             once("post_action", HSLI, TAKE1).refuse(),

@@ -253,6 +253,8 @@ pub(crate) struct LocConf {
     pub keepalive_timeout: Duration,
     /// `keepalive_timeout`'s second argument: `Keep-Alive: timeout=N` on kept-alive answers.
     pub keepalive_header: Option<u64>,
+    /// `chunked_transfer_encoding`: off, a body of unknown length ends with the connection.
+    pub chunked: bool,
     pub keepalive_requests: u64,
     /// How long a connection may carry requests, from its start: the request that ends
     /// past it is the last.
@@ -1134,6 +1136,7 @@ impl Builder {
             "client_body_timeout" => c.client_body_timeout = time(d, 0)?,
             "client_max_body_size" => c.client_max_body_size = value::offset(d, 0)?,
             "client_body_buffer_size" => c.client_body_buffer_size = value::size(d, 0)?,
+            "chunked_transfer_encoding" => c.chunked = value::flag(d, 0)?,
             "subrequest_output_buffer_size" => {
                 c.subrequest_output_buffer_size =
                     usize::try_from(value::size(d, 0)?).unwrap_or(usize::MAX)
@@ -1343,6 +1346,7 @@ impl LocConf {
             internal: false,
             keepalive_timeout: Duration::from_secs(75),
             keepalive_header: None,
+            chunked: true,
             keepalive_requests: 1000,
             keepalive_time: Duration::from_secs(3600),
             send_timeout: Duration::from_secs(60),

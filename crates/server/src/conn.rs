@@ -366,7 +366,7 @@ impl Connection<'_> {
                 && !req.is_head()
             {
                 // A body of no known length: chunked over HTTP/1.1, to the close before.
-                resp.chunked = req.head().version() == Version::Http11;
+                resp.chunked = req.head().version() == Version::Http11 && loc.chunked;
             }
             // A response with neither a length nor a status that forbids a body ends where
             // the connection does: a client must never wait for bytes nobody will send.
@@ -744,7 +744,7 @@ impl Connection<'_> {
             &mut self.buf,
             keep_alive,
             loc.send_timeout,
-            req.is_http11(),
+            req.is_http11() && loc.chunked,
             loc.keepalive_header,
         );
         match crate::proxy::serve(&mut client, req, plan, body).await {

@@ -151,7 +151,8 @@ pub(crate) struct Client<'c, S> {
     read: &'c mut BytesMut,
     keep_alive: bool,
     send_timeout: Duration,
-    http11: bool,
+    /// The client reads chunks: HTTP/1.1, `chunked_transfer_encoding` on.
+    chunks: bool,
     /// `keepalive_timeout`'s second argument, for `Keep-Alive: timeout=N`.
     keepalive_header: Option<u64>,
     /// The body goes out chunked (the upstream's framing is not one the client can read).
@@ -168,7 +169,7 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
         read: &'c mut BytesMut,
         keep_alive: bool,
         send_timeout: Duration,
-        http11: bool,
+        chunks: bool,
         keepalive_header: Option<u64>,
     ) -> Self {
         Client {
@@ -177,7 +178,7 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
             read,
             keep_alive,
             send_timeout,
-            http11,
+            chunks,
             keepalive_header,
             rechunk: false,
             sent: 0,
@@ -280,9 +281,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
 
     fn begin(&mut self, framing: Framing) -> &mut Self {
         let open = matches!(framing, Framing::Chunked | Framing::UntilClose);
-        // An HTTP/1.0 client reads a body of unknown length to the connection's close.
-        self.rechunk = open && self.http11;
-        if open && !self.http11 {
+        // An HTTP/1.0 client (or chunked_transfer_encoding off) reads a body of unknown
+        // length to the connection's close.
+        self.rechunk = open && self.chunks;
+        if open && !self.chunks {
             self.keep_alive = false;
         }
         self.out.clear();
