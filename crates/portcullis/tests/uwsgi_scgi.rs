@@ -22,7 +22,7 @@ def application(env, start_response):
         return [b"x" * 100000]
     keys = ["REQUEST_METHOD", "REQUEST_URI", "PATH_INFO", "DOCUMENT_URI", "QUERY_STRING",
             "CONTENT_TYPE", "CONTENT_LENGTH", "HTTP_HOST", "HTTP_X_CUSTOM", "SERVER_PROTOCOL",
-            "REQUEST_SCHEME", "SCGI", "REMOTE_ADDR"]
+            "REQUEST_SCHEME", "SCGI", "REMOTE_ADDR", "DOCUMENT_ROOT"]
     text = "".join("%s=%s\n" % (k, env.get(k, "(unset)")) for k in keys)
     text += "body=%d %r\n" % (len(body), body[:20])
     status = "404 Not Here" if path.endswith("/missing") else "200 OK"
@@ -104,6 +104,7 @@ fn python_sites_answer_as_under_nginx() {
         listen 127.0.0.1:{{PORT0}};
         location /u/ {{ include /etc/nginx/uwsgi_params; uwsgi_pass unix:{uwsgi}; }}
         location /s/ {{ include /etc/nginx/scgi_params; scgi_pass unix:{scgi}; }}
+        location /uu/ {{ include /etc/nginx/uwsgi_params; uwsgi_pass uwsgi://unix:{uwsgi}; }}
         location /gone/ {{ include /etc/nginx/uwsgi_params; uwsgi_pass unix:{gone}; }}
     }}
 "#,
@@ -118,7 +119,7 @@ fn python_sites_answer_as_under_nginx() {
         };
         let port = server.port(0);
         let mut lines = Vec::new();
-        for prefix in ["/u", "/s"] {
+        for prefix in ["/u", "/s", "/uu"] {
             for (label, raw) in [
                 ("get", format!("GET {prefix}/a?x=1 HTTP/1.1\r\nHost: example.org\r\nX-Custom: hi\r\nConnection: close\r\n\r\n")),
                 ("post", format!("POST {prefix}/b HTTP/1.1\r\nHost: example.org\r\nContent-Type: text/plain\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world")),
@@ -130,7 +131,10 @@ fn python_sites_answer_as_under_nginx() {
                 let mut c = support::Client::connect(port);
                 c.send(raw.as_bytes()).expect("send");
                 let r = c.read_response(raw.starts_with("HEAD ")).expect("response");
-                let body = r.body_text();
+                // The default root is under each server's own prefix.
+                let body = r
+                    .body_text()
+                    .replace(&server.prefix().display().to_string(), "{PREFIX}");
                 let body = if body.len() > 1000 {
                     format!("{} bytes", body.len())
                 } else {
@@ -164,6 +168,8 @@ fn python_sites_answer_as_under_nginx() {
                 "CONTENT_LENGTH=5",
                 "SCGI=1",
                 "/u status -> 404",
+                "DOCUMENT_ROOT={PREFIX}/html",
+                "/uu get -> 200",
                 "100000 bytes",
                 "gone -> 502",
                 "gone logged: true",
@@ -172,4 +178,36 @@ fn python_sites_answer_as_under_nginx() {
         seen.push((kind, lines));
     }
     compare(&seen);
+}
+
+/// The modules' directives are checked at load as nginx checks them, with its messages.
+#[test]
+fn uwsgi_and_scgi_directives_are_refused_as_nginx_refuses_them() {
+    for (location, error) in [
+        (
+            "uwsgi_pass 127.0.0.1:9000; uwsgi_modifier1 256;",
+            "value must be between 0 and 255",
+        ),
+        ("scgi_pass unix:;", "no path in the unix domain socket"),
+        (
+            "uwsgi_pass 127.0.0.1:9000; uwsgi_param A b maybe;",
+            "invalid parameter \"maybe\"",
+        ),
+    ] {
+        let http = format!("server {{ location / {{ {location} }} }}");
+        for kind in kinds() {
+            let dir = TempDir::new("uwsgi-t");
+            let conf = dir.write(
+                "nginx.conf",
+                support::render(&main_config(&http), dir.path(), &[]),
+            );
+            let Some(binary) = kind.binary() else {
+                continue;
+            };
+            let out = support::test_config(Command::new(binary), dir.path(), &conf);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{kind}: {location} loads");
+            assert!(stderr.contains(error), "{kind}: {stderr}");
+        }
+    }
 }

@@ -126,7 +126,21 @@ impl Module for GatewayModule {
         let what = d.name.strip_prefix(self.prefix).unwrap_or_default();
         match what {
             "pass" => {
-                let addr = d.arg(0);
+                // uwsgi's own scheme (`uwsgi://host:port`) names the same address.
+                let addr = match self.protocol {
+                    Protocol::Uwsgi { .. } => strip_scheme(d.arg(0), "uwsgi://"),
+                    _ => d.arg(0),
+                };
+                if matches!(self.protocol, Protocol::Uwsgi { .. })
+                    && d.arg(0)
+                        .get(..9)
+                        .is_some_and(|s| s.eq_ignore_ascii_case("suwsgi://"))
+                {
+                    return Err(ConfigError::at(
+                        d,
+                        "\"suwsgi://\" (uwsgi over SSL) is not supported",
+                    ));
+                }
                 let fixed = !addr.contains('$');
                 // A socket's path is all that follows `unix:` (a proxy_pass URL's ends at a
                 // `:` before its URI).
@@ -152,7 +166,7 @@ impl Module for GatewayModule {
                 // The address as a proxy_pass URL without a URI: the same groups, addresses
                 // and variables.
                 let mut url = d.clone();
-                url.args[0].value = format!("http://{}", d.arg(0));
+                url.args[0].value = format!("http://{addr}");
                 let pass = crate::proxy::proxy_pass(&url, "", false, cx.upstreams, cx.names)
                     .map_err(|e| ConfigError {
                         message: e.message.replace("http://", ""),
@@ -197,12 +211,8 @@ impl Module for GatewayModule {
             }
             "keep_conn" => c.keep_conn = portcullis_config::value::flag(d, 0)?,
             "modifier1" | "modifier2" => {
-                let n = u8::try_from(portcullis_config::value::number(d, 0)?).map_err(|_| {
-                    ConfigError::at(
-                        d,
-                        format!("invalid value \"{}\" in \"{}\" directive", d.arg(0), d.name),
-                    )
-                })?;
+                let n = u8::try_from(portcullis_config::value::number(d, 0)?)
+                    .map_err(|_| ConfigError::at(d, "value must be between 0 and 255"))?;
                 if let Protocol::Uwsgi {
                     modifier1,
                     modifier2,
@@ -268,6 +278,14 @@ impl Module for GatewayModule {
     }
 }
 
+/// `addr` without `scheme` (any case) before it.
+fn strip_scheme<'a>(addr: &'a str, scheme: &str) -> &'a str {
+    match addr.get(..scheme.len()) {
+        Some(s) if s.eq_ignore_ascii_case(scheme) => &addr[scheme.len()..],
+        _ => addr,
+    }
+}
+
 /// The content phase of a `fastcgi_pass` (`uwsgi_pass`, `scgi_pass`) location: a response
 /// whose body is the plan.
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
@@ -290,7 +308,8 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         hash_key: key.map_or_else(Vec::new, |k| req.eval(&k)),
         idempotent: !matches!(method, "POST" | "LOCK" | "PATCH"),
         head_request: method == "HEAD",
-        upgrade: false,
+        // uwsgi and SCGI servers may switch protocols (WebSocket), FastCGI ones not.
+        upgrade: c.protocol != Protocol::FastCgi && req.head().header("upgrade").is_some(),
         // Only a FastCGI connection carries more than one request.
         keepalive: c.keep_conn && c.protocol == Protocol::FastCgi,
         pass,

@@ -2121,7 +2121,17 @@ impl<'a> Request<'a> {
             Var::RequestFilename => {
                 out.extend_from_slice(self.map_path(&self.uri).as_os_str().as_bytes())
             }
-            Var::DocumentRoot => out.extend_from_slice(&self.eval(&self.loc.root)),
+            Var::DocumentRoot => {
+                // A relative root is the prefix's, as nginx makes it at load.
+                let root = self.eval(&self.loc.root);
+                if root.starts_with(b"/") {
+                    out.extend_from_slice(&root);
+                } else {
+                    let prefix = Path::new(&self.worker.generation.borrow().http.prefix)
+                        .join(Path::new(std::ffi::OsStr::from_bytes(&root)));
+                    out.extend_from_slice(prefix.as_os_str().as_bytes());
+                }
+            }
             Var::RealpathRoot => {
                 let root = self.eval(&self.loc.root);
                 let path = Path::new(std::ffi::OsStr::from_bytes(&root));

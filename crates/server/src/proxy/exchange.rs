@@ -226,7 +226,7 @@ pub(crate) async fn serve<D: Downstream>(
             } => match g.params.uwsgi(req, pass_headers, (modifier1, modifier2)) {
                 Ok(head) => head,
                 Err(why) => {
-                    req.log(Level::Error, &why);
+                    req.log(Level::Alert, &why);
                     return Finish::Status {
                         code: 500,
                         body_read: true,
@@ -1346,8 +1346,11 @@ async fn read_cgi_head(
 ) -> (Result<ResponseHead, HeadFailure>, super::fastcgi::Decoder) {
     let mut got_any = false;
     let result = loop {
-        if let Some(head) = taken_head(buf, limit, false) {
-            break head;
+        match taken_head(buf, limit, false) {
+            // An interim response (`Status: 100`) is passed by, as the proxy's are.
+            Some(Ok(h)) if (100..200).contains(&h.status()) && h.status() != 101 => continue,
+            Some(head) => break head,
+            None => {}
         }
         if records.decoder.ended {
             break Err(HeadFailure::Cgi(
@@ -1420,8 +1423,11 @@ async fn read_stream_head(
 ) -> Result<ResponseHead, HeadFailure> {
     let mut got_any = false;
     loop {
-        if let Some(head) = taken_head(buf, limit, true) {
-            return head;
+        match taken_head(buf, limit, true) {
+            // An interim response is passed by, as the proxy's are.
+            Some(Ok(h)) if (100..200).contains(&h.status()) && h.status() != 101 => continue,
+            Some(head) => return head,
+            None => {}
         }
         buf.reserve(READ_CHUNK);
         match conn

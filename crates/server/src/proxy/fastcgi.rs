@@ -123,7 +123,7 @@ impl Params {
         let size = u16::try_from(vars.len())
             .ok()
             .filter(|_| !too_long)
-            .ok_or_else(|| "uwsgi request is too big".to_owned())?;
+            .ok_or_else(|| format!("uwsgi request is too big: {}", vars.len()))?;
         let mut head = BytesMut::with_capacity(vars.len() + 4);
         head.put_u8(modifier1);
         head.put_slice(&size.to_le_bytes());
@@ -328,8 +328,9 @@ pub(crate) fn head_end(out: &[u8]) -> Option<usize> {
 }
 
 /// The HTTP/1.1 head standing for the CGI head `cgi` (its empty line included): the status
-/// of its `Status:` field (a 302 when it has none and a `Location:`, else 200), and its other
-/// fields; `Err` names what nginx would not take.
+/// of its first `Status:` field (a 302 when it has none and a `Location:`, else 200), and
+/// its fields, `Status:` among them (nginx's uwsgi module passes it on, the FastCGI and SCGI
+/// ones hide it); `Err` names what nginx would not take.
 pub(crate) fn http_head(cgi: &[u8]) -> Result<BytesMut, String> {
     let mut status: Option<(u16, Vec<u8>)> = None;
     let mut location = false;
@@ -359,8 +360,10 @@ pub(crate) fn http_head(cgi: &[u8]) -> Result<BytesMut, String> {
                         String::from_utf8_lossy(value)
                     )
                 })?;
-            status = Some((code, value[3..].trim_ascii().to_vec()));
-            continue;
+            // The first one counts, as in nginx.
+            if status.is_none() {
+                status = Some((code, value[3..].trim_ascii().to_vec()));
+            }
         }
         location |= name.eq_ignore_ascii_case(b"location");
         fields.put_slice(name);
@@ -426,7 +429,10 @@ mod tests {
         let end = head_end(&out).unwrap();
         assert_eq!(&out[end..], b"body");
         let head = http_head(&out[..end]).unwrap();
-        assert_eq!(&head[..], b"HTTP/1.1 404 Nope\r\nX: y\r\n\r\n");
+        assert_eq!(
+            &head[..],
+            b"HTTP/1.1 404 Nope\r\nStatus: 404 Nope\r\nX: y\r\n\r\n"
+        );
         assert_eq!(
             &http_head(b"Location: /x\n\n").unwrap()[..],
             b"HTTP/1.1 302 Moved Temporarily\r\nLocation: /x\r\n\r\n"

@@ -507,6 +507,14 @@ impl Request<'_> {
                 | KnownName::ContentLength
                 | KnownName::ContentType => continue,
                 KnownName::Date | KnownName::Server if fastcgi && !passed_any(name) => continue,
+                // nginx's FastCGI and SCGI modules hide their `Status:` field.
+                _ if is("status")
+                    && plan.gateway.as_ref().is_some_and(|g| {
+                        !matches!(g.protocol, crate::proxy::Protocol::Uwsgi { .. })
+                    }) =>
+                {
+                    continue
+                }
                 // nginx's FastCGI module hides `X-Accel-*` only.
                 KnownName::Date | KnownName::Server | KnownName::XAccel
                     if HIDDEN.iter().any(|n| is(n))
