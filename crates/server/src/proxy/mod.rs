@@ -14,6 +14,7 @@ mod encoded;
 mod exchange;
 pub(crate) mod fastcgi;
 mod filtered;
+mod params;
 pub(crate) mod resolve;
 mod settings;
 
