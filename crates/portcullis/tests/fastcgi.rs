@@ -161,6 +161,11 @@ echo "body=", strlen($in), " ", md5($in), "\n";
     ),
     ("dir/index.php", "<?php echo \"dir index \", $_SERVER[\"SCRIPT_NAME\"], \"\\n\";"),
     ("static.txt", "a static file\n"),
+    ("secret/file.txt", "a protected file\n"),
+    (
+        "download.php",
+        "<?php header(\"X-Accel-Redirect: /protected/file.txt\"); header(\"Content-Disposition: attachment\"); echo \"not this\";",
+    ),
 ];
 
 fn config(www: &Path, socket: &Path) -> String {
@@ -228,6 +233,7 @@ fn config(www: &Path, socket: &Path) -> String {
             include /etc/nginx/fastcgi.conf;
             fastcgi_param SCRIPT_NAME /fpm-status;
         }}
+        location /protected/ {{ internal; alias {www}/secret/; }}
         location /nobody/ {{
             fastcgi_pass unix:{www}/no.sock;
             include /etc/nginx/fastcgi.conf;
@@ -319,6 +325,7 @@ fn php_sites_answer_as_under_nginx() {
             ),
             ("own server", "/own_server.php", ""),
             ("big head", "/big_head.php", ""),
+            ("accel redirect", "/download.php", ""),
             ("path info", "/index.php/extra/path?x", ""),
             ("dir index", "/dir/", ""),
             ("missing script", "/nope.php", ""),
@@ -431,6 +438,7 @@ fn php_sites_answer_as_under_nginx() {
                 "HTTP_X_LATE=(unset)\nHTTP_x_late=late-param",
                 "own server -> 200 content-type=text/html; charset=UTF-8 server=php-app x-pad=pad",
                 "big head -> 502",
+                "accel redirect -> 200 content-type=text/html; charset=UTF-8 set-cookie=0\na protected file",
                 "CONTENT_LENGTH=7\nHTTP_HOST",
                 "REQUEST_BODY=a=1&b=2",
                 "body=20971520 ",

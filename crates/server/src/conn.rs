@@ -765,6 +765,18 @@ impl Connection<'_> {
                     Proxied::Close
                 }
             }
+            crate::proxy::Finish::Redirect {
+                uri,
+                fields,
+                attempts,
+            } => {
+                req.set_upstream_attempts(attempts);
+                let r = req.accel_redirect(uri, fields);
+                // The request's body, unread, must not be read as the next request.
+                let mut r = r;
+                r.close |= !body_done;
+                Proxied::Answer(r)
+            }
             crate::proxy::Finish::ClientClosed { attempts } => {
                 req.set_upstream_attempts(attempts);
                 req.log_access(&Response::new(crate::proxy::CLIENT_CLOSED), 0);

@@ -1924,6 +1924,52 @@ impl<'a> Request<'a> {
         resp
     }
 
+    /// nginx's `X-Accel-Redirect` of an upstream's response: the request goes on at `target`
+    /// (`?args` in it, or none), or the named location `@name`, as a GET (a HEAD stays one);
+    /// `fields`, those nginx keeps of the upstream's response, go on the new one (its type
+    /// over a file's).
+    pub(crate) fn accel_redirect(
+        &mut self,
+        target: Vec<u8>,
+        fields: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Response {
+        let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+        let mut resp = if target.starts_with(b"@") {
+            self.named = Some(String::from_utf8_lossy(&target).into_owned());
+            self.internal = true;
+            self.run_again()
+        } else if path.is_empty()
+            || path.contains(&0)
+            || path.split(|&b| b == b'/').any(|s| s == b"..")
+        {
+            self.log(
+                Level::Error,
+                &format!(
+                    "unsafe URI \"{}\" was detected",
+                    String::from_utf8_lossy(&target)
+                ),
+            );
+            self.finalize_error(404)
+        } else {
+            if self.method != Method::Head {
+                self.method = Method::Get;
+            }
+            self.redirect_to(target, false);
+            self.run_again()
+        };
+        for (name, value) in fields {
+            if name.eq_ignore_ascii_case(b"content-type") {
+                // An error's page keeps its own.
+                if !resp.is_error {
+                    resp.content_type = Some(Arc::from(String::from_utf8_lossy(&value).as_ref()));
+                }
+            } else {
+                resp.header(&String::from_utf8_lossy(&name), &value);
+            }
+        }
+        resp
+    }
+
     fn error_page_for(&mut self, status: u16) -> Response {
         let loc = self.loc.clone();
         let page = loc.error_pages.iter().find(|p| p.codes.contains(&status));

@@ -139,12 +139,18 @@ pub(crate) async fn run_as<'a>(
             },
             Body::Proxy(plan) => match proxied(&mut sub, *plan, keep, body.clone()).await {
                 Ok(answer) => break answer,
-                // Nothing came from the upstream: its status goes through error_page.
-                Err(code) if answers < MAX_ANSWERS => {
+                // Nothing came from the upstream: its status goes through error_page, or its
+                // X-Accel-Redirect to another location.
+                Err(Then::Status(code)) if answers < MAX_ANSWERS => {
                     resp = sub.finalize_error(code);
                     continue;
                 }
-                Err(code) => break no_body(code),
+                Err(Then::Redirect(uri, fields)) if answers < MAX_ANSWERS => {
+                    resp = sub.accel_redirect(uri, fields);
+                    continue;
+                }
+                Err(Then::Status(code)) => break no_body(code),
+                Err(Then::Redirect(..)) => break no_body(500),
             },
         };
         break Answer {
@@ -226,14 +232,22 @@ pub(crate) fn file_body(
     Ok(Bytes::from(buf))
 }
 
-/// Runs the exchange of a proxied subrequest and keeps its response: `Err(code)` when
-/// nothing came from the upstream and `code` is the status to answer.
+/// What a proxied subrequest goes on with when its upstream gave no response of its own.
+enum Then {
+    /// Answer with this status.
+    Status(u16),
+    /// The upstream's `X-Accel-Redirect`: this URI, with these of its fields.
+    Redirect(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+/// Runs the exchange of a proxied subrequest and keeps its response, or says what comes
+/// next when the upstream gave none.
 async fn proxied(
     sub: &mut Request<'_>,
     plan: Plan,
     keep: Keep,
     body: Option<Bytes>,
-) -> Result<Answer, u16> {
+) -> Result<Answer, Then> {
     let mut down = match keep {
         Keep::Head => Collect::head_only(),
         Keep::Body(max) => Collect::new(max),
@@ -245,7 +259,15 @@ async fn proxied(
     match crate::proxy::serve(&mut down, sub, plan, body).await {
         Finish::Status { code, attempts, .. } => {
             sub.set_upstream_attempts(attempts);
-            Err(code)
+            Err(Then::Status(code))
+        }
+        Finish::Redirect {
+            uri,
+            fields,
+            attempts,
+        } => {
+            sub.set_upstream_attempts(attempts);
+            Err(Then::Redirect(uri, fields))
         }
         Finish::Sent { attempts, .. } => {
             sub.set_upstream_attempts(attempts);
@@ -266,7 +288,7 @@ async fn proxied(
         // A subrequest has no client of its own to lose.
         Finish::ClientClosed { attempts } => {
             sub.set_upstream_attempts(attempts);
-            Err(crate::proxy::CLIENT_CLOSED)
+            Err(Then::Status(crate::proxy::CLIENT_CLOSED))
         }
     }
 }

@@ -98,6 +98,17 @@ pub(crate) async fn serve(
             }
             crate::proxy::CLIENT_CLOSED
         }
+        Finish::Redirect {
+            uri,
+            fields,
+            attempts,
+        } => {
+            req.set_upstream_attempts(attempts);
+            match down.respond.take() {
+                Some(respond) => return Proxied::Answer(req.accel_redirect(uri, fields), respond),
+                None => down.head.status,
+            }
+        }
     };
     let (sent, body) = down.sent();
     let mut logged = Response::new(status);

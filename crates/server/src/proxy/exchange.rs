@@ -57,7 +57,24 @@ pub(crate) enum Finish {
     /// The client closed its connection before the response began: nothing can be sent,
     /// and the request is logged with nginx's 499.
     ClientClosed { attempts: Vec<Attempt> },
+    /// The upstream's `X-Accel-Redirect`: the request goes on at this URI (or `@named`
+    /// location), with the fields of the upstream's response nginx keeps for it.
+    Redirect {
+        uri: Vec<u8>,
+        fields: Vec<(Vec<u8>, Vec<u8>)>,
+        attempts: Vec<Attempt>,
+    },
 }
+
+/// The fields of an upstream's response that nginx keeps on the one an `X-Accel-Redirect`
+/// leads to.
+const KEPT_ON_REDIRECT: &[&str] = &[
+    "content-type",
+    "set-cookie",
+    "content-disposition",
+    "cache-control",
+    "expires",
+];
 
 /// nginx's status for a request whose client went away before the response.
 pub(crate) const CLIENT_CLOSED: u16 = 499;
@@ -530,6 +547,31 @@ pub(crate) async fn serve<D: Downstream>(
                 challenge: (status == 401)
                     .then(|| resp_head.header("www-authenticate").map(<[u8]>::to_vec))
                     .flatten(),
+            };
+        }
+        // `X-Accel-Redirect`: the response is another location's; this one's body is not
+        // read, and its connection not kept.
+        if let Some(uri) = resp_head
+            .header("x-accel-redirect")
+            .filter(|_| settings.cache.ignore & super::cache::ignore::X_ACCEL_REDIRECT == 0)
+        {
+            let end = Instant::now();
+            attempt.response = end - attempt_start;
+            upstream.release(peer, outcome, end);
+            attempts.push(attempt);
+            let fields = resp_head
+                .fields()
+                .filter(|f| {
+                    KEPT_ON_REDIRECT
+                        .iter()
+                        .any(|k| f.name.eq_ignore_ascii_case(k.as_bytes()))
+                })
+                .map(|f| (f.name.to_vec(), f.value.to_vec()))
+                .collect();
+            return Finish::Redirect {
+                uri: uri.to_vec(),
+                fields,
+                attempts,
             };
         }
         if let Some(job) = cache.as_mut() {

@@ -74,6 +74,7 @@ pub(crate) mod ignore {
     pub const SET_COOKIE: u8 = 1 << 3;
     pub const VARY: u8 = 1 << 4;
     pub const X_ACCEL_CHARSET: u8 = 1 << 5;
+    pub const X_ACCEL_REDIRECT: u8 = 1 << 6;
 }
 
 /// Methods `proxy_cache_methods` can name, as bits.
@@ -327,14 +328,11 @@ pub(crate) fn directive(
                     _ if v.eq_ignore_ascii_case("Set-Cookie") => ignore::SET_COOKIE,
                     _ if v.eq_ignore_ascii_case("Vary") => ignore::VARY,
                     _ if v.eq_ignore_ascii_case("X-Accel-Charset") => ignore::X_ACCEL_CHARSET,
+                    _ if v.eq_ignore_ascii_case("X-Accel-Redirect") => ignore::X_ACCEL_REDIRECT,
                     // Acted on by no part of this server: nothing to ignore.
-                    _ if [
-                        "X-Accel-Redirect",
-                        "X-Accel-Limit-Rate",
-                        "X-Accel-Buffering",
-                    ]
-                    .iter()
-                    .any(|k| k.eq_ignore_ascii_case(v)) =>
+                    _ if ["X-Accel-Limit-Rate", "X-Accel-Buffering"]
+                        .iter()
+                        .any(|k| k.eq_ignore_ascii_case(v)) =>
                     {
                         0
                     }
