@@ -771,9 +771,8 @@ impl Connection<'_> {
                 attempts,
             } => {
                 req.set_upstream_attempts(attempts);
-                let r = req.accel_redirect(uri, fields);
+                let mut r = req.accel_redirect(uri, fields);
                 // The request's body, unread, must not be read as the next request.
-                let mut r = r;
                 r.close |= !body_done;
                 Proxied::Answer(r)
             }
