@@ -138,12 +138,27 @@ fn every_refused_directive_stops_the_configuration_at_its_line() {
         }
         walked += 1;
     }
-    // What the fail-closed rule names is all there (`ssl_stapling_verify` guards only a
-    // stapled OCSP response, and none is stapled: it is ignored with a warning).
-    for name in ["ssl_crl", "proxy_ssl_crl"] {
+    // What the fail-closed rule names is implemented or refused, never ignored
+    // (`ssl_stapling_verify` guards only a stapled OCSP response, and none is stapled: it is
+    // ignored with a warning).
+    for name in [
+        "auth_basic",
+        "auth_basic_user_file",
+        "auth_request",
+        "limit_req",
+        "limit_req_zone",
+        "limit_conn",
+        "limit_conn_zone",
+        "secure_link",
+        "valid_referers",
+        "ssl_crl",
+        "proxy_ssl_crl",
+        "ssl_ocsp",
+    ] {
         assert!(
-            directives().any(|s| s.name == name && matches!(s.support, Support::Refuse(_))),
-            "{name} is refused"
+            directives()
+                .any(|s| s.name == name && matches!(s.support, Support::Yes | Support::Refuse(_))),
+            "{name} is implemented or refused"
         );
     }
     assert!(walked >= 11);

@@ -4,9 +4,10 @@
 
 use std::fmt;
 use std::io;
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use portcullis_tls::client::UpstreamClient;
 use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
@@ -17,7 +18,7 @@ use crate::{MaybeTls, Stream};
 
 /// How a location connects to its upstreams over TLS.
 pub struct UpstreamTls {
-    connector: TlsConnector,
+    client: Arc<UpstreamClient>,
     /// `proxy_ssl_name` when one is set; else the host of `proxy_pass` is used.
     name: Option<String>,
 }
@@ -53,16 +54,13 @@ impl fmt::Display for HandshakeError {
 
 impl UpstreamTls {
     /// `name` is `proxy_ssl_name`, if set.
-    pub fn new(config: Arc<ClientConfig>, name: Option<String>) -> UpstreamTls {
-        UpstreamTls {
-            connector: TlsConnector::from(config),
-            name,
-        }
+    pub fn new(client: Arc<UpstreamClient>, name: Option<String>) -> UpstreamTls {
+        UpstreamTls { client, name }
     }
 
     /// The configuration, shared by every location with the same settings.
     pub fn config(&self) -> &Arc<ClientConfig> {
-        self.connector.config()
+        self.client.base()
     }
 
     /// The name sent as SNI (with `proxy_ssl_server_name on`) and checked in the certificate
@@ -79,18 +77,16 @@ impl UpstreamTls {
         &self,
         tcp: TcpStream,
         host: &str,
-        peer: IpAddr,
+        peer: SocketAddr,
         deadline: Instant,
     ) -> Result<Stream, HandshakeError> {
         let name = self.name(host);
         let server_name = ServerName::try_from(name.trim_start_matches('[').trim_end_matches(']'))
             .map(|n| n.to_owned())
-            .unwrap_or(ServerName::IpAddress(peer.into()));
-        match tokio::time::timeout_at(
-            deadline,
-            self.connector.connect(server_name, crate::Tcp(tcp)),
-        )
-        .await
+            .unwrap_or(ServerName::IpAddress(peer.ip().into()));
+        let connector = TlsConnector::from(self.client.for_peer(peer));
+        match tokio::time::timeout_at(deadline, connector.connect(server_name, crate::Tcp(tcp)))
+            .await
         {
             Ok(Ok(tls)) => Ok(Stream::Tcp(MaybeTls::Tls(Box::new(tls)))),
             Ok(Err(e)) => Err(HandshakeError::Failed(io_failure(&e, name))),
@@ -159,6 +155,7 @@ mod tests {
     fn proxy_ssl_name_wins_over_the_host() {
         let config = portcullis_tls::client::build(&portcullis_tls::ClientSpec::default())
             .expect("default settings build");
+        let config = Arc::new(portcullis_tls::client::UpstreamClient::new(config, true));
         let named = UpstreamTls::new(config.clone(), Some("api.test:443".into()));
         assert_eq!(named.name("group:8443"), "api.test");
         let unnamed = UpstreamTls::new(config, None);

@@ -268,7 +268,7 @@ impl Connection<'_> {
             let info = self.info.clone();
             let mut req = Request::new(&worker, &server, &info, head, start);
             let mut resp = match self.refuse {
-                Some(code) => Response::error_page(code, 400, server.conf.server_tokens),
+                Some(code) => req.refuse_client_certificate(code),
                 None => req.run().await,
             };
             // An upstream that fails is answered through error_page, whose target may be

@@ -1906,6 +1906,25 @@ impl<'a> Request<'a> {
         resp
     }
 
+    /// A request on a connection whose client certificate was refused (495) or not sent
+    /// (496): the server's error_page for the status if it has one (where
+    /// `$ssl_client_verify` tells why), else nginx's 400 page saying which. The connection
+    /// closes after it.
+    pub(crate) fn refuse_client_certificate(&mut self, status: u16) -> Response {
+        let mut resp = if self
+            .loc
+            .error_pages
+            .iter()
+            .any(|p| p.codes.contains(&status))
+        {
+            self.finalize_error(status)
+        } else {
+            Response::error_page(status, 400, self.loc.server_tokens)
+        };
+        resp.close = true;
+        resp
+    }
+
     /// [`finalize_error`](Self::finalize_error) for a status from the upstream exchange:
     /// nginx keeps an intercepted 401's `WWW-Authenticate` on the page that answers it.
     pub(crate) fn finalize_upstream_error(

@@ -52,7 +52,8 @@ pub(crate) struct ServerTlsBits {
 pub(crate) struct TlsBuilder {
     http: Vec<Directive>,
     ticketers: HashMap<Vec<PathBuf>, Arc<dyn ProducesTickets>>,
-    keys: HashMap<(PathBuf, PathBuf), CertifiedKey>,
+    /// By certificate, key and the passwords tried on it.
+    keys: HashMap<(PathBuf, PathBuf, Vec<Vec<u8>>), CertifiedKey>,
 }
 
 impl TlsBuilder {
@@ -109,6 +110,11 @@ impl TlsBuilder {
             return Ok(ServerTlsBits { conf, ssl_on });
         }
         let keys = merged.all("ssl_certificate_key");
+        let passwords = match merged.last("ssl_password_file") {
+            Some(d) => portcullis_tls::read_password_file(&resolve(d.arg(0)))
+                .map_err(|e| ConfigError::at(d, e.to_string()))?,
+            None => Vec::new(),
+        };
         let mut loaded = Vec::with_capacity(certs.len());
         for (i, c) in certs.iter().enumerate() {
             let cert_path = resolve(c.arg(0));
@@ -122,7 +128,7 @@ impl TlsBuilder {
                 ));
             };
             let key_path = resolve(k.arg(0));
-            loaded.push(self.certified_key(c, &cert_path, &key_path)?);
+            loaded.push(self.certified_key(c, &cert_path, &key_path, &passwords)?);
         }
         let settings = self.settings(&merged, loaded, block, h2, resolve, warnings)?;
         let tls = ServerTls::build(settings).map_err(|e| ConfigError::at(block, e.to_string()))?;
@@ -140,12 +146,13 @@ impl TlsBuilder {
         d: &Directive,
         cert: &Path,
         key: &Path,
+        passwords: &[Vec<u8>],
     ) -> Result<CertifiedKey, ConfigError> {
-        let id = (cert.to_path_buf(), key.to_path_buf());
+        let id = (cert.to_path_buf(), key.to_path_buf(), passwords.to_vec());
         if let Some(k) = self.keys.get(&id) {
             return Ok(k.clone());
         }
-        let k = portcullis_tls::load_certified_key(cert, key)
+        let k = portcullis_tls::load_certified_key(cert, key, passwords)
             .map_err(|e| ConfigError::at(d, e.to_string()))?;
         self.keys.insert(id, k.clone());
         Ok(k)
@@ -339,6 +346,14 @@ impl TlsBuilder {
         m: &Merged<'_>,
         resolve: &dyn Fn(&str) -> PathBuf,
     ) -> Result<Option<ClientAuth>, ConfigError> {
+        // Read whether or not certificates are verified, as nginx does.
+        let crls = match m.last("ssl_crl") {
+            Some(c) => Some(
+                portcullis_tls::load_crls(&resolve(c.arg(0)))
+                    .map_err(|e| ConfigError::at(c, e.to_string()))?,
+            ),
+            None => None,
+        };
         let Some(d) = m.last("ssl_verify_client") else {
             return Ok(None);
         };
@@ -363,8 +378,12 @@ impl TlsBuilder {
                     "trusted certificate"
                 };
                 roots.extend(
-                    portcullis_tls::load_certs(&resolve(c.arg(0)), what)
-                        .map_err(|e| ConfigError::at(c, e.to_string()))?,
+                    portcullis_tls::load_certs(
+                        &resolve(c.arg(0)),
+                        what,
+                        portcullis_tls::Purpose::ClientAuth,
+                    )
+                    .map_err(|e| ConfigError::at(c, e.to_string()))?,
                 );
             }
         }
@@ -378,7 +397,12 @@ impl TlsBuilder {
                 "no ssl_client_certificate for ssl_verify_client",
             ));
         }
-        Ok(Some(ClientAuth { mode, roots, depth }))
+        Ok(Some(ClientAuth {
+            mode,
+            roots,
+            depth,
+            crls,
+        }))
     }
 }
 

@@ -9,27 +9,31 @@ use rustls::crypto::aws_lc_rs::sign::any_supported_type;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{CipherSuite, SignatureAlgorithm, SupportedCipherSuite};
-use rustls_pki_types::pem::{self, PemObject};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer};
 
+use crate::pem::Purpose;
 use crate::TlsError;
 
 /// Reads a certificate chain (leaf first) and its private key, and checks that they belong
-/// together.
-pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
-    let chain = load_certs(cert, "certificate")?;
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+/// together. An encrypted key is decrypted with the first of `passwords` that works
+/// (`ssl_password_file`).
+pub fn load_certified_key(
+    cert: &Path,
+    key: &Path,
+    passwords: &[Vec<u8>],
+) -> Result<CertifiedKey, TlsError> {
+    let chain = load_chain(cert)?;
+    let key_error = |cause: String| TlsError::Key {
         path: key.display().to_string(),
-        cause: pem_cause(
-            &e,
-            "PEM_read_bio_PrivateKey() failed",
-            "no supported data to decode",
-        ),
-    })?;
-    let signing = any_supported_type(&key_der).map_err(|e| TlsError::Key {
-        path: key.display().to_string(),
-        cause: format!("unsupported key ({e})"),
-    })?;
+        cause,
+    };
+    let text = std::fs::read(key)
+        .map_err(|e| key_error(format!("BIO_new_file() failed ({})", os_error(&e))))?;
+    let key_der = crate::pem::blocks(&text)
+        .and_then(|blocks| crate::pem::private_key(&blocks, passwords))
+        .map_err(|why| key_error(format!("PEM_read_bio_PrivateKey() failed ({why})")))?;
+    let signing =
+        any_supported_type(&key_der).map_err(|e| key_error(format!("unsupported key ({e})")))?;
     // The key's public half against the certificate's, read here so that a version 1
     // certificate (which rustls's reader refuses) is served as OpenSSL serves it.
     let matches = match (signing.public_key(), crate::dn::spki(&chain[0])) {
@@ -45,41 +49,138 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsEr
     Ok(certified)
 }
 
-/// Reads every certificate of a PEM file: a chain, or a CA list for client verification.
-/// `what` names the file in errors as nginx does ("certificate", "client certificate").
+/// Reads a certificate chain, leaf first (`ssl_certificate`, `proxy_ssl_certificate`). As
+/// OpenSSL reads it, the leaf may be a `TRUSTED CERTIFICATE` block; such blocks after it are
+/// passed over.
+pub fn load_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    read_certs(path, "certificate", |i, b| {
+        i == 0 || b.label != "TRUSTED CERTIFICATE"
+    })
+}
+
+/// Reads the CA certificates of a PEM file that check `purpose`: a certificate whose
+/// `TRUSTED CERTIFICATE` settings reject it (or trust it for other purposes only) is left
+/// out, as OpenSSL refuses a chain through it. `what` names the file in errors as nginx does
+/// ("client certificate", "trusted certificate", "certificate").
 pub fn load_certs(
     path: &Path,
     what: &'static str,
+    purpose: Purpose,
 ) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| TlsError::Certificate {
-            what,
-            path: path.display().to_string(),
-            cause: pem_cause(
-                &e,
-                "PEM_read_bio_X509_AUX() failed",
-                "no start line: expecting: TRUSTED CERTIFICATE",
-            ),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::Certificate {
-            what,
-            path: path.display().to_string(),
-            cause: "PEM_read_bio_X509_AUX() failed (no start line: expecting: TRUSTED CERTIFICATE)"
-                .into(),
-        });
+    let certs = read_certs(path, what, |_, b| {
+        crate::pem::trust(b, purpose) != Some(false)
+    })?;
+    // The names of the CAs sent to clients are read by OpenSSL's `SSL_load_client_CA_file`,
+    // which takes only plain certificates.
+    if what == "client certificate" && !has_plain_certificate(path) {
+        return Err(TlsError::Config(format!(
+            "SSL_load_client_CA_file(\"{}\") failed (no start line: expecting: CERTIFICATE)",
+            path.display()
+        )));
     }
     Ok(certs)
 }
 
-/// The cause of a PEM read failure in nginx's words: the OpenSSL call that failed, then why.
-fn pem_cause(e: &pem::Error, call: &str, no_items: &str) -> String {
-    match e {
-        pem::Error::Io(io) => format!("BIO_new_file() failed ({})", os_error(io)),
-        pem::Error::NoItemsFound => format!("{call} ({no_items})"),
-        other => format!("{call} ({other:?})"),
+fn has_plain_certificate(path: &Path) -> bool {
+    let blocks = std::fs::read(path)
+        .ok()
+        .and_then(|t| crate::pem::blocks(&t).ok())
+        .unwrap_or_default();
+    blocks
+        .iter()
+        .any(|b| b.label != "TRUSTED CERTIFICATE" && crate::pem::certificate(b).is_some())
+}
+
+/// The certificates of a PEM file that `keep` (given each one's place among them) keeps.
+fn read_certs(
+    path: &Path,
+    what: &'static str,
+    keep: impl Fn(usize, &crate::pem::Block) -> bool,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let failed = |cause: String| TlsError::Certificate {
+        what,
+        path: path.display().to_string(),
+        cause,
+    };
+    let text = std::fs::read(path)
+        .map_err(|e| failed(format!("BIO_new_file() failed ({})", os_error(&e))))?;
+    let blocks = crate::pem::blocks(&text)
+        .map_err(|why| failed(format!("PEM_read_bio_X509_AUX() failed ({why})")))?;
+    let found: Vec<(&crate::pem::Block, Vec<u8>)> = blocks
+        .iter()
+        .filter_map(|b| crate::pem::certificate(b).map(|der| (b, der)))
+        .collect();
+    if found.is_empty() {
+        return Err(failed(
+            "PEM_read_bio_X509_AUX() failed (no start line: expecting: TRUSTED CERTIFICATE)".into(),
+        ));
     }
+    Ok(found
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (b, _))| keep(*i, b))
+        .map(|(_, (_, der))| CertificateDer::from(der))
+        .collect())
+}
+
+/// The passwords of an `ssl_password_file`, one per line, as nginx reads them: a CR before
+/// the LF is dropped, an empty line is an empty password, an empty file is one empty
+/// password; a file of 4096 bytes or more is refused, and a password is cut to 1024 bytes.
+pub fn read_password_file(path: &Path) -> Result<Vec<Vec<u8>>, TlsError> {
+    const BUFFER: usize = 4096;
+    const PASSWORD_MAX: usize = 1024;
+    let text = std::fs::read(path).map_err(|e| {
+        TlsError::Config(format!(
+            "open() \"{}\" failed ({})",
+            path.display(),
+            os_error(&e)
+        ))
+    })?;
+    if text.len() >= BUFFER {
+        return Err(TlsError::Config(format!(
+            "too long line in \"{}\"",
+            path.display()
+        )));
+    }
+    let mut passwords: Vec<Vec<u8>> = Vec::new();
+    let mut rest = text.as_slice();
+    while !rest.is_empty() {
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let line = &rest[..end];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        // OpenSSL's password buffer (PEM_BUFSIZE) holds what is tried.
+        passwords.push(line[..line.len().min(PASSWORD_MAX)].to_vec());
+        rest = rest.get(end + 1..).unwrap_or_default();
+    }
+    if passwords.is_empty() {
+        passwords.push(Vec::new());
+    }
+    Ok(passwords)
+}
+
+/// Reads the certificate revocation lists of a PEM file (`ssl_crl`, `proxy_ssl_crl`). As
+/// OpenSSL's `X509_LOOKUP_load_file`, the file may hold certificates too (they are skipped);
+/// a file holding neither is an error.
+pub fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
+    let failed = |cause: &str| TlsError::Crl {
+        path: path.display().to_string(),
+        cause: cause.to_string(),
+    };
+    let text = std::fs::read(path).map_err(|e| {
+        let os = os_error(&e);
+        // "No such file or directory", as OpenSSL's system error names it.
+        failed(os.split_once(": ").map_or(os.as_str(), |(_, text)| text))
+    })?;
+    let blocks = crate::pem::blocks(&text).map_err(failed)?;
+    let crls: Vec<CertificateRevocationListDer<'static>> = blocks
+        .iter()
+        .filter(|b| b.label == "X509 CRL")
+        .map(|b| CertificateRevocationListDer::from(b.der.clone()))
+        .collect();
+    if crls.is_empty() && !blocks.iter().any(|b| crate::pem::certificate(b).is_some()) {
+        return Err(failed("no certificate or crl found"));
+    }
+    Ok(crls)
 }
 
 /// "(2: No such file or directory)" as nginx writes an errno, without Rust's "(os error 2)".
@@ -243,14 +344,14 @@ mod tests {
             let (c, k) = pair(alg);
             let cert = dir.write(&format!("{i}.crt"), &c);
             let key = dir.write(&format!("{i}.key"), &k);
-            let ck = load_certified_key(&cert, &key).expect("loads");
+            let ck = load_certified_key(&cert, &key, &[]).expect("loads");
             assert_eq!(ck.key.algorithm(), SignatureAlgorithm::ECDSA);
         }
     }
 
     #[test]
     fn missing_file_names_the_os_error() {
-        let err = load_certified_key(Path::new("/nonexistent/x.crt"), Path::new("/x.key"))
+        let err = load_certified_key(Path::new("/nonexistent/x.crt"), Path::new("/x.key"), &[])
             .expect_err("missing");
         assert_eq!(
             err.to_string(),
@@ -264,12 +365,12 @@ mod tests {
         let (c, _) = pair(&rcgen::PKCS_ECDSA_P256_SHA256);
         let cert = dir.write("c.crt", &c);
         let junk = dir.write("junk", "not pem\n");
-        let err = load_certified_key(&junk, &junk).expect_err("junk cert");
+        let err = load_certified_key(&junk, &junk, &[]).expect_err("junk cert");
         assert!(
             err.to_string().contains("PEM_read_bio_X509_AUX() failed"),
             "{err}"
         );
-        let err = load_certified_key(&cert, &junk).expect_err("junk key");
+        let err = load_certified_key(&cert, &junk, &[]).expect_err("junk key");
         assert!(
             err.to_string().starts_with(&format!(
                 "cannot load certificate key \"{}\": PEM_read_bio_PrivateKey() failed",
@@ -286,7 +387,7 @@ mod tests {
         let (_, k) = pair(&rcgen::PKCS_ECDSA_P256_SHA256);
         let cert = dir.write("c.crt", &c);
         let key = dir.write("k.key", &k);
-        let err = load_certified_key(&cert, &key).expect_err("mismatch");
+        let err = load_certified_key(&cert, &key, &[]).expect_err("mismatch");
         assert!(err.to_string().contains("key values mismatch"), "{err}");
     }
 }

@@ -12,7 +12,9 @@
 //! configuration is found again by a reload that keeps the settings and files, so sessions
 //! outlive it.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -35,6 +37,9 @@ pub const DEFAULT_VERIFY_DEPTH: usize = 1;
 /// name holds a few TLS 1.3 tickets, so this covers hundreds of upstream names.
 const CLIENT_SESSIONS: usize = 1024;
 
+/// Sessions kept for one upstream address: the names it is reached by (`proxy_ssl_name`).
+const PEER_SESSIONS: usize = 16;
+
 /// The `proxy_ssl_*` settings of a location, as written (paths already made absolute).
 /// Two locations with equal specs share a configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -55,6 +60,11 @@ pub struct ClientSpec {
     pub session_reuse: bool,
     /// `proxy_ssl_server_name`: whether SNI is sent.
     pub server_name: bool,
+    /// `proxy_ssl_crl`: every certificate of the upstream's chain must be covered by a list
+    /// of this file and not on it.
+    pub crl: Option<PathBuf>,
+    /// `proxy_ssl_password_file`, for an encrypted `proxy_ssl_certificate_key`.
+    pub password_file: Option<PathBuf>,
 }
 
 impl Default for ClientSpec {
@@ -69,19 +79,24 @@ impl Default for ClientSpec {
             certificate: None,
             session_reuse: true,
             server_name: false,
+            crl: None,
+            password_file: None,
         }
     }
 }
 
 /// The configuration for `spec`: the one already built for an equal spec over the same file
 /// contents if one is in use, else a new one. Errors are in nginx's words.
-pub fn client_config(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
+pub fn client_config(spec: &ClientSpec) -> Result<Arc<UpstreamClient>, TlsError> {
     /// Configurations in use, by spec and the bytes of the files it names. Weak: a
     /// configuration lives as long as a loaded configuration uses it.
     static SHARED: Mutex<Vec<SharedClient>> = Mutex::new(Vec::new());
     let files = file_contents(spec);
     let Ok(mut shared) = SHARED.lock() else {
-        return build(spec);
+        return Ok(Arc::new(UpstreamClient::new(
+            build(spec)?,
+            spec.session_reuse,
+        )));
     };
     shared.retain(|s| s.config.strong_count() > 0);
     if let Some(config) = shared
@@ -91,7 +106,7 @@ pub fn client_config(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
     {
         return Ok(config);
     }
-    let config = build(spec)?;
+    let config = Arc::new(UpstreamClient::new(build(spec)?, spec.session_reuse));
     shared.push(SharedClient {
         spec: spec.clone(),
         files,
@@ -104,7 +119,59 @@ pub fn client_config(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
 struct SharedClient {
     spec: ClientSpec,
     files: Vec<Option<Vec<u8>>>,
-    config: Weak<ClientConfig>,
+    config: Weak<UpstreamClient>,
+}
+
+/// Upstream addresses a configuration keeps sessions for; past it they start again.
+const PEERS: usize = 4096;
+
+/// A client configuration and, per upstream address, a copy of it with a session store of
+/// its own: as nginx keeps a session per upstream server, a session one server gave is never
+/// offered to another (which, sharing its ticket keys, could resume it and so skip the
+/// certificate check that `proxy_ssl_verify` makes of each server).
+pub struct UpstreamClient {
+    base: Arc<ClientConfig>,
+    /// `None` with `proxy_ssl_session_reuse off`.
+    peers: Option<Mutex<HashMap<SocketAddr, Arc<ClientConfig>>>>,
+}
+
+impl fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamClient").finish_non_exhaustive()
+    }
+}
+
+impl UpstreamClient {
+    /// `reuse`: `proxy_ssl_session_reuse`.
+    pub fn new(base: Arc<ClientConfig>, reuse: bool) -> UpstreamClient {
+        UpstreamClient {
+            base,
+            peers: reuse.then(|| Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The configuration as built, which connections to no one peer use.
+    pub fn base(&self) -> &Arc<ClientConfig> {
+        &self.base
+    }
+
+    /// The configuration for connections to `peer`.
+    pub fn for_peer(&self, peer: SocketAddr) -> Arc<ClientConfig> {
+        let Some(Ok(mut peers)) = self.peers.as_ref().map(Mutex::lock) else {
+            return self.base.clone();
+        };
+        if let Some(c) = peers.get(&peer) {
+            return c.clone();
+        }
+        if peers.len() >= PEERS {
+            peers.clear();
+        }
+        let mut config = (*self.base).clone();
+        config.resumption = Resumption::in_memory_sessions(PEER_SESSIONS);
+        let config = Arc::new(config);
+        peers.insert(peer, config.clone());
+        config
+    }
 }
 
 /// The contents of the files `spec` names, so that a reload after a file changed builds anew.
@@ -113,10 +180,16 @@ fn file_contents(spec: &ClientSpec) -> Vec<Option<Vec<u8>>> {
         Some((c, k)) => (Some(c), Some(k)),
         None => (None, None),
     };
-    [spec.trusted.as_ref(), cert, key]
-        .into_iter()
-        .map(|p| p.and_then(|p| std::fs::read(p).ok()))
-        .collect()
+    [
+        spec.trusted.as_ref(),
+        cert,
+        key,
+        spec.crl.as_ref(),
+        spec.password_file.as_ref(),
+    ]
+    .into_iter()
+    .map(|p| p.and_then(|p| std::fs::read(p).ok()))
+    .collect()
 }
 
 /// Builds the configuration for `spec`.
@@ -144,19 +217,28 @@ pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
             ));
         };
         let mut roots = RootCertStore::empty();
-        for c in load_certs(trusted, "certificate")? {
+        for c in load_certs(trusted, "certificate", crate::Purpose::ServerAuth)? {
             roots.add(c).map_err(|e| TlsError::Certificate {
                 what: "certificate",
                 path: trusted.display().to_string(),
                 cause: e.to_string(),
             })?;
         }
-        let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-            .build()
-            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let mut chain =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+        // OpenSSL's CRL_CHECK_ALL: every certificate of the chain must be covered by a list
+        // in force. A file without lists (certificates only) leaves every one unknown.
+        let mut no_lists = false;
+        if let Some(crl) = &spec.crl {
+            let crls = crate::load_crls(crl)?;
+            no_lists = crls.is_empty();
+            chain = chain.with_crls(crls).enforce_revocation_expiration();
+        }
+        let chain = chain.build().map_err(|e| TlsError::Config(e.to_string()))?;
         Arc::new(Verified {
             chain,
             depth: spec.depth,
+            no_lists,
         })
     } else {
         Arc::new(AnyServerCert { algs })
@@ -168,7 +250,11 @@ pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
         .with_custom_certificate_verifier(verifier);
     let mut config = match &spec.certificate {
         Some((cert, key)) => {
-            let certified = load_certified_key(cert, key)?;
+            let passwords = match &spec.password_file {
+                Some(p) => crate::read_password_file(p)?,
+                None => Vec::new(),
+            };
+            let certified = load_certified_key(cert, key, &passwords)?;
             builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
         }
         None => builder.with_no_client_auth(),
@@ -244,6 +330,8 @@ fn alert_text(alert: rustls::AlertDescription) -> String {
 struct Verified {
     chain: Arc<WebPkiServerVerifier>,
     depth: usize,
+    /// `proxy_ssl_crl` names a file without lists: no certificate's status can be known.
+    no_lists: bool,
 }
 
 impl fmt::Debug for Verified {
@@ -270,6 +358,10 @@ impl ServerCertVerifier for Verified {
             .chain
             .verify_server_cert(end_entity, allowed, server_name, ocsp, now)
         {
+            Ok(_) if self.no_lists => Err(refused(VerifyError {
+                code: 3,
+                text: "unable to get certificate CRL",
+            })),
             Ok(v) => Ok(v),
             Err(e) if allowed.len() < intermediates.len() => {
                 match self.chain.verify_server_cert(
@@ -317,8 +409,15 @@ fn refused(v: VerifyError) -> rustls::Error {
 /// A webpki refusal as OpenSSL's verify code. A name mismatch stays as it is: nginx reports
 /// it apart, naming the host.
 fn openssl_verify_error(e: rustls::Error, leaf_only: bool) -> rustls::Error {
-    let rustls::Error::InvalidCertificate(c) = &e else {
-        return e;
+    let c = match &e {
+        rustls::Error::InvalidCertificate(c) => c,
+        rustls::Error::InvalidCertRevocationList(_) => {
+            return refused(VerifyError {
+                code: 8,
+                text: "CRL signature failure",
+            })
+        }
+        _ => return e,
     };
     let (code, text) = match c {
         CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
@@ -336,6 +435,9 @@ fn openssl_verify_error(e: rustls::Error, leaf_only: bool) -> rustls::Error {
         }
         CertificateError::BadSignature => (7, "certificate signature failure"),
         CertificateError::Revoked => (23, "certificate revoked"),
+        CertificateError::UnknownRevocationStatus => (3, "unable to get certificate CRL"),
+        CertificateError::ExpiredRevocationList
+        | CertificateError::ExpiredRevocationListContext { .. } => (12, "CRL has expired"),
         CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
             (26, "unsupported certificate purpose")
         }
@@ -582,7 +684,7 @@ mod tests {
         };
         let c = client_config(&no_reuse).expect("builds");
         assert!(!Arc::ptr_eq(&a, &c));
-        assert!(c.enable_sni);
+        assert!(c.base().enable_sni);
     }
 
     #[test]

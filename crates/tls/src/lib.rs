@@ -14,6 +14,7 @@ mod ciphers;
 pub mod client;
 pub mod dn;
 pub mod names;
+mod pem;
 mod server;
 mod tickets;
 
@@ -22,11 +23,14 @@ use std::time::Duration;
 
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 
-pub use certs::{load_certified_key, load_certs, CertChoice};
+pub use certs::{
+    load_certified_key, load_certs, load_chain, load_crls, read_password_file, CertChoice,
+};
 pub use ciphers::{
     kx_groups, openssl_name, protocol_versions, tls12_suites, CipherError, ProtocolChoice,
 };
-pub use client::{client_config, handshake_failure, ClientSpec};
+pub use client::{client_config, handshake_failure, ClientSpec, UpstreamClient};
+pub use pem::Purpose;
 pub use server::{ClientAuth, ClientCheck, ClientVerify, ServerSettings, ServerTls, VerifyClient};
 pub use tickets::{load_ticket_keys, new_ticketer, TicketKeyError};
 
@@ -48,6 +52,9 @@ pub enum TlsError {
     },
     #[error("cannot load certificate key \"{path}\": {cause}")]
     Key { path: String, cause: String },
+    /// `ssl_crl`, `proxy_ssl_crl`: the call OpenSSL's error would name, and why.
+    #[error("X509_LOOKUP_load_file(\"{path}\") failed ({cause})")]
+    Crl { path: String, cause: String },
     #[error("SSL_CTX_use_PrivateKey(\"{path}\") failed (key values mismatch)")]
     KeyMismatch { path: String },
     #[error("no ssl_client_certificate for ssl_verify_client")]

@@ -13,7 +13,7 @@ use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
     SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion,
 };
-use rustls_pki_types::{CertificateDer, UnixTime};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, UnixTime};
 
 use crate::certs::CertChoice;
 use crate::TlsError;
@@ -38,6 +38,9 @@ pub struct ClientAuth {
     pub roots: Vec<CertificateDer<'static>>,
     /// `ssl_verify_depth`: intermediate certificates allowed between the client's and a CA.
     pub depth: usize,
+    /// `ssl_crl`: every certificate of the chain must be covered by one of these lists and
+    /// not be on it (OpenSSL's `CRL_CHECK_ALL`, as nginx sets it).
+    pub crls: Option<Vec<CertificateRevocationListDer<'static>>>,
 }
 
 /// Everything a server block's TLS needs, already read from its directives.
@@ -112,6 +115,8 @@ struct Chain {
     /// The files' other certificates.
     intermediates: Vec<CertificateDer<'static>>,
     algs: WebPkiSupportedAlgorithms,
+    /// `ssl_crl`'s lists, when it is set.
+    crls: Option<Vec<webpki::CertRevocationList<'static>>>,
 }
 
 impl ClientCheck {
@@ -155,6 +160,13 @@ impl Chain {
             }
             why.map_or(Ok(()), |_| Err(webpki::Error::MaximumPathDepthExceeded))
         };
+        let crls: Vec<&webpki::CertRevocationList<'_>> = self.crls.iter().flatten().collect();
+        let revocation = webpki::RevocationOptionsBuilder::new(&crls).ok().map(|b| {
+            b.with_depth(webpki::RevocationCheckDepth::Chain)
+                .with_status_policy(webpki::UnknownStatusPolicy::Deny)
+                .with_expiration_policy(webpki::ExpirationPolicy::Enforce)
+                .build()
+        });
         let build = |limit: Option<&PathCheck<'_>>| {
             end.verify_for_usage(
                 self.algs.all,
@@ -162,20 +174,24 @@ impl Chain {
                 &pool,
                 now,
                 webpki::KeyUsage::client_auth(),
-                None,
+                revocation,
                 limit,
             )
             .map(|_| ())
         };
         match build(Some(&short)) {
+            // `ssl_crl` names a file without lists: no certificate's status can be known.
+            Ok(()) if self.crls.is_some() && revocation.is_none() => {
+                Err("unable to get certificate CRL")
+            }
             Ok(()) => Ok(()),
             // A chain there is, only one OpenSSL refuses.
             Err(_) if build(None).is_ok() => {
                 Err(refused.get().unwrap_or("certificate verify error"))
             }
-            Err(e) => Err(openssl_reason(&rustls::Error::InvalidCertificate(
-                webpki_error(e),
-            ))),
+            Err(e) => Err(revocation_reason(&e).unwrap_or_else(|| {
+                openssl_reason(&rustls::Error::InvalidCertificate(webpki_error(e)))
+            })),
         }
     }
 }
@@ -256,6 +272,20 @@ impl Chain {
 
 /// A check of a chain built, which refuses it (the builder then tries another).
 type PathCheck<'a> = dyn Fn(&webpki::VerifiedPath<'_>) -> Result<(), webpki::Error> + 'a;
+
+/// OpenSSL's text for a refusal by `ssl_crl`.
+fn revocation_reason(e: &webpki::Error) -> Option<&'static str> {
+    use webpki::Error as E;
+    Some(match e {
+        E::CertRevoked => "certificate revoked",
+        E::UnknownRevocationStatus => "unable to get certificate CRL",
+        E::CrlExpired { .. } => "CRL has expired",
+        E::InvalidCrlSignatureForPublicKey
+        | E::UnsupportedCrlSignatureAlgorithmContext(_)
+        | E::UnsupportedCrlSignatureAlgorithmForPublicKeyContext(_) => "CRL signature failure",
+        _ => return None,
+    })
+}
 
 /// rustls's words for a webpki verification error, as its own verifier maps them.
 fn webpki_error(e: webpki::Error) -> CertificateError {
@@ -387,11 +417,24 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
             anchor_certs.push(c);
         }
     }
+    let crls = match &a.crls {
+        Some(list) => Some(
+            list.iter()
+                .map(|der| {
+                    webpki::OwnedCertRevocationList::from_der(der)
+                        .map(webpki::CertRevocationList::from)
+                        .map_err(|e| TlsError::Config(format!("bad CRL: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
+    };
     let chain = Chain {
         anchors,
         anchor_certs,
         intermediates,
         algs: provider.signature_verification_algorithms,
+        crls,
     };
     // optional_no_ca asks for a certificate and takes any.
     let chain = (a.mode != VerifyClient::OptionalNoCa).then_some(chain);

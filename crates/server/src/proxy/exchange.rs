@@ -1220,10 +1220,7 @@ async fn handshake(
     req: &Request<'_>,
     url: Url<'_>,
 ) -> Result<Stream, Failure> {
-    match tls
-        .connect(tcp, plan.upstream.name(), addr.ip(), deadline)
-        .await
-    {
+    match tls.connect(tcp, plan.upstream.name(), addr, deadline).await {
         Ok(stream) => Ok(stream),
         Err(e) => {
             req.log_upstream(

@@ -412,8 +412,9 @@ fn ssl_directive(
         "proxy_ssl_trusted_certificate" => s.spec.trusted = Some(PathBuf::from(d.arg(0))),
         "proxy_ssl_certificate" => s.certificate = Some(PathBuf::from(d.arg(0))),
         "proxy_ssl_certificate_key" => s.certificate_key = Some(PathBuf::from(d.arg(0))),
-        // `proxy_ssl_crl` never gets here: the loader refuses it.
-        "proxy_ssl_password_file" | "proxy_ssl_conf_command" => {
+        "proxy_ssl_crl" => s.spec.crl = Some(PathBuf::from(d.arg(0))),
+        "proxy_ssl_password_file" => s.spec.password_file = Some(PathBuf::from(d.arg(0))),
+        "proxy_ssl_conf_command" => {
             warnings.extend(
                 portcullis_config::ignored_warning(d).map(|w| format!("{w} in {}", d.span)),
             );
@@ -444,6 +445,8 @@ pub(crate) fn finish_tls(
     let ssl = &settings.ssl;
     let mut spec = ssl.spec.clone();
     spec.trusted = spec.trusted.as_deref().map(resolve);
+    spec.crl = spec.crl.as_deref().map(resolve);
+    spec.password_file = spec.password_file.as_deref().map(resolve);
     spec.certificate = match (&ssl.certificate, &ssl.certificate_key) {
         (None, _) => None,
         (Some(cert), Some(key)) => Some((resolve(cert), resolve(key))),
