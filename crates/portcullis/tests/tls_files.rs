@@ -702,3 +702,70 @@ fn proxy_ssl_crl_refuses_a_revoked_upstream() {
     }
     support::compare(&seen);
 }
+
+#[test]
+fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let root = pki.self_signed("root", KeyKind::P256, "Root CA");
+    let leaf = "basicConstraints=CA:FALSE\n";
+    let cn_only = pki.issue("cn", KeyKind::P256, "/CN=upstream", &root, leaf);
+    let with_san = pki.issue(
+        "san",
+        KeyKind::P256,
+        "/CN=upstream",
+        &root,
+        "basicConstraints=CA:FALSE\nsubjectAltName=DNS:other\n",
+    );
+    let wildcard = pki.issue("wild", KeyKind::P256, "/CN=*.example.com", &root, leaf);
+    let upstream = |port: usize, pair: &Pair| {
+        format!(
+            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port}\\n\"; }}\n    }}\n",
+            pair.cert.display(),
+            pair.key.display()
+        )
+    };
+    let front = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate {};\n        proxy_ssl_name upstream;\n        location /cn {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /san {{ proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /wild {{ proxy_ssl_name api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /wild-deep {{ proxy_ssl_name a.api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n    }}\n",
+        root.cert.display()
+    );
+    let http = format!(
+        "{front}{}{}{}",
+        upstream(1, &cn_only),
+        upstream(2, &with_san),
+        upstream(3, &wildcard)
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 4, &main_config(&http)) else {
+            continue;
+        };
+        let lines: Vec<String> = ["/cn", "/san", "/wild", "/wild-deep"]
+            .iter()
+            .map(|path| {
+                let r = support::get(server.port(0), path).expect("answer");
+                let body = if r.status == 200 {
+                    r.body_text()
+                } else {
+                    String::new()
+                };
+                format!("{path} -> {} {}", r.status, body.trim())
+            })
+            .collect();
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "/cn -> 200 upstream 1",
+                    "/san -> 502",
+                    "/wild -> 200 upstream 3",
+                    "/wild-deep -> 502",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

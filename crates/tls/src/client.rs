@@ -363,6 +363,19 @@ impl ServerCertVerifier for Verified {
                 text: "unable to get certificate CRL",
             })),
             Ok(v) => Ok(v),
+            // The chain is good (the name is checked last): OpenSSL takes the subject's
+            // common name as the name of a certificate that has no DNS name.
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if crate::dn::common_name_matches(end_entity, &name_text(server_name)) => {
+                if self.no_lists {
+                    return Err(refused(VerifyError {
+                        code: 3,
+                        text: "unable to get certificate CRL",
+                    }));
+                }
+                Ok(ServerCertVerified::assertion())
+            }
             Err(e) if allowed.len() < intermediates.len() => {
                 match self.chain.verify_server_cert(
                     end_entity,
@@ -399,6 +412,15 @@ impl ServerCertVerifier for Verified {
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.chain.supported_verify_schemes()
+    }
+}
+
+/// A server name as text: a DNS name as written, an address in its usual form.
+fn name_text(name: &ServerName<'_>) -> String {
+    match name {
+        ServerName::DnsName(d) => d.as_ref().to_string(),
+        ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+        _ => String::new(),
     }
 }
 

@@ -170,6 +170,8 @@ pub struct Constraints {
     pub basic: Option<(bool, Option<u64>)>,
     /// keyUsage, when the certificate has one.
     pub key_usage: Option<u16>,
+    /// Whether subjectAltName holds a dNSName.
+    pub dns_name: bool,
 }
 
 /// The basicConstraints and keyUsage of a DER certificate (none for a version 1 one).
@@ -233,11 +235,71 @@ pub fn constraints(cert: &[u8]) -> Option<Constraints> {
                     }
                     c.key_usage = Some(ku);
                 }
+                [0x55, 0x1d, 0x11] => {
+                    // GeneralNames: a dNSName is [2] IMPLICIT IA5String.
+                    let (_, mut names, _) = tlv(value)?;
+                    while !names.is_empty() {
+                        let (tag, _, rest) = tlv(names)?;
+                        c.dns_name |= tag == 0x82;
+                        names = rest;
+                    }
+                }
                 _ => {}
             }
         }
     }
     Some(c)
+}
+
+/// Whether a server certificate is for `host` by OpenSSL's `X509_check_host` as nginx calls
+/// it: when the certificate names no DNS name, a common name of its subject is the name
+/// (with a wildcard in its first label, as in a dNSName).
+pub fn common_name_matches(cert: &[u8], host: &str) -> bool {
+    if constraints(cert).is_some_and(|c| c.dns_name) {
+        return false;
+    }
+    let Some(subject) = tbs_fields(cert).and_then(|f| attributes(f[4])) else {
+        return false;
+    };
+    subject
+        .into_iter()
+        .flatten()
+        .filter(|(oid, _)| *oid == [0x55, 0x04, 0x03])
+        .any(|(_, cn)| host_matches(cn, host.as_bytes()))
+}
+
+/// OpenSSL's host name comparison: case-insensitive; a `*` in the first label of a pattern
+/// of three labels or more stands for one label's characters (with a prefix and suffix
+/// around it, `f*.example.com`).
+fn host_matches(pattern: &[u8], host: &[u8]) -> bool {
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    if pattern.eq_ignore_ascii_case(host) {
+        return true;
+    }
+    let Some(dot) = pattern.iter().position(|&b| b == b'.') else {
+        return false;
+    };
+    let (first, rest) = pattern.split_at(dot);
+    let wild = first.iter().filter(|&&b| b == b'*').count() == 1
+        && rest.iter().filter(|&&b| b == b'.').count() >= 2
+        && !rest.contains(&b'*')
+        && !first.starts_with(b"xn--");
+    if !wild {
+        return false;
+    }
+    let Some(hdot) = host.iter().position(|&b| b == b'.') else {
+        return false;
+    };
+    let (hfirst, hrest) = host.split_at(hdot);
+    if !hrest.eq_ignore_ascii_case(rest) {
+        return false;
+    }
+    let star = first.iter().position(|&b| b == b'*').unwrap_or(0);
+    let (prefix, suffix) = (&first[..star], &first[star + 1..]);
+    hfirst.len() >= prefix.len() + suffix.len()
+        && hfirst[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && hfirst[hfirst.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+        && (hfirst.len() > prefix.len() + suffix.len() || !prefix.is_empty() || !suffix.is_empty())
 }
 
 /// A UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
@@ -448,6 +510,48 @@ fn escape(value: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_names_as_openssl_compares_them() {
+        for (pattern, host, matches) in [
+            ("upstream", "UPSTREAM", true),
+            ("api.example.com", "api.example.com.", true),
+            ("*.example.com", "api.example.com", true),
+            ("*.example.com", "a.b.example.com", false),
+            ("*.example.com", "example.com", false),
+            ("*.com", "example.com", false),
+            ("f*.example.com", "foo.example.com", true),
+            ("f*.example.com", "f.example.com", true),
+            ("f*.example.com", "bar.example.com", false),
+            ("*o.example.com", "foo.example.com", true),
+            ("a.*.example.com", "a.b.example.com", false),
+            ("xn--*.example.com", "xn--a.example.com", false),
+        ] {
+            assert_eq!(
+                host_matches(pattern.as_bytes(), host.as_bytes()),
+                matches,
+                "{pattern} {host}"
+            );
+        }
+    }
+
+    #[test]
+    fn common_name_counts_only_without_a_dns_name() {
+        let cert = |sans: Vec<String>| {
+            let mut params = rcgen::CertificateParams::new(sans).unwrap();
+            let mut dn = rcgen::DistinguishedName::new();
+            dn.push(rcgen::DnType::CommonName, "upstream");
+            params.distinguished_name = dn;
+            let key = rcgen::KeyPair::generate().unwrap();
+            params.self_signed(&key).unwrap().der().to_vec()
+        };
+        assert!(common_name_matches(&cert(vec![]), "upstream"));
+        assert!(!common_name_matches(&cert(vec![]), "other"));
+        assert!(!common_name_matches(
+            &cert(vec!["other".into()]),
+            "upstream"
+        ));
+    }
 
     #[test]
     fn subject_most_specific_first() {
