@@ -267,6 +267,9 @@ pub(crate) struct LocConf {
     pub client_body_buffer_size: u64,
     /// `subrequest_output_buffer_size`: the most of a subrequest's body kept in memory.
     pub subrequest_output_buffer_size: usize,
+    /// `limit_rate` and `limit_rate_after` (sizes, variables allowed); `None`: 0.
+    pub limit_rate: Option<Template>,
+    pub limit_rate_after: Option<Template>,
     pub server_tokens: bool,
     pub absolute_redirect: bool,
     pub port_in_redirect: bool,
@@ -475,6 +478,19 @@ fn hostname() -> String {
     }
     let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..len]).to_lowercase()
+}
+
+/// A size that may hold variables (`limit_rate`): checked at load when it has none; `None`
+/// for a constant 0.
+fn size_template(
+    d: &Directive,
+    names: &crate::vars::Names,
+) -> Result<Option<Template>, ConfigError> {
+    let t = Template::compile(d.arg(0), d, names)?;
+    if t.as_literal().is_some() && value::size(d, 0)? == 0 {
+        return Ok(None);
+    }
+    Ok(Some(t))
 }
 
 fn invalid_value(d: &Directive, i: usize) -> ConfigError {
@@ -1137,6 +1153,8 @@ impl Builder {
             "client_max_body_size" => c.client_max_body_size = value::offset(d, 0)?,
             "client_body_buffer_size" => c.client_body_buffer_size = value::size(d, 0)?,
             "chunked_transfer_encoding" => c.chunked = value::flag(d, 0)?,
+            "limit_rate" => c.limit_rate = size_template(d, &self.names)?,
+            "limit_rate_after" => c.limit_rate_after = size_template(d, &self.names)?,
             "subrequest_output_buffer_size" => {
                 c.subrequest_output_buffer_size =
                     usize::try_from(value::size(d, 0)?).unwrap_or(usize::MAX)
@@ -1355,6 +1373,8 @@ impl LocConf {
             // nginx's defaults: two memory pages, and one.
             client_body_buffer_size: 2 * 4096,
             subrequest_output_buffer_size: 4096,
+            limit_rate: None,
+            limit_rate_after: None,
             server_tokens: true,
             absolute_redirect: true,
             port_in_redirect: true,

@@ -577,6 +577,13 @@ impl Connection<'_> {
         }
         let head_len = self.out.len() as u64;
         let timeout = loc.send_timeout;
+        if let Some(pace) = req.pace() {
+            let body = std::mem::replace(&mut resp.body, Body::Empty);
+            let body = if head_only { Body::Empty } else { body };
+            return self
+                .send_paced(req, resp.chunked, body, pace, timeout)
+                .await;
+        }
         match std::mem::replace(&mut resp.body, Body::Empty) {
             Body::Empty | Body::Proxy(_) => {
                 self.write_out(None, timeout).await?;
@@ -687,6 +694,93 @@ impl Connection<'_> {
         }
     }
 
+    /// [`send`](Self::send) at the pace of `limit_rate`: the head in `self.out`, then the
+    /// body, every byte through the pace (no sendfile).
+    async fn send_paced(
+        &mut self,
+        req: &Request<'_>,
+        chunked: bool,
+        body: Body,
+        mut pace: crate::pace::Pace,
+        timeout: Duration,
+    ) -> std::io::Result<u64> {
+        self.set_nodelay();
+        let head = std::mem::take(&mut self.out);
+        let head_len = head.len() as u64;
+        let mut sent = head_len;
+        let result = pace.write_all(&mut self.stream, &[&head], timeout).await;
+        self.out = head;
+        self.out.clear();
+        result?;
+        match body {
+            Body::Empty | Body::Proxy(_) => {}
+            Body::Bytes(b) => {
+                pace.write_all(&mut self.stream, &[&b], timeout).await?;
+                sent += b.len() as u64;
+            }
+            Body::File { file, offset, len } => {
+                match &file.contents {
+                    Some(contents) => {
+                        let start = offset as usize;
+                        let b = &contents[start..start + len as usize];
+                        pace.write_all(&mut self.stream, &[b], timeout).await?;
+                    }
+                    None => {
+                        pace.write_file(&mut self.stream, &file.file, offset, len, timeout)
+                            .await?;
+                    }
+                }
+                sent += len;
+            }
+            Body::Stream(mut source) => {
+                let mut piece = BytesMut::new();
+                loop {
+                    piece.clear();
+                    let more = source.next(&mut piece).inspect_err(|e| {
+                        req.log(
+                            Level::Error,
+                            &format!("{e} while sending response to client"),
+                        );
+                    })?;
+                    let mut out = BytesMut::new();
+                    if chunked && !piece.is_empty() {
+                        let (h, n) = chunk_header(piece.len());
+                        out.extend_from_slice(&h[..n]);
+                        out.extend_from_slice(&piece);
+                        out.extend_from_slice(b"\r\n");
+                    } else {
+                        out.extend_from_slice(&piece);
+                    }
+                    if !more && chunked {
+                        out.extend_from_slice(LAST_CHUNK);
+                    }
+                    pace.write_all(&mut self.stream, &[&out], timeout).await?;
+                    sent += out.len() as u64;
+                    req.set_streamed(sent - head_len);
+                    if !more {
+                        break;
+                    }
+                }
+            }
+            Body::Parts(parts) => {
+                for p in parts {
+                    match p {
+                        crate::request::Part::Bytes(b) => {
+                            pace.write_all(&mut self.stream, &[&b], timeout).await?;
+                            sent += b.len() as u64;
+                        }
+                        crate::request::Part::File { file, offset, len } => {
+                            pace.write_file(&mut self.stream, &file.file, offset, len, timeout)
+                                .await?;
+                            sent += len;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(sent)
+    }
+
     /// Runs a proxied request. A [`Proxied::Answer`] is an error whose request body, if
     /// any, is already read.
     async fn proxy(
@@ -746,7 +840,8 @@ impl Connection<'_> {
             loc.send_timeout,
             req.is_http11() && loc.chunked,
             loc.keepalive_header,
-        );
+        )
+        .paced(req.pace());
         match crate::proxy::serve(&mut client, req, plan, body).await {
             crate::proxy::Finish::Sent {
                 status,

@@ -406,6 +406,7 @@ async fn respond_to(
         timeout,
         &log,
         &|n| req.set_streamed(n),
+        if head_only { None } else { req.pace() },
     )
     .await;
     req.log_access(&resp, sent);
@@ -462,6 +463,7 @@ async fn refuse(
         // An error page is no stream: nothing to fail or count.
         &|_| {},
         &|_| {},
+        None,
     )
     .await;
     if server.conf.access_log.is_empty() {
@@ -505,6 +507,7 @@ async fn send(
     timeout: Duration,
     log: &dyn Fn(&str),
     streamed: &dyn Fn(u64),
+    rate: Option<crate::pace::Pace>,
 ) -> u64 {
     let mut fields = HeaderMap::new();
     let head_len = response_fields(worker, resp, tokens, &mut fields);
@@ -535,10 +538,11 @@ async fn send(
         chunk,
         timeout,
         sent: 0,
+        rate,
     };
     let result = match body {
         Body::Empty | Body::Proxy(_) => Ok(()),
-        Body::Bytes(b) => out.bytes(b, true),
+        Body::Bytes(b) => out.whole(b, true).await,
         Body::Stream(mut source) => {
             let result = loop {
                 let mut piece = BytesMut::new();
@@ -566,7 +570,7 @@ async fn send(
             let last = parts.len() - 1;
             for (i, p) in parts.into_iter().enumerate() {
                 result = match p {
-                    Part::Bytes(b) => out.bytes(b, i == last),
+                    Part::Bytes(b) => out.whole(b, i == last).await,
                     Part::File { file, offset, len } => {
                         out.file(&file, offset, len, i == last).await
                     }
@@ -640,6 +644,8 @@ pub(crate) struct Out<'s> {
     /// `send_timeout`: the longest wait for the window to open.
     pub timeout: Duration,
     pub sent: u64,
+    /// `limit_rate`: the body goes at its pace.
+    pub rate: Option<crate::pace::Pace>,
 }
 
 impl Out<'_> {
@@ -647,6 +653,33 @@ impl Out<'_> {
     fn bytes(&mut self, b: Bytes, last: bool) -> io::Result<()> {
         self.sent += b.len() as u64;
         self.stream.send_data(b, last).map_err(io::Error::other)
+    }
+
+    /// Bytes in memory: whole to `h2`, or at the pace of `limit_rate`.
+    async fn whole(&mut self, b: Bytes, last: bool) -> io::Result<()> {
+        if self.rate.is_none() {
+            return self.bytes(b, last);
+        }
+        self.paced(b).await?;
+        if last {
+            self.bytes(Bytes::new(), true)?;
+        }
+        Ok(())
+    }
+
+    /// How much the pace of `limit_rate` lets go now (waiting until it lets some).
+    async fn allowance(&mut self, want: usize) -> usize {
+        match &mut self.rate {
+            Some(p) => p.grant(want).await,
+            None => want,
+        }
+    }
+
+    fn wrote(&mut self, n: usize) {
+        self.sent += n as u64;
+        if let Some(p) = &mut self.rate {
+            p.spent(n);
+        }
     }
 
     /// Reads `len` bytes of `file` from `offset`, no more at a time than the window allows, so
@@ -665,12 +698,13 @@ impl Out<'_> {
                 .get(start..end)
                 .map(|_| contents.slice(start..end))
                 .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
-            return self.bytes(body, last);
+            return self.whole(body, last).await;
         }
         let mut position = offset;
         let mut remaining = len;
         while remaining > 0 {
             let want = remaining.min(self.chunk as u64) as usize;
+            let want = self.allowance(want).await;
             self.stream.reserve_capacity(want);
             let granted = tokio::time::timeout(self.timeout, self.capacity())
                 .await
@@ -689,7 +723,7 @@ impl Out<'_> {
             }
             position += n as u64;
             remaining -= n as u64;
-            self.sent += n as u64;
+            self.wrote(n);
             let end = last && remaining == 0;
             self.stream
                 .send_data(buf.freeze(), end)
@@ -703,12 +737,13 @@ impl Out<'_> {
     pub(crate) async fn paced(&mut self, mut b: Bytes) -> io::Result<()> {
         while !b.is_empty() {
             let want = b.len().min(self.chunk);
+            let want = self.allowance(want).await;
             self.stream.reserve_capacity(want);
             let granted = tokio::time::timeout(self.timeout, self.capacity())
                 .await
                 .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
             let part = b.split_to(granted.min(want));
-            self.sent += part.len() as u64;
+            self.wrote(part.len());
             self.stream
                 .send_data(part, false)
                 .map_err(io::Error::other)?;

@@ -37,6 +37,7 @@ mod mirror;
 mod module;
 mod modules;
 mod net;
+mod pace;
 mod proxy;
 mod realip;
 mod referer;

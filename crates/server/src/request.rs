@@ -779,6 +779,9 @@ pub(crate) struct Request<'a> {
     subrequest: bool,
     /// What the phases stopped for, awaited by [`Request::run`].
     suspended: Option<Box<dyn Suspension>>,
+    /// `$limit_rate`: set by `set` (or `X-Accel-Limit-Rate`), or fixed from `limit_rate`
+    /// when the response begins; `None` before either.
+    limit_rate: std::cell::Cell<Option<u64>>,
 }
 
 impl<'a> Request<'a> {
@@ -813,6 +816,7 @@ impl<'a> Request<'a> {
             server_rewrite: true,
             redirects: 0,
             error_page_used: false,
+            limit_rate: std::cell::Cell::new(None),
             start,
             vars: Vec::new(),
             var_ctx: Default::default(),
@@ -2080,6 +2084,79 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// `set $limit_rate`: a size, or an error logged as nginx logs it and no change.
+    pub(crate) fn set_limit_rate(&self, value: &[u8]) {
+        match std::str::from_utf8(value)
+            .ok()
+            .and_then(portcullis_config::value::parse_size)
+        {
+            Some(rate) => self.limit_rate.set(Some(rate)),
+            None => self.log(
+                Level::Error,
+                &format!("invalid $limit_rate \"{}\"", String::from_utf8_lossy(value)),
+            ),
+        }
+    }
+
+    /// The response's pace, fixed when it begins as nginx's write filter fixes it:
+    /// `$limit_rate` if set, else `limit_rate`; `None` for no limit.
+    pub(crate) fn pace(&self) -> Option<crate::pace::Pace> {
+        let rate = match self.limit_rate.get() {
+            Some(rate) => rate,
+            None => {
+                let rate = self.size_of(self.loc.limit_rate.as_ref());
+                self.limit_rate.set(Some(rate));
+                rate
+            }
+        };
+        if rate == 0 {
+            return None;
+        }
+        let after = self.size_of(self.loc.limit_rate_after.as_ref());
+        crate::pace::Pace::new(rate, after, self.pace_start())
+    }
+
+    /// `X-Accel-Limit-Rate` of an upstream's response: `$limit_rate` from now on.
+    pub(crate) fn limit_rate_from_upstream(&self, rate: u64) {
+        self.limit_rate.set(Some(rate));
+    }
+
+    /// Where a response's pace counts from.
+    pub(crate) fn pace_start(&self) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.start)
+    }
+
+    /// `limit_rate_after`, for a rate an upstream sets (`X-Accel-Limit-Rate`).
+    pub(crate) fn rate_after(&self) -> u64 {
+        self.size_of(self.loc.limit_rate_after.as_ref())
+    }
+
+    /// A size directive's value (nginx's `ngx_http_complex_value_size`): 0 when unset or
+    /// not a size, which is logged.
+    fn size_of(&self, t: Option<&Template>) -> u64 {
+        let Some(t) = t else {
+            return 0;
+        };
+        let value = self.eval(t);
+        match std::str::from_utf8(&value)
+            .ok()
+            .and_then(portcullis_config::value::parse_size)
+        {
+            Some(n) => n,
+            None => {
+                // Read as the response goes out, as nginx's write filter reads it.
+                self.log(
+                    Level::Error,
+                    &format!(
+                        "invalid size \"{}\" while sending response to client",
+                        String::from_utf8_lossy(&value)
+                    ),
+                );
+                0
+            }
+        }
+    }
+
     pub(crate) fn eval(&self, t: &Template) -> Vec<u8> {
         let mut out = Vec::new();
         self.eval_into(t, &mut out);
@@ -2322,7 +2399,9 @@ impl<'a> Request<'a> {
                     }
                 }
             }
-            Var::LimitRate => out.push(b'0'),
+            Var::LimitRate => {
+                let _ = write!(out, "{}", self.limit_rate.get().unwrap_or(0));
+            }
             Var::UpstreamCacheStatus => {
                 if let Some(c) = self.cache_status.get() {
                     out.extend_from_slice(c.as_bytes());

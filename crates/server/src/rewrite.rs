@@ -219,6 +219,8 @@ pub(crate) struct Program {
 enum Op {
     Rewrite(Box<Rewrite>),
     Set(SetVar),
+    /// `set $limit_rate`: the response's rate.
+    SetLimitRate(Template),
     If(Box<If>),
     Return(Return),
     Break,
@@ -304,6 +306,9 @@ fn compile(
     for d in directives {
         let op = match d.name.as_str() {
             "rewrite" => Op::Rewrite(Box::new(compile_rewrite(d, names)?)),
+            "set" if d.arg(0) == "$limit_rate" => {
+                Op::SetLimitRate(Template::compile(d.arg(1), d, names)?)
+            }
             "set" => Op::Set(compile_set(d, names)?),
             "return" => Op::Return(compile_return(d, names)?),
             "break" => Op::Break,
@@ -484,7 +489,13 @@ fn collect_variables(directives: &[Directive], out: &mut Vec<String>) {
     for d in directives {
         match d.name.as_str() {
             "set" => {
-                if let Some(name) = d.args.first().and_then(|a| variable_name(&a.value)) {
+                // `$limit_rate` is the request's own, not a variable of the configuration.
+                if let Some(name) = d
+                    .args
+                    .first()
+                    .and_then(|a| variable_name(&a.value))
+                    .filter(|n| *n != "limit_rate")
+                {
                     out.push(name.to_string());
                 }
             }
@@ -537,6 +548,10 @@ impl Request<'_> {
                 Op::Set(set) => {
                     let value = self.eval(&set.value);
                     self.set_var(set.slot, value);
+                }
+                Op::SetLimitRate(value) => {
+                    let value = self.eval(value);
+                    self.set_limit_rate(&value);
                 }
                 Op::Return(ret) => return Flow::Stop(Outcome::Return(ret)),
                 Op::Break => return Flow::Stop(Outcome::Next),

@@ -84,7 +84,7 @@ pub enum Var {
     Http2,
     /// `$request_completion`: `OK` once the response went out whole.
     RequestCompletion,
-    /// `$limit_rate`: the response rate limit, always 0 (`limit_rate` is refused).
+    /// `$limit_rate`: the response's rate limit, as set or fixed when the response began.
     LimitRate,
     /// Variables of features that never take part here, whose value is then empty in nginx
     /// too: `$upstream_trailer_*` (nginx 1.22's proxy keeps no upstream trailers),
@@ -487,8 +487,9 @@ pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, Config
     })
 }
 
-/// nginx's `$limit_rate` is writable and limits the response rate; rate limits are not
-/// implemented, so setting it (by `set` or `map`) is refused as `limit_rate` is.
+/// nginx's `$limit_rate` is the request's own: `set` (rewrite's) changes the rate; a `map` or
+/// another module's setting of it would change only how it reads, which is not done here:
+/// refused.
 pub(crate) fn refuse_limit_rate(d: &Directive, name: &str) -> Result<(), ConfigError> {
     if name == "limit_rate" {
         return Err(ConfigError::at(

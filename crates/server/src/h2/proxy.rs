@@ -65,7 +65,8 @@ pub(crate) async fn serve(
         chunk: req.loc().http2.chunk_size,
         timeout: req.loc().send_timeout,
     };
-    let mut down = ToStream::new(respond, pace);
+    let rate = if req.is_head() { None } else { req.pace() };
+    let mut down = ToStream::new(respond, pace, rate);
     let finish = crate::proxy::serve(&mut down, req, plan, body).await;
     let status = match finish {
         Finish::Status {
@@ -206,12 +207,14 @@ struct ToStream {
     /// Body bytes not sent yet.
     pending: BytesMut,
     pace: Pace,
+    /// `limit_rate`.
+    rate: Option<crate::pace::Pace>,
     sent: u64,
     body: u64,
 }
 
 impl ToStream {
-    fn new(respond: SendResponse<Bytes>, pace: Pace) -> ToStream {
+    fn new(respond: SendResponse<Bytes>, pace: Pace, rate: Option<crate::pace::Pace>) -> ToStream {
         ToStream {
             respond: Some(respond),
             stream: None,
@@ -223,6 +226,7 @@ impl ToStream {
             empty: true,
             pending: BytesMut::new(),
             pace,
+            rate,
             sent: 0,
             body: 0,
         }
@@ -263,10 +267,12 @@ impl ToStream {
             chunk: self.pace.chunk,
             timeout: self.pace.timeout,
             sent: 0,
+            rate: self.rate.take(),
         };
         let result = out.paced(data).await;
         self.sent += out.sent;
         self.body += out.sent;
+        self.rate = out.rate.take();
         result
     }
 }
@@ -345,6 +351,10 @@ impl Downstream for ToStream {
 
     fn keep_alive(&self) -> bool {
         true
+    }
+
+    fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
+        crate::pace::Pace::set_rate(&mut self.rate, rate, after, start);
     }
 }
 

@@ -97,6 +97,12 @@ pub(crate) trait Downstream {
 
     /// Whether the client connection may carry another request.
     fn keep_alive(&self) -> bool;
+
+    /// The body goes at most `rate` bytes a second from now on (`X-Accel-Limit-Rate`), past
+    /// its first `after` bytes counted from `start`: where the downstream is a client.
+    fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
+        let _ = (rate, after, start);
+    }
 }
 
 /// [`Downstream::send_file`] by reading the file into a buffer and sending that.
@@ -159,6 +165,8 @@ pub(crate) struct Client<'c, S> {
     rechunk: bool,
     sent: u64,
     body: u64,
+    /// `limit_rate`: every byte goes at its pace.
+    pace: Option<crate::pace::Pace>,
 }
 
 impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
@@ -183,7 +191,14 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
             rechunk: false,
             sent: 0,
             body: 0,
+            pace: None,
         }
+    }
+
+    /// Sends the response at `pace` (`limit_rate`).
+    pub(crate) fn paced(mut self, pace: Option<crate::pace::Pace>) -> Self {
+        self.pace = pace;
+        self
     }
 
     /// Sends the buffer, then `data`, in one write when the socket takes them.
@@ -191,6 +206,17 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
         let len = self.out.len() + data.len();
         if len == 0 {
             return Ok(());
+        }
+        if let Some(pace) = &mut self.pace {
+            let result = pace
+                .write_all(self.stream, &[self.out, data], self.send_timeout)
+                .await;
+            self.out.clear();
+            match result {
+                Ok(()) => self.sent += len as u64,
+                Err(_) => self.keep_alive = false,
+            }
+            return result;
         }
         // Most writes complete at once: no future of their own on that path.
         let result = match write_now(self.stream, self.out, data) {
@@ -320,8 +346,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
     }
 
     async fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        // A re-chunked body needs its chunk lines around the file's bytes.
-        if self.rechunk {
+        // A re-chunked body needs its chunk lines around the file's bytes; a paced one goes
+        // through the pace.
+        if self.rechunk || self.pace.is_some() {
             return send_file_in_pieces(self, file, offset, len).await;
         }
         self.write_out(&[]).await?;
@@ -363,6 +390,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
 
     fn keep_alive(&self) -> bool {
         self.keep_alive
+    }
+
+    fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
+        crate::pace::Pace::set_rate(&mut self.pace, rate, after, start);
     }
 }
 

@@ -274,4 +274,8 @@ impl<D: Downstream> Downstream for Encoded<'_, D> {
     fn keep_alive(&self) -> bool {
         self.inner.keep_alive()
     }
+
+    fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
+        self.inner.limit_rate(rate, after, start);
+    }
 }

@@ -1901,6 +1901,16 @@ async fn relay<D: Downstream, S: Source>(
     source: &mut S,
     url: Url<'_>,
 ) -> Forwarded {
+    // `X-Accel-Limit-Rate`: the rate of this response, as `$limit_rate` shows.
+    if let Some(rate) = head
+        .header("x-accel-limit-rate")
+        .filter(|_| plan.settings.cache.ignore & super::cache::ignore::X_ACCEL_LIMIT_RATE == 0)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(portcullis_config::value::parse_number)
+    {
+        req.limit_rate_from_upstream(rate);
+        down.limit_rate(rate, req.rate_after(), req.pace_start());
+    }
     req.write_proxied_head(down.begin(framing), plan, head);
     let read_timeout = plan.settings.read_timeout;
     let mut received = 0;

@@ -154,4 +154,8 @@ impl<D: Downstream> Downstream for Filtered<'_, '_, D> {
     fn keep_alive(&self) -> bool {
         self.inner.keep_alive()
     }
+
+    fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
+        self.inner.limit_rate(rate, after, start);
+    }
 }

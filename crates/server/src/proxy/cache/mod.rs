@@ -75,6 +75,7 @@ pub(crate) mod ignore {
     pub const VARY: u8 = 1 << 4;
     pub const X_ACCEL_CHARSET: u8 = 1 << 5;
     pub const X_ACCEL_REDIRECT: u8 = 1 << 6;
+    pub const X_ACCEL_LIMIT_RATE: u8 = 1 << 7;
 }
 
 /// Methods `proxy_cache_methods` can name, as bits.
@@ -329,13 +330,9 @@ pub(crate) fn directive(
                     _ if v.eq_ignore_ascii_case("Vary") => ignore::VARY,
                     _ if v.eq_ignore_ascii_case("X-Accel-Charset") => ignore::X_ACCEL_CHARSET,
                     _ if v.eq_ignore_ascii_case("X-Accel-Redirect") => ignore::X_ACCEL_REDIRECT,
+                    _ if v.eq_ignore_ascii_case("X-Accel-Limit-Rate") => ignore::X_ACCEL_LIMIT_RATE,
                     // Acted on by no part of this server: nothing to ignore.
-                    _ if ["X-Accel-Limit-Rate", "X-Accel-Buffering"]
-                        .iter()
-                        .any(|k| k.eq_ignore_ascii_case(v)) =>
-                    {
-                        0
-                    }
+                    _ if v.eq_ignore_ascii_case("X-Accel-Buffering") => 0,
                     _ => return Err(invalid(d, i)),
                 };
             }
