@@ -652,7 +652,7 @@ pub static MODULES: &[Module] = &[
             d("proxy_redirect", HSL, TAKE12),
             d("proxy_cookie_domain", HSL, TAKE12),
             d("proxy_cookie_path", HSL, TAKE12),
-            d("proxy_cookie_flags", HSL, TAKE1234).refuse_unless("off"),
+            d("proxy_cookie_flags", HSL, TAKE1234),
             once("proxy_store", HSL, TAKE1).refuse_unless("off"),
             once("proxy_store_access", HSL, TAKE123).warn(),
             d("proxy_buffering", HSL, FLAG),

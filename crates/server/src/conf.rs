@@ -1202,6 +1202,7 @@ impl Builder {
                         "proxy_redirect" => first("proxy_redirect"),
                         "proxy_cookie_domain" => first("proxy_cookie_domain"),
                         "proxy_cookie_path" => first("proxy_cookie_path"),
+                        "proxy_cookie_flags" => first("proxy_cookie_flags"),
                         "proxy_cache_valid" => first("proxy_cache_valid"),
                         "proxy_cache_bypass" => first("proxy_cache_bypass"),
                         "proxy_no_cache" => first("proxy_no_cache"),

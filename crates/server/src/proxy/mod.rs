@@ -34,8 +34,8 @@ pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoC
 pub(crate) use exchange::{asking, collect_body};
 pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
 pub(crate) use settings::{
-    directive, finish_tls, proxy_pass, split_host_port, unix_target, unix_url, CookieRule,
-    ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
+    directive, finish_tls, proxy_pass, split_host_port, unix_target, unix_url, CookieName,
+    CookieRule, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
 };
 
 /// The upstream groups of a configuration, by name.

@@ -83,6 +83,21 @@ pub(crate) enum CookieRule {
     Regex(regex::bytes::Regex, Template),
 }
 
+/// One `proxy_cookie_flags` rule: the cookies it is for, and its flags (variables allowed,
+/// read when a response comes).
+#[derive(Clone)]
+pub(crate) struct CookieFlags {
+    /// A name (compared without case) or `~regex` (without case).
+    pub name: CookieName,
+    pub flags: Vec<Template>,
+}
+
+#[derive(Clone)]
+pub(crate) enum CookieName {
+    Plain(Template),
+    Regex(regex::bytes::Regex),
+}
+
 /// `proxy_set_header name value`.
 #[derive(Clone)]
 pub(crate) struct SetHeader {
@@ -119,6 +134,9 @@ pub(crate) struct ProxySettings {
     pub cookie_domain: Vec<CookieRule>,
     /// `proxy_cookie_path`; empty: `off`.
     pub cookie_path: Vec<CookieRule>,
+    /// `proxy_cookie_flags`; empty: `off`. The first rule whose name matches a cookie's is
+    /// its.
+    pub cookie_flags: Vec<CookieFlags>,
     pub intercept_errors: bool,
     pub ignore_client_abort: bool,
     pub set_body: Option<Template>,
@@ -165,6 +183,7 @@ impl Default for ProxySettings {
             redirect: Redirect::Default,
             cookie_domain: Vec::new(),
             cookie_path: Vec::new(),
+            cookie_flags: Vec::new(),
             intercept_errors: false,
             ignore_client_abort: false,
             set_body: None,
@@ -339,6 +358,36 @@ pub(crate) fn directive(
                     rules.push(rule);
                 }
                 _ => return Err(invalid(d, 0)),
+            }
+        }
+        "proxy_cookie_flags" => {
+            // `off` stands alone at its level, as nginx's "is duplicate" says.
+            let off = d.arg(0) == "off";
+            if !first && (off || s.cookie_flags.is_empty()) {
+                return Err(ConfigError::at(
+                    d,
+                    format!("\"{}\" directive is duplicate", d.name),
+                ));
+            }
+            if first {
+                s.cookie_flags.clear();
+            }
+            if !off {
+                if d.args.len() < 2 {
+                    return Err(ConfigError::at(
+                        d,
+                        format!("invalid parameter \"{}\"", d.arg(0)),
+                    ));
+                }
+                let name = match d.arg(0).strip_prefix('~') {
+                    Some(pattern) => CookieName::Regex(tilde_regex(d, pattern, true)?),
+                    None => CookieName::Plain(Template::compile(d.arg(0), d, vars)?),
+                };
+                let flags = d.args[1..]
+                    .iter()
+                    .map(|a| Template::compile(&a.value, d, vars))
+                    .collect::<Result<_, _>>()?;
+                s.cookie_flags.push(CookieFlags { name, flags });
             }
         }
         "proxy_intercept_errors" => s.intercept_errors = value::flag(d, 0)?,

@@ -528,7 +528,9 @@ impl Request<'_> {
             if s.hide_headers.iter().any(|h| is(h)) || replaced.iter().any(|r| is(r)) {
                 continue;
             }
-            if (!s.cookie_domain.is_empty() || !s.cookie_path.is_empty())
+            if (!s.cookie_domain.is_empty()
+                || !s.cookie_path.is_empty()
+                || !s.cookie_flags.is_empty())
                 && name.eq_ignore_ascii_case(b"set-cookie")
             {
                 if let Some(value) = self.rewrite_cookie(s, f.value) {
@@ -590,9 +592,10 @@ impl Request<'_> {
         *self.range_field.borrow_mut() = Some(value);
     }
 
-    /// `proxy_cookie_domain` and `proxy_cookie_path` applied to a `Set-Cookie` value, as
-    /// nginx's proxy module rewrites it: `None` when no rule matched (the field is passed as
-    /// it came), else the cookie written anew, its attributes joined by `; `.
+    /// `proxy_cookie_domain`, `proxy_cookie_path` and `proxy_cookie_flags` applied to a
+    /// `Set-Cookie` value, as nginx's proxy module rewrites it: `None` when no rule matched
+    /// (the field is passed as it came), else the cookie written anew, its attributes joined
+    /// by `; `.
     fn rewrite_cookie(&self, s: &ProxySettings, value: &[u8]) -> Option<Vec<u8>> {
         let mut attrs = cookie_attributes(value);
         // The cookie itself must have a value.
@@ -614,6 +617,7 @@ impl Request<'_> {
                 changed = true;
             }
         }
+        changed |= self.edit_cookie_flags(s, &mut attrs);
         if !changed {
             return None;
         }
@@ -629,6 +633,97 @@ impl Request<'_> {
             }
         }
         Some(out)
+    }
+
+    /// `proxy_cookie_flags`: the flags of the first rule for the cookie's name, applied to
+    /// its attributes as nginx applies them. Returns whether a rule with flags matched.
+    fn edit_cookie_flags(&self, s: &ProxySettings, attrs: &mut Vec<CookieAttribute<'_>>) -> bool {
+        use crate::proxy::CookieName;
+        const SECURE: u16 = 1;
+        const SECURE_ON: u16 = 1 << 1;
+        const HTTPONLY: u16 = 1 << 2;
+        const HTTPONLY_ON: u16 = 1 << 3;
+        const SAMESITE: u16 = 1 << 4;
+        const STRICT: u16 = 1 << 5;
+        const LAX: u16 = 1 << 6;
+        const NONE: u16 = 1 << 7;
+        const SAMESITE_OFF: u16 = 1 << 8;
+        const MASKS: &[(&str, u16)] = &[
+            ("secure", SECURE | SECURE_ON),
+            ("nosecure", SECURE),
+            ("httponly", HTTPONLY | HTTPONLY_ON),
+            ("nohttponly", HTTPONLY),
+            ("samesite=strict", SAMESITE | STRICT),
+            ("samesite=lax", SAMESITE | LAX),
+            ("samesite=none", SAMESITE | NONE),
+            ("nosamesite", SAMESITE | SAMESITE_OFF),
+        ];
+        let Some(name) = attrs.first().map(|a| a.0) else {
+            return false;
+        };
+        let rule = s.cookie_flags.iter().find(|r| match &r.name {
+            CookieName::Plain(t) => self.eval(t).eq_ignore_ascii_case(name),
+            CookieName::Regex(re) => re.is_match(name),
+        });
+        let Some(rule) = rule else {
+            return false;
+        };
+        // A flag nginx does not know (from a variable too) is passed over.
+        let flags = rule.flags.iter().fold(0, |bits, t| {
+            let v = self.eval(t);
+            bits | MASKS
+                .iter()
+                .find(|(n, _)| n.as_bytes().eq_ignore_ascii_case(&v))
+                .map_or(0, |(_, b)| *b)
+        });
+        if flags == 0 {
+            return false;
+        }
+        // The last of each, as nginx's walk over them finds.
+        let find = |attrs: &[CookieAttribute<'_>], key: &[u8]| {
+            attrs
+                .iter()
+                .skip(1)
+                .rposition(|a| a.0.eq_ignore_ascii_case(key))
+                .map(|i| i + 1)
+        };
+        let mut drop = Vec::new();
+        for (bit, on, key, written) in [
+            (SECURE, SECURE_ON, &b"secure"[..], &b"Secure"[..]),
+            (HTTPONLY, HTTPONLY_ON, b"httponly", b"HttpOnly"),
+        ] {
+            if flags & bit == 0 {
+                continue;
+            }
+            match (find(attrs, key), flags & on != 0) {
+                (None, true) => attrs.push((written, None)),
+                (Some(i), false) => drop.push(i),
+                _ => {}
+            }
+        }
+        if flags & SAMESITE != 0 {
+            let at = find(attrs, b"samesite");
+            if flags & SAMESITE_OFF != 0 {
+                drop.extend(at);
+            } else {
+                let value: &'static [u8] = if flags & STRICT != 0 {
+                    b"Strict"
+                } else if flags & LAX != 0 {
+                    b"Lax"
+                } else {
+                    b"None"
+                };
+                match at {
+                    Some(i) => attrs[i].1 = Some(Cow::Borrowed(value)),
+                    None => attrs.push((b"SameSite", Some(Cow::Borrowed(value)))),
+                }
+            }
+        }
+        drop.sort_unstable();
+        for i in drop.into_iter().rev() {
+            attrs.remove(i);
+        }
+        true
     }
 
     /// The first of `rules` that matches an attribute's `value`, applied.
