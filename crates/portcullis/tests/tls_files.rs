@@ -769,3 +769,93 @@ fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
     }
     support::compare(&seen);
 }
+
+#[test]
+fn certificates_named_by_variables_follow_the_name_the_client_asks_for() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    pki.self_signed("a.test", KeyKind::P256, "a.test");
+    pki.self_signed("b.test", KeyKind::Rsa2048, "b.test");
+    // Read at the handshake, by the worker: as nginx's, it runs as `nobody` when started as
+    // root, and a key only root may read is refused to it.
+    let readable = |name: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = pki.path(name);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    };
+    readable("a.test.key");
+    readable("b.test.key");
+    let dir = pki.path("");
+    let dir = dir.display().to_string();
+    let dir = dir.trim_end_matches('/');
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}} ssl;\n        ssl_certificate {dir}/$ssl_server_name.crt;\n        ssl_certificate_key {dir}/${{ssl_server_name}}.key;\n        location / {{ return 200 \"name $ssl_server_name\\n\"; }}\n    }}\n"
+    );
+    let subject = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("subject="))
+            .unwrap_or("no subject")
+            .to_string()
+    };
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for name in ["a.test", "b.test", "c.test"] {
+            let out = s_client(server.port(0), &["-servername", name], &request(name, "/"));
+            lines.push(format!("{name}: {} {}", subject(&out), answer(&out)));
+        }
+        // A certificate replaced on disk is the one the next handshake gets.
+        let a = pki.self_signed("a2", KeyKind::P256, "a.test renewed");
+        std::fs::copy(&a.cert, pki.path("a.test.crt")).unwrap();
+        std::fs::copy(&a.key, pki.path("a.test.key")).unwrap();
+        readable("a.test.key");
+        let out = s_client(
+            server.port(0),
+            &["-servername", "a.test"],
+            &request("a.test", "/"),
+        );
+        lines.push(format!("a.test again: {}", subject(&out)));
+        let logged = support::wait_until(std::time::Duration::from_secs(5), || {
+            server
+                .error_log()
+                .contains(&format!("cannot load certificate \"{dir}/c.test.crt\""))
+        });
+        lines.push(format!("c.test logged: {logged}"));
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "a.test: subject=CN = a.test HTTP/1.1 200 OK -",
+                    "b.test: subject=CN = b.test HTTP/1.1 200 OK -",
+                    "c.test: no subject no answer -",
+                    "a.test again: subject=CN = a.test renewed",
+                    "c.test logged: true",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+        // The first pair back, for the next server.
+        let a = pki.self_signed("a3", KeyKind::P256, "a.test");
+        std::fs::copy(&a.cert, pki.path("a.test.crt")).unwrap();
+        std::fs::copy(&a.key, pki.path("a.test.key")).unwrap();
+        readable("a.test.key");
+    }
+    support::compare(&seen);
+    // Other variables than the name are not known at the handshake here: refused at load.
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}} ssl;\n        ssl_certificate {dir}/$remote_addr.crt;\n        ssl_certificate_key {dir}/a.test.key;\n    }}\n"
+    );
+    if let Some(line) = config_error(Kind::Portcullis, &http) {
+        assert!(
+            line.starts_with(
+                "variables other than \"$ssl_server_name\" in \"ssl_certificate\" are not supported yet"
+            ),
+            "{line}"
+        );
+    }
+}

@@ -815,7 +815,9 @@ impl Builder {
         let conf_prefix = self.conf_prefix.clone();
         let resolve = move |p: &str| conf_prefix.join(p);
         let h2 = conf.http2.enabled || bits.listens.iter().any(|l| l.http2);
-        let tls = self.tls.server(&ssl, s, h2, &resolve, &mut self.warnings)?;
+        let tls = self
+            .tls
+            .server(&ssl, s, h2, &resolve, &self.names, &mut self.warnings)?;
         if tls.ssl_on {
             for l in &mut bits.listens {
                 l.ssl = true;

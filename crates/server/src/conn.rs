@@ -100,6 +100,10 @@ pub(crate) async fn serve(
                 }
                 return;
             }
+            Start::Failed(why) => {
+                log_unserved(&worker, listen, peer, Level::Error, &why);
+                return;
+            }
         }
     } else {
         (Stream::Plain(stream), None, None)

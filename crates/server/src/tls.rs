@@ -75,6 +75,9 @@ pub(crate) enum Start {
     /// Closed, timed out, refused or failed: nothing more to do but log what nginx logs (at
     /// info level), if anything.
     Closed(Option<String>),
+    /// Failed for want of the server's own files (a certificate named by variables that
+    /// cannot be read): logged at error level.
+    Failed(String),
 }
 
 /// Runs the server side of a handshake on a connection to `listen`, within `timeout` (nginx's
@@ -141,7 +144,12 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
     let stream =
         match tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone())).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Start::Closed(Some(handshake_failed(&e))),
+            Ok(Err(e)) => {
+                return match portcullis_tls::take_load_error() {
+                    Some(why) => Start::Failed(format!("{why} while SSL handshaking")),
+                    None => Start::Closed(Some(handshake_failed(&e))),
+                }
+            }
             Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
         };
     let (_, session) = stream.get_ref();

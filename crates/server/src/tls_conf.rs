@@ -14,6 +14,8 @@ use portcullis_tls::{
 use rustls::server::{NoServerSessionStorage, ProducesTickets, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 
+use crate::vars::{Template, Var};
+
 /// nginx's default `ssl_ciphers`.
 const DEFAULT_CIPHERS: &str = "HIGH:!aNULL:!MD5";
 /// nginx's default `ssl_verify_depth`.
@@ -70,15 +72,17 @@ impl TlsBuilder {
         block: &Directive,
         h2: bool,
         resolve: &dyn Fn(&str) -> PathBuf,
+        names: &crate::vars::Names,
         warnings: &mut Vec<String>,
     ) -> Result<ServerTlsBits, ConfigError> {
         // Taken out while the server's settings are built, which needs `self` mutably.
         let http_level = std::mem::take(&mut self.http);
-        let result = self.server_with(own, &http_level, block, h2, resolve, warnings);
+        let result = self.server_with(own, &http_level, block, h2, resolve, names, warnings);
         self.http = http_level;
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn server_with(
         &mut self,
         own: &[&Directive],
@@ -86,6 +90,7 @@ impl TlsBuilder {
         block: &Directive,
         h2: bool,
         resolve: &dyn Fn(&str) -> PathBuf,
+        names: &crate::vars::Names,
         warnings: &mut Vec<String>,
     ) -> Result<ServerTlsBits, ConfigError> {
         let http: Vec<&Directive> = http_level.iter().collect();
@@ -115,9 +120,8 @@ impl TlsBuilder {
                 .map_err(|e| ConfigError::at(d, e.to_string()))?,
             None => Vec::new(),
         };
-        let mut loaded = Vec::with_capacity(certs.len());
+        let mut pairs = Vec::with_capacity(certs.len());
         for (i, c) in certs.iter().enumerate() {
-            let cert_path = resolve(c.arg(0));
             let Some(k) = keys.get(i) else {
                 return Err(ConfigError::at(
                     c,
@@ -127,10 +131,29 @@ impl TlsBuilder {
                     ),
                 ));
             };
-            let key_path = resolve(k.arg(0));
-            loaded.push(self.certified_key(c, &cert_path, &key_path, &passwords)?);
+            pairs.push((handshake_path(c, names)?, handshake_path(k, names)?, *c));
         }
-        let settings = self.settings(&merged, loaded, block, h2, resolve, warnings)?;
+        // As nginx: when a pair names variables, every pair is read on each handshake.
+        let dynamic = pairs
+            .iter()
+            .any(|(c, k, _)| c.as_literal().is_none() || k.as_literal().is_none());
+        let mut loaded = Vec::with_capacity(pairs.len());
+        let mut loader = None;
+        if dynamic {
+            loader = Some(certificate_loader(
+                pairs.into_iter().map(|(c, k, _)| (c, k)).collect(),
+                resolve(""),
+                passwords,
+            ));
+        } else {
+            for (c, k, d) in &pairs {
+                let (cert, key) = (c.as_literal(), k.as_literal());
+                let (cert, key) = (resolve(cert.unwrap_or("")), resolve(key.unwrap_or("")));
+                loaded.push(self.certified_key(d, &cert, &key, &passwords)?);
+            }
+        }
+        let mut settings = self.settings(&merged, loaded, block, h2, resolve, warnings)?;
+        settings.loader = loader;
         let tls = ServerTls::build(settings).map_err(|e| ConfigError::at(block, e.to_string()))?;
         Ok(ServerTlsBits {
             conf: Some(Arc::new(ServerTlsConf {
@@ -250,6 +273,7 @@ impl TlsBuilder {
         let client_auth = self.client_auth(m, resolve)?;
         Ok(ServerSettings {
             certs,
+            loader: None,
             versions,
             tls12_suites,
             kx_groups,
@@ -404,6 +428,73 @@ impl TlsBuilder {
             crls,
         }))
     }
+}
+
+/// `ssl_certificate`'s or `ssl_certificate_key`'s path: variables are read at the
+/// handshake, where only `$ssl_server_name` (the name the client asked for) is known here.
+fn handshake_path(d: &Directive, names: &crate::vars::Names) -> Result<Template, ConfigError> {
+    let t = Template::compile(d.arg(0), d, names)?;
+    if t.variables()
+        .any(|v| !matches!(v, Var::Ssl(crate::vars::SslVar::ServerName)))
+    {
+        return Err(ConfigError::at(
+            d,
+            format!(
+                "variables other than \"$ssl_server_name\" in \"{}\" are not supported yet",
+                d.name
+            ),
+        ));
+    }
+    Ok(t)
+}
+
+/// Reads the pairs named by variables for the name a client asks for, on each handshake as
+/// nginx does; a pair whose files have not changed since it was last read is taken from
+/// memory.
+fn certificate_loader(
+    pairs: Vec<(Template, Template)>,
+    prefix: PathBuf,
+    passwords: Vec<Vec<u8>>,
+) -> Arc<portcullis_tls::CertLoader> {
+    /// When the certificate and key files were last changed.
+    type Read = (Option<std::time::SystemTime>, Option<std::time::SystemTime>);
+    /// Pairs read, by their files.
+    type Cache = HashMap<(PathBuf, PathBuf), (Read, Arc<CertifiedKey>)>;
+    let cache: std::sync::Mutex<Cache> = std::sync::Mutex::new(HashMap::new());
+    Arc::new(move |sni: Option<&str>| {
+        let path = |t: &Template| {
+            let mut out = Vec::new();
+            t.eval_into(&mut out, &mut |_, o| {
+                o.extend_from_slice(sni.unwrap_or_default().as_bytes())
+            });
+            prefix.join(String::from_utf8_lossy(&out).as_ref())
+        };
+        let mut keys = Vec::with_capacity(pairs.len());
+        for (c, k) in &pairs {
+            let (cert, key) = (path(c), path(k));
+            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            let read = (modified(&cert), modified(&key));
+            let id = (cert, key);
+            if let Some((when, ck)) = cache.lock().ok().and_then(|c| c.get(&id).cloned()) {
+                if when == read && read.0.is_some() {
+                    keys.push(ck);
+                    continue;
+                }
+            }
+            let ck = portcullis_tls::load_certified_key(&id.0, &id.1, &passwords)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())?;
+            if let Ok(mut c) = cache.lock() {
+                // Names come from clients: the memory stays bounded.
+                if c.len() >= 1024 {
+                    c.clear();
+                }
+                c.insert(id, (read, ck.clone()));
+            }
+            keys.push(ck);
+        }
+        Ok(keys)
+    })
 }
 
 fn invalid_cache(d: &Directive, v: &str) -> ConfigError {

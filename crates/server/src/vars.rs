@@ -580,6 +580,14 @@ impl Template {
         }
     }
 
+    /// The variables it reads.
+    pub fn variables(&self) -> impl Iterator<Item = &Var> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Var(v) => Some(v),
+            Piece::Lit(_) => None,
+        })
+    }
+
     /// Appends the value to `out`, asking `lookup` for each variable.
     pub fn eval_into(&self, out: &mut Vec<u8>, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) {
         for p in &self.pieces {

@@ -202,6 +202,25 @@ pub struct CertChoice {
     keys: Vec<Candidate>,
     /// Whether TLS 1.3 is on: its suites work with any key.
     tls13: bool,
+    /// Certificates named by variables: read on each handshake instead of `keys`.
+    loader: Option<Arc<CertLoader>>,
+    /// The enabled TLS 1.2 suites, for the loader's certificates.
+    tls12: Vec<SupportedCipherSuite>,
+}
+
+/// Certificates named by variables (`ssl_certificate $ssl_server_name.crt`): the pairs for
+/// the name the client asked for (by SNI), or why they could not be read, in nginx's words.
+pub type CertLoader = dyn Fn(Option<&str>) -> Result<Vec<Arc<CertifiedKey>>, String> + Send + Sync;
+
+thread_local! {
+    /// Why the last certificate lookup of this thread's handshake failed.
+    static LOAD_ERROR: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Why the certificates named by variables could not be read for the handshake that just
+/// failed on this thread, for the error log.
+pub fn take_load_error() -> Option<String> {
+    LOAD_ERROR.with(|e| e.borrow_mut().take())
 }
 
 struct Candidate {
@@ -220,26 +239,31 @@ impl CertChoice {
     ) -> CertChoice {
         let keys = keys
             .into_iter()
-            .map(|k| {
-                let alg = k.key.algorithm();
-                let tls12 = tls12
-                    .iter()
-                    .filter_map(|s| match s {
-                        SupportedCipherSuite::Tls12(t)
-                            if t.sign.iter().any(|sc| scheme_alg(*sc) == alg) =>
-                        {
-                            Some(s.suite())
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                Candidate {
-                    key: Arc::new(k),
-                    tls12,
-                }
-            })
+            .map(|k| candidate(Arc::new(k), tls12))
             .collect();
-        CertChoice { keys, tls13 }
+        CertChoice {
+            keys,
+            tls13,
+            loader: None,
+            tls12: tls12.to_vec(),
+        }
+    }
+
+    /// Certificates read by `loader` on each handshake.
+    pub(crate) fn with_loader(mut self, loader: Option<Arc<CertLoader>>) -> CertChoice {
+        self.loader = loader;
+        self
+    }
+
+    /// The first of `keys` that fits what the client offers, else the first.
+    fn choose(&self, keys: &[Candidate], hello: &ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if keys.len() == 1 {
+            return Some(keys[0].key.clone());
+        }
+        keys.iter()
+            .find(|c| self.fits(c, hello))
+            .or(keys.first())
+            .map(|c| c.key.clone())
     }
 
     fn fits(&self, c: &Candidate, hello: &ClientHello<'_>) -> bool {
@@ -280,16 +304,39 @@ impl fmt::Debug for CertChoice {
     }
 }
 
+/// A key with the enabled TLS 1.2 suites that can use it.
+fn candidate(key: Arc<CertifiedKey>, tls12: &[SupportedCipherSuite]) -> Candidate {
+    let alg = key.key.algorithm();
+    let tls12 = tls12
+        .iter()
+        .filter_map(|s| match s {
+            SupportedCipherSuite::Tls12(t) if t.sign.iter().any(|sc| scheme_alg(*sc) == alg) => {
+                Some(s.suite())
+            }
+            _ => None,
+        })
+        .collect();
+    Candidate { key, tls12 }
+}
+
 impl ResolvesServerCert for CertChoice {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        if self.keys.len() == 1 {
-            return Some(self.keys[0].key.clone());
+        let Some(loader) = &self.loader else {
+            return self.choose(&self.keys, &hello);
+        };
+        match loader(hello.server_name()) {
+            Ok(keys) => {
+                let keys: Vec<Candidate> = keys
+                    .into_iter()
+                    .map(|k| candidate(k, &self.tls12))
+                    .collect();
+                self.choose(&keys, &hello)
+            }
+            Err(why) => {
+                LOAD_ERROR.with(|e| *e.borrow_mut() = Some(why));
+                None
+            }
         }
-        self.keys
-            .iter()
-            .find(|c| self.fits(c, &hello))
-            .or(self.keys.first())
-            .map(|c| c.key.clone())
     }
 }
 

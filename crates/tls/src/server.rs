@@ -47,6 +47,8 @@ pub struct ClientAuth {
 pub struct ServerSettings {
     /// `ssl_certificate` / `ssl_certificate_key` pairs, in the order written.
     pub certs: Vec<CertifiedKey>,
+    /// Pairs named by variables, read on each handshake instead.
+    pub loader: Option<Arc<crate::certs::CertLoader>>,
     pub versions: Vec<&'static SupportedProtocolVersion>,
     /// TLS 1.2 suites from `ssl_ciphers`, in its order; TLS 1.3 suites are always all on.
     pub tls12_suites: Vec<SupportedCipherSuite>,
@@ -358,7 +360,7 @@ impl ServerTls {
             })),
             None => builder.with_no_client_auth(),
         };
-        let choice = CertChoice::new(s.certs, &s.tls12_suites, tls13);
+        let choice = CertChoice::new(s.certs, &s.tls12_suites, tls13).with_loader(s.loader);
         let mut config = builder.with_cert_resolver(Arc::new(choice));
         config.ignore_client_order = s.prefer_server_ciphers;
         config.session_storage = s.session_storage;
