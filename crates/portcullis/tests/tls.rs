@@ -1095,3 +1095,44 @@ fn relative_certificates_are_beside_the_configuration() {
         }
     }
 }
+
+/// A client that asks to renegotiate a TLS 1.2 session hears at once that the server will
+/// not (nginx's OpenSSL refuses renegotiation), rather than waiting for an answer that
+/// never comes.
+#[test]
+fn renegotiation_is_refused_at_once() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    for kind in kinds() {
+        let Some(server) = start(kind, &server_block(&pair, "")) else {
+            continue;
+        };
+        let connect = format!("127.0.0.1:{}", server.port(0));
+        let mut child = Command::new("timeout")
+            .args(["10", "openssl", "s_client", "-connect", &connect, "-tls1_2"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn openssl s_client");
+        // `R` asks for a renegotiation; stdin stays open, so only the server's answer ends
+        // the client.
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, b"R\n").unwrap();
+        let started = std::time::Instant::now();
+        let out = child.wait_with_output().expect("wait for s_client");
+        let took = started.elapsed();
+        drop(stdin);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("RENEGOTIATING"), "{kind}: {text}");
+        assert!(text.contains("no renegotiation"), "{kind}: {text}");
+        assert!(took < Duration::from_secs(5), "{kind}: took {took:?}");
+    }
+}

@@ -170,7 +170,7 @@ impl<T: OverTcp> AsFd for MaybeTls<T> {
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -178,7 +178,18 @@ impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => poll_recv(s, cx, buf),
-            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            MaybeTls::Tls(s) => {
+                let read = Pin::new(s.as_mut()).poll_read(cx, buf);
+                // What reading made TLS answer (an alert refusing a renegotiation, a key
+                // update) goes out now, not with the next response: the peer may be waiting
+                // for it.
+                if read.is_pending() {
+                    if let Poll::Ready(Err(e)) = Pin::new(s.as_mut()).poll_flush(cx) {
+                        return Poll::Ready(Err(e));
+                    }
+                }
+                read
+            }
         }
     }
 }
