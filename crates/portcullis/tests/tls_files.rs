@@ -722,38 +722,49 @@ fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
     let wildcard = pki.issue("wild", KeyKind::P256, "/CN=*.example.com", &root, leaf);
     let upstream = |port: usize, pair: &Pair| {
         format!(
-            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port}\\n\"; }}\n    }}\n",
+            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port} $ssl_server_name\\n\"; }}\n    }}\n",
             pair.cert.display(),
             pair.key.display()
         )
     };
     let front = format!(
-        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate {};\n        proxy_ssl_name upstream;\n        location /cn {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /san {{ proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /wild {{ proxy_ssl_name api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /wild-deep {{ proxy_ssl_name a.api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n    }}\n",
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate {};\n        proxy_ssl_name upstream;\n        location /cn {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /san {{ proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /wild {{ proxy_ssl_name api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /wild-deep {{ proxy_ssl_name a.api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /var {{ proxy_ssl_name $arg_n; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /sni {{ proxy_ssl_verify off; proxy_ssl_server_name on; proxy_ssl_name $arg_n:8443; proxy_pass https://127.0.0.1:{{PORT4}}; }}\n    }}\n",
         root.cert.display()
     );
+    // /sni has an upstream of its own: nginx resumes a session another location made with
+    // the same address, and the name that session was made for is the one the upstream sees.
     let http = format!(
-        "{front}{}{}{}",
+        "{front}{}{}{}{}",
         upstream(1, &cn_only),
         upstream(2, &with_san),
-        upstream(3, &wildcard)
+        upstream(3, &wildcard),
+        upstream(4, &cn_only)
     );
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 4, &main_config(&http)) else {
+        let Some(server) = Server::start(kind, 5, &main_config(&http)) else {
             continue;
         };
-        let lines: Vec<String> = ["/cn", "/san", "/wild", "/wild-deep"]
-            .iter()
-            .map(|path| {
-                let r = support::get(server.port(0), path).expect("answer");
-                let body = if r.status == 200 {
-                    r.body_text()
-                } else {
-                    String::new()
-                };
-                format!("{path} -> {} {}", r.status, body.trim())
-            })
-            .collect();
+        let lines: Vec<String> = [
+            "/cn",
+            "/san",
+            "/wild",
+            "/wild-deep",
+            "/var?n=api.example.com",
+            "/var?n=api.example.org",
+            "/sni?n=named.test",
+        ]
+        .iter()
+        .map(|path| {
+            let r = support::get(server.port(0), path).expect("answer");
+            let body = if r.status == 200 {
+                r.body_text()
+            } else {
+                String::new()
+            };
+            format!("{path} -> {} {}", r.status, body.trim())
+        })
+        .collect();
         if kind == Kind::Portcullis {
             support::expect_lines(
                 &lines,
@@ -762,6 +773,9 @@ fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
                     "/san -> 502",
                     "/wild -> 200 upstream 3",
                     "/wild-deep -> 502",
+                    "/var?n=api.example.com -> 200 upstream 3",
+                    "/var?n=api.example.org -> 502",
+                    "/sni?n=named.test -> 200 upstream 4 named.test",
                 ],
             );
         }

@@ -314,6 +314,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         keepalive: c.keep_conn && c.protocol == Protocol::FastCgi,
         pass,
         cache: None,
+        ssl_name: None,
         gateway: Some(Gateway {
             protocol: c.protocol,
             params: c.params.clone(),

@@ -1220,7 +1220,8 @@ async fn handshake(
     req: &Request<'_>,
     url: Url<'_>,
 ) -> Result<Stream, Failure> {
-    match tls.connect(tcp, plan.upstream.name(), addr, deadline).await {
+    let host = plan.ssl_name.as_deref().unwrap_or(plan.upstream.name());
+    match tls.connect(tcp, host, addr, deadline).await {
         Ok(stream) => Ok(stream),
         Err(e) => {
             req.log_upstream(

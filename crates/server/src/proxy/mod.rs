@@ -101,6 +101,8 @@ pub(crate) struct Plan {
     /// The upstream is an application server (`fastcgi_pass`, `uwsgi_pass`, `scgi_pass`):
     /// its protocol, and the params made into the request once its body is read.
     pub gateway: Option<Gateway>,
+    /// `proxy_ssl_name` with variables, evaluated for this request.
+    pub ssl_name: Option<String>,
 }
 
 /// What a request to an application server is sent in.

@@ -157,8 +157,11 @@ pub(crate) struct SslSettings {
     pub spec: ClientSpec,
     pub certificate: Option<PathBuf>,
     pub certificate_key: Option<PathBuf>,
-    /// `proxy_ssl_name` without variables; `None` is nginx's default, `$proxy_host`.
+    /// `proxy_ssl_name` without variables; `None` is nginx's default, `$proxy_host` (or
+    /// the name's variables, evaluated for each request: `name_template`).
     pub name: Option<String>,
+    /// `proxy_ssl_name` with variables.
+    pub name_template: Option<Template>,
 }
 
 impl Default for ProxySettings {
@@ -441,16 +444,10 @@ fn ssl_directive(
         }
         "proxy_ssl_name" => {
             let name = Template::compile(d.arg(0), d, vars)?;
-            s.name = match name.as_literal() {
-                Some(literal) => Some(literal.to_string()),
-                None if d.arg(0) == "$proxy_host" => None,
-                None => {
-                    warnings.push(format!(
-                        "variables in \"proxy_ssl_name\" are not supported yet: the name is the proxy_pass host in {}",
-                        d.span
-                    ));
-                    None
-                }
+            (s.name, s.name_template) = match name.as_literal() {
+                Some(literal) => (Some(literal.to_string()), None),
+                None if d.arg(0) == "$proxy_host" => (None, None),
+                None => (None, Some(name)),
             };
         }
         "proxy_ssl_server_name" => s.spec.server_name = value::flag(d, 0)?,

@@ -400,6 +400,12 @@ impl Request<'_> {
             keepalive,
             pass: pass.clone(),
             cache,
+            ssl_name: settings
+                .ssl
+                .name_template
+                .as_ref()
+                .filter(|_| https)
+                .map(|t| String::from_utf8_lossy(&self.eval(t)).into_owned()),
             settings,
             gateway: None,
         }));
