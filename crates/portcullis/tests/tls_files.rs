@@ -873,3 +873,61 @@ fn certificates_named_by_variables_follow_the_name_the_client_asks_for() {
         );
     }
 }
+
+#[test]
+fn client_certificates_to_upstreams_named_by_variables() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    for name in ["one", "two"] {
+        let pair = pki.self_signed(name, KeyKind::P256, name);
+        // Read for each request, by the worker (`nobody` when started as root).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pair.key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let dir = pki.path("");
+    let dir = dir.display().to_string();
+    let dir = dir.trim_end_matches('/');
+    // Sessions are not reused: nginx resumes a session made with another certificate.
+    let http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        location / {{\n            proxy_ssl_session_reuse off;\n            proxy_ssl_certificate {dir}/$arg_c.crt;\n            proxy_ssl_certificate_key {dir}/$arg_c.key;\n            proxy_pass https://127.0.0.1:{{PORT1}};\n        }}\n    }}\n    server {{\n        listen 127.0.0.1:{{PORT1}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        ssl_verify_client optional_no_ca;\n        location / {{ return 200 \"shown $ssl_client_s_dn\\n\"; }}\n    }}\n",
+        server_pair.cert.display(),
+        server_pair.key.display()
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 2, &main_config(&http)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for c in ["one", "two", "one", "none"] {
+            let r = support::get(server.port(0), &format!("/?c={c}")).expect("answer");
+            let body = if r.status == 200 {
+                r.body_text()
+            } else {
+                String::new()
+            };
+            lines.push(format!("{c}: {} {}", r.status, body.trim()));
+        }
+        let want = format!("cannot load certificate \"{dir}/none.crt\"");
+        let logged = support::wait_until(std::time::Duration::from_secs(5), || {
+            server.error_log().contains(&want)
+        });
+        lines.push(format!("logged: {logged}"));
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "one: 200 shown CN=one",
+                    "two: 200 shown CN=two",
+                    "none: 500",
+                    "logged: true",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use portcullis_tls::client::UpstreamClient;
@@ -63,6 +64,16 @@ impl UpstreamTls {
         self.client.base()
     }
 
+    /// A client certificate named by variables (`proxy_ssl_certificate`), read for a
+    /// request; errors are in nginx's words.
+    pub fn certificate(
+        &self,
+        cert: PathBuf,
+        key: PathBuf,
+    ) -> Result<portcullis_tls::ClientCert, portcullis_tls::TlsError> {
+        self.client.certificate((cert, key))
+    }
+
     /// The name sent as SNI (with `proxy_ssl_server_name on`) and checked in the certificate
     /// (with `proxy_ssl_verify on`): `proxy_ssl_name`, else `host` (`$proxy_host`), without
     /// a port, as nginx strips it.
@@ -78,13 +89,14 @@ impl UpstreamTls {
         tcp: TcpStream,
         host: &str,
         peer: SocketAddr,
+        cert: Option<&portcullis_tls::ClientCert>,
         deadline: Instant,
     ) -> Result<Stream, HandshakeError> {
         let name = self.name(host);
         let server_name = ServerName::try_from(name.trim_start_matches('[').trim_end_matches(']'))
             .map(|n| n.to_owned())
             .unwrap_or(ServerName::IpAddress(peer.ip().into()));
-        let connector = TlsConnector::from(self.client.for_peer(peer));
+        let connector = TlsConnector::from(self.client.for_peer(peer, cert));
         match tokio::time::timeout_at(deadline, connector.connect(server_name, crate::Tcp(tcp)))
             .await
         {

@@ -315,6 +315,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         pass,
         cache: None,
         ssl_name: None,
+        client_cert: None,
         gateway: Some(Gateway {
             protocol: c.protocol,
             params: c.params.clone(),

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{Resumption, WebPkiServerVerifier};
 use rustls::crypto::{aws_lc_rs, CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::sign::SingleCertAndKey;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, OtherError, RootCertStore,
     SignatureScheme, SupportedCipherSuite,
@@ -106,7 +106,7 @@ pub fn client_config(spec: &ClientSpec) -> Result<Arc<UpstreamClient>, TlsError>
     {
         return Ok(config);
     }
-    let config = Arc::new(UpstreamClient::new(build(spec)?, spec.session_reuse));
+    let config = Arc::new(upstream_client(spec)?);
     shared.push(SharedClient {
         spec: spec.clone(),
         files,
@@ -131,8 +131,31 @@ const PEERS: usize = 4096;
 /// certificate check that `proxy_ssl_verify` makes of each server).
 pub struct UpstreamClient {
     base: Arc<ClientConfig>,
-    /// `None` with `proxy_ssl_session_reuse off`.
-    peers: Option<Mutex<HashMap<SocketAddr, Arc<ClientConfig>>>>,
+    /// `proxy_ssl_session_reuse`.
+    reuse: bool,
+    /// Configurations made from `base`: by upstream address (with session reuse) and by
+    /// client certificate (named by variables).
+    made: Mutex<HashMap<MadeFor, Arc<ClientConfig>>>,
+    /// `proxy_ssl_password_file`'s passwords, for certificates named by variables.
+    passwords: Vec<Vec<u8>>,
+    /// Client certificates named by variables, as last read, with when their files changed.
+    certs: Mutex<HashMap<CertFiles, (FileTimes, Arc<CertifiedKey>)>>,
+}
+
+/// A certificate file and its key's.
+pub type CertFiles = (PathBuf, PathBuf);
+
+/// What a configuration of [`UpstreamClient::for_peer`] was made for.
+type MadeFor = (Option<SocketAddr>, Option<CertFiles>);
+
+/// When two files last changed.
+type FileTimes = (Option<std::time::SystemTime>, Option<std::time::SystemTime>);
+
+/// A client certificate named by variables, read for a request.
+#[derive(Clone)]
+pub struct ClientCert {
+    files: CertFiles,
+    key: Arc<CertifiedKey>,
 }
 
 impl fmt::Debug for UpstreamClient {
@@ -146,7 +169,10 @@ impl UpstreamClient {
     pub fn new(base: Arc<ClientConfig>, reuse: bool) -> UpstreamClient {
         UpstreamClient {
             base,
-            peers: reuse.then(|| Mutex::new(HashMap::new())),
+            reuse,
+            made: Mutex::new(HashMap::new()),
+            passwords: Vec::new(),
+            certs: Mutex::new(HashMap::new()),
         }
     }
 
@@ -155,23 +181,83 @@ impl UpstreamClient {
         &self.base
     }
 
-    /// The configuration for connections to `peer`.
-    pub fn for_peer(&self, peer: SocketAddr) -> Arc<ClientConfig> {
-        let Some(Ok(mut peers)) = self.peers.as_ref().map(Mutex::lock) else {
+    /// The client certificate in `files` (`proxy_ssl_certificate` with variables), read
+    /// again when its files changed. Errors are in nginx's words.
+    pub fn certificate(&self, files: CertFiles) -> Result<ClientCert, TlsError> {
+        let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let times = (modified(&files.0), modified(&files.1));
+        if let Some((when, key)) = self.certs.lock().ok().and_then(|c| c.get(&files).cloned()) {
+            if when == times && times.0.is_some() {
+                return Ok(ClientCert { files, key });
+            }
+        }
+        let key = Arc::new(load_certified_key(&files.0, &files.1, &self.passwords)?);
+        if let Ok(mut certs) = self.certs.lock() {
+            if certs.len() >= PEERS {
+                certs.clear();
+            }
+            certs.insert(files.clone(), (times, key.clone()));
+        }
+        Ok(ClientCert { files, key })
+    }
+
+    /// The configuration for connections to `peer`, showing `cert` if one is named by
+    /// variables.
+    pub fn for_peer(&self, peer: SocketAddr, cert: Option<&ClientCert>) -> Arc<ClientConfig> {
+        if !self.reuse && cert.is_none() {
+            return self.base.clone();
+        }
+        let id = (self.reuse.then_some(peer), cert.map(|c| c.files.clone()));
+        let Ok(mut made) = self.made.lock() else {
             return self.base.clone();
         };
-        if let Some(c) = peers.get(&peer) {
-            return c.clone();
+        if let Some(c) = made.get(&id) {
+            // A certificate read again since: the configuration is made again too.
+            let current = cert.is_none_or(|cert| made_with(c) == Some(Arc::as_ptr(&cert.key)));
+            if current {
+                return c.clone();
+            }
         }
-        if peers.len() >= PEERS {
-            peers.clear();
+        if made.len() >= PEERS {
+            made.clear();
         }
         let mut config = (*self.base).clone();
-        config.resumption = Resumption::in_memory_sessions(PEER_SESSIONS);
+        if self.reuse {
+            config.resumption = Resumption::in_memory_sessions(PEER_SESSIONS);
+        }
+        if let Some(cert) = cert {
+            config.client_auth_cert_resolver = Arc::new(ShownCert(cert.key.clone()));
+        }
         let config = Arc::new(config);
-        peers.insert(peer, config.clone());
+        made.insert(id, config.clone());
         config
     }
+}
+
+/// A client certificate named by variables, shown to an upstream that asks for one.
+#[derive(Debug)]
+struct ShownCert(Arc<CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for ShownCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// The certificate a configuration of [`UpstreamClient::for_peer`] shows, if it was made
+/// with one.
+fn made_with(c: &ClientConfig) -> Option<*const CertifiedKey> {
+    c.client_auth_cert_resolver
+        .resolve(&[], &[])
+        .map(|k| Arc::as_ptr(&k))
 }
 
 /// The contents of the files `spec` names, so that a reload after a file changed builds anew.
@@ -190,6 +276,15 @@ fn file_contents(spec: &ClientSpec) -> Vec<Option<Vec<u8>>> {
     .into_iter()
     .map(|p| p.and_then(|p| std::fs::read(p).ok()))
     .collect()
+}
+
+/// The configurations for `spec`.
+fn upstream_client(spec: &ClientSpec) -> Result<UpstreamClient, TlsError> {
+    let mut client = UpstreamClient::new(build(spec)?, spec.session_reuse);
+    if let Some(p) = &spec.password_file {
+        client.passwords = crate::read_password_file(p)?;
+    }
+    Ok(client)
 }
 
 /// Builds the configuration for `spec`.

@@ -30,7 +30,7 @@ pub use certs::{
 pub use ciphers::{
     kx_groups, openssl_name, protocol_versions, tls12_suites, CipherError, ProtocolChoice,
 };
-pub use client::{client_config, handshake_failure, ClientSpec, UpstreamClient};
+pub use client::{client_config, handshake_failure, ClientCert, ClientSpec, UpstreamClient};
 pub use pem::Purpose;
 pub use server::{ClientAuth, ClientCheck, ClientVerify, ServerSettings, ServerTls, VerifyClient};
 pub use tickets::{load_ticket_keys, new_ticketer, TicketKeyError};

@@ -1221,7 +1221,21 @@ async fn handshake(
     url: Url<'_>,
 ) -> Result<Stream, Failure> {
     let host = plan.ssl_name.as_deref().unwrap_or(plan.upstream.name());
-    match tls.connect(tcp, host, addr, deadline).await {
+    let cert = match &plan.client_cert {
+        Some((cert, key)) => match tls.certificate(cert.clone(), key.clone()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                req.log_upstream(
+                    Level::Error,
+                    &format!("{e} while connecting to upstream"),
+                    &url,
+                );
+                return Err(Failure::Client(500));
+            }
+        },
+        None => None,
+    };
+    match tls.connect(tcp, host, addr, cert.as_ref(), deadline).await {
         Ok(stream) => Ok(stream),
         Err(e) => {
             req.log_upstream(

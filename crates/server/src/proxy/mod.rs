@@ -103,6 +103,8 @@ pub(crate) struct Plan {
     pub gateway: Option<Gateway>,
     /// `proxy_ssl_name` with variables, evaluated for this request.
     pub ssl_name: Option<String>,
+    /// `proxy_ssl_certificate` and `_key` with variables: the files for this request.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// What a request to an application server is sent in.

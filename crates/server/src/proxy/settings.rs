@@ -144,6 +144,9 @@ pub(crate) struct ProxySettings {
     pub ssl: SslSettings,
     /// How `proxy_pass https://` connects; set at load for a location that proxies over TLS.
     pub tls: Option<Arc<UpstreamTls>>,
+    /// The client certificate's files named by variables (`proxy_ssl_certificate`), made
+    /// absolute with this prefix.
+    pub client_cert: Option<(Template, Template, PathBuf)>,
     /// `proxy_cache` and the directives that steer it.
     pub cache: super::cache::CacheSettings,
     /// `proxy_force_ranges`: ranges of a response whatever its `Accept-Ranges`.
@@ -162,6 +165,9 @@ pub(crate) struct SslSettings {
     pub name: Option<String>,
     /// `proxy_ssl_name` with variables.
     pub name_template: Option<Template>,
+    /// `proxy_ssl_certificate` and `proxy_ssl_certificate_key` as written, for when either
+    /// has variables: read for each request then.
+    pub certificate_templates: (Option<Template>, Option<Template>),
 }
 
 impl Default for ProxySettings {
@@ -192,6 +198,7 @@ impl Default for ProxySettings {
             set_body: None,
             ssl: SslSettings::default(),
             tls: None,
+            client_cert: None,
             cache: Default::default(),
             force_ranges: false,
         }
@@ -456,8 +463,14 @@ fn ssl_directive(
             s.spec.depth = usize::try_from(value::number(d, 0)?).map_err(|_| invalid(d, 0))?
         }
         "proxy_ssl_trusted_certificate" => s.spec.trusted = Some(PathBuf::from(d.arg(0))),
-        "proxy_ssl_certificate" => s.certificate = Some(PathBuf::from(d.arg(0))),
-        "proxy_ssl_certificate_key" => s.certificate_key = Some(PathBuf::from(d.arg(0))),
+        "proxy_ssl_certificate" => {
+            s.certificate = Some(PathBuf::from(d.arg(0)));
+            s.certificate_templates.0 = Some(Template::compile(d.arg(0), d, vars)?);
+        }
+        "proxy_ssl_certificate_key" => {
+            s.certificate_key = Some(PathBuf::from(d.arg(0)));
+            s.certificate_templates.1 = Some(Template::compile(d.arg(0), d, vars)?);
+        }
         "proxy_ssl_crl" => s.spec.crl = Some(PathBuf::from(d.arg(0))),
         "proxy_ssl_password_file" => s.spec.password_file = Some(PathBuf::from(d.arg(0))),
         "proxy_ssl_conf_command" => {
@@ -490,10 +503,18 @@ pub(crate) fn finish_tls(
         .unwrap_or(l);
     let ssl = &settings.ssl;
     let mut spec = ssl.spec.clone();
+    // A certificate named by variables is read for each request.
+    let dynamic = match &ssl.certificate_templates {
+        (Some(c), Some(k)) if c.as_literal().is_none() || k.as_literal().is_none() => {
+            Some((c.clone(), k.clone(), resolve(Path::new(""))))
+        }
+        _ => None,
+    };
     spec.trusted = spec.trusted.as_deref().map(resolve);
     spec.crl = spec.crl.as_deref().map(resolve);
     spec.password_file = spec.password_file.as_deref().map(resolve);
     spec.certificate = match (&ssl.certificate, &ssl.certificate_key) {
+        _ if dynamic.is_some() => None,
         (None, _) => None,
         (Some(cert), Some(key)) => Some((resolve(cert), resolve(key))),
         (Some(cert), None) => {
@@ -509,7 +530,9 @@ pub(crate) fn finish_tls(
     let config =
         portcullis_tls::client_config(&spec).map_err(|e| ConfigError::at(d, e.to_string()))?;
     let name = ssl.name.clone();
-    Arc::make_mut(settings).tls = Some(Arc::new(UpstreamTls::new(config, name)));
+    let s = Arc::make_mut(settings);
+    s.tls = Some(Arc::new(UpstreamTls::new(config, name)));
+    s.client_cert = dynamic;
     Ok(())
 }
 

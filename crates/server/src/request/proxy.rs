@@ -385,30 +385,37 @@ impl Request<'_> {
         // As nginx, a 101 becomes a tunnel when the client asked for an upgrade.
         let upgrade = self.head.header("upgrade").is_some();
         let mut r = Response::new(200);
-        r.body = Body::Proxy(Box::new(Plan {
-            upstream,
-            pass_body: settings.pass_request_body
-                && !matches!(self.head.body(), portcullis_http::BodyKind::None),
-            https,
-            head,
-            uri,
-            set_body,
-            hash_key,
-            idempotent,
-            head_request: *method_token == *b"HEAD",
-            upgrade,
-            keepalive,
-            pass: pass.clone(),
-            cache,
-            ssl_name: settings
-                .ssl
-                .name_template
-                .as_ref()
-                .filter(|_| https)
-                .map(|t| String::from_utf8_lossy(&self.eval(t)).into_owned()),
-            settings,
-            gateway: None,
-        }));
+        r.body =
+            Body::Proxy(Box::new(Plan {
+                upstream,
+                pass_body: settings.pass_request_body
+                    && !matches!(self.head.body(), portcullis_http::BodyKind::None),
+                https,
+                head,
+                uri,
+                set_body,
+                hash_key,
+                idempotent,
+                head_request: *method_token == *b"HEAD",
+                upgrade,
+                keepalive,
+                pass: pass.clone(),
+                cache,
+                ssl_name: settings
+                    .ssl
+                    .name_template
+                    .as_ref()
+                    .filter(|_| https)
+                    .map(|t| String::from_utf8_lossy(&self.eval(t)).into_owned()),
+                client_cert: settings.client_cert.as_ref().filter(|_| https).map(
+                    |(c, k, prefix)| {
+                        let path = |t| prefix.join(String::from_utf8_lossy(&self.eval(t)).as_ref());
+                        (path(c), path(k))
+                    },
+                ),
+                settings,
+                gateway: None,
+            }));
         Step::Done(r)
     }
 
