@@ -1136,3 +1136,112 @@ fn renegotiation_is_refused_at_once() {
         assert!(took < Duration::from_secs(5), "{kind}: took {took:?}");
     }
 }
+
+/// Client certificates webpki has no place for that OpenSSL verifies: version 1 ones (no
+/// extensions) and CA certificates presented as the client's own (the trusted root itself,
+/// or an intermediate).
+#[test]
+fn version_1_and_ca_client_certificates_verify_as_nginx() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    let root = pki.self_signed("root", KeyKind::P256, "Client Root");
+    let inter = pki.intermediate("inter", KeyKind::P256, "/CN=Client Inter", &root);
+    // A version 1 certificate: `openssl x509 -req` with no extensions.
+    let v1 = |name: &str, subject: &str, ca: &Pair, kind: KeyKind| {
+        let pair = pki.issue(name, kind, subject, ca, "");
+        let text = Command::new("openssl")
+            .args([
+                "x509",
+                "-noout",
+                "-text",
+                "-in",
+                pair.cert.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        assert!(text.contains("Version: 1 (0x0)"), "{text}");
+        pair
+    };
+    let v1_leaf = v1("v1leaf", "/CN=v1 client", &root, KeyKind::P256);
+    let v1_rsa = v1("v1rsa", "/CN=v1 rsa client", &root, KeyKind::Rsa2048);
+    let v1_deep = v1("v1deep", "/CN=v1 deep client", &inter, KeyKind::P256);
+    let v1_root = pki.self_signed_v1("v1root", KeyKind::P256, "v1 root");
+    let v1_under = v1("v1under", "/CN=under v1 root", &v1_root, KeyKind::P256);
+    let other = pki.self_signed("other", KeyKind::P256, "Other Root");
+    let stranger = v1("stranger", "/CN=stranger", &other, KeyKind::P256);
+    let stranger_v3 = pki.signed("stranger3", KeyKind::P256, "/CN=stranger", &other);
+    let cases: [(&str, &Pair, &Pair, Option<&Pair>); 9] = [
+        ("v1 client of the root", &root, &v1_leaf, None),
+        ("v1 RSA client of the root", &root, &v1_rsa, None),
+        (
+            "v1 client of an intermediate",
+            &root,
+            &v1_deep,
+            Some(&inter),
+        ),
+        ("the root itself", &root, &root, None),
+        ("an intermediate CA", &root, &inter, None),
+        ("a v1 root itself", &v1_root, &v1_root, None),
+        ("a client of a v1 root", &v1_root, &v1_under, None),
+        ("a v1 client of another root", &root, &stranger, None),
+        ("a client of another root", &root, &stranger_v3, None),
+    ];
+    let mut http = String::new();
+    for (i, (_, ca, ..)) in cases.iter().enumerate() {
+        http.push_str(
+            &server_block(
+                &server_pair,
+                &format!(
+                    "        ssl_verify_client optional;\n        ssl_verify_depth 2;\n        ssl_client_certificate {};\n        error_page 495 = /who;\n        location /who {{ return 200 \"verify $ssl_client_verify\\n\"; }}",
+                    ca.cert.display()
+                ),
+            )
+            .replace("{PORT0}", &format!("{{PORT{i}}}")),
+        );
+    }
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, cases.len(), &main_config(&http)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for (i, (name, _, leaf, chain)) in cases.iter().enumerate() {
+            let mut args = vec![
+                "-cert",
+                leaf.cert.to_str().unwrap(),
+                "-key",
+                leaf.key.to_str().unwrap(),
+            ];
+            if let Some(c) = chain {
+                args.extend(["-cert_chain", c.cert.to_str().unwrap()]);
+            }
+            let out = s_client(server.port(i), &args, &request("localhost", "/who"));
+            let verify = out
+                .lines()
+                .find(|l| {
+                    l.starts_with("verify ")
+                        && !l.starts_with("verify error:")
+                        && !l.starts_with("verify return:")
+                })
+                .unwrap_or("-");
+            lines.push(format!("{name} -> {} {verify}", status_line(&out)));
+        }
+        seen.push((kind, lines));
+    }
+    if let Some((_, lines)) = seen.iter().find(|(k, _)| *k == Kind::Portcullis) {
+        support::expect_lines(
+            lines,
+            &[
+                "v1 client of the root -> HTTP/1.1 200 OK verify SUCCESS",
+                "the root itself -> HTTP/1.1 200 OK verify SUCCESS",
+                "a v1 client of another root -> HTTP/1.1 200 OK verify FAILED:unable to verify the first certificate",
+                "a client of another root -> HTTP/1.1 200 OK verify FAILED:unable to verify the first certificate",
+            ],
+        );
+    }
+    support::compare(&seen);
+}

@@ -176,7 +176,10 @@ fn revoked_client_certificates_are_refused_as_nginx_refuses_them() {
     let bad = pki.signed("bad", KeyKind::P256, "/CN=bad", &root);
     let igood = pki.signed("igood", KeyKind::P256, "/CN=igood", &inter);
     let ibad = pki.signed("ibad", KeyKind::P256, "/CN=ibad", &inter);
-    let root_crl = crl(&pki, "root.crl", &root, &[&bad], false);
+    // Version 1 certificates (no extensions), which OpenSSL verifies too.
+    let v1good = pki.issue("v1good", KeyKind::P256, "/CN=v1good", &root, "");
+    let v1bad = pki.issue("v1bad", KeyKind::P256, "/CN=v1bad", &root, "");
+    let root_crl = crl(&pki, "root.crl", &root, &[&bad, &v1bad], false);
     let inter_crl = crl(&pki, "inter.crl", &inter, &[&ibad], false);
     let both_crls = cat(&pki, "both.crl", &[&root_crl, &inter_crl]);
     let old_crl = crl(&pki, "old.crl", &root, &[], true);
@@ -207,6 +210,8 @@ fn revoked_client_certificates_are_refused_as_nginx_refuses_them() {
         ("bad", &bad),
         ("igood", &igood),
         ("ibad", &ibad),
+        ("v1good", &v1good),
+        ("v1bad", &v1bad),
     ];
     let mut seen = Vec::new();
     for kind in kinds() {
@@ -244,6 +249,8 @@ fn revoked_client_certificates_are_refused_as_nginx_refuses_them() {
                     "cas.crt both.crl on, igood -> HTTP/1.1 200 OK verify SUCCESS",
                     "cas.crt both.crl on, ibad -> HTTP/1.1 400 Bad Request -",
                     "root.crt root.crl optional, bad -> HTTP/1.1 400 Bad Request -",
+                    "root.crt root.crl on, v1good -> HTTP/1.1 200 OK verify SUCCESS",
+                    "root.crt root.crl on, v1bad -> HTTP/1.1 400 Bad Request -",
                 ],
             );
         }

@@ -79,6 +79,58 @@ pub fn spki(cert: &[u8]) -> Option<&[u8]> {
     Some(&tbs[..tbs.len() - rest.len()])
 }
 
+/// The parts a certificate's signature covers and is: the TBSCertificate whole (tag and
+/// length with it), the signature algorithm's contents and the signature's bytes.
+pub fn signed_parts(cert: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let (_, certificate, _) = tlv(cert)?;
+    let (_, _, after_tbs) = tlv(certificate)?;
+    let tbs = &certificate[..certificate.len() - after_tbs.len()];
+    let (_, alg, rest) = tlv(after_tbs)?;
+    let (tag, bits, _) = tlv(rest)?;
+    if tag != 0x03 {
+        return None;
+    }
+    Some((tbs, alg, bits.get(1..)?))
+}
+
+/// A certificate's public key: its algorithm identifier's contents and the key's bytes.
+pub fn public_key(cert: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (_, info, _) = tlv(spki(cert)?)?;
+    let (_, alg, rest) = tlv(info)?;
+    let (tag, bits, _) = tlv(rest)?;
+    if tag != 0x03 {
+        return None;
+    }
+    Some((alg, bits.get(1..)?))
+}
+
+/// The issuer's and the subject's names (their DER contents) and the serial number's.
+pub fn names_and_serial(cert: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let f = tbs_fields(cert)?;
+    Some((f[2], f[4], f[0]))
+}
+
+/// A certificate revocation list's thisUpdate and nextUpdate (none for a list that names no
+/// next update).
+pub fn crl_updates(crl: &[u8]) -> Option<(CertTime, Option<CertTime>)> {
+    let (_, list, _) = tlv(crl)?;
+    let (_, mut tbs, _) = tlv(list)?;
+    // version (optional), signature, issuer.
+    if tbs.first() == Some(&0x02) {
+        tbs = tlv(tbs)?.2;
+    }
+    for _ in 0..2 {
+        tbs = tlv(tbs)?.2;
+    }
+    let (tag, this, rest) = tlv(tbs)?;
+    let this = asn1_time(tag, this)?;
+    let next = match tlv(rest) {
+        Some((tag @ (0x17 | 0x18), next, _)) => Some(asn1_time(tag, next)?),
+        _ => None,
+    };
+    Some((this, next))
+}
+
 /// Whether a DER certificate names itself as its issuer (a root, to OpenSSL's chain
 /// building: the only kind a chain may end at).
 pub fn self_issued(cert: &[u8]) -> bool {

@@ -10,6 +10,7 @@
 //! `proxy_pass https://` location connects with, shared by the locations that set alike.
 
 mod certs;
+mod chain;
 mod ciphers;
 pub mod client;
 pub mod dn;

@@ -119,6 +119,11 @@ struct Chain {
     algs: WebPkiSupportedAlgorithms,
     /// `ssl_crl`'s lists, when it is set.
     crls: Option<Vec<webpki::CertRevocationList<'static>>>,
+    /// Every self-issued certificate of the files (v1 ones too), for what webpki does not
+    /// verify ([`crate::chain`]).
+    roots: Vec<CertificateDer<'static>>,
+    /// `ssl_crl`'s lists as read, in the order of `crls`.
+    crl_ders: Vec<Vec<u8>>,
 }
 
 impl ClientCheck {
@@ -146,7 +151,10 @@ impl Chain {
         sent: &[CertificateDer<'static>],
         depth: usize,
     ) -> Result<(), &'static str> {
-        let end = webpki::EndEntityCert::try_from(leaf).map_err(|_| "certificate verify error")?;
+        // A version 1 certificate: webpki takes none.
+        let Ok(end) = webpki::EndEntityCert::try_from(leaf) else {
+            return self.verify_as_openssl(leaf, sent, depth);
+        };
         let pool: Vec<CertificateDer<'_>> = sent
             .iter()
             .chain(&self.intermediates)
@@ -182,6 +190,10 @@ impl Chain {
             .map(|_| ())
         };
         match build(Some(&short)) {
+            // A CA certificate as the client's own, or a chain through a version 1 one.
+            Err(webpki::Error::CaUsedAsEndEntity | webpki::Error::UnsupportedCertVersion) => {
+                self.verify_as_openssl(leaf, sent, depth)
+            }
             // `ssl_crl` names a file without lists: no certificate's status can be known.
             Ok(()) if self.crls.is_some() && revocation.is_none() => {
                 Err("unable to get certificate CRL")
@@ -191,6 +203,11 @@ impl Chain {
             Err(_) if build(None).is_ok() => {
                 Err(refused.get().unwrap_or("certificate verify error"))
             }
+            // No certificate at all names the client's issuer: OpenSSL's chain is the
+            // client's alone.
+            Err(webpki::Error::UnknownIssuer) if !self.issuer_known(leaf, sent) => {
+                Err("unable to verify the first certificate")
+            }
             Err(e) => Err(revocation_reason(&e).unwrap_or_else(|| {
                 openssl_reason(&rustls::Error::InvalidCertificate(webpki_error(e)))
             })),
@@ -199,6 +216,42 @@ impl Chain {
 }
 
 impl Chain {
+    /// Whether a certificate of the files or of those sent is named as `leaf`'s issuer.
+    fn issuer_known(&self, leaf: &CertificateDer<'_>, sent: &[CertificateDer<'static>]) -> bool {
+        let Some((issuer, _, _)) = crate::dn::names_and_serial(leaf) else {
+            return true;
+        };
+        self.roots
+            .iter()
+            .chain(&self.intermediates)
+            .chain(sent)
+            .any(|c| {
+                crate::dn::names_and_serial(c).is_some_and(|(_, subject, _)| subject == issuer)
+            })
+    }
+
+    /// What webpki does not verify, verified as OpenSSL does ([`crate::chain`]).
+    fn verify_as_openssl(
+        &self,
+        leaf: &CertificateDer<'_>,
+        sent: &[CertificateDer<'static>],
+        depth: usize,
+    ) -> Result<(), &'static str> {
+        let intermediates: Vec<CertificateDer<'_>> = sent
+            .iter()
+            .chain(&self.intermediates)
+            .map(|c| CertificateDer::from(c.as_ref()))
+            .collect();
+        let trust = crate::chain::Trust {
+            roots: &self.roots,
+            intermediates: &intermediates,
+            crls: self.crls.as_deref(),
+            crl_ders: &self.crl_ders,
+            algs: self.algs,
+        };
+        crate::chain::verify(leaf, &trust, depth, UnixTime::now())
+    }
+
     /// OpenSSL's checks of a chain webpki built and does not make: `ssl_verify_depth`; the
     /// root a CA (a certificate that is not one is trusted only as the client's own), in
     /// its validity period, its path length limit; each intermediate's key usage and path
@@ -413,6 +466,7 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
         .partition(|c| crate::dn::self_issued(c));
     let mut anchors = Vec::new();
     let mut anchor_certs = Vec::new();
+    let all_roots = roots.clone();
     for c in roots {
         if let Ok(anchor) = webpki::anchor_from_trusted_cert(&c) {
             anchors.push(anchor.to_owned());
@@ -437,6 +491,13 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
         intermediates,
         algs: provider.signature_verification_algorithms,
         crls,
+        roots: all_roots,
+        crl_ders: a
+            .crls
+            .iter()
+            .flatten()
+            .map(|d| d.as_ref().to_vec())
+            .collect(),
     };
     // optional_no_ca asks for a certificate and takes any.
     let chain = (a.mode != VerifyClient::OptionalNoCa).then_some(chain);
@@ -448,6 +509,25 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
         },
         hints,
     })
+}
+
+/// A handshake signature checked with the key of a certificate webpki does not read (version
+/// 1): the scheme's algorithms for the key's type.
+fn signed_with_key(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &WebPkiSupportedAlgorithms,
+) -> Option<HandshakeSignatureValid> {
+    let (key_alg, key) = crate::dn::public_key(cert)?;
+    let (_, candidates) = algs.mapping.iter().find(|(s, _)| *s == dss.scheme)?;
+    candidates
+        .iter()
+        .any(|a| {
+            a.public_key_alg_id().as_ref() == key_alg
+                && a.verify_signature(key, message, dss.signature()).is_ok()
+        })
+        .then(HandshakeSignatureValid::assertion)
 }
 
 /// Asks for a client certificate and accepts any whose holder proves it has the key: the
@@ -489,6 +569,7 @@ impl ClientCertVerifier for AnyClientCert {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+            .or_else(|e| signed_with_key(message, cert, dss, &self.algs).ok_or(e))
     }
     fn verify_tls13_signature(
         &self,
@@ -497,6 +578,7 @@ impl ClientCertVerifier for AnyClientCert {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+            .or_else(|e| signed_with_key(message, cert, dss, &self.algs).ok_or(e))
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algs.supported_schemes()
