@@ -544,13 +544,13 @@ pub static MODULES: &[Module] = &[
         flag: Flag::Standard,
         directives: &[block("split_clients", HTTP, TAKE2, Block::Data)],
     },
-    // `add_header` and `expires`; `add_trailer` is not implemented.
+    // `add_header`, `add_trailer` and `expires`.
     Module {
         name: "http_headers_module",
         flag: Flag::None,
         directives: &[
             d("add_header", HSLI, TAKE23),
-            d("add_trailer", HSLI, TAKE23).warn(),
+            d("add_trailer", HSLI, TAKE23),
             once("expires", HSLI, TAKE12),
         ],
     },

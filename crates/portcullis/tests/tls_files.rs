@@ -513,13 +513,15 @@ fn key_and_crl_file_errors_are_nginxs() {
     }
     // The same call and file, and OpenSSL's reason among nginx's chain of error codes;
     // portcullis adds the file and line, which nginx cannot name for these.
+    // With wrong passwords (the first case), what OpenSSL finds wrong depends on the
+    // bytes a wrong key makes (its padding mostly, a decoding now and then): the call only.
     if let [(_, nginx), (_, ours)] = seen.as_slice() {
-        for (n, o) in nginx.iter().zip(ours) {
+        for (i, (n, o)) in nginx.iter().zip(ours).enumerate() {
             let o = o.split(" in {PREFIX}/").next().unwrap();
             let (head, reason) = o.split_once(" (").unwrap();
             let reason = reason.trim_end_matches(')');
             assert!(
-                n.starts_with(head) && n.contains(reason),
+                n.starts_with(head) && (i == 0 || n.contains(reason)),
                 "nginx:      {n}\nportcullis: {o}"
             );
         }

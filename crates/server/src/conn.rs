@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use portcullis_http::{
     chunk_header, parse_request_head, BodyKind, Chunk, ChunkedDecoder, RequestError, RequestHead,
-    Version, LAST_CHUNK,
+    Version,
 };
 use portcullis_proxy::Timer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -382,6 +382,11 @@ impl Connection<'_> {
             let send_continue =
                 req.head().expect_continue() && discard.is_some() && resp.status < 400;
             let sent = self.send(&req, &mut resp, send_continue, &loc).await;
+            // Trailers a response did not end with (HTTP/1.0) are read all the same, for
+            // `$sent_trailer_*`, as nginx's trailers filter reads them.
+            if !(req.is_head() || matches!(resp.status, 204 | 304)) {
+                req.read_trailers();
+            }
             if sent.is_err() {
                 req.set_incomplete();
             }
@@ -569,6 +574,13 @@ impl Connection<'_> {
             self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
         }
         let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
+        // Trailers (`add_trailer`) end a chunked body: the length goes.
+        if !head_only && req.expects_trailers() && req.is_http11() && loc.chunked {
+            resp.content_length = None;
+            resp.chunked = true;
+            let body = std::mem::replace(&mut resp.body, Body::Empty);
+            resp.body = crate::encode::pieces(body);
+        }
         // HTTP/0.9 has no status line and no headers: the body alone.
         if req.head().version() != Version::Http09 {
             let mut dates = self.worker.dates.borrow_mut();
@@ -651,7 +663,7 @@ impl Connection<'_> {
                         self.out.extend_from_slice(&piece);
                     }
                     if !more && resp.chunked {
-                        self.out.extend_from_slice(LAST_CHUNK);
+                        req.last_chunk(&mut self.out);
                     }
                     sent += self.out.len() as u64;
                     self.write_out(None, timeout).await?;
@@ -756,7 +768,7 @@ impl Connection<'_> {
                         out.extend_from_slice(&piece);
                     }
                     if !more && chunked {
-                        out.extend_from_slice(LAST_CHUNK);
+                        req.last_chunk(&mut out);
                     }
                     pace.write_all(&mut self.stream, &[&out], timeout).await?;
                     sent += out.len() as u64;

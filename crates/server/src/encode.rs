@@ -370,6 +370,41 @@ pub(crate) fn own(resp: &mut Response, enc: Encode, head_only: bool) {
     }));
 }
 
+/// A body of the server's own made into pieces sent one after the other, as they are
+/// unchanged: for a response that goes chunked to end with trailers (`add_trailer`).
+pub(crate) fn pieces(body: Body) -> Body {
+    /// Passes the body as it is.
+    struct Same;
+    impl Coder for Same {
+        fn code(&mut self, input: &[u8], out: &mut BytesMut) -> io::Result<()> {
+            out.extend_from_slice(input);
+            Ok(())
+        }
+        fn finish(&mut self, _: &mut BytesMut) -> io::Result<()> {
+            Ok(())
+        }
+        fn head(&self) -> HeadEdit {
+            HeadEdit::default()
+        }
+        fn stage(&self) -> Stage {
+            Stage::Rewrite
+        }
+    }
+    let input = match body {
+        Body::Empty => Input::Bytes(None),
+        Body::Bytes(b) => Input::Bytes(Some(b)),
+        Body::File { file, offset, len } => Input::File { file, offset, len },
+        Body::Stream(source) => return Body::Stream(source),
+        Body::Parts(parts) => Input::Parts(parts.into()),
+        other => return other,
+    };
+    Body::Stream(Box::new(Recoded {
+        input,
+        coder: Box::new(Same),
+        done: false,
+    }))
+}
+
 /// Changes the head of a response of the server's own as `edit` says.
 pub(crate) fn edit_head(resp: &mut Response, edit: &HeadEdit) {
     if !edit.keep_length {

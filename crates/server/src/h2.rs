@@ -407,6 +407,7 @@ async fn respond_to(
         &log,
         &|n| req.set_streamed(n),
         if head_only { None } else { req.pace() },
+        &|| trailer_map(req),
     )
     .await;
     req.log_access(&resp, sent);
@@ -464,6 +465,7 @@ async fn refuse(
         &|_| {},
         &|_| {},
         None,
+        &|| None,
     )
     .await;
     if server.conf.access_log.is_empty() {
@@ -508,6 +510,7 @@ async fn send(
     log: &dyn Fn(&str),
     streamed: &dyn Fn(u64),
     rate: Option<crate::pace::Pace>,
+    trailers: &dyn Fn() -> Option<HeaderMap>,
 ) -> u64 {
     let mut fields = HeaderMap::new();
     let head_len = response_fields(worker, resp, tokens, &mut fields);
@@ -517,7 +520,12 @@ async fn send(
         Err(_) => http::StatusCode::INTERNAL_SERVER_ERROR,
     };
     *head.headers_mut() = fields;
-    let body = std::mem::replace(&mut resp.body, Body::Empty);
+    let mut body = std::mem::replace(&mut resp.body, Body::Empty);
+    // Trailers (`add_trailer`) end the body: it goes in pieces, then a HEADERS frame.
+    let trailing = !head_only && trailers().is_some();
+    if trailing {
+        body = crate::encode::pieces(body);
+    }
     let empty = head_only
         || match &body {
             Body::Empty => true,
@@ -552,7 +560,10 @@ async fn send(
                             break Err(e);
                         }
                         if !more {
-                            break out.bytes(Bytes::new(), true);
+                            break match trailers().filter(|t| trailing && !t.is_empty()) {
+                                Some(t) => out.stream.send_trailers(t).map_err(io::Error::other),
+                                None => out.bytes(Bytes::new(), true),
+                            };
                         }
                     }
                     Err(e) => {
@@ -588,6 +599,24 @@ async fn send(
         stream.send_reset(Reason::INTERNAL_ERROR);
     }
     sent
+}
+
+/// The trailers a response ends with (`add_trailer`), read now: `None` when it ends with
+/// none.
+fn trailer_map(req: &Request<'_>) -> Option<HeaderMap> {
+    if !req.expects_trailers() {
+        return None;
+    }
+    let mut map = HeaderMap::new();
+    for (name, value) in req.trailer_fields() {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_bytes(&value),
+        ) {
+            map.append(n, v);
+        }
+    }
+    Some(map)
 }
 
 /// Fills `fields` with the response's fields in nginx's order, leaving out those HTTP/2 has

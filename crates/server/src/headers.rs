@@ -6,6 +6,11 @@
 //! `Last-Modified` replace the response's own (an empty value removes it), as nginx's filter
 //! sets them rather than adding a line. A level's first `add_header` replaces the inherited
 //! list. `expires` (`expires.rs`) sets `Expires` and `Cache-Control` on the same statuses.
+//!
+//! `add_trailer name value [always]` ends responses of 200, 201, 206, 301, 302, 303, 307 and
+//! 308 (every status with `always`) with a trailer, its value read once the body is whole
+//! (an empty one is not sent): an HTTP/1.1 response then goes chunked, an HTTP/2 one ends
+//! with a HEADERS frame.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -13,7 +18,7 @@ use std::time::SystemTime;
 use portcullis_config::{ConfigError, Directive};
 
 use crate::module::{self, Load, Module, Slot};
-use crate::request::{Handlers, Request, Response};
+use crate::request::{Handlers, Request, Response, Trailer};
 use crate::vars::Template;
 
 mod expires;
@@ -29,6 +34,12 @@ struct HeadersConf {
     add_headers: Vec<AddHeader>,
     /// `expires`: `None` for `off`, the default.
     expires: Option<expires::Expires>,
+    /// `add_trailer`, as written.
+    add_trailers: Vec<AddHeader>,
+    /// The trailers of a response of a status `add_trailer` applies to, and of another
+    /// (those with `always`); those written with an empty value are left out.
+    trailers_ok: Option<Arc<[Trailer]>>,
+    trailers_always: Option<Arc<[Trailer]>>,
 }
 
 #[derive(Clone)]
@@ -74,6 +85,38 @@ impl Module for HeadersModule {
                 });
             }
             "expires" => c.expires = expires::compile(d, cx.names)?,
+            "add_trailer" => {
+                if cx.first {
+                    c.add_trailers.clear();
+                }
+                let always = match d.args.get(2).map(|a| a.value.as_str()) {
+                    None => false,
+                    Some("always") => true,
+                    Some(other) => {
+                        return Err(ConfigError::at(d, format!("invalid parameter \"{other}\"")))
+                    }
+                };
+                c.add_trailers.push(AddHeader {
+                    name: d.arg(0).to_string(),
+                    value: Template::compile(d.arg(1), d, cx.names)?,
+                    always,
+                });
+                let list = |all: bool| -> Option<Arc<[Trailer]>> {
+                    let t: Vec<Trailer> = c
+                        .add_trailers
+                        .iter()
+                        .filter(|t| all || t.always)
+                        .filter(|t| t.value.as_literal() != Some(""))
+                        .map(|t| Trailer {
+                            name: t.name.clone(),
+                            value: t.value.clone(),
+                        })
+                        .collect();
+                    (!t.is_empty()).then(|| t.into())
+                };
+                c.trailers_ok = list(true);
+                c.trailers_always = list(false);
+            }
             // `owns` hands over no other.
             _ => {}
         }
@@ -82,7 +125,7 @@ impl Module for HeadersModule {
 
     fn is_active(&self, conf: &Slot) -> bool {
         let c = module::get::<HeadersConf>(conf);
-        c.expires.is_some() || !c.add_headers.is_empty()
+        c.expires.is_some() || !c.add_headers.is_empty() || !c.add_trailers.is_empty()
     }
 
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
@@ -101,6 +144,11 @@ fn ok_status(status: u16) -> bool {
         status,
         200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
     )
+}
+
+/// The statuses add_trailer (without `always`) applies to.
+fn trailer_status(status: u16) -> bool {
+    matches!(status, 200 | 201 | 206 | 301 | 302 | 303 | 307 | 308)
 }
 
 /// The fields add_header sets in place of the response's own instead of adding a line.
@@ -149,6 +197,14 @@ fn header_filter(
             resp.header("Expires", date.as_bytes());
             resp.header("Cache-Control", cache_control.as_bytes());
         }
+    }
+    let trailers = if trailer_status(status) {
+        &c.trailers_ok
+    } else {
+        &c.trailers_always
+    };
+    if let Some(t) = trailers {
+        req.expect_trailers(t.clone(), resp.status);
     }
     for h in applied(c, status) {
         let value = req.eval_for(&h.value, resp);

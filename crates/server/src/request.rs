@@ -782,6 +782,20 @@ pub(crate) struct Request<'a> {
     /// `$limit_rate`: set by `set` (or `X-Accel-Limit-Rate`), or fixed from `limit_rate`
     /// when the response begins; `None` before either.
     limit_rate: std::cell::Cell<Option<u64>>,
+    /// `add_trailer`: the trailers the response ends with, as the header filter chose them
+    /// for its status; then, once sent, their values (`$sent_trailer_*`).
+    trailers: std::cell::RefCell<Option<Arc<[Trailer]>>>,
+    /// The status of the response the trailers end (`$status` in their values).
+    trailer_status: std::cell::Cell<u16>,
+    /// The trailers' values were read.
+    trailers_read: std::cell::Cell<bool>,
+    sent_trailers: std::cell::RefCell<Vec<(String, Vec<u8>)>>,
+}
+
+/// One trailer a response ends with (`add_trailer`), its value read when the body is whole.
+pub(crate) struct Trailer {
+    pub name: String,
+    pub value: Template,
 }
 
 impl<'a> Request<'a> {
@@ -817,6 +831,10 @@ impl<'a> Request<'a> {
             redirects: 0,
             error_page_used: false,
             limit_rate: std::cell::Cell::new(None),
+            trailers: std::cell::RefCell::new(None),
+            trailer_status: std::cell::Cell::new(0),
+            trailers_read: std::cell::Cell::new(false),
+            sent_trailers: std::cell::RefCell::new(Vec::new()),
             start,
             vars: Vec::new(),
             var_ctx: Default::default(),
@@ -2084,6 +2102,57 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The header filter's choice of trailers for the response (`add_trailer`).
+    pub(crate) fn expect_trailers(&self, trailers: Arc<[Trailer]>, status: u16) {
+        *self.trailers.borrow_mut() = Some(trailers);
+        self.trailer_status.set(status);
+    }
+
+    /// Whether the response ends with trailers: an HTTP/1.1 one then goes chunked.
+    pub(crate) fn expects_trailers(&self) -> bool {
+        self.trailers.borrow().is_some()
+    }
+
+    /// The trailers' values, read now that the body is whole (those that are empty are not
+    /// sent), and kept for `$sent_trailer_*`.
+    pub(crate) fn trailer_fields(&self) -> Vec<(String, Vec<u8>)> {
+        let Some(trailers) = self.trailers.borrow().clone() else {
+            return Vec::new();
+        };
+        let resp = Response::new(self.trailer_status.get());
+        let fields: Vec<(String, Vec<u8>)> = trailers
+            .iter()
+            .map(|t| (t.name.clone(), self.eval_for(&t.value, &resp)))
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        self.sent_trailers.borrow_mut().clone_from(&fields);
+        self.trailers_read.set(true);
+        fields
+    }
+
+    /// Reads the trailers' values if the body's end did not (`$sent_trailer_*`).
+    pub(crate) fn read_trailers(&self) {
+        if self.expects_trailers() && !self.trailers_read.get() {
+            self.trailer_fields();
+        }
+    }
+
+    /// HTTP/1.1's end of a chunked body: the last chunk and the trailers.
+    pub(crate) fn last_chunk(&self, out: &mut BytesMut) {
+        if !self.expects_trailers() {
+            out.extend_from_slice(portcullis_http::LAST_CHUNK);
+            return;
+        }
+        out.extend_from_slice(b"0\r\n");
+        for (name, value) in self.trailer_fields() {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(&value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+
     /// `set $limit_rate`: a size, or an error logged as nginx logs it and no change.
     pub(crate) fn set_limit_rate(&self, value: &[u8]) {
         match std::str::from_utf8(value)
@@ -2408,6 +2477,16 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Empty => {}
+            Var::SentTrailer(name) => {
+                if let Some((_, v)) = self
+                    .sent_trailers
+                    .borrow()
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                {
+                    out.extend_from_slice(v);
+                }
+            }
             Var::Http2 => {
                 if self.http2 {
                     out.extend_from_slice(if self.conn.tls.is_some() {

@@ -86,10 +86,11 @@ pub enum Var {
     RequestCompletion,
     /// `$limit_rate`: the response's rate limit, as set or fixed when the response began.
     LimitRate,
+    /// `$sent_trailer_<name>` (lowercase, `-` for `_`): a trailer `add_trailer` sent.
+    SentTrailer(String),
     /// Variables of features that never take part here, whose value is then empty in nginx
-    /// too: `$upstream_trailer_*` (nginx 1.22's proxy keeps no upstream trailers),
-    /// `$sent_trailer_*` (no trailers are sent: `add_trailer` is ignored with a warning)
-    /// and `$ssl_early_data` (TLS early data is never accepted).
+    /// too: `$upstream_trailer_*` (nginx 1.22's proxy keeps no upstream trailers) and
+    /// `$ssl_early_data` (TLS early data is never accepted).
     Empty,
     /// `$request_body`: the client's body, when it was read whole to be proxied.
     RequestBody,
@@ -306,7 +307,10 @@ impl Var {
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             return Some(Var::UpstreamCookie(c.to_string()));
         }
-        if name.starts_with("upstream_trailer_") || name.starts_with("sent_trailer_") {
+        if let Some(t) = name.strip_prefix("sent_trailer_") {
+            return Some(Var::SentTrailer(t.to_ascii_lowercase().replace('_', "-")));
+        }
+        if name.starts_with("upstream_trailer_") {
             return Some(Var::Empty);
         }
         if let Some(h) = header("sent_http_") {

@@ -209,6 +209,8 @@ struct ToStream {
     pace: Pace,
     /// `limit_rate`.
     rate: Option<crate::pace::Pace>,
+    /// `add_trailer`: the HEADERS frame that ends the stream.
+    trailers: Vec<(String, Vec<u8>)>,
     sent: u64,
     body: u64,
 }
@@ -227,6 +229,7 @@ impl ToStream {
             pending: BytesMut::new(),
             pace,
             rate,
+            trailers: Vec::new(),
             sent: 0,
             body: 0,
         }
@@ -328,7 +331,19 @@ impl Downstream for ToStream {
             return self.send_head(true);
         }
         self.send(&[]).await?;
+        let mut trailers = http::HeaderMap::new();
+        for (name, value) in std::mem::take(&mut self.trailers) {
+            if let (Ok(n), Ok(v)) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_bytes(&value),
+            ) {
+                trailers.append(n, v);
+            }
+        }
         match self.stream.as_mut() {
+            Some(stream) if !trailers.is_empty() => {
+                stream.send_trailers(trailers).map_err(io::Error::other)
+            }
             Some(stream) => stream
                 .send_data(Bytes::new(), true)
                 .map_err(io::Error::other),
@@ -355,6 +370,10 @@ impl Downstream for ToStream {
 
     fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
         crate::pace::Pace::set_rate(&mut self.rate, rate, after, start);
+    }
+
+    fn end_with(&mut self, trailers: Vec<(String, Vec<u8>)>) {
+        self.trailers = trailers;
     }
 }
 

@@ -39,6 +39,11 @@ pub(crate) trait Fields {
     fn connection(&mut self, upgrade: bool) {
         let _ = upgrade;
     }
+    /// The response ends with trailers (`add_trailer`). Returns whether the body then goes
+    /// chunked (an HTTP/1.1 client), which takes its length away.
+    fn trailers(&mut self) -> bool {
+        false
+    }
     /// The head is whole.
     fn end(&mut self) {}
 }
@@ -97,6 +102,11 @@ pub(crate) trait Downstream {
 
     /// Whether the client connection may carry another request.
     fn keep_alive(&self) -> bool;
+
+    /// The trailers the body ends with, read once it is whole (`add_trailer`).
+    fn end_with(&mut self, trailers: Vec<(String, Vec<u8>)>) {
+        let _ = trailers;
+    }
 
     /// The body goes at most `rate` bytes a second from now on (`X-Accel-Limit-Rate`), past
     /// its first `after` bytes counted from `start`: where the downstream is a client.
@@ -167,6 +177,8 @@ pub(crate) struct Client<'c, S> {
     body: u64,
     /// `limit_rate`: every byte goes at its pace.
     pace: Option<crate::pace::Pace>,
+    /// `add_trailer`: what follows the last chunk.
+    trailers: Vec<(String, Vec<u8>)>,
 }
 
 impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
@@ -192,6 +204,7 @@ impl<'c, S: AsyncRead + AsyncWrite + Unpin> Client<'c, S> {
             sent: 0,
             body: 0,
             pace: None,
+            trailers: Vec::new(),
         }
     }
 
@@ -266,6 +279,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Fields for Client<'_, S> {
 
     fn end(&mut self) {
         self.out.put_slice(b"\r\n");
+    }
+
+    fn trailers(&mut self) -> bool {
+        self.rechunk |= self.chunks;
+        self.chunks
     }
 
     fn connection(&mut self, upgrade: bool) {
@@ -370,8 +388,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
     }
 
     async fn finish(&mut self) -> io::Result<()> {
-        if self.rechunk {
+        if self.rechunk && self.trailers.is_empty() {
             self.out.put_slice(LAST_CHUNK);
+        } else if self.rechunk {
+            self.out.put_slice(b"0\r\n");
+            for (name, value) in std::mem::take(&mut self.trailers) {
+                self.out.put_slice(name.as_bytes());
+                self.out.put_slice(b": ");
+                self.out.put_slice(&value);
+                self.out.put_slice(b"\r\n");
+            }
+            self.out.put_slice(b"\r\n");
         }
         if self.out.is_empty() {
             return Ok(());
@@ -394,6 +421,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
 
     fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
         crate::pace::Pace::set_rate(&mut self.pace, rate, after, start);
+    }
+
+    fn end_with(&mut self, trailers: Vec<(String, Vec<u8>)>) {
+        self.trailers = trailers;
     }
 }
 

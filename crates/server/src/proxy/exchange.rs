@@ -1904,6 +1904,14 @@ impl Finish {
     }
 }
 
+/// Ends the response: with its trailers (`add_trailer`), read now that the body is whole.
+async fn finish<D: Downstream>(down: &mut D, req: &Request<'_>) -> std::io::Result<()> {
+    if req.expects_trailers() {
+        down.end_with(req.trailer_fields());
+    }
+    down.finish().await
+}
+
 /// [`forward`] once the downstream is chosen.
 #[allow(clippy::too_many_arguments)]
 async fn relay<D: Downstream, S: Source>(
@@ -1982,7 +1990,7 @@ async fn relay<D: Downstream, S: Source>(
                     left -= take as u64;
                 }
                 // Bytes past the announced length mean the upstream cannot be trusted again.
-                down.finish().await.is_ok() && ubuf.is_empty()
+                finish(down, req).await.is_ok() && ubuf.is_empty()
             }
             Framing::Chunked => {
                 let mut decoder = ChunkedDecoder::new();
@@ -1994,7 +2002,7 @@ async fn relay<D: Downstream, S: Source>(
                                 down.push(&d);
                             }
                             Ok(Chunk::Done) => {
-                                break 'done down.finish().await.is_ok() && ubuf.is_empty()
+                                break 'done finish(down, req).await.is_ok() && ubuf.is_empty()
                             }
                             Ok(Chunk::NeedMore) => break,
                             Err(_) => {
@@ -2024,14 +2032,14 @@ async fn relay<D: Downstream, S: Source>(
                 // A source that knows its end (a FastCGI response's record) ends the body
                 // with what is pushed, in one write.
                 if source.ended() {
-                    break 'done down.finish().await.is_ok();
+                    break 'done finish(down, req).await.is_ok();
                 }
                 if down.send(&[]).await.is_err() {
                     break 'done false;
                 }
                 if !read_more!('done, true) {
                     // The upstream's close ends the body, and its connection.
-                    let _ = down.finish().await;
+                    let _ = finish(down, req).await;
                     break 'done false;
                 }
             },

@@ -158,4 +158,8 @@ impl<D: Downstream> Downstream for Filtered<'_, '_, D> {
     fn limit_rate(&mut self, rate: u64, after: u64, start: tokio::time::Instant) {
         self.inner.limit_rate(rate, after, start);
     }
+
+    fn end_with(&mut self, trailers: Vec<(String, Vec<u8>)>) {
+        self.inner.end_with(trailers);
+    }
 }

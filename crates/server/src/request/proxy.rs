@@ -486,8 +486,10 @@ impl Request<'_> {
             (_, Some(raw)) => out.field(b"Content-Type", raw),
             (_, None) => {}
         }
+        // Trailers (`add_trailer`) end an HTTP/1.1 body chunked: the length goes.
+        let chunked_for_trailers = self.expects_trailers() && !plan.head_request && out.trailers();
         // The length in nginx's place, after the type, whatever the upstream's order.
-        if head.known(KnownName::ContentLength).is_some() {
+        if head.known(KnownName::ContentLength).is_some() && !chunked_for_trailers {
             if let portcullis_http::Framing::Length(n) = head.framing() {
                 let mut digits = itoa_buf();
                 out.field(b"Content-Length", format_u64(n, &mut digits));
