@@ -1174,7 +1174,26 @@ fn version_1_and_ca_client_certificates_verify_as_nginx() {
     let other = pki.self_signed("other", KeyKind::P256, "Other Root");
     let stranger = v1("stranger", "/CN=stranger", &other, KeyKind::P256);
     let stranger_v3 = pki.signed("stranger3", KeyKind::P256, "/CN=stranger", &other);
-    let cases: [(&str, &Pair, &Pair, Option<&Pair>); 9] = [
+    // A client's own certificate (no CA) used to sign others: refused however they are made.
+    let alice = pki.signed("alice", KeyKind::P256, "/CN=alice", &root);
+    let minted_v1 = v1("mintedv1", "/CN=admin", &alice, KeyKind::P256);
+    let minted_ca = pki.issue(
+        "mintedca",
+        KeyKind::P256,
+        "/CN=admin",
+        &alice,
+        "basicConstraints=critical,CA:TRUE\n",
+    );
+    // One without a key usage: its being no CA is what refuses it.
+    let bob = pki.issue(
+        "bob",
+        KeyKind::P256,
+        "/CN=bob",
+        &root,
+        "basicConstraints=CA:FALSE\n",
+    );
+    let minted_by_bob = v1("mintedbob", "/CN=admin", &bob, KeyKind::P256);
+    let cases: [(&str, &Pair, &Pair, Option<&Pair>); 12] = [
         ("v1 client of the root", &root, &v1_leaf, None),
         ("v1 RSA client of the root", &root, &v1_rsa, None),
         (
@@ -1189,6 +1208,24 @@ fn version_1_and_ca_client_certificates_verify_as_nginx() {
         ("a client of a v1 root", &v1_root, &v1_under, None),
         ("a v1 client of another root", &root, &stranger, None),
         ("a client of another root", &root, &stranger_v3, None),
+        (
+            "a v1 certificate a client signed",
+            &root,
+            &minted_v1,
+            Some(&alice),
+        ),
+        (
+            "a CA certificate a client signed",
+            &root,
+            &minted_ca,
+            Some(&alice),
+        ),
+        (
+            "a v1 certificate a non-CA signed",
+            &root,
+            &minted_by_bob,
+            Some(&bob),
+        ),
     ];
     let mut http = String::new();
     for (i, (_, ca, ..)) in cases.iter().enumerate() {
@@ -1240,6 +1277,9 @@ fn version_1_and_ca_client_certificates_verify_as_nginx() {
                 "the root itself -> HTTP/1.1 200 OK verify SUCCESS",
                 "a v1 client of another root -> HTTP/1.1 200 OK verify FAILED:unable to verify the first certificate",
                 "a client of another root -> HTTP/1.1 200 OK verify FAILED:unable to verify the first certificate",
+                "a v1 certificate a client signed -> HTTP/1.1 200 OK verify FAILED:key usage does not include certificate signing",
+                "a CA certificate a client signed -> HTTP/1.1 200 OK verify FAILED:key usage does not include certificate signing",
+                "a v1 certificate a non-CA signed -> HTTP/1.1 200 OK verify FAILED:unsuitable certificate purpose",
             ],
         );
     }

@@ -940,3 +940,117 @@ fn client_certificates_to_upstreams_named_by_variables() {
     }
     support::compare(&seen);
 }
+
+#[test]
+fn an_intermediate_the_trust_settings_refuse_is_refused_when_sent() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let server_pair = pki.self_signed("server", KeyKind::P256, "localhost");
+    let root = pki.self_signed("root", KeyKind::P256, "Root CA");
+    let inter = pki.intermediate("inter", KeyKind::P256, "/CN=Inter CA", &root);
+    let leaf = pki.signed("leaf", KeyKind::P256, "/CN=leaf", &inter);
+    let refused = pki.path("inter-refused.pem");
+    openssl(&[
+        "x509",
+        "-in",
+        inter.cert.to_str().unwrap(),
+        "-trustout",
+        "-addreject",
+        "clientAuth",
+        "-out",
+        refused.to_str().unwrap(),
+    ]);
+    let bundle = cat(&pki, "bundle.pem", &[&root.cert, &refused]);
+    let http = server(
+        0,
+        &server_pair,
+        &format!(
+            "        ssl_verify_client optional;\n        ssl_verify_depth 2;\n        ssl_client_certificate {};\n        error_page 495 = /why;\n        location = /why {{ return 200 \"verify $ssl_client_verify\\n\"; }}",
+            bundle.display()
+        ),
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let args = [
+            "-cert",
+            leaf.cert.to_str().unwrap(),
+            "-key",
+            leaf.key.to_str().unwrap(),
+            "-cert_chain",
+            inter.cert.to_str().unwrap(),
+        ];
+        let out = s_client(server.port(0), &args, &request("localhost", "/"));
+        let lines = vec![answer(&out)];
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &["HTTP/1.1 200 OK verify FAILED:unsuitable certificate purpose"],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}
+
+#[test]
+fn version_1_upstream_certificates_as_nginx() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let root = pki.self_signed("root", KeyKind::P256, "Root CA");
+    let self_v1 = pki.self_signed_v1("selfv1", KeyKind::P256, "upstream");
+    let signed_v1 = pki.issue("signedv1", KeyKind::P256, "/CN=upstream", &root, "");
+    let upstream = |port: usize, pair: &Pair| {
+        format!(
+            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port}\\n\"; }}\n    }}\n",
+            pair.cert.display(),
+            pair.key.display()
+        )
+    };
+    let front = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        location /off {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /on {{ proxy_ssl_verify on; proxy_ssl_name upstream; proxy_ssl_trusted_certificate {root}; proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /wrong-name {{ proxy_ssl_verify on; proxy_ssl_name other; proxy_ssl_trusted_certificate {root}; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n    }}\n",
+        root = root.cert.display()
+    );
+    let http = format!(
+        "{front}{}{}{}",
+        upstream(1, &self_v1),
+        upstream(2, &signed_v1),
+        upstream(3, &signed_v1)
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 4, &main_config(&http)) else {
+            continue;
+        };
+        let lines: Vec<String> = ["/off", "/on", "/wrong-name"]
+            .iter()
+            .map(|path| {
+                let r = support::get(server.port(0), path).expect("answer");
+                let body = if r.status == 200 {
+                    r.body_text()
+                } else {
+                    String::new()
+                };
+                format!("{path} -> {} {}", r.status, body.trim())
+            })
+            .collect();
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "/off -> 200 upstream 1",
+                    "/on -> 200 upstream 2",
+                    "/wrong-name -> 502",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

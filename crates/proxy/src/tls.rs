@@ -93,9 +93,18 @@ impl UpstreamTls {
         deadline: Instant,
     ) -> Result<Stream, HandshakeError> {
         let name = self.name(host);
-        let server_name = ServerName::try_from(name.trim_start_matches('[').trim_end_matches(']'))
-            .map(|n| n.to_owned())
-            .unwrap_or(ServerName::IpAddress(peer.ip().into()));
+        let server_name =
+            match ServerName::try_from(name.trim_start_matches('[').trim_end_matches(']')) {
+                Ok(n) => n.to_owned(),
+                // A name no certificate can be for: checked, it matches none, as OpenSSL's check
+                // of the name as written would find.
+                Err(_) if self.client.verifies() => {
+                    return Err(HandshakeError::Failed(format!(
+                        "upstream SSL certificate does not match \"{name}\""
+                    )))
+                }
+                Err(_) => ServerName::IpAddress(peer.ip().into()),
+            };
         let connector = TlsConnector::from(self.client.for_peer(peer, cert));
         match tokio::time::timeout_at(deadline, connector.connect(server_name, crate::Tcp(tcp)))
             .await

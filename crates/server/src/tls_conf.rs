@@ -394,6 +394,7 @@ impl TlsBuilder {
             }
         };
         let mut roots = Vec::new();
+        let mut rejected = Vec::new();
         for name in ["ssl_client_certificate", "ssl_trusted_certificate"] {
             if let Some(c) = m.last(name) {
                 let what = if name == "ssl_client_certificate" {
@@ -401,14 +402,14 @@ impl TlsBuilder {
                 } else {
                     "trusted certificate"
                 };
-                roots.extend(
-                    portcullis_tls::load_certs(
-                        &resolve(c.arg(0)),
-                        what,
-                        portcullis_tls::Purpose::ClientAuth,
-                    )
-                    .map_err(|e| ConfigError::at(c, e.to_string()))?,
-                );
+                let (kept, refused) = portcullis_tls::load_trust(
+                    &resolve(c.arg(0)),
+                    what,
+                    portcullis_tls::Purpose::ClientAuth,
+                )
+                .map_err(|e| ConfigError::at(c, e.to_string()))?;
+                roots.extend(kept);
+                rejected.extend(refused);
             }
         }
         let depth = match m.last("ssl_verify_depth") {
@@ -426,6 +427,7 @@ impl TlsBuilder {
             roots,
             depth,
             crls,
+            rejected,
         }))
     }
 }

@@ -67,9 +67,26 @@ pub fn load_certs(
     what: &'static str,
     purpose: Purpose,
 ) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = read_certs(path, what, |_, b| {
-        crate::pem::trust(b, purpose) != Some(false)
-    })?;
+    load_trust(path, what, purpose).map(|(kept, _)| kept)
+}
+
+/// [`load_certs`], with the certificates left out: a chain through one of them is refused
+/// even when the peer sends it.
+pub fn load_trust(
+    path: &Path,
+    what: &'static str,
+    purpose: Purpose,
+) -> Result<(Vec<CertificateDer<'static>>, Vec<CertificateDer<'static>>), TlsError> {
+    let all = read_certs(path, what, |_, _| true)?;
+    let rejected_at: Vec<bool> = {
+        let text = std::fs::read(path).unwrap_or_default();
+        let blocks = crate::pem::blocks(&text).unwrap_or_default();
+        blocks
+            .iter()
+            .filter(|b| crate::pem::certificate(b).is_some())
+            .map(|b| crate::pem::trust(b, purpose) == Some(false))
+            .collect()
+    };
     // The names of the CAs sent to clients are read by OpenSSL's `SSL_load_client_CA_file`,
     // which takes only plain certificates.
     if what == "client certificate" && !has_plain_certificate(path) {
@@ -78,7 +95,14 @@ pub fn load_certs(
             path.display()
         )));
     }
-    Ok(certs)
+    let (rejected, kept): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .enumerate()
+        .partition(|(i, _)| rejected_at.get(*i).copied().unwrap_or(false));
+    Ok((
+        kept.into_iter().map(|(_, c)| c).collect(),
+        rejected.into_iter().map(|(_, c)| c).collect(),
+    ))
 }
 
 fn has_plain_certificate(path: &Path) -> bool {

@@ -1,30 +1,41 @@
-//! OpenSSL's verification of the client certificates webpki has no place for: version 1
-//! certificates (no extensions), and CA certificates presented as the client's own (the
-//! trusted root itself, or an intermediate). The chain is built by names and signatures, as
-//! OpenSSL builds it, within `ssl_verify_depth`; each certificate must be in its validity
-//! period and, with `ssl_crl`, covered by a list that does not name it.
+//! OpenSSL's verification of the certificates webpki has no place for: version 1 certificates
+//! (no extensions), and CA certificates presented as a client's own (the trusted root
+//! itself, or an intermediate). The chain is built by names and signatures, as OpenSSL
+//! builds it, within `ssl_verify_depth` and a budget of signature checks; then OpenSSL's
+//! checks of each certificate's extensions for the purpose (every issuer a CA that may sign
+//! certificates, path lengths, extended key usage), validity periods, certificates the trust
+//! settings reject, and with `ssl_crl` a list in force from each issuer that does not name
+//! the certificate.
 
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use crate::dn;
+use crate::dn::{self, Constraints};
+
+/// Signature checks one verification may make, so that a chain of many certificates of one
+/// name costs no more than a few handshakes.
+const SIGNATURE_BUDGET: usize = 32;
 
 /// What a chain is checked against.
 pub(crate) struct Trust<'a> {
     /// Self-issued certificates of the CA files.
     pub roots: &'a [CertificateDer<'static>],
-    /// Other certificates: the files' and those the client sent.
+    /// Other certificates: the files' and those the peer sent.
     pub intermediates: &'a [CertificateDer<'a>],
+    /// Certificates whose trust settings refuse the purpose (`TRUSTED CERTIFICATE`).
+    pub rejected: &'a [CertificateDer<'static>],
     pub crls: Option<&'a [webpki::CertRevocationList<'static>]>,
     /// The lists' DER, in the same order.
     pub crl_ders: &'a [Vec<u8>],
     pub algs: WebPkiSupportedAlgorithms,
+    /// The extended key usage the chain is for (`dn::EKU_CLIENT_AUTH` ...).
+    pub purpose: u8,
 }
 
-/// Whether `cert` is signed by `issuer`'s key.
-pub(crate) fn signed_by(cert: &[u8], issuer: &[u8], algs: &WebPkiSupportedAlgorithms) -> bool {
+/// Whether `signed` (a certificate or a list) is signed by `issuer`'s key.
+pub(crate) fn signed_by(signed: &[u8], issuer: &[u8], algs: &WebPkiSupportedAlgorithms) -> bool {
     let (Some((tbs, alg, signature)), Some((key_alg, key))) =
-        (dn::signed_parts(cert), dn::public_key(issuer))
+        (dn::signed_parts(signed), dn::public_key(issuer))
     else {
         return false;
     };
@@ -44,6 +55,14 @@ pub(crate) fn verify(
     now: UnixTime,
 ) -> Result<(), &'static str> {
     let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    let mut budget = SIGNATURE_BUDGET;
+    let mut signed = |cert: &[u8], issuer: &[u8]| {
+        if budget == 0 {
+            return false;
+        }
+        budget -= 1;
+        signed_by(cert, issuer, &trust.algs)
+    };
     let mut path: Vec<&[u8]> = vec![leaf];
     let mut current = leaf;
     loop {
@@ -52,15 +71,20 @@ pub(crate) fn verify(
         if trust.roots.iter().any(|r| r.as_ref() == current) {
             break;
         }
+        // OpenSSL stops building past the depth.
+        if path.len() > depth + 1 {
+            return Err("unable to get local issuer certificate");
+        }
         let (issuer, _, _) = dn::names_and_serial(current).ok_or("certificate verify error")?;
         let named =
             |c: &&[u8]| dn::names_and_serial(c).is_some_and(|(_, subject, _)| subject == issuer);
-        let roots = trust.roots.iter().map(|r| r.as_ref());
-        if let Some(root) = roots
-            .clone()
+        let roots: Vec<&[u8]> = trust
+            .roots
+            .iter()
+            .map(|r| r.as_ref())
             .filter(named)
-            .find(|r| signed_by(current, r, &trust.algs))
-        {
+            .collect();
+        if let Some(root) = roots.iter().find(|r| signed(current, r)) {
             current_valid(root, now)?;
             path.push(root);
             break;
@@ -71,22 +95,23 @@ pub(crate) fn verify(
             .map(|c| c.as_ref())
             .filter(|c| !path.contains(c))
             .filter(named)
-            .find(|c| signed_by(current, c, &trust.algs));
+            .find(|c| signed(current, c));
         match next {
             Some(next) => {
                 path.push(next);
                 current = next;
             }
-            None if roots.clone().any(|r| named(&r)) => {
-                return Err("certificate signature failure")
-            }
+            None if !roots.is_empty() => return Err("certificate signature failure"),
             None if path.len() == 1 => return Err("unable to verify the first certificate"),
             None => return Err("unable to get local issuer certificate"),
         }
     }
-    // Intermediates between the client's certificate and the trusted one.
-    if path.len().saturating_sub(2) > depth {
-        return Err("unable to get local issuer certificate");
+    extensions(&path, trust.purpose)?;
+    if path
+        .iter()
+        .any(|c| trust.rejected.iter().any(|r| r.as_ref() == *c))
+    {
+        return Err("unsuitable certificate purpose");
     }
     if let Some(crls) = trust.crls {
         revocation(&path, crls, trust, now)?;
@@ -103,8 +128,55 @@ fn current_valid(cert: &[u8], now: i64) -> Result<(), &'static str> {
     }
 }
 
+/// OpenSSL's `check_chain_extensions` and purpose check: the first certificate for the
+/// purpose (its key usage and extended key usage), every other a CA (basicConstraints, or a
+/// self-signed version 1 root, or keyCertSign) whose key may sign certificates, within its
+/// path length, and whose extended key usage allows the purpose.
+fn extensions(path: &[&[u8]], purpose: u8) -> Result<(), &'static str> {
+    let read = |c: &[u8]| dn::constraints(c).ok_or("certificate verify error");
+    let allows = |c: &Constraints| c.eku.is_none_or(|e| e & (purpose | dn::EKU_ANY) != 0);
+    let leaf = read(path[0])?;
+    let leaf_usage = if purpose == dn::EKU_CLIENT_AUTH {
+        dn::KU_DIGITAL_SIGNATURE | dn::KU_KEY_AGREEMENT
+    } else {
+        // A TLS server's: OpenSSL's ssl_server purpose.
+        dn::KU_DIGITAL_SIGNATURE | dn::KU_KEY_AGREEMENT | (1 << 2)
+    };
+    if !allows(&leaf) || leaf.key_usage.is_some_and(|ku| ku & leaf_usage == 0) {
+        return Err("unsuitable certificate purpose");
+    }
+    for (i, cert) in path.iter().enumerate().skip(1) {
+        let c = read(cert)?;
+        let is_ca = match c.basic {
+            Some((ca, _)) => ca,
+            None if c.version == 0 => dn::self_issued(cert),
+            None => c.key_usage.is_some_and(|ku| ku & dn::KU_KEY_CERT_SIGN != 0),
+        };
+        // The key usage first, as OpenSSL's chain building checks it.
+        if c.key_usage.is_some_and(|ku| ku & dn::KU_KEY_CERT_SIGN == 0) {
+            return Err("key usage does not include certificate signing");
+        }
+        // OpenSSL finds it no CA, then unfit for the purpose, and nginx's callback keeps
+        // the last of its errors.
+        if !is_ca {
+            return Err("unsuitable certificate purpose");
+        }
+        // Intermediates below this one, self-issued ones aside.
+        let below = path[1..i].iter().filter(|c| !dn::self_issued(c)).count() as u64;
+        if let Some((_, Some(len))) = c.basic {
+            if below > len {
+                return Err("path length constraint exceeded");
+            }
+        }
+        if !allows(&c) {
+            return Err("unsuitable certificate purpose");
+        }
+    }
+    Ok(())
+}
+
 /// `ssl_crl` over the whole chain (OpenSSL's `CRL_CHECK_ALL`): each certificate needs a
-/// list of its issuer's, signed by it and in force, and must not be on it.
+/// list of its issuer's, signed by it and in force, and must not be on one.
 fn revocation(
     path: &[&[u8]],
     crls: &[webpki::CertRevocationList<'static>],
@@ -113,28 +185,73 @@ fn revocation(
 ) -> Result<(), &'static str> {
     for (i, cert) in path.iter().enumerate() {
         let (issuer, _, serial) = dn::names_and_serial(cert).ok_or("certificate verify error")?;
-        let at = crls
-            .iter()
-            .position(|l| l.issuer() == issuer)
-            .ok_or("unable to get certificate CRL")?;
-        let der = trust
-            .crl_ders
-            .get(at)
-            .ok_or("unable to get certificate CRL")?;
         // The issuer is the next certificate up, a root its own.
         let issuer_cert = path.get(i + 1).unwrap_or(cert);
-        if !signed_by(der, issuer_cert, &trust.algs) {
+        if dn::constraints(issuer_cert)
+            .and_then(|c| c.key_usage)
+            .is_some_and(|ku| ku & dn::KU_CRL_SIGN == 0)
+        {
+            return Err("key usage does not include CRL signing");
+        }
+        let named: Vec<usize> = (0..crls.len())
+            .filter(|&at| crls[at].issuer() == issuer)
+            .collect();
+        if named.is_empty() {
+            return Err("unable to get certificate CRL");
+        }
+        let signed: Vec<usize> = named
+            .into_iter()
+            .filter(|&at| {
+                trust
+                    .crl_ders
+                    .get(at)
+                    .is_some_and(|der| signed_by(der, issuer_cert, &trust.algs))
+            })
+            .collect();
+        if signed.is_empty() {
             return Err("CRL signature failure");
         }
-        match dn::crl_updates(der) {
-            Some((this, _)) if this.unix() > now => return Err("CRL is not yet valid"),
-            Some((_, Some(next))) if next.unix() < now => return Err("CRL has expired"),
-            Some(_) => {}
-            None => return Err("unable to get certificate CRL"),
+        let mut in_force = Vec::new();
+        let mut why = "unable to get certificate CRL";
+        for at in signed {
+            match trust.crl_ders.get(at).and_then(|d| dn::crl_updates(d)) {
+                Some((this, _)) if this.unix() > now => why = "CRL is not yet valid",
+                Some((_, Some(next))) if next.unix() < now => why = "CRL has expired",
+                Some(_) => in_force.push(at),
+                None => {}
+            }
         }
-        if matches!(crls[at].find_serial(serial), Ok(Some(_))) {
+        if in_force.is_empty() {
+            return Err(why);
+        }
+        if in_force
+            .iter()
+            .any(|&at| matches!(crls[at].find_serial(serial), Ok(Some(_))))
+        {
             return Err("certificate revoked");
         }
     }
     Ok(())
+}
+
+/// OpenSSL's verify code of a refusal's text, as nginx logs it for upstreams.
+pub(crate) fn code(text: &str) -> u32 {
+    match text {
+        "unable to get certificate CRL" => 3,
+        "certificate signature failure" => 7,
+        "CRL signature failure" => 8,
+        "certificate is not yet valid" => 9,
+        "certificate has expired" => 10,
+        "CRL is not yet valid" => 11,
+        "CRL has expired" => 12,
+        "unable to get local issuer certificate" => 20,
+        "unable to verify the first certificate" => 21,
+        "certificate revoked" => 23,
+        "invalid CA certificate" => 24,
+        "path length constraint exceeded" => 25,
+        "unsuitable certificate purpose" => 26,
+        "key usage does not include certificate signing" => 32,
+        "key usage does not include CRL signing" => 35,
+        _ => 1,
+    }
 }

@@ -28,7 +28,7 @@ use rustls::{
 };
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::{load_certified_key, load_certs, protocol_versions, tls12_suites, TlsError};
+use crate::{load_certified_key, protocol_versions, tls12_suites, TlsError};
 
 /// nginx's default `proxy_ssl_verify_depth`.
 pub const DEFAULT_VERIFY_DEPTH: usize = 1;
@@ -133,6 +133,8 @@ pub struct UpstreamClient {
     base: Arc<ClientConfig>,
     /// `proxy_ssl_session_reuse`.
     reuse: bool,
+    /// `proxy_ssl_verify`.
+    verify: bool,
     /// Configurations made from `base`: by upstream address (with session reuse) and by
     /// client certificate (named by variables).
     made: Mutex<HashMap<MadeFor, Arc<ClientConfig>>>,
@@ -170,6 +172,7 @@ impl UpstreamClient {
         UpstreamClient {
             base,
             reuse,
+            verify: false,
             made: Mutex::new(HashMap::new()),
             passwords: Vec::new(),
             certs: Mutex::new(HashMap::new()),
@@ -179,6 +182,11 @@ impl UpstreamClient {
     /// The configuration as built, which connections to no one peer use.
     pub fn base(&self) -> &Arc<ClientConfig> {
         &self.base
+    }
+
+    /// Whether the upstream's certificate is checked (`proxy_ssl_verify`).
+    pub fn verifies(&self) -> bool {
+        self.verify
     }
 
     /// The client certificate in `files` (`proxy_ssl_certificate` with variables), read
@@ -281,6 +289,7 @@ fn file_contents(spec: &ClientSpec) -> Vec<Option<Vec<u8>>> {
 /// The configurations for `spec`.
 fn upstream_client(spec: &ClientSpec) -> Result<UpstreamClient, TlsError> {
     let mut client = UpstreamClient::new(build(spec)?, spec.session_reuse);
+    client.verify = spec.verify;
     if let Some(p) = &spec.password_file {
         client.passwords = crate::read_password_file(p)?;
     }
@@ -312,28 +321,61 @@ pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
             ));
         };
         let mut roots = RootCertStore::empty();
-        for c in load_certs(trusted, "certificate", crate::Purpose::ServerAuth)? {
-            roots.add(c).map_err(|e| TlsError::Certificate {
+        let (trusted_certs, rejected) =
+            crate::load_trust(trusted, "certificate", crate::Purpose::ServerAuth)?;
+        for c in &trusted_certs {
+            // Version 1 ones webpki does not take are for [`crate::chain`] only.
+            if webpki::anchor_from_trusted_cert(c).is_err() {
+                continue;
+            }
+            roots.add(c.clone()).map_err(|e| TlsError::Certificate {
                 what: "certificate",
                 path: trusted.display().to_string(),
                 cause: e.to_string(),
             })?;
         }
+        let (self_issued, others): (Vec<_>, Vec<_>) = trusted_certs
+            .into_iter()
+            .partition(|c| crate::dn::self_issued(c));
         let mut chain =
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
         // OpenSSL's CRL_CHECK_ALL: every certificate of the chain must be covered by a list
         // in force. A file without lists (certificates only) leaves every one unknown.
         let mut no_lists = false;
+        let mut lists = None;
         if let Some(crl) = &spec.crl {
             let crls = crate::load_crls(crl)?;
             no_lists = crls.is_empty();
+            lists = Some(crls.clone());
             chain = chain.with_crls(crls).enforce_revocation_expiration();
         }
         let chain = chain.build().map_err(|e| TlsError::Config(e.to_string()))?;
+        let crls = match &lists {
+            Some(l) => Some(
+                l.iter()
+                    .map(|d| {
+                        webpki::OwnedCertRevocationList::from_der(d)
+                            .map(webpki::CertRevocationList::from)
+                            .map_err(|e| TlsError::Config(format!("bad CRL: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            None => None,
+        };
         Arc::new(Verified {
             chain,
             depth: spec.depth,
             no_lists,
+            roots: self_issued,
+            others,
+            rejected,
+            crls,
+            crl_ders: lists
+                .iter()
+                .flatten()
+                .map(|d| d.as_ref().to_vec())
+                .collect(),
+            algs,
         })
     } else {
         Arc::new(AnyServerCert { algs })
@@ -427,6 +469,15 @@ struct Verified {
     depth: usize,
     /// `proxy_ssl_crl` names a file without lists: no certificate's status can be known.
     no_lists: bool,
+    /// For what webpki does not read (version 1 certificates, [`crate::chain`]): the
+    /// trusted file's self-issued certificates and its others, those its trust settings
+    /// refuse for servers, and `proxy_ssl_crl`'s lists.
+    roots: Vec<CertificateDer<'static>>,
+    others: Vec<CertificateDer<'static>>,
+    rejected: Vec<CertificateDer<'static>>,
+    crls: Option<Vec<webpki::CertRevocationList<'static>>>,
+    crl_ders: Vec<Vec<u8>>,
+    algs: WebPkiSupportedAlgorithms,
 }
 
 impl fmt::Debug for Verified {
@@ -446,6 +497,19 @@ impl ServerCertVerifier for Verified {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if webpki::EndEntityCert::try_from(end_entity).is_err() {
+            return self.verify_as_openssl(end_entity, intermediates, server_name, now);
+        }
+        // An intermediate the trust settings refuse for servers, sent by the upstream.
+        if intermediates
+            .iter()
+            .any(|c| self.rejected.iter().any(|r| r.as_ref() == c.as_ref()))
+        {
+            return Err(refused(VerifyError {
+                code: 26,
+                text: "unsuitable certificate purpose",
+            }));
+        }
         // A chain is sent leaf first, issuers after: the first `depth` intermediates are the
         // ones a path within the depth can use; a longer path fails as OpenSSL's does.
         let allowed = &intermediates[..intermediates.len().min(self.depth)];
@@ -495,7 +559,11 @@ impl ServerCertVerifier for Verified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
+        self.chain
+            .verify_tls12_signature(message, cert, dss)
+            .or_else(|e| {
+                crate::server::signed_with_key(message, cert, dss, &self.algs, false).ok_or(e)
+            })
     }
     fn verify_tls13_signature(
         &self,
@@ -503,10 +571,59 @@ impl ServerCertVerifier for Verified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
+        self.chain
+            .verify_tls13_signature(message, cert, dss)
+            .or_else(|e| {
+                crate::server::signed_with_key(message, cert, dss, &self.algs, true).ok_or(e)
+            })
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.chain.supported_verify_schemes()
+    }
+}
+
+impl Verified {
+    /// A certificate webpki does not read (version 1), verified as OpenSSL does
+    /// ([`crate::chain`]), then its name: a version 1 certificate's is its common name.
+    fn verify_as_openssl(
+        &self,
+        leaf: &CertificateDer<'_>,
+        sent: &[CertificateDer<'_>],
+        name: &ServerName<'_>,
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let intermediates: Vec<CertificateDer<'_>> = sent
+            .iter()
+            .chain(&self.others)
+            .map(|c| CertificateDer::from(c.as_ref()))
+            .collect();
+        let trust = crate::chain::Trust {
+            roots: &self.roots,
+            intermediates: &intermediates,
+            rejected: &self.rejected,
+            crls: self.crls.as_deref(),
+            crl_ders: &self.crl_ders,
+            algs: self.algs,
+            purpose: crate::dn::EKU_SERVER_AUTH,
+        };
+        if let Err(text) = crate::chain::verify(leaf, &trust, self.depth, now) {
+            return Err(refused(VerifyError {
+                code: crate::chain::code(text),
+                text,
+            }));
+        }
+        if self.no_lists {
+            return Err(refused(VerifyError {
+                code: 3,
+                text: "unable to get certificate CRL",
+            }));
+        }
+        if !crate::dn::common_name_matches(leaf, &name_text(name)) {
+            return Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName,
+            ));
+        }
+        Ok(ServerCertVerified::assertion())
     }
 }
 
@@ -556,7 +673,7 @@ fn openssl_verify_error(e: rustls::Error, leaf_only: bool) -> rustls::Error {
         CertificateError::ExpiredRevocationList
         | CertificateError::ExpiredRevocationListContext { .. } => (12, "CRL has expired"),
         CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
-            (26, "unsupported certificate purpose")
+            (26, "unsuitable certificate purpose")
         }
         _ => (1, "unspecified certificate verification error"),
     };
@@ -592,7 +709,9 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs).or_else(|e| {
+            crate::server::signed_with_key(message, cert, dss, &self.algs, false).ok_or(e)
+        })
     }
     fn verify_tls13_signature(
         &self,
@@ -600,7 +719,9 @@ impl ServerCertVerifier for AnyServerCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs).or_else(|e| {
+            crate::server::signed_with_key(message, cert, dss, &self.algs, true).ok_or(e)
+        })
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algs.supported_schemes()

@@ -214,6 +214,12 @@ impl CertTime {
 pub const KU_DIGITAL_SIGNATURE: u16 = 1;
 pub const KU_KEY_AGREEMENT: u16 = 1 << 4;
 pub const KU_KEY_CERT_SIGN: u16 = 1 << 5;
+pub const KU_CRL_SIGN: u16 = 1 << 6;
+
+/// extendedKeyUsage purposes, as bits.
+pub const EKU_SERVER_AUTH: u8 = 1;
+pub const EKU_CLIENT_AUTH: u8 = 1 << 1;
+pub const EKU_ANY: u8 = 1 << 2;
 
 /// What OpenSSL's chain checks read of a certificate's extensions.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -224,16 +230,35 @@ pub struct Constraints {
     pub key_usage: Option<u16>,
     /// Whether subjectAltName holds a dNSName.
     pub dns_name: bool,
+    /// extendedKeyUsage, when the certificate has one: the purposes OpenSSL's checks read
+    /// (`EKU_*`).
+    pub eku: Option<u8>,
+    /// The certificate's version field: 0 for version 1.
+    pub version: u8,
 }
 
 /// The basicConstraints and keyUsage of a DER certificate (none for a version 1 one).
 pub fn constraints(cert: &[u8]) -> Option<Constraints> {
+    let version = {
+        let (_, certificate, _) = tlv(cert)?;
+        let (_, t, _) = tlv(certificate)?;
+        match t.first() {
+            Some(&VERSION_TAG) => {
+                let (_, v, _) = tlv(tlv(t)?.1)?;
+                v.last().copied().unwrap_or(0)
+            }
+            _ => 0,
+        }
+    };
     let mut tbs = tbs(cert)?;
     // serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
     for _ in 0..6 {
         tbs = tlv(tbs)?.2;
     }
-    let mut c = Constraints::default();
+    let mut c = Constraints {
+        version,
+        ..Constraints::default()
+    };
     while !tbs.is_empty() {
         let (tag, contents, rest) = tlv(tbs)?;
         tbs = rest;
@@ -287,6 +312,21 @@ pub fn constraints(cert: &[u8]) -> Option<Constraints> {
                     }
                     c.key_usage = Some(ku);
                 }
+                [0x55, 0x1d, 0x25] => {
+                    let (_, mut oids, _) = tlv(value)?;
+                    let mut bits = 0u8;
+                    while !oids.is_empty() {
+                        let (_, oid, rest) = tlv(oids)?;
+                        bits |= match oid {
+                            [0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01] => EKU_SERVER_AUTH,
+                            [0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02] => EKU_CLIENT_AUTH,
+                            [0x55, 0x1d, 0x25, 0x00] => EKU_ANY,
+                            _ => 0,
+                        };
+                        oids = rest;
+                    }
+                    c.eku = Some(bits);
+                }
                 [0x55, 0x1d, 0x11] => {
                     // GeneralNames: a dNSName is [2] IMPLICIT IA5String.
                     let (_, mut names, _) = tlv(value)?;
@@ -307,7 +347,8 @@ pub fn constraints(cert: &[u8]) -> Option<Constraints> {
 /// it: when the certificate names no DNS name, a common name of its subject is the name
 /// (with a wildcard in its first label, as in a dNSName).
 pub fn common_name_matches(cert: &[u8], host: &str) -> bool {
-    if constraints(cert).is_some_and(|c| c.dns_name) {
+    // Extensions that cannot be read may hold a DNS name: no fallback then.
+    if constraints(cert).is_none_or(|c| c.dns_name) {
         return false;
     }
     let Some(subject) = tbs_fields(cert).and_then(|f| attributes(f[4])) else {
@@ -348,6 +389,21 @@ fn host_matches(pattern: &[u8], host: &[u8]) -> bool {
     }
     let star = first.iter().position(|&b| b == b'*').unwrap_or(0);
     let (prefix, suffix) = (&first[..star], &first[star + 1..]);
+    // What the star stands for is a label's letters, digits and hyphens; a partial wildcard
+    // never matches an IDNA label.
+    let partial = !prefix.is_empty() || !suffix.is_empty();
+    if partial && hfirst.len() >= 4 && hfirst[..4].eq_ignore_ascii_case(b"xn--") {
+        return false;
+    }
+    let middle = hfirst
+        .get(prefix.len()..hfirst.len().saturating_sub(suffix.len()))
+        .unwrap_or_default();
+    if !middle
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    {
+        return false;
+    }
     hfirst.len() >= prefix.len() + suffix.len()
         && hfirst[..prefix.len()].eq_ignore_ascii_case(prefix)
         && hfirst[hfirst.len() - suffix.len()..].eq_ignore_ascii_case(suffix)

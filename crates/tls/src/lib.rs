@@ -25,8 +25,8 @@ use std::time::Duration;
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 
 pub use certs::{
-    load_certified_key, load_certs, load_chain, load_crls, read_password_file, take_load_error,
-    CertChoice, CertLoader,
+    load_certified_key, load_certs, load_chain, load_crls, load_trust, read_password_file,
+    take_load_error, CertChoice, CertLoader,
 };
 pub use ciphers::{
     kx_groups, openssl_name, protocol_versions, tls12_suites, CipherError, ProtocolChoice,

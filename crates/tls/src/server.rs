@@ -41,6 +41,9 @@ pub struct ClientAuth {
     /// `ssl_crl`: every certificate of the chain must be covered by one of these lists and
     /// not be on it (OpenSSL's `CRL_CHECK_ALL`, as nginx sets it).
     pub crls: Option<Vec<CertificateRevocationListDer<'static>>>,
+    /// Certificates of the CA files whose trust settings refuse client certificates
+    /// (`TRUSTED CERTIFICATE`): a chain through one is refused, as OpenSSL refuses it.
+    pub rejected: Vec<CertificateDer<'static>>,
 }
 
 /// Everything a server block's TLS needs, already read from its directives.
@@ -124,6 +127,8 @@ struct Chain {
     roots: Vec<CertificateDer<'static>>,
     /// `ssl_crl`'s lists as read, in the order of `crls`.
     crl_ders: Vec<Vec<u8>>,
+    /// Certificates the trust settings refuse for client certificates.
+    rejected: Vec<CertificateDer<'static>>,
 }
 
 impl ClientCheck {
@@ -205,6 +210,10 @@ impl Chain {
             }
             // No certificate at all names the client's issuer: OpenSSL's chain is the
             // client's alone.
+            // An issuer the trust settings refuse (`TRUSTED CERTIFICATE`).
+            Err(webpki::Error::UnknownIssuer) if self.issuer_rejected(leaf, sent) => {
+                Err("unsuitable certificate purpose")
+            }
             Err(webpki::Error::UnknownIssuer) if !self.issuer_known(leaf, sent) => {
                 Err("unable to verify the first certificate")
             }
@@ -216,6 +225,18 @@ impl Chain {
 }
 
 impl Chain {
+    /// Whether a certificate the trust settings refuse is named as the issuer of `leaf` or
+    /// of one sent.
+    fn issuer_rejected(&self, leaf: &CertificateDer<'_>, sent: &[CertificateDer<'static>]) -> bool {
+        let issuers: Vec<&[u8]> = std::iter::once(leaf.as_ref())
+            .chain(sent.iter().map(|c| c.as_ref()))
+            .filter_map(|c| crate::dn::names_and_serial(c).map(|(issuer, _, _)| issuer))
+            .collect();
+        self.rejected.iter().any(|r| {
+            crate::dn::names_and_serial(r).is_some_and(|(_, subject, _)| issuers.contains(&subject))
+        })
+    }
+
     /// Whether a certificate of the files or of those sent is named as `leaf`'s issuer.
     fn issuer_known(&self, leaf: &CertificateDer<'_>, sent: &[CertificateDer<'static>]) -> bool {
         let Some((issuer, _, _)) = crate::dn::names_and_serial(leaf) else {
@@ -245,9 +266,11 @@ impl Chain {
         let trust = crate::chain::Trust {
             roots: &self.roots,
             intermediates: &intermediates,
+            rejected: &self.rejected,
             crls: self.crls.as_deref(),
             crl_ders: &self.crl_ders,
             algs: self.algs,
+            purpose: crate::dn::EKU_CLIENT_AUTH,
         };
         crate::chain::verify(leaf, &trust, depth, UnixTime::now())
     }
@@ -270,6 +293,13 @@ impl Chain {
             path.intermediate_certificates().map(|c| c.der()).collect();
         if inters.len() > depth {
             return Some("unable to get local issuer certificate");
+        }
+        // An intermediate the trust settings refuse, sent by the client.
+        if inters
+            .iter()
+            .any(|c| self.rejected.iter().any(|r| r.as_ref() == c.as_ref()))
+        {
+            return Some("unsuitable certificate purpose");
         }
         let i = self
             .anchors
@@ -319,7 +349,7 @@ impl Chain {
             .key_usage
             .is_some_and(|ku| ku & (KU_DIGITAL_SIGNATURE | KU_KEY_AGREEMENT) == 0)
         {
-            return Some("unsupported certificate purpose");
+            return Some("unsuitable certificate purpose");
         }
         None
     }
@@ -370,7 +400,7 @@ fn openssl_reason(e: &rustls::Error) -> &'static str {
             CertificateError::BadSignature => "certificate signature failure",
             CertificateError::Revoked => "certificate revoked",
             CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
-                "unsupported certificate purpose"
+                "unsuitable certificate purpose"
             }
             _ => "certificate verify error",
         },
@@ -498,6 +528,7 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
             .flatten()
             .map(|d| d.as_ref().to_vec())
             .collect(),
+        rejected: a.rejected.clone(),
     };
     // optional_no_ca asks for a certificate and takes any.
     let chain = (a.mode != VerifyClient::OptionalNoCa).then_some(chain);
@@ -513,14 +544,40 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
 
 /// A handshake signature checked with the key of a certificate webpki does not read (version
 /// 1): the scheme's algorithms for the key's type.
-fn signed_with_key(
+pub(crate) fn signed_with_key(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
     algs: &WebPkiSupportedAlgorithms,
+    tls13: bool,
 ) -> Option<HandshakeSignatureValid> {
+    // Only for what webpki cannot read: anything else it has judged already.
+    if webpki::EndEntityCert::try_from(cert).is_ok() {
+        return None;
+    }
+    // TLS 1.3's schemes: no PKCS#1, and ECDSA on its own curve (the mapping's first).
+    use SignatureScheme as S;
+    let in_tls13 = matches!(
+        dss.scheme,
+        S::ECDSA_NISTP256_SHA256
+            | S::ECDSA_NISTP384_SHA384
+            | S::ECDSA_NISTP521_SHA512
+            | S::RSA_PSS_SHA256
+            | S::RSA_PSS_SHA384
+            | S::RSA_PSS_SHA512
+            | S::ED25519
+            | S::ED448
+    );
+    if tls13 && !in_tls13 {
+        return None;
+    }
     let (key_alg, key) = crate::dn::public_key(cert)?;
     let (_, candidates) = algs.mapping.iter().find(|(s, _)| *s == dss.scheme)?;
+    let candidates = if tls13 {
+        &candidates[..candidates.len().min(1)]
+    } else {
+        candidates
+    };
     candidates
         .iter()
         .any(|a| {
@@ -569,7 +626,7 @@ impl ClientCertVerifier for AnyClientCert {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-            .or_else(|e| signed_with_key(message, cert, dss, &self.algs).ok_or(e))
+            .or_else(|e| signed_with_key(message, cert, dss, &self.algs, false).ok_or(e))
     }
     fn verify_tls13_signature(
         &self,
@@ -578,7 +635,7 @@ impl ClientCertVerifier for AnyClientCert {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-            .or_else(|e| signed_with_key(message, cert, dss, &self.algs).ok_or(e))
+            .or_else(|e| signed_with_key(message, cert, dss, &self.algs, true).ok_or(e))
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algs.supported_schemes()
