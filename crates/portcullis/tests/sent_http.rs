@@ -65,3 +65,61 @@ fn sent_fields_are_what_went_out_as_in_nginx() {
     }
     support::compare(&seen);
 }
+
+/// `Cache-Control` and `Link`, which nginx keeps as lists: every one sent, joined; another
+/// field repeated reads as its first.
+#[test]
+fn repeated_fields_read_as_nginx_reads_them() {
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nCache-Control: a\r\nCache-Control: b\r\nLink: <x>\r\nLink: <y>\r\nX-Two: 1\r\nX-Two: 2\r\nContent-Length: 2\r\n\r\nok"
+            .to_vec()
+    });
+    let config = format!(
+        r#"
+    log_format joined '$uri cc=[$sent_http_cache_control] link=[$sent_http_link] two=[$sent_http_x_two]';
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        access_log {{PREFIX}}/joined.log joined;
+        location /up {{
+            add_header Cache-Control c;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+        location /own {{
+            add_header Cache-Control d;
+            add_header Cache-Control e;
+            add_header X-Two 3;
+            add_header X-Two 4;
+            return 200 "own";
+        }}
+    }}
+"#
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&config)) else {
+            continue;
+        };
+        for path in ["/up", "/own"] {
+            support::get(server.port(0), path).expect("answer");
+        }
+        let log = server.path("joined.log");
+        assert!(
+            support::wait_until(Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == 2
+            }),
+            "{kind}: access log"
+        );
+        let lines: Vec<String> = support::read_lossy(&log)
+            .lines()
+            .map(String::from)
+            .collect();
+        if kind == support::Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &["/up cc=[a, b, c] link=[<x>, <y>] two=[1]", "/own cc=[d, e]"],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

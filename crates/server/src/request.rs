@@ -96,6 +96,20 @@ pub(crate) struct Filtered {
     pub content_type: Option<Arc<str>>,
 }
 
+/// Response fields nginx 1.22 keeps as lists, so that `$sent_http_*` reads them all,
+/// joined by ", ".
+const JOINED_FIELDS: [&str; 2] = ["cache-control", "link"];
+
+/// `values` joined by ", ".
+fn join_into<'v>(out: &mut Vec<u8>, values: impl Iterator<Item = &'v [u8]>) {
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(v);
+    }
+}
+
 /// The values of the fields called `name` (any case) in a block of `Name: value\r\n` lines.
 fn fields_named<'b>(block: &'b [u8], name: &str) -> impl Iterator<Item = &'b [u8]> + 'b {
     let name = name.as_bytes().to_vec();
@@ -2571,6 +2585,10 @@ impl<'a> Request<'a> {
                                 let _ = write!(out, "{n}");
                             }
                         }
+                        // nginx keeps these as lists, and reads them joined.
+                        _ if JOINED_FIELDS.contains(&name.as_str()) => {
+                            join_into(out, fields_named(&r.headers, name));
+                        }
                         _ => {
                             if let Some(v) = fields_named(&r.headers, name).next() {
                                 out.extend_from_slice(v);
@@ -2604,6 +2622,18 @@ impl<'a> Request<'a> {
         let passed = !HOP.contains(&name)
             && (!proxy::HIDDEN.contains(&name) || f.settings.pass_headers.iter().any(named))
             && !f.settings.hide_headers.iter().any(named);
+        if JOINED_FIELDS.contains(&name) {
+            let head = self.upstream_head.borrow();
+            let upstream = head
+                .as_ref()
+                .filter(|_| passed)
+                .into_iter()
+                .flat_map(|h| h.fields())
+                .filter(|f| f.name.eq_ignore_ascii_case(name.as_bytes()))
+                .map(|f| f.value);
+            join_into(out, upstream.chain(fields_named(&f.added, name)));
+            return;
+        }
         if passed {
             if let Some(v) = self
                 .upstream_head
