@@ -294,6 +294,8 @@ pub static MODULES: &[Module] = &[
             once("client_header_timeout", HS, TAKE1),
             once("client_header_buffer_size", HS, TAKE1),
             once("large_client_header_buffers", HS, TAKE2),
+            // Debian's nginx 1.22.1 has it backported.
+            once("max_headers", HS, TAKE1),
             d("ignore_invalid_headers", HS, FLAG),
             d("merge_slashes", HS, FLAG),
             d("underscores_in_headers", HS, FLAG),

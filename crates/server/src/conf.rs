@@ -1131,6 +1131,10 @@ impl Builder {
             "merge_slashes" => c.merge_slashes = value::flag(d, 0)?,
             "client_header_buffer_size" => c.head_limits.header_buffer_size = size_usize(d, 0)?,
             "underscores_in_headers" => c.head_limits.underscores = value::flag(d, 0)?,
+            "max_headers" => {
+                c.head_limits.max_headers =
+                    usize::try_from(value::number(d, 0)?).map_err(|_| invalid_value(d, 0))?
+            }
             "ignore_invalid_headers" => c.head_limits.ignore_invalid = value::flag(d, 0)?,
             "large_client_header_buffers" => {
                 c.head_limits.large_buffers =
