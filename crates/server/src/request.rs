@@ -84,6 +84,9 @@ pub(crate) struct Response {
     pub filtered: Option<Box<Filtered>>,
     /// The body goes out chunked (HTTP/1.1, a body of no known length).
     pub chunked: bool,
+    /// `Location` is an error_page's URL: written with the other fields, after the
+    /// connection's, where nginx's error_page adds it.
+    pub location_as_field: bool,
 }
 
 /// What the header filters take a response for, when not what it is: nginx's range filter
@@ -169,6 +172,7 @@ impl Response {
             is_error: false,
             filtered: None,
             chunked: false,
+            location_as_field: false,
         }
     }
 
@@ -298,8 +302,10 @@ impl Response {
         // nginx writes Last-Modified and Location in their places before the connection's
         // fields, every other field after them in the order it was set, and Accept-Ranges
         // last (its range filter comes after the others).
-        let first =
-            |l: &[u8]| starts_with_field(l, b"last-modified") || starts_with_field(l, b"location");
+        let first = |l: &[u8]| {
+            starts_with_field(l, b"last-modified")
+                || (starts_with_field(l, b"location") && !self.location_as_field)
+        };
         let last = |l: &[u8]| starts_with_field(l, b"accept-ranges");
         let mut rest = 0;
         for line in lines(&self.headers) {
@@ -1893,8 +1899,20 @@ impl<'a> Request<'a> {
     /// A redirect with nginx's Location rules: a relative URI becomes absolute with the
     /// request's host and port when absolute_redirect is on.
     pub(crate) fn redirect_response(&mut self, code: u16, location: &[u8]) -> Step {
-        let mut r = self.error_response(code);
         let value = self.absolute_location(location);
+        // nginx finishes a redirect as it finishes an error: the location's error_page for
+        // the status answers it. A URL there is the new Location; a page of the server's
+        // own (a URI, a named location) goes out with the redirect's.
+        let page = self.loc.error_pages.iter().any(|p| p.codes.contains(&code))
+            && (!self.error_page_used || self.loc.recursive_error_pages);
+        if page {
+            let mut r = self.error_page_for(code);
+            if r.header_value("Location").is_none() && !matches!(r.body, Body::Proxy(_)) {
+                r.header("Location", &value);
+            }
+            return Step::Done(r);
+        }
+        let mut r = self.error_response(code);
         r.header("Location", &value);
         Step::Done(r)
     }
@@ -2046,6 +2064,7 @@ impl<'a> Request<'a> {
                 };
                 let mut r = self.error_response(code);
                 r.header("Location", &url);
+                r.location_as_field = true;
                 return r;
             }
             ErrorTarget::Named(n) => {
