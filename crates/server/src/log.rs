@@ -353,13 +353,24 @@ impl LogFormat {
 
     /// Appends one line; `lookup` appends a variable's raw value, which is escaped here.
     pub fn render(&self, out: &mut Vec<u8>, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) {
+        self.render_with(out, lookup, &|v| v.empty_is_a_value());
+    }
+
+    /// [`render`](Self::render), with `has` telling of a variable whose value is empty
+    /// whether nginx has it (a header sent empty, say).
+    pub fn render_with(
+        &self,
+        out: &mut Vec<u8>,
+        lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
+        has: &dyn Fn(&Var) -> bool,
+    ) {
         let mut raw = Vec::new();
         self.template.eval_into(out, &mut |v, out| {
             raw.clear();
             lookup(v, &mut raw);
             if raw.is_empty() {
                 // A value nginx has, empty, is written so; one it has not is `-`.
-                if !v.empty_is_a_value() {
+                if !has(v) {
                     out.push(b'-');
                 }
             } else {

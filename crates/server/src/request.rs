@@ -2867,7 +2867,9 @@ impl<'a> Request<'a> {
                 continue;
             }
             line.clear();
-            u.log.format.render(&mut line, &mut lookup);
+            u.log
+                .format
+                .render_with(&mut line, &mut lookup, &|v| self.has_var(v));
             self.worker.logs.borrow_mut().write(&u.log, &line);
         }
     }

@@ -132,7 +132,14 @@ impl Var {
     /// Whether an empty value of the variable is a value nginx's log writes as nothing,
     /// rather than the `-` of one it does not have (`$http2` of an HTTP/1.1 request).
     pub fn empty_is_a_value(&self) -> bool {
-        matches!(self, Var::Http2 | Var::RequestCompletion)
+        matches!(
+            self,
+            Var::Http2
+                | Var::RequestCompletion
+                | Var::IsArgs
+                | Var::ServerName
+                | Var::Ssl(SslVar::Https)
+        )
     }
 }
 

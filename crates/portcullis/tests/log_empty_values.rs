@@ -1,0 +1,60 @@
+//! In the access log, a variable nginx has with an empty value is written as nothing, and
+//! one it does not have as `-`: `$is_args`, `$server_name`, `$https`, an argument or a header
+//! sent empty, against arguments (a bare `?` too) and headers absent. Compared with nginx.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{kinds, main_config, Kind, Server};
+
+#[test]
+fn empty_values_and_absent_ones_as_nginx_logs_them() {
+    let http = "
+    log_format empty '$request_uri is_args=[$is_args] name=[$server_name] https=[$https] args=[$args] qs=[$query_string] arg=[$arg_a] ref=[$http_referer]';
+    server {
+        listen 127.0.0.1:{PORT0};
+        access_log {PREFIX}/empty.log empty;
+        location / { return 200 \"ok\"; }
+    }
+";
+    let targets = ["/", "/?", "/?a=", "/?a=1"];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(http)) else {
+            continue;
+        };
+        for t in targets {
+            support::get(server.port(0), t).expect("answer");
+        }
+        // A header sent empty: nginx has it.
+        support::request(
+            server.port(0),
+            "GET /referer HTTP/1.1\r\nHost: x\r\nReferer: \r\nConnection: close\r\n\r\n",
+        )
+        .expect("answer");
+        let log = server.path("empty.log");
+        assert!(
+            support::wait_until(Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == targets.len() + 1
+            }),
+            "{kind}: access log"
+        );
+        let lines: Vec<String> = support::read_lossy(&log)
+            .lines()
+            .map(String::from)
+            .collect();
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "/ is_args=[] name=[] https=[] args=[-] qs=[-] arg=[-] ref=[-]",
+                    "/?a= is_args=[?] name=[] https=[] args=[a=] qs=[a=] arg=[] ref=[-]",
+                    "/referer is_args=[] name=[] https=[] args=[-] qs=[-] arg=[-] ref=[]",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}
