@@ -1193,7 +1193,35 @@ fn version_1_and_ca_client_certificates_verify_as_nginx() {
         "basicConstraints=CA:FALSE\n",
     );
     let minted_by_bob = v1("mintedbob", "/CN=admin", &bob, KeyKind::P256);
-    let cases: [(&str, &Pair, &Pair, Option<&Pair>); 12] = [
+    // What OpenSSL refuses and a chain built without webpki must refuse too.
+    let odd = pki.issue(
+        "odd",
+        KeyKind::P256,
+        "/CN=odd",
+        &root,
+        "basicConstraints=CA:FALSE\n1.2.3.4=critical,ASN1:NULL\n",
+    );
+    let fenced = pki.issue(
+        "fenced",
+        KeyKind::P256,
+        "/O=Example/CN=Fenced CA",
+        &root,
+        "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\nnameConstraints=critical,permitted;DNS:example.com,permitted;dirName:fence\n[fence]\nO=Example\n",
+    );
+    let outside_v1 = v1(
+        "outside",
+        "/O=Other/CN=evil.other.net",
+        &fenced,
+        KeyKind::P256,
+    );
+    let outside_ca = pki.issue(
+        "outsideca",
+        KeyKind::P256,
+        "/O=Example/CN=evil",
+        &fenced,
+        "basicConstraints=CA:TRUE\nsubjectAltName=DNS:evil.other.net\n",
+    );
+    let cases: [(&str, &Pair, &Pair, Option<&Pair>); 15] = [
         ("v1 client of the root", &root, &v1_leaf, None),
         ("v1 RSA client of the root", &root, &v1_rsa, None),
         (
@@ -1225,6 +1253,24 @@ fn version_1_and_ca_client_certificates_verify_as_nginx() {
             &root,
             &minted_by_bob,
             Some(&bob),
+        ),
+        (
+            "a critical extension OpenSSL does not know",
+            &root,
+            &odd,
+            None,
+        ),
+        (
+            "a v1 certificate outside its CA's names",
+            &root,
+            &outside_v1,
+            Some(&fenced),
+        ),
+        (
+            "a CA certificate outside its CA's names",
+            &root,
+            &outside_ca,
+            Some(&fenced),
         ),
     ];
     let mut http = String::new();

@@ -963,6 +963,44 @@ fn an_intermediate_the_trust_settings_refuse_is_refused_when_sent() {
         refused.to_str().unwrap(),
     ]);
     let bundle = cat(&pki, "bundle.pem", &[&root.cert, &refused]);
+    // The same certificate signed again (another signature, other bytes) is the same one.
+    let again = pki.path("inter-again.pem");
+    let csr = pki.path("inter-again.csr");
+    let ext = pki.write(
+        "inter-again.ext",
+        "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\n",
+    );
+    openssl(&[
+        "req",
+        "-new",
+        "-key",
+        inter.key.to_str().unwrap(),
+        "-subj",
+        "/CN=Inter CA",
+        "-out",
+        csr.to_str().unwrap(),
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        csr.to_str().unwrap(),
+        "-CA",
+        root.cert.to_str().unwrap(),
+        "-CAkey",
+        root.key.to_str().unwrap(),
+        "-CAcreateserial",
+        "-days",
+        "30",
+        "-extfile",
+        ext.to_str().unwrap(),
+        "-out",
+        again.to_str().unwrap(),
+    ]);
+    assert_ne!(
+        std::fs::read(&again).unwrap(),
+        std::fs::read(&inter.cert).unwrap()
+    );
     let http = server(
         0,
         &server_pair,
@@ -976,21 +1014,26 @@ fn an_intermediate_the_trust_settings_refuse_is_refused_when_sent() {
         let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
             continue;
         };
-        let args = [
-            "-cert",
-            leaf.cert.to_str().unwrap(),
-            "-key",
-            leaf.key.to_str().unwrap(),
-            "-cert_chain",
-            inter.cert.to_str().unwrap(),
-        ];
-        let out = s_client(server.port(0), &args, &request("localhost", "/"));
-        let lines = vec![answer(&out)];
+        let mut lines = Vec::new();
+        for chain in [&inter.cert, &again] {
+            let args = [
+                "-cert",
+                leaf.cert.to_str().unwrap(),
+                "-key",
+                leaf.key.to_str().unwrap(),
+                "-cert_chain",
+                chain.to_str().unwrap(),
+            ];
+            let out = s_client(server.port(0), &args, &request("localhost", "/"));
+            lines.push(answer(&out));
+        }
         if kind == Kind::Portcullis {
-            support::expect_lines(
-                &lines,
-                &["HTTP/1.1 200 OK verify FAILED:unsuitable certificate purpose"],
-            );
+            for line in &lines {
+                assert_eq!(
+                    line,
+                    "HTTP/1.1 200 OK verify FAILED:unsuitable certificate purpose"
+                );
+            }
         }
         seen.push((kind, lines));
     }

@@ -3,9 +3,10 @@
 //! itself, or an intermediate). The chain is built by names and signatures, as OpenSSL
 //! builds it, within `ssl_verify_depth` and a budget of signature checks; then OpenSSL's
 //! checks of each certificate's extensions for the purpose (every issuer a CA that may sign
-//! certificates, path lengths, extended key usage), validity periods, certificates the trust
-//! settings reject, and with `ssl_crl` a list in force from each issuer that does not name
-//! the certificate.
+//! certificates, path lengths, extended key usage; no critical extension OpenSSL does not
+//! handle, none twice), validity periods, certificates the trust settings reject, and with
+//! `ssl_crl` a list in force from each issuer that does not name the certificate. Name
+//! constraints are not checked here: a chain through a CA that has them is refused.
 
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls_pki_types::{CertificateDer, UnixTime};
@@ -107,16 +108,23 @@ pub(crate) fn verify(
         }
     }
     extensions(&path, trust.purpose)?;
-    if path
-        .iter()
-        .any(|c| trust.rejected.iter().any(|r| r.as_ref() == *c))
-    {
+    if path.iter().any(|c| is_one_of(c, trust.rejected)) {
         return Err("unsuitable certificate purpose");
     }
     if let Some(crls) = trust.crls {
         revocation(&path, crls, trust, now)?;
     }
     Ok(())
+}
+
+/// Whether `cert` is one of `certs`: the same subject and key (a copy encoded otherwise, or
+/// signed anew, is the same certificate to a trust decision).
+pub(crate) fn is_one_of(cert: &[u8], certs: &[CertificateDer<'_>]) -> bool {
+    let id = |c: &[u8]| Some((dn::names_and_serial(c)?.1.to_vec(), dn::spki(c)?.to_vec()));
+    let Some(me) = id(cert) else {
+        return false;
+    };
+    certs.iter().any(|c| id(c).as_ref() == Some(&me))
 }
 
 fn current_valid(cert: &[u8], now: i64) -> Result<(), &'static str> {
@@ -135,6 +143,19 @@ fn current_valid(cert: &[u8], now: i64) -> Result<(), &'static str> {
 fn extensions(path: &[&[u8]], purpose: u8) -> Result<(), &'static str> {
     let read = |c: &[u8]| dn::constraints(c).ok_or("certificate verify error");
     let allows = |c: &Constraints| c.eku.is_none_or(|e| e & (purpose | dn::EKU_ANY) != 0);
+    for (i, cert) in path.iter().enumerate() {
+        let c = read(cert)?;
+        if c.duplicate {
+            return Err("invalid or inconsistent certificate extension");
+        }
+        if c.critical_unknown {
+            return Err("unhandled critical extension");
+        }
+        // Name constraints are not checked on this path: a chain under them is refused.
+        if i > 0 && c.name_constraints {
+            return Err("permitted subtree violation");
+        }
+    }
     let leaf = read(path[0])?;
     let leaf_usage = if purpose == dn::EKU_CLIENT_AUTH {
         dn::KU_DIGITAL_SIGNATURE | dn::KU_KEY_AGREEMENT
@@ -252,6 +273,9 @@ pub(crate) fn code(text: &str) -> u32 {
         "unsuitable certificate purpose" => 26,
         "key usage does not include certificate signing" => 32,
         "key usage does not include CRL signing" => 35,
+        "unhandled critical extension" => 34,
+        "invalid or inconsistent certificate extension" => 41,
+        "permitted subtree violation" => 47,
         _ => 1,
     }
 }

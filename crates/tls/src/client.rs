@@ -497,13 +497,17 @@ impl ServerCertVerifier for Verified {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if webpki::EndEntityCert::try_from(end_entity).is_err() {
+        // A version 1 certificate: webpki takes none.
+        if matches!(
+            webpki::EndEntityCert::try_from(end_entity),
+            Err(webpki::Error::UnsupportedCertVersion)
+        ) {
             return self.verify_as_openssl(end_entity, intermediates, server_name, now);
         }
         // An intermediate the trust settings refuse for servers, sent by the upstream.
         if intermediates
             .iter()
-            .any(|c| self.rejected.iter().any(|r| r.as_ref() == c.as_ref()))
+            .any(|c| crate::chain::is_one_of(c, &self.rejected))
         {
             return Err(refused(VerifyError {
                 code: 26,

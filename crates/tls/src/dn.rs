@@ -235,7 +235,31 @@ pub struct Constraints {
     pub eku: Option<u8>,
     /// The certificate's version field: 0 for version 1.
     pub version: u8,
+    /// A critical extension OpenSSL does not handle.
+    pub critical_unknown: bool,
+    /// An extension twice.
+    pub duplicate: bool,
+    /// nameConstraints.
+    pub name_constraints: bool,
 }
+
+/// The extensions OpenSSL handles (`X509_supported_extension`), which may be critical:
+/// keyUsage, subjectAltName, basicConstraints, certificatePolicies, cRLDistributionPoints,
+/// extendedKeyUsage, policyConstraints, nameConstraints, policyMappings, inhibitAnyPolicy
+/// and Netscape's certificate type.
+const HANDLED: &[&[u8]] = &[
+    &[0x55, 0x1d, 0x0f],
+    &[0x55, 0x1d, 0x11],
+    &[0x55, 0x1d, 0x13],
+    &[0x55, 0x1d, 0x20],
+    &[0x55, 0x1d, 0x1f],
+    &[0x55, 0x1d, 0x25],
+    &[0x55, 0x1d, 0x24],
+    &[0x55, 0x1d, 0x1e],
+    &[0x55, 0x1d, 0x21],
+    &[0x55, 0x1d, 0x36],
+    &[0x60, 0x86, 0x48, 0x01, 0x86, 0xf8, 0x42, 0x01, 0x01],
+];
 
 /// The basicConstraints and keyUsage of a DER certificate (none for a version 1 one).
 pub fn constraints(cert: &[u8]) -> Option<Constraints> {
@@ -259,6 +283,7 @@ pub fn constraints(cert: &[u8]) -> Option<Constraints> {
         version,
         ..Constraints::default()
     };
+    let mut seen: Vec<&[u8]> = Vec::new();
     while !tbs.is_empty() {
         let (tag, contents, rest) = tlv(tbs)?;
         tbs = rest;
@@ -271,10 +296,23 @@ pub fn constraints(cert: &[u8]) -> Option<Constraints> {
             let (_, ext, rest) = tlv(exts)?;
             exts = rest;
             let (_, oid, mut value) = tlv(ext)?;
+            let mut critical = false;
             if value.first() == Some(&0x01) {
-                value = tlv(value)?.2;
+                let (_, flag, rest) = tlv(value)?;
+                critical = flag.first().is_some_and(|&b| b != 0);
+                value = rest;
             }
             let (_, value, _) = tlv(value)?;
+            if seen.contains(&oid) {
+                c.duplicate = true;
+            }
+            seen.push(oid);
+            if critical && !HANDLED.contains(&oid) {
+                c.critical_unknown = true;
+            }
+            if oid == [0x55, 0x1d, 0x1e] {
+                c.name_constraints = true;
+            }
             match oid {
                 [0x55, 0x1d, 0x13] => {
                     let (_, mut seq, _) = tlv(value)?;

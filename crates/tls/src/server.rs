@@ -157,8 +157,15 @@ impl Chain {
         depth: usize,
     ) -> Result<(), &'static str> {
         // A version 1 certificate: webpki takes none.
-        let Ok(end) = webpki::EndEntityCert::try_from(leaf) else {
-            return self.verify_as_openssl(leaf, sent, depth);
+        let end = match webpki::EndEntityCert::try_from(leaf) {
+            Ok(end) => end,
+            Err(webpki::Error::UnsupportedCertVersion) => {
+                return self.verify_as_openssl(leaf, sent, depth)
+            }
+            Err(webpki::Error::UnsupportedCriticalExtension) => {
+                return Err("unhandled critical extension")
+            }
+            Err(_) => return Err("certificate verify error"),
         };
         let pool: Vec<CertificateDer<'_>> = sent
             .iter()
@@ -195,10 +202,8 @@ impl Chain {
             .map(|_| ())
         };
         match build(Some(&short)) {
-            // A CA certificate as the client's own, or a chain through a version 1 one.
-            Err(webpki::Error::CaUsedAsEndEntity | webpki::Error::UnsupportedCertVersion) => {
-                self.verify_as_openssl(leaf, sent, depth)
-            }
+            // A CA certificate as the client's own.
+            Err(webpki::Error::CaUsedAsEndEntity) => self.verify_as_openssl(leaf, sent, depth),
             // `ssl_crl` names a file without lists: no certificate's status can be known.
             Ok(()) if self.crls.is_some() && revocation.is_none() => {
                 Err("unable to get certificate CRL")
@@ -297,7 +302,7 @@ impl Chain {
         // An intermediate the trust settings refuse, sent by the client.
         if inters
             .iter()
-            .any(|c| self.rejected.iter().any(|r| r.as_ref() == c.as_ref()))
+            .any(|c| crate::chain::is_one_of(c, &self.rejected))
         {
             return Some("unsuitable certificate purpose");
         }
@@ -551,7 +556,10 @@ pub(crate) fn signed_with_key(
     algs: &WebPkiSupportedAlgorithms,
     tls13: bool,
 ) -> Option<HandshakeSignatureValid> {
-    // Only for what webpki cannot read: anything else it has judged already.
+    // Only for a certificate webpki does not read (version 1, a critical extension it does
+    // not know): anything else it has judged already. This proves only that the peer holds
+    // the key; the chain is judged after the handshake, where such certificates are refused
+    // but for version 1 ones.
     if webpki::EndEntityCert::try_from(cert).is_ok() {
         return None;
     }
