@@ -40,6 +40,16 @@ fn server(i: usize, pair: &Pair, extra: &str) -> String {
     )
 }
 
+/// A TLS server on `{PORTport}` with the key pair, answering with its port and the name the
+/// client asked for.
+fn tls_upstream(port: usize, pair: &Pair) -> String {
+    format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port} $ssl_server_name\\n\"; }}\n    }}\n",
+        pair.cert.display(),
+        pair.key.display()
+    )
+}
+
 /// The status line and the body's `verify` line of what `s_client` printed.
 fn answer(out: &str) -> String {
     let status = out
@@ -654,13 +664,6 @@ fn proxy_ssl_crl_refuses_a_revoked_upstream() {
     // Upstreams on PORT1 and PORT3 (good) and PORT2 (revoked); the front's paths choose one
     // and a list. /old has its own upstream: nginx offers a session made by one location to
     // another location's connections to the same address, with no check of its own list.
-    let upstream = |port: usize, pair: &Pair| {
-        format!(
-            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port}\\n\"; }}\n    }}\n",
-            pair.cert.display(),
-            pair.key.display()
-        )
-    };
     let front = format!(
         "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        proxy_ssl_verify on;\n        proxy_ssl_name upstream;\n        proxy_ssl_trusted_certificate {root};\n        proxy_ssl_crl {crl};\n        location /good {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /bad {{ proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /old {{ proxy_ssl_crl {old}; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n    }}\n",
         root = root.cert.display(),
@@ -669,9 +672,9 @@ fn proxy_ssl_crl_refuses_a_revoked_upstream() {
     );
     let http = format!(
         "{front}{}{}{}",
-        upstream(1, &good),
-        upstream(2, &bad),
-        upstream(3, &good)
+        tls_upstream(1, &good),
+        tls_upstream(2, &bad),
+        tls_upstream(3, &good)
     );
     let mut seen = Vec::new();
     for kind in kinds() {
@@ -729,13 +732,6 @@ fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
         "basicConstraints=CA:FALSE\nsubjectAltName=DNS:other\n",
     );
     let wildcard = pki.issue("wild", KeyKind::P256, "/CN=*.example.com", &root, leaf);
-    let upstream = |port: usize, pair: &Pair| {
-        format!(
-            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port} $ssl_server_name\\n\"; }}\n    }}\n",
-            pair.cert.display(),
-            pair.key.display()
-        )
-    };
     let front = format!(
         "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate {};\n        proxy_ssl_name upstream;\n        location /cn {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /san {{ proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /wild {{ proxy_ssl_name api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /wild-deep {{ proxy_ssl_name a.api.example.com; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /var {{ proxy_ssl_name $arg_n; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n        location /sni {{ proxy_ssl_verify off; proxy_ssl_server_name on; proxy_ssl_name $arg_n:8443; proxy_pass https://127.0.0.1:{{PORT4}}; }}\n    }}\n",
         root.cert.display()
@@ -744,10 +740,10 @@ fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
     // the same address, and the name that session was made for is the one the upstream sees.
     let http = format!(
         "{front}{}{}{}{}",
-        upstream(1, &cn_only),
-        upstream(2, &with_san),
-        upstream(3, &wildcard),
-        upstream(4, &cn_only)
+        tls_upstream(1, &cn_only),
+        tls_upstream(2, &with_san),
+        tls_upstream(3, &wildcard),
+        tls_upstream(4, &cn_only)
     );
     let mut seen = Vec::new();
     for kind in kinds() {
@@ -1049,22 +1045,15 @@ fn version_1_upstream_certificates_as_nginx() {
     let root = pki.self_signed("root", KeyKind::P256, "Root CA");
     let self_v1 = pki.self_signed_v1("selfv1", KeyKind::P256, "upstream");
     let signed_v1 = pki.issue("signedv1", KeyKind::P256, "/CN=upstream", &root, "");
-    let upstream = |port: usize, pair: &Pair| {
-        format!(
-            "    server {{\n        listen 127.0.0.1:{{PORT{port}}} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        location / {{ return 200 \"upstream {port}\\n\"; }}\n    }}\n",
-            pair.cert.display(),
-            pair.key.display()
-        )
-    };
     let front = format!(
         "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        location /off {{ proxy_pass https://127.0.0.1:{{PORT1}}; }}\n        location /on {{ proxy_ssl_verify on; proxy_ssl_name upstream; proxy_ssl_trusted_certificate {root}; proxy_pass https://127.0.0.1:{{PORT2}}; }}\n        location /wrong-name {{ proxy_ssl_verify on; proxy_ssl_name other; proxy_ssl_trusted_certificate {root}; proxy_pass https://127.0.0.1:{{PORT3}}; }}\n    }}\n",
         root = root.cert.display()
     );
     let http = format!(
         "{front}{}{}{}",
-        upstream(1, &self_v1),
-        upstream(2, &signed_v1),
-        upstream(3, &signed_v1)
+        tls_upstream(1, &self_v1),
+        tls_upstream(2, &signed_v1),
+        tls_upstream(3, &signed_v1)
     );
     let mut seen = Vec::new();
     for kind in kinds() {

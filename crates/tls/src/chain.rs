@@ -17,6 +17,81 @@ use crate::dn::{self, Constraints};
 /// name costs no more than a few handshakes.
 const SIGNATURE_BUDGET: usize = 32;
 
+/// What a chain is checked against, as read from the configuration's files: their
+/// self-issued certificates (version 1 ones too) and their others, those the trust settings
+/// refuse, and the revocation lists (`ssl_crl`, `proxy_ssl_crl`) when they are set.
+pub(crate) struct Anchors {
+    pub roots: Vec<CertificateDer<'static>>,
+    pub others: Vec<CertificateDer<'static>>,
+    pub rejected: Vec<CertificateDer<'static>>,
+    pub crls: Option<Vec<webpki::CertRevocationList<'static>>>,
+    /// The lists' DER, in the order of `crls`.
+    pub crl_ders: Vec<Vec<u8>>,
+    pub algs: WebPkiSupportedAlgorithms,
+}
+
+impl Anchors {
+    /// `certs` as the files hold them; `crls` as read, if set.
+    pub(crate) fn new(
+        certs: &[CertificateDer<'static>],
+        rejected: Vec<CertificateDer<'static>>,
+        crls: Option<&[rustls_pki_types::CertificateRevocationListDer<'static>]>,
+        algs: WebPkiSupportedAlgorithms,
+    ) -> Result<Anchors, crate::TlsError> {
+        let (roots, others) = certs.iter().cloned().partition(|c| dn::self_issued(c));
+        let lists = match crls {
+            Some(list) => Some(
+                list.iter()
+                    .map(|der| {
+                        webpki::OwnedCertRevocationList::from_der(der)
+                            .map(webpki::CertRevocationList::from)
+                            .map_err(|e| crate::TlsError::Config(format!("bad CRL: {e}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            None => None,
+        };
+        Ok(Anchors {
+            roots,
+            others,
+            rejected,
+            crls: lists,
+            crl_ders: crls
+                .into_iter()
+                .flatten()
+                .map(|d| d.as_ref().to_vec())
+                .collect(),
+            algs,
+        })
+    }
+
+    /// [`verify`] of `leaf` for `purpose`, with what the peer `sent` beside the files'.
+    pub(crate) fn verify(
+        &self,
+        leaf: &[u8],
+        sent: &[CertificateDer<'_>],
+        depth: usize,
+        purpose: u8,
+        now: UnixTime,
+    ) -> Result<(), &'static str> {
+        let intermediates: Vec<CertificateDer<'_>> = sent
+            .iter()
+            .chain(&self.others)
+            .map(|c| CertificateDer::from(c.as_ref()))
+            .collect();
+        let trust = Trust {
+            roots: &self.roots,
+            intermediates: &intermediates,
+            rejected: &self.rejected,
+            crls: self.crls.as_deref(),
+            crl_ders: &self.crl_ders,
+            algs: self.algs,
+            purpose,
+        };
+        verify(leaf, &trust, depth, now)
+    }
+}
+
 /// What a chain is checked against.
 pub(crate) struct Trust<'a> {
     /// Self-issued certificates of the CA files.

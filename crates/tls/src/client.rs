@@ -334,9 +334,6 @@ pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
                 cause: e.to_string(),
             })?;
         }
-        let (self_issued, others): (Vec<_>, Vec<_>) = trusted_certs
-            .into_iter()
-            .partition(|c| crate::dn::self_issued(c));
         let mut chain =
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
         // OpenSSL's CRL_CHECK_ALL: every certificate of the chain must be covered by a list
@@ -350,32 +347,11 @@ pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
             chain = chain.with_crls(crls).enforce_revocation_expiration();
         }
         let chain = chain.build().map_err(|e| TlsError::Config(e.to_string()))?;
-        let crls = match &lists {
-            Some(l) => Some(
-                l.iter()
-                    .map(|d| {
-                        webpki::OwnedCertRevocationList::from_der(d)
-                            .map(webpki::CertRevocationList::from)
-                            .map_err(|e| TlsError::Config(format!("bad CRL: {e}")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-            None => None,
-        };
         Arc::new(Verified {
             chain,
             depth: spec.depth,
             no_lists,
-            roots: self_issued,
-            others,
-            rejected,
-            crls,
-            crl_ders: lists
-                .iter()
-                .flatten()
-                .map(|d| d.as_ref().to_vec())
-                .collect(),
-            algs,
+            files: crate::chain::Anchors::new(&trusted_certs, rejected, lists.as_deref(), algs)?,
         })
     } else {
         Arc::new(AnyServerCert { algs })
@@ -469,15 +445,9 @@ struct Verified {
     depth: usize,
     /// `proxy_ssl_crl` names a file without lists: no certificate's status can be known.
     no_lists: bool,
-    /// For what webpki does not read (version 1 certificates, [`crate::chain`]): the
-    /// trusted file's self-issued certificates and its others, those its trust settings
-    /// refuse for servers, and `proxy_ssl_crl`'s lists.
-    roots: Vec<CertificateDer<'static>>,
-    others: Vec<CertificateDer<'static>>,
-    rejected: Vec<CertificateDer<'static>>,
-    crls: Option<Vec<webpki::CertRevocationList<'static>>>,
-    crl_ders: Vec<Vec<u8>>,
-    algs: WebPkiSupportedAlgorithms,
+    /// The trusted file's certificates (those its trust settings refuse for servers too)
+    /// and `proxy_ssl_crl`'s lists, for what webpki does not read ([`crate::chain`]).
+    files: crate::chain::Anchors,
 }
 
 impl fmt::Debug for Verified {
@@ -507,7 +477,7 @@ impl ServerCertVerifier for Verified {
         // An intermediate the trust settings refuse for servers, sent by the upstream.
         if intermediates
             .iter()
-            .any(|c| crate::chain::is_one_of(c, &self.rejected))
+            .any(|c| crate::chain::is_one_of(c, &self.files.rejected))
         {
             return Err(refused(VerifyError {
                 code: 26,
@@ -566,7 +536,7 @@ impl ServerCertVerifier for Verified {
         self.chain
             .verify_tls12_signature(message, cert, dss)
             .or_else(|e| {
-                crate::server::signed_with_key(message, cert, dss, &self.algs, false).ok_or(e)
+                crate::server::signed_with_key(message, cert, dss, &self.files.algs, false).ok_or(e)
             })
     }
     fn verify_tls13_signature(
@@ -578,7 +548,7 @@ impl ServerCertVerifier for Verified {
         self.chain
             .verify_tls13_signature(message, cert, dss)
             .or_else(|e| {
-                crate::server::signed_with_key(message, cert, dss, &self.algs, true).ok_or(e)
+                crate::server::signed_with_key(message, cert, dss, &self.files.algs, true).ok_or(e)
             })
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -596,21 +566,10 @@ impl Verified {
         name: &ServerName<'_>,
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let intermediates: Vec<CertificateDer<'_>> = sent
-            .iter()
-            .chain(&self.others)
-            .map(|c| CertificateDer::from(c.as_ref()))
-            .collect();
-        let trust = crate::chain::Trust {
-            roots: &self.roots,
-            intermediates: &intermediates,
-            rejected: &self.rejected,
-            crls: self.crls.as_deref(),
-            crl_ders: &self.crl_ders,
-            algs: self.algs,
-            purpose: crate::dn::EKU_SERVER_AUTH,
-        };
-        if let Err(text) = crate::chain::verify(leaf, &trust, self.depth, now) {
+        if let Err(text) =
+            self.files
+                .verify(leaf, sent, self.depth, crate::dn::EKU_SERVER_AUTH, now)
+        {
             return Err(refused(VerifyError {
                 code: crate::chain::code(text),
                 text,

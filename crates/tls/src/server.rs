@@ -117,18 +117,9 @@ struct Chain {
     /// The files' self-issued certificates, as trust anchors, each with its certificate.
     anchors: Vec<rustls_pki_types::TrustAnchor<'static>>,
     anchor_certs: Vec<CertificateDer<'static>>,
-    /// The files' other certificates.
-    intermediates: Vec<CertificateDer<'static>>,
-    algs: WebPkiSupportedAlgorithms,
-    /// `ssl_crl`'s lists, when it is set.
-    crls: Option<Vec<webpki::CertRevocationList<'static>>>,
-    /// Every self-issued certificate of the files (v1 ones too), for what webpki does not
+    /// The files' certificates and lists, for webpki's checks and for what it does not
     /// verify ([`crate::chain`]).
-    roots: Vec<CertificateDer<'static>>,
-    /// `ssl_crl`'s lists as read, in the order of `crls`.
-    crl_ders: Vec<Vec<u8>>,
-    /// Certificates the trust settings refuse for client certificates.
-    rejected: Vec<CertificateDer<'static>>,
+    files: crate::chain::Anchors,
 }
 
 impl ClientCheck {
@@ -169,7 +160,7 @@ impl Chain {
         };
         let pool: Vec<CertificateDer<'_>> = sent
             .iter()
-            .chain(&self.intermediates)
+            .chain(&self.files.others)
             .map(|c| CertificateDer::from(c.as_ref()))
             .collect();
         let now = UnixTime::now();
@@ -182,7 +173,7 @@ impl Chain {
             }
             why.map_or(Ok(()), |_| Err(webpki::Error::MaximumPathDepthExceeded))
         };
-        let crls: Vec<&webpki::CertRevocationList<'_>> = self.crls.iter().flatten().collect();
+        let crls: Vec<&webpki::CertRevocationList<'_>> = self.files.crls.iter().flatten().collect();
         let revocation = webpki::RevocationOptionsBuilder::new(&crls).ok().map(|b| {
             b.with_depth(webpki::RevocationCheckDepth::Chain)
                 .with_status_policy(webpki::UnknownStatusPolicy::Deny)
@@ -191,7 +182,7 @@ impl Chain {
         });
         let build = |limit: Option<&PathCheck<'_>>| {
             end.verify_for_usage(
-                self.algs.all,
+                self.files.algs.all,
                 &self.anchors,
                 &pool,
                 now,
@@ -205,7 +196,7 @@ impl Chain {
             // A CA certificate as the client's own.
             Err(webpki::Error::CaUsedAsEndEntity) => self.verify_as_openssl(leaf, sent, depth),
             // `ssl_crl` names a file without lists: no certificate's status can be known.
-            Ok(()) if self.crls.is_some() && revocation.is_none() => {
+            Ok(()) if self.files.crls.is_some() && revocation.is_none() => {
                 Err("unable to get certificate CRL")
             }
             Ok(()) => Ok(()),
@@ -237,7 +228,7 @@ impl Chain {
             .chain(sent.iter().map(|c| c.as_ref()))
             .filter_map(|c| crate::dn::names_and_serial(c).map(|(issuer, _, _)| issuer))
             .collect();
-        self.rejected.iter().any(|r| {
+        self.files.rejected.iter().any(|r| {
             crate::dn::names_and_serial(r).is_some_and(|(_, subject, _)| issuers.contains(&subject))
         })
     }
@@ -247,9 +238,10 @@ impl Chain {
         let Some((issuer, _, _)) = crate::dn::names_and_serial(leaf) else {
             return true;
         };
-        self.roots
+        self.files
+            .roots
             .iter()
-            .chain(&self.intermediates)
+            .chain(&self.files.others)
             .chain(sent)
             .any(|c| {
                 crate::dn::names_and_serial(c).is_some_and(|(_, subject, _)| subject == issuer)
@@ -263,21 +255,13 @@ impl Chain {
         sent: &[CertificateDer<'static>],
         depth: usize,
     ) -> Result<(), &'static str> {
-        let intermediates: Vec<CertificateDer<'_>> = sent
-            .iter()
-            .chain(&self.intermediates)
-            .map(|c| CertificateDer::from(c.as_ref()))
-            .collect();
-        let trust = crate::chain::Trust {
-            roots: &self.roots,
-            intermediates: &intermediates,
-            rejected: &self.rejected,
-            crls: self.crls.as_deref(),
-            crl_ders: &self.crl_ders,
-            algs: self.algs,
-            purpose: crate::dn::EKU_CLIENT_AUTH,
-        };
-        crate::chain::verify(leaf, &trust, depth, UnixTime::now())
+        self.files.verify(
+            leaf,
+            sent,
+            depth,
+            crate::dn::EKU_CLIENT_AUTH,
+            UnixTime::now(),
+        )
     }
 
     /// OpenSSL's checks of a chain webpki built and does not make: `ssl_verify_depth`; the
@@ -302,7 +286,7 @@ impl Chain {
         // An intermediate the trust settings refuse, sent by the client.
         if inters
             .iter()
-            .any(|c| crate::chain::is_one_of(c, &self.rejected))
+            .any(|c| crate::chain::is_one_of(c, &self.files.rejected))
         {
             return Some("unsuitable certificate purpose");
         }
@@ -494,46 +478,24 @@ fn client_check(a: &ClientAuth, provider: &Arc<CryptoProvider>) -> Result<Client
             .map_err(|e| TlsError::Config(format!("bad client CA certificate: {e}")))?;
     }
     let hints = store.subjects();
-    let (roots, intermediates): (Vec<_>, Vec<_>) = a
-        .roots
-        .iter()
-        .cloned()
-        .partition(|c| crate::dn::self_issued(c));
+    let files = crate::chain::Anchors::new(
+        &a.roots,
+        a.rejected.clone(),
+        a.crls.as_deref(),
+        provider.signature_verification_algorithms,
+    )?;
     let mut anchors = Vec::new();
     let mut anchor_certs = Vec::new();
-    let all_roots = roots.clone();
-    for c in roots {
-        if let Ok(anchor) = webpki::anchor_from_trusted_cert(&c) {
+    for c in &files.roots {
+        if let Ok(anchor) = webpki::anchor_from_trusted_cert(c) {
             anchors.push(anchor.to_owned());
-            anchor_certs.push(c);
+            anchor_certs.push(c.clone());
         }
     }
-    let crls = match &a.crls {
-        Some(list) => Some(
-            list.iter()
-                .map(|der| {
-                    webpki::OwnedCertRevocationList::from_der(der)
-                        .map(webpki::CertRevocationList::from)
-                        .map_err(|e| TlsError::Config(format!("bad CRL: {e}")))
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-        None => None,
-    };
     let chain = Chain {
         anchors,
         anchor_certs,
-        intermediates,
-        algs: provider.signature_verification_algorithms,
-        crls,
-        roots: all_roots,
-        crl_ders: a
-            .crls
-            .iter()
-            .flatten()
-            .map(|d| d.as_ref().to_vec())
-            .collect(),
-        rejected: a.rejected.clone(),
+        files,
     };
     // optional_no_ca asks for a certificate and takes any.
     let chain = (a.mode != VerifyClient::OptionalNoCa).then_some(chain);
