@@ -45,6 +45,8 @@ pub(crate) struct TlsInfo {
     pub hello: Offered,
     /// `$ssl_session_reused`.
     pub reused: bool,
+    /// `$ssl_session_id`'s bytes, found only when the configuration reads it.
+    pub session_id: Option<Box<[u8]>>,
     /// `$ssl_client_verify`.
     pub verify: ClientVerify,
     /// `$ssl_client_s_dn`.
@@ -91,6 +93,12 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
         _ => return Start::Closed(None),
     }
+    let names = &listen.servers.default_server().names;
+    let hello_id = if names.session_id.load(std::sync::atomic::Ordering::Relaxed) {
+        Some(peek_hello(&stream).await)
+    } else {
+        None
+    };
     let acceptor = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), Tcp(stream));
     let mut start = match tokio::time::timeout_at(deadline, acceptor).await {
         Ok(Ok(start)) => start,
@@ -99,10 +107,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
     };
     let hello = start.client_hello();
     let sni: Option<Box<str>> = hello.server_name().map(Box::from);
-    let offered = if listen
-        .servers
-        .default_server()
-        .names
+    let offered = if names
         .client_hello
         .load(std::sync::atomic::Ordering::Relaxed)
     {
@@ -141,17 +146,24 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
     let Some(tls) = tls else {
         return Start::Closed(None);
     };
-    let stream =
-        match tokio::time::timeout_at(deadline, start.into_stream(tls.config.clone())).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return match portcullis_tls::take_load_error() {
-                    Some(why) => Start::Failed(format!("{why} while SSL handshaking")),
-                    None => Start::Closed(Some(handshake_failed(&e))),
-                }
+    let mark = hello_id
+        .as_ref()
+        .map(|_| portcullis_tls::session_id::Mark::new());
+    let handshake = start.into_stream_with(tls.config.clone(), |c| {
+        if let Some(mark) = &mark {
+            c.set_resumption_data(&mark.data());
+        }
+    });
+    let stream = match tokio::time::timeout_at(deadline, handshake).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return match portcullis_tls::take_load_error() {
+                Some(why) => Start::Failed(format!("{why} while SSL handshaking")),
+                None => Start::Closed(Some(handshake_failed(&e))),
             }
-            Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
-        };
+        }
+        Err(_) => return Start::Closed(Some(TIMED_OUT.into())),
+    };
     let (_, session) = stream.get_ref();
     let protocol = match session.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -161,6 +173,13 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         .negotiated_cipher_suite()
         .map_or("", |s| portcullis_tls::openssl_name(s.suite()));
     let reused = session.handshake_kind() == Some(HandshakeKind::Resumed);
+    let session_id = match (hello_id, mark) {
+        (Some(hello), Some(mark)) => {
+            let tickets = tls.config.ticketer.enabled();
+            Some(session_id(protocol, reused, hello, &mark, tickets))
+        }
+        _ => None,
+    };
     let certs = session.peer_certificates();
     let (verify, refuse) = match &tls.client {
         None => (ClientVerify::None, None),
@@ -187,6 +206,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         curve: session.negotiated_key_exchange_group().map(|g| g.name()),
         hello: offered,
         reused,
+        session_id,
         verify,
         client_s_dn,
         client_cert,
@@ -194,6 +214,45 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         h2: session.alpn_protocol() == Some(b"h2"),
     };
     Start::Tls(Stream::Tls(Box::new(stream)), Rc::new(info))
+}
+
+/// What has arrived of the connection's first TLS record, the ClientHello, read without
+/// taking it: the handshake reads it again. The part `$ssl_session_id` needs comes first, in
+/// the first segment.
+async fn peek_hello(stream: &TcpStream) -> portcullis_tls::session_id::Hello {
+    let mut header = [0u8; 5];
+    let len = match stream.peek(&mut header).await {
+        Ok(5) => usize::from(u16::from_be_bytes([header[3], header[4]])),
+        _ => 0,
+    };
+    let mut record = vec![0u8; 5 + len];
+    let n = stream.peek(&mut record).await.unwrap_or(0);
+    portcullis_tls::session_id::Hello::read(&record[..n])
+}
+
+/// `$ssl_session_id` of a connection, as OpenSSL gives it (see `portcullis_tls::session_id`):
+/// `tickets` says whether the server issues session tickets.
+fn session_id(
+    protocol: &str,
+    reused: bool,
+    hello: portcullis_tls::session_id::Hello,
+    mark: &portcullis_tls::session_id::Mark,
+    tickets: bool,
+) -> Box<[u8]> {
+    let stored = mark.take_stored();
+    if protocol == "TLSv1.3" {
+        return Box::new(portcullis_tls::session_id::random_id());
+    }
+    if reused {
+        return hello.session_id.into();
+    }
+    if hello.offers_tickets && tickets {
+        return Box::default();
+    }
+    match stored {
+        Some(id) => id.into(),
+        None => Box::new(portcullis_tls::session_id::random_id()),
+    }
 }
 
 /// nginx's line for a handshake that took too long.
@@ -287,6 +346,11 @@ pub(crate) fn ssl_var(v: SslVar, tls: Option<&TlsInfo>, out: &mut Vec<u8>) {
             }
         }
         SslVar::SessionReused => out.push(if t.reused { b'r' } else { b'.' }),
+        SslVar::SessionId => {
+            for b in t.session_id.iter().flat_map(|id| id.iter()) {
+                out.extend_from_slice(format!("{b:02x}").as_bytes());
+            }
+        }
         cert_var => {
             if let Some(cert) = &t.client_cert {
                 client_cert_var(cert_var, cert, out);

@@ -183,6 +183,8 @@ pub enum SslVar {
     ClientVerify,
     ClientSDn,
     SessionReused,
+    /// `$ssl_session_id`: the session's id, in hex.
+    SessionId,
     ClientIDn,
     /// `$ssl_client_s_dn_legacy` and `$ssl_client_i_dn_legacy`: OpenSSL's one-line form.
     ClientSDnLegacy,
@@ -217,6 +219,8 @@ pub(crate) struct Names {
     /// Some argument reads `$ssl_ciphers` or `$ssl_curves`: TLS connections keep what the
     /// client offered.
     pub client_hello: std::sync::atomic::AtomicBool,
+    /// Some argument reads `$ssl_session_id`: TLS connections find their session's id.
+    pub session_id: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Names {
@@ -422,6 +426,12 @@ impl Var {
             "ssl_client_verify" => Var::Ssl(SslVar::ClientVerify),
             "ssl_client_s_dn" => Var::Ssl(SslVar::ClientSDn),
             "ssl_session_reused" => Var::Ssl(SslVar::SessionReused),
+            "ssl_session_id" => {
+                names
+                    .session_id
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Var::Ssl(SslVar::SessionId)
+            }
             "ssl_client_i_dn" => Var::Ssl(SslVar::ClientIDn),
             "ssl_client_s_dn_legacy" => Var::Ssl(SslVar::ClientSDnLegacy),
             "ssl_client_i_dn_legacy" => Var::Ssl(SslVar::ClientIDnLegacy),

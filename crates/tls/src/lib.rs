@@ -17,6 +17,7 @@ pub mod dn;
 pub mod names;
 mod pem;
 mod server;
+pub mod session_id;
 mod tickets;
 
 use std::sync::{Arc, Mutex, Weak};
@@ -131,6 +132,7 @@ fn now_secs() -> u64 {
 
 impl StoresServerSessions for SessionCache {
     fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        session_id::note_stored(&key, &value);
         let mut stamped = Vec::with_capacity(STAMP + value.len());
         stamped.extend_from_slice(&now_secs().to_be_bytes());
         stamped.extend_from_slice(&value);
