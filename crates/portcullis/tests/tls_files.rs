@@ -1086,3 +1086,197 @@ fn version_1_upstream_certificates_as_nginx() {
     }
     support::compare(&seen);
 }
+
+/// `ssl_session_ticket_key` rotation as nginx's documentation describes it: the first file's
+/// key makes tickets, every listed key opens them; after a reload that puts a new key first
+/// and keeps the old one second, tickets made with the old key still resume (and the client
+/// gets one made with the new key), and once the old key is gone they no longer do. Over
+/// TLS 1.2 and 1.3, under nginx and portcullis.
+#[test]
+fn session_ticket_keys_rotate_as_nginx() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let dir = TempDir::new("ticket-keys");
+    let key_file = |name: &str| {
+        let mut material = [0u8; 80];
+        let mut f = std::fs::File::open("/dev/urandom").expect("open /dev/urandom");
+        std::io::Read::read_exact(&mut f, &mut material).expect("read /dev/urandom");
+        dir.write(name, material)
+    };
+    let old = key_file("old.key");
+    let new = key_file("new.key");
+    let conf = |generation: u32, keys: &[&Path]| {
+        let lines: String = keys
+            .iter()
+            .map(|k| format!("        ssl_session_ticket_key {};\n", k.display()))
+            .collect();
+        main_config(&format!(
+            "{}    server {{\n        listen 127.0.0.1:{{PORT1}};\n        location / {{ return 200 \"generation {generation}\"; }}\n    }}\n",
+            server(
+                0,
+                &pair,
+                &format!("        ssl_protocols TLSv1.2 TLSv1.3;\n{lines}")
+            )
+            .replace("verify $ssl_client_verify", "reused $ssl_session_reused")
+        ))
+    };
+    let want = [
+        "-tls1_2: old key: made . | old then new: old ticket r, new ticket ., renewed unsaved | new only: old ticket ., new ticket r, renewed unsaved",
+        "-tls1_3: old key: made . | old then new: old ticket r, new ticket ., renewed r | new only: old ticket ., new ticket r, renewed r",
+    ];
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 2, &conf(1, &[&old])) else {
+            continue;
+        };
+        let mut seen = Vec::new();
+        let reloads = std::cell::Cell::new(0);
+        for proto in ["-tls1_2", "-tls1_3"] {
+            let session = |name: &str| server.path(&format!("{name}{proto}"));
+            let reused = |args: &[&str]| {
+                // s_client saves no session from a TLS 1.2 resumption.
+                if let ["-sess_in", file, ..] = args {
+                    if !Path::new(file).exists() {
+                        return "unsaved".to_owned();
+                    }
+                }
+                let mut all = vec![proto];
+                all.extend_from_slice(args);
+                let out = s_client(server.port(0), &all, &request("localhost", "/"));
+                out.split_once("reused ")
+                    .map(|(_, r)| r.chars().take(1).collect::<String>())
+                    .unwrap_or_else(|| format!("no answer: {out}"))
+            };
+            let path = |p: &PathBuf| p.to_str().unwrap().to_owned();
+            let (a, b, renewed) = (
+                path(&session("a")),
+                path(&session("b")),
+                path(&session("renewed")),
+            );
+            let reload = |generation: u32, keys: &[&Path]| {
+                server.write_config(&conf(generation, keys));
+                server.signal(libc::SIGHUP);
+                reloads.set(reloads.get() + 1);
+                let want = format!("generation {generation}");
+                // Served by the new configuration, and (nginx) the old worker gone: until
+                // then it may take new connections too.
+                assert!(
+                    support::wait_until(std::time::Duration::from_secs(10), || {
+                        support::get(server.port(1), "/").is_ok_and(|r| r.body_text() == want)
+                            && (kind != Kind::Nginx
+                                || server.error_log().matches("exited with code").count()
+                                    >= reloads.get())
+                    }),
+                    "{kind}: the reload to {want} did not happen"
+                );
+            };
+            let base = if proto == "-tls1_2" { 0 } else { 10 };
+            reload(base + 1, &[&old]);
+            let made = reused(&["-sess_out", &a]);
+            reload(base + 2, &[&new, &old]);
+            let old_then_new = [
+                reused(&["-sess_in", &a, "-sess_out", &renewed]),
+                reused(&["-sess_out", &b]),
+            ];
+            let renewed_after = reused(&["-sess_in", &renewed]);
+            reload(base + 3, &[&new]);
+            let new_only = [
+                reused(&["-sess_in", &a]),
+                reused(&["-sess_in", &b]),
+                reused(&["-sess_in", &renewed]),
+            ];
+            seen.push(format!(
+                "{proto}: old key: made {made} | old then new: old ticket {}, new ticket {}, renewed {renewed_after} | new only: old ticket {}, new ticket {}, renewed {}",
+                old_then_new[0], old_then_new[1], new_only[0], new_only[1], new_only[2]
+            ));
+        }
+        assert_eq!(seen, want, "{kind}");
+    }
+}
+
+/// `proxy_ssl_verify_depth` (default 1) against upstreams whose certificates are signed by
+/// the trusted root directly, through one intermediate and through two (each sent by the
+/// upstream): which depths let each through, under nginx and portcullis. OpenSSL counts the
+/// certificates between the leaf and the root: depth 0 takes a leaf the root signed.
+#[test]
+fn proxy_ssl_verify_depth_counts_as_nginx_counts() {
+    if !need_openssl() {
+        return;
+    }
+    let pki = Pki::new();
+    let root = pki.self_signed("root", KeyKind::P256, "Root CA");
+    let inter1 = pki.intermediate("inter1", KeyKind::P256, "/CN=Intermediate 1", &root);
+    let inter2 = pki.intermediate("inter2", KeyKind::P256, "/CN=Intermediate 2", &inter1);
+    let direct = pki.signed("direct", KeyKind::P256, "/CN=upstream", &root);
+    let one = pki.signed("one", KeyKind::P256, "/CN=upstream", &inter1);
+    let two = pki.signed("two", KeyKind::P256, "/CN=upstream", &inter2);
+    let with_chain = |name: &str, leaf: &Pair, cas: &[&Pair]| {
+        let mut parts = vec![leaf.cert.as_path()];
+        parts.extend(cas.iter().map(|c| c.cert.as_path()));
+        Pair {
+            cert: cat(&pki, name, &parts),
+            key: leaf.key.clone(),
+        }
+    };
+    let upstreams = [
+        with_chain("direct-chain.pem", &direct, &[]),
+        with_chain("one-chain.pem", &one, &[&inter1]),
+        with_chain("two-chain.pem", &two, &[&inter2, &inter1]),
+    ];
+    let mut locations = String::new();
+    for depth in ["", "0", "1", "2", "3"] {
+        for (i, name) in ["direct", "one", "two"].iter().enumerate() {
+            let setting = if depth.is_empty() {
+                String::new()
+            } else {
+                format!("proxy_ssl_verify_depth {depth}; ")
+            };
+            locations += &format!(
+                "        location /{name}/{depth} {{ {setting}proxy_pass https://127.0.0.1:{{PORT{}}}/; }}\n",
+                i + 1
+            );
+        }
+    }
+    let mut http = format!(
+        "    server {{\n        listen 127.0.0.1:{{PORT0}};\n        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate {};\n        proxy_ssl_name upstream;\n        proxy_ssl_session_reuse off;\n{locations}    }}\n",
+        root.cert.display()
+    );
+    for (i, pair) in upstreams.iter().enumerate() {
+        http += &tls_upstream(i + 1, pair);
+    }
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 4, &main_config(&http)) else {
+            continue;
+        };
+        let mut lines = Vec::new();
+        for depth in ["", "0", "1", "2", "3"] {
+            let statuses: Vec<String> = ["direct", "one", "two"]
+                .iter()
+                .map(|name| {
+                    let r =
+                        support::get(server.port(0), &format!("/{name}/{depth}")).expect("answer");
+                    format!("{name} {}", r.status)
+                })
+                .collect();
+            let depth = if depth.is_empty() { "default" } else { depth };
+            lines.push(format!("depth {depth}: {}", statuses.join(", ")));
+        }
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "depth default: direct 200, one 200, two 502",
+                    "depth 0: direct 200, one 502, two 502",
+                    "depth 1: direct 200, one 200, two 502",
+                    "depth 2: direct 200, one 200, two 200",
+                    "depth 3: direct 200, one 200, two 200",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}
