@@ -713,3 +713,70 @@ fn minus_e_names_a_file_under_the_prefix() {
         );
     }
 }
+
+/// `-g` directives are read before the file, as nginx reads them: a directive the file sets
+/// again is a duplicate found in the file, lists (`error_log`) take both, a duplicate within
+/// `-g` or an unknown directive is found "in command line", blocks are refused there, and a
+/// missing `;` is a syntax error. Each `-t` run's verdict and message, compared with nginx's.
+#[test]
+fn global_directives_merge_as_nginx_merges_them() {
+    let (dir, conf) = conf_dir(&config("one"));
+    let prefix = dir.path().display().to_string();
+    let cases = [
+        "daemon off;".to_owned(),
+        "worker_processes 2;".to_owned(),
+        format!("pid {prefix}/other.pid;"),
+        format!("error_log {prefix}/second.log;"),
+        format!("error_log stderr; error_log {prefix}/third.log debug;"),
+        "worker_rlimit_nofile 100;".to_owned(),
+        "daemon off; daemon off;".to_owned(),
+        "bogus;".to_owned(),
+        "daemon off".to_owned(),
+        "events {}".to_owned(),
+        "http {}".to_owned(),
+        format!("include {prefix}/missing.conf;"),
+    ];
+    // `[level] message` of each message line, without the time, pid and program name.
+    let line =
+        Regex::new(r"^(?:\S+: |\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} )(\[\w+\] )(?:\d+#\d+: )?(.*)$")
+            .expect("regex");
+    let mut seen = Vec::new();
+    for kind in support::kinds() {
+        let mut verdicts = Vec::new();
+        for g in &cases {
+            let Some(out) = run(kind, &["-t", "-p", &prefix, "-c", &conf, "-g", g]) else {
+                continue;
+            };
+            let messages: Vec<String> = stderr(&out)
+                .lines()
+                .filter_map(|l| line.captures(l))
+                .map(|c| format!("{}{}", &c[1], &c[2]))
+                .collect();
+            verdicts.push(format!(
+                "-g {g:?}: {} {messages:?}",
+                if out.status.success() {
+                    "ok"
+                } else {
+                    "refused"
+                }
+            ));
+        }
+        if kind == Kind::Portcullis {
+            let conf_line = |n: usize| format!("{conf}:{n}");
+            support::expect_lines(
+                &verdicts,
+                &[
+                    &format!(
+                        "-g \"daemon off;\": refused [\"[emerg] \\\"daemon\\\" directive is duplicate in {}\"]",
+                        conf_line(1)
+                    ),
+                    "-g \"daemon off; daemon off;\": refused [\"[emerg] \\\"daemon\\\" directive is duplicate in command line\"]",
+                    "-g \"events {}\": refused [\"[emerg] block directives are not supported in -g option in command line\"]",
+                    "-g \"worker_rlimit_nofile 100;\": ok []",
+                ],
+            );
+        }
+        seen.push((kind, verdicts));
+    }
+    support::compare(&seen);
+}
