@@ -58,3 +58,61 @@ fn empty_values_and_absent_ones_as_nginx_logs_them() {
     }
     support::compare(&seen);
 }
+
+/// The variables of `map`, `geo`, `split_clients` and `valid_referers` have a value when it
+/// is empty (no match, no default, a valid `Referer`): written as nothing; `$gzip_ratio` of
+/// a response not compressed and `$secure_link` without a link have none: `-`.
+#[test]
+fn empty_module_variables_as_nginx_logs_them() {
+    let http = "
+    map $arg_m $mapped { a A; }
+    map $arg_m $with_default { default \"\"; b B; }
+    split_clients \"$arg_s\" $split { 10% one; }
+    geo $geo { 10.0.0.0/8 ten; }
+    log_format modules '$request_uri ref=[$invalid_referer] map=[$mapped] default=[$with_default] split=[$split] geo=[$geo] gzip=[$gzip_ratio] link=[$secure_link]';
+    server {
+        listen 127.0.0.1:{PORT0};
+        access_log {PREFIX}/modules.log modules;
+        valid_referers none server_names;
+        location / { return 200 \"ok\"; }
+    }
+";
+    let targets = ["/?s=a", "/?m=a&s=b"];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(http)) else {
+            continue;
+        };
+        for t in targets {
+            support::get(server.port(0), t).expect("answer");
+        }
+        support::request(
+            server.port(0),
+            "GET /evil HTTP/1.1\r\nHost: x\r\nReferer: http://evil.example/\r\nConnection: close\r\n\r\n",
+        )
+        .expect("answer");
+        let log = server.path("modules.log");
+        assert!(
+            support::wait_until(Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == targets.len() + 1
+            }),
+            "{kind}: access log"
+        );
+        let lines: Vec<String> = support::read_lossy(&log)
+            .lines()
+            .map(String::from)
+            .collect();
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "/?s=a ref=[] map=[] default=[] split=[] geo=[] gzip=[-] link=[-]",
+                    "/?m=a&s=b ref=[] map=[A] default=[] split=[] geo=[] gzip=[-] link=[-]",
+                    "/evil ref=[1] map=[] default=[] split=[one] geo=[] gzip=[-] link=[-]",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

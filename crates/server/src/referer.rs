@@ -143,6 +143,7 @@ impl Module for RefererModule {
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
         static HANDLERS: Handlers = Handlers {
             variable: Some(variable),
+            empty_is_a_value: true,
             ..Handlers::NONE
         };
         &HANDLERS

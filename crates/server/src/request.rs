@@ -426,6 +426,10 @@ pub(crate) struct Handlers {
     /// wait while it makes the new one (`ssi`'s includes): after the header filters and
     /// before the encode phase, and on subrequests' responses too.
     pub body: Option<BodyFilter>,
+    /// Whether the module's variables have a value when it is empty, as nginx's `map`,
+    /// `geo`, `split_clients` and `valid_referers` give one: the access log writes it as
+    /// nothing, where a variable without a value is `-`.
+    pub empty_is_a_value: bool,
 }
 
 /// A module's body filter (see [`Handlers::body`]).
@@ -471,6 +475,7 @@ impl Handlers {
         directory: None,
         encode: None,
         body: None,
+        empty_is_a_value: false,
     };
 }
 
@@ -492,6 +497,8 @@ pub(crate) struct Phases {
     body: Phase<BodyFilter>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
+    /// The modules whose empty variables are values ([`Handlers::empty_is_a_value`]).
+    empty_values: u128,
 }
 
 /// One phase's handlers with their modules' places, and those places as a mask: a level
@@ -554,6 +561,9 @@ impl Phases {
             p.encode.add(i, h.encode);
             p.body.add(i, h.body);
             p.variable.push(h.variable);
+            if h.empty_is_a_value {
+                p.empty_values |= 1 << i;
+            }
         }
         p
     }
@@ -2291,6 +2301,7 @@ impl<'a> Request<'a> {
                 })
             }),
             Var::Set(slot) => self.vars.get(*slot).is_some_and(Option::is_some),
+            Var::Module(m) => self.phases.empty_values & (1 << m.module) != 0,
             other => other.empty_is_a_value(),
         }
     }
