@@ -3,7 +3,8 @@
 //! `expires [modified] time | epoch | max | off | @time-of-day`, a time in nginx's units that
 //! may be negative, or a variable holding any of them. It applies to the same statuses as
 //! `add_header` without `always`, and replaces the two fields a response (an upstream's, a
-//! file's) already has. A daily time is taken in UTC, the server's time zone here.
+//! file's) already has. A daily time is a time of day in the server's time zone (`TZ`), as
+//! nginx takes it.
 
 use portcullis_config::{value, ConfigError, Directive};
 
@@ -111,8 +112,7 @@ pub(crate) fn fields(
         Expires::Max => return Some((MAX_DATE.into(), format!("max-age={MAX_AGE}"))),
         Expires::After { secs: 0, .. } => return Some((http_date(now), "max-age=0".into())),
         Expires::Daily(secs) => {
-            let today = now.div_euclid(DAY) * DAY + secs;
-            let at = if today <= now { today + DAY } else { today };
+            let at = next_daily(now, secs);
             (at, at - now, false)
         }
         Expires::After { secs, modified } => match last_modified.filter(|_| modified) {
@@ -127,6 +127,44 @@ pub(crate) fn fields(
         format!("max-age={max_age}")
     };
     Some((http_date(at), cache_control))
+}
+
+/// nginx's `ngx_next_time`: the first time after `now` that is `secs` past midnight in the
+/// server's time zone (today's, else tomorrow's), as `mktime` counts across a change of
+/// summer time. UTC's when the local time cannot be had.
+fn next_daily(now: i64, secs: i64) -> i64 {
+    let utc = || {
+        let today = now.div_euclid(DAY) * DAY + secs;
+        if today <= now {
+            today + DAY
+        } else {
+            today
+        }
+    };
+    let t = now as libc::time_t;
+    // SAFETY: `tm` is plain data, zeroed is a valid value; localtime_r fills it from a valid
+    // time_t and mktime reads and normalises it in place.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return utc();
+        }
+        tm.tm_hour = (secs / 3600) as libc::c_int;
+        tm.tm_min = (secs % 3600 / 60) as libc::c_int;
+        tm.tm_sec = (secs % 60) as libc::c_int;
+        let next = libc::mktime(&mut tm);
+        if next == -1 {
+            return utc();
+        }
+        if next > t {
+            return next;
+        }
+        tm.tm_mday += 1;
+        match libc::mktime(&mut tm) {
+            -1 => utc(),
+            next => next,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -188,8 +226,25 @@ mod tests {
         };
         let (_, cc) = fields(&modified, now, Some(now - 600), &none).expect("f");
         assert_eq!(cc, "max-age=3000");
-        let (_, cc) = fields(&fixed("@0s"), now, None, &none).expect("f");
-        let midnight = (now / DAY + 1) * DAY;
-        assert_eq!(cc, format!("max-age={}", midnight - now));
+        // The next midnight of the server's time zone, whichever it is.
+        let (e, cc) = fields(&fixed("@0s"), now, None, &none).expect("f");
+        let age: i64 = cc
+            .strip_prefix("max-age=")
+            .expect("age")
+            .parse()
+            .expect("n");
+        assert!(age > 0 && age <= DAY, "{cc}");
+        assert_eq!(
+            e,
+            crate::static_files::fmt_http_date(crate::static_files::from_unix_secs(now + age))
+        );
+        let t = (now + age) as libc::time_t;
+        // SAFETY: as in next_daily.
+        let tm = unsafe {
+            let mut tm: libc::tm = std::mem::zeroed();
+            assert!(!libc::localtime_r(&t, &mut tm).is_null());
+            tm
+        };
+        assert_eq!((tm.tm_hour, tm.tm_min, tm.tm_sec), (0, 0, 0));
     }
 }

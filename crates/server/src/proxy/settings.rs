@@ -54,16 +54,18 @@ pub(crate) mod next {
 /// `proxy_redirect`.
 #[derive(Clone)]
 pub(crate) enum Redirect {
-    /// `default`: the proxied URL's prefix becomes the location's.
+    /// No `proxy_redirect`: as `default`, the proxied URL's prefix becomes the location's.
     Default,
     Off,
-    /// `proxy_redirect from to`, in order; the first that matches applies.
+    /// `proxy_redirect from to` (or `default`), in order; the first that matches applies.
     List(Vec<RedirectRule>),
 }
 
 /// One `proxy_redirect from to`.
 #[derive(Clone)]
 pub(crate) enum RedirectRule {
+    /// `proxy_redirect default`: the default rule, in its place among any others.
+    Default,
     /// A value starting with `from` has it replaced by `to`.
     Prefix(Template, Template),
     /// `~regex` (`~*` without case): a value it matches is replaced whole by `to`, whose
@@ -314,13 +316,20 @@ pub(crate) fn directive(
         "proxy_request_buffering" => s.request_buffering = value::flag(d, 0)?,
         "proxy_redirect" => {
             s.redirect = match (d.arg(0), d.args.len()) {
-                ("default", 1) => Redirect::Default,
                 ("off", 1) => Redirect::Off,
-                (from, 2) => {
-                    let to = Template::compile(d.arg(1), d, vars)?;
-                    let pair = match from.strip_prefix('~') {
-                        Some(pattern) => RedirectRule::Regex(tilde_regex(d, pattern, false)?, to),
-                        None => RedirectRule::Prefix(Template::compile(from, d, vars)?, to),
+                (from, n @ (1 | 2)) => {
+                    // `default` is a rule of the list, in its place among the others.
+                    let pair = match (n, from.strip_prefix('~')) {
+                        (1, _) if from == "default" => RedirectRule::Default,
+                        (1, _) => return Err(invalid(d, 0)),
+                        (_, Some(pattern)) => RedirectRule::Regex(
+                            tilde_regex(d, pattern, false)?,
+                            Template::compile(d.arg(1), d, vars)?,
+                        ),
+                        (_, None) => RedirectRule::Prefix(
+                            Template::compile(from, d, vars)?,
+                            Template::compile(d.arg(1), d, vars)?,
+                        ),
                     };
                     match &mut s.redirect {
                         Redirect::List(list) if !first => {

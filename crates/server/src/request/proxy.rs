@@ -497,12 +497,23 @@ impl Request<'_> {
         }
         // A FastCGI response's `Location` goes as it came, in its place (nginx's FastCGI
         // module rewrites none, so its header filter never sees one to make absolute).
-        let location = head
+        // Only a value proxy_redirect rewrote is the response's Location to nginx's header
+        // filter, which makes it absolute in its own place; any other goes as it is, in the
+        // upstream's place (a relative one stays relative).
+        let (location, rewritten) = match head
             .known(KnownName::Location)
             .filter(|_| !plan.is_gateway())
-            .map(|l| self.rewrite_location(plan, l));
-        let relative = location.as_ref().is_some_and(|l| l.starts_with(b"/"));
-        if let Some(l) = location.as_ref().filter(|_| relative) {
+        {
+            Some(l) => match self.rewrite_location(plan, l) {
+                Some(v) => (Some(v), true),
+                None => (Some(l.to_vec()), false),
+            },
+            None => (None, false),
+        };
+        let made_absolute = rewritten
+            && self.loc.absolute_redirect
+            && location.as_ref().is_some_and(|l| l.starts_with(b"/"));
+        if let Some(l) = location.as_ref().filter(|_| made_absolute) {
             out.field(b"Location", &self.absolute_location(l));
         }
         out.connection(status == 101 && plan.upgrade);
@@ -563,7 +574,7 @@ impl Request<'_> {
                 continue;
             }
             if f.known == KnownName::Location && !plan.is_gateway() {
-                if let Some(l) = location.as_ref().filter(|_| !relative) {
+                if let Some(l) = location.as_ref().filter(|_| !made_absolute) {
                     out.field(b"Location", l);
                 }
                 continue;
@@ -790,38 +801,26 @@ impl Request<'_> {
         None
     }
 
-    /// proxy_redirect applied to a Location value. The rules are evaluated here, for the
-    /// few responses that have a Location.
-    fn rewrite_location(&self, plan: &Plan, value: &[u8]) -> Vec<u8> {
-        let pass = &plan.pass;
-        match (&plan.settings.redirect, &pass.target) {
-            (Redirect::Default, Target::Group { .. }) => {
-                let mut from = pass.url.as_bytes().to_vec();
-                let to = match &pass.uri {
-                    Some(u) => {
-                        from.extend_from_slice(u);
-                        pass.location.as_bytes().to_vec()
-                    }
-                    None => {
-                        from.push(b'/');
-                        b"/".to_vec()
-                    }
-                };
-                if let Some(rest) = value.strip_prefix(from.as_slice()) {
-                    let mut v = to;
-                    v.extend_from_slice(rest);
-                    return v;
-                }
-            }
-            (Redirect::List(rules), _) => {
+    /// proxy_redirect applied to a Location value: the rewritten value, or `None` when no
+    /// rule matches. The rules are evaluated here, for the few responses that have a
+    /// Location.
+    fn rewrite_location(&self, plan: &Plan, value: &[u8]) -> Option<Vec<u8>> {
+        match &plan.settings.redirect {
+            Redirect::Default => return default_redirect(&plan.pass, value),
+            Redirect::List(rules) => {
                 for rule in rules {
                     match rule {
+                        RedirectRule::Default => {
+                            if let Some(v) = default_redirect(&plan.pass, value) {
+                                return Some(v);
+                            }
+                        }
                         RedirectRule::Prefix(from, to) => {
                             let from = self.eval(from);
                             if let Some(rest) = value.strip_prefix(from.as_slice()) {
                                 let mut v = self.eval(to);
                                 v.extend_from_slice(rest);
-                                return v;
+                                return Some(v);
                             }
                         }
                         RedirectRule::Regex(re, to) => {
@@ -837,14 +836,14 @@ impl Request<'_> {
                                 }
                                 other => self.var(other, out, None),
                             });
-                            return v;
+                            return Some(v);
                         }
                     }
                 }
             }
-            _ => {}
+            Redirect::Off => {}
         }
-        value.to_vec()
+        None
     }
 
     /// proxy_redirect applied to the URL of a `Refresh` field (`5; url=http://...`), as nginx
@@ -857,12 +856,38 @@ impl Request<'_> {
         match at {
             Some(at) => {
                 let mut v = value[..at].to_vec();
-                v.extend_from_slice(&self.rewrite_location(plan, &value[at..]));
+                match self.rewrite_location(plan, &value[at..]) {
+                    Some(url) => v.extend_from_slice(&url),
+                    None => v.extend_from_slice(&value[at..]),
+                }
                 v
             }
             None => value.to_vec(),
         }
     }
+}
+
+/// `proxy_redirect default`: the proxied URL's prefix (`proxy_pass`'s URL with its URI, or
+/// its URL and `/`) becomes the location's name (or `/`). Nothing for a URL with variables.
+fn default_redirect(pass: &ProxyPass, value: &[u8]) -> Option<Vec<u8>> {
+    if !matches!(pass.target, Target::Group { .. }) {
+        return None;
+    }
+    let mut from = pass.url.as_bytes().to_vec();
+    let to = match &pass.uri {
+        Some(u) => {
+            from.extend_from_slice(u);
+            pass.location.as_bytes().to_vec()
+        }
+        None => {
+            from.push(b'/');
+            b"/".to_vec()
+        }
+    };
+    let rest = value.strip_prefix(from.as_slice())?;
+    let mut v = to;
+    v.extend_from_slice(rest);
+    Some(v)
 }
 
 impl Request<'_> {
