@@ -21,29 +21,11 @@ fn empty_values_and_absent_ones_as_nginx_logs_them() {
     let targets = ["/", "/?", "/?a=", "/?a=1"];
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 1, &main_config(http)) else {
+        // A header sent empty: nginx has it.
+        let raw = "GET /referer HTTP/1.1\r\nHost: x\r\nReferer: \r\nConnection: close\r\n\r\n";
+        let Some(lines) = logged(kind, http, "empty.log", &targets, raw) else {
             continue;
         };
-        for t in targets {
-            support::get(server.port(0), t).expect("answer");
-        }
-        // A header sent empty: nginx has it.
-        support::request(
-            server.port(0),
-            "GET /referer HTTP/1.1\r\nHost: x\r\nReferer: \r\nConnection: close\r\n\r\n",
-        )
-        .expect("answer");
-        let log = server.path("empty.log");
-        assert!(
-            support::wait_until(Duration::from_secs(5), || {
-                support::read_lossy(&log).lines().count() == targets.len() + 1
-            }),
-            "{kind}: access log"
-        );
-        let lines: Vec<String> = support::read_lossy(&log)
-            .lines()
-            .map(String::from)
-            .collect();
         if kind == Kind::Portcullis {
             support::expect_lines(
                 &lines,
@@ -80,28 +62,10 @@ fn empty_module_variables_as_nginx_logs_them() {
     let targets = ["/?s=a", "/?m=a&s=b"];
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 1, &main_config(http)) else {
+        let raw = "GET /evil HTTP/1.1\r\nHost: x\r\nReferer: http://evil.example/\r\nConnection: close\r\n\r\n";
+        let Some(lines) = logged(kind, http, "modules.log", &targets, raw) else {
             continue;
         };
-        for t in targets {
-            support::get(server.port(0), t).expect("answer");
-        }
-        support::request(
-            server.port(0),
-            "GET /evil HTTP/1.1\r\nHost: x\r\nReferer: http://evil.example/\r\nConnection: close\r\n\r\n",
-        )
-        .expect("answer");
-        let log = server.path("modules.log");
-        assert!(
-            support::wait_until(Duration::from_secs(5), || {
-                support::read_lossy(&log).lines().count() == targets.len() + 1
-            }),
-            "{kind}: access log"
-        );
-        let lines: Vec<String> = support::read_lossy(&log)
-            .lines()
-            .map(String::from)
-            .collect();
         if kind == Kind::Portcullis {
             support::expect_lines(
                 &lines,
@@ -115,4 +79,27 @@ fn empty_module_variables_as_nginx_logs_them() {
         seen.push((kind, lines));
     }
     support::compare(&seen);
+}
+
+/// The lines `kind` logs to `log` (under the prefix) for a GET of each of `targets` and then
+/// the request `raw`; `None` when `kind` is not installed.
+fn logged(kind: Kind, http: &str, log: &str, targets: &[&str], raw: &str) -> Option<Vec<String>> {
+    let server = Server::start(kind, 1, &main_config(http))?;
+    for t in targets {
+        support::get(server.port(0), t).expect("answer");
+    }
+    support::request(server.port(0), raw).expect("answer");
+    let log = server.path(log);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || {
+            support::read_lossy(&log).lines().count() == targets.len() + 1
+        }),
+        "{kind}: access log"
+    );
+    Some(
+        support::read_lossy(&log)
+            .lines()
+            .map(String::from)
+            .collect(),
+    )
 }
