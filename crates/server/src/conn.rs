@@ -67,7 +67,14 @@ pub(crate) async fn serve(
             true => proxy_protocol::TLS_FIRST_READ,
             false => default.head_limits.header_buffer_size,
         };
-        match proxy_protocol::read(&mut stream, listen.ssl, first_read, timeout).await {
+        match Box::pin(proxy_protocol::read(
+            &mut stream,
+            listen.ssl,
+            first_read,
+            timeout,
+        ))
+        .await
+        {
             Ok((named, rest)) => {
                 proxied = named.map(Rc::new);
                 first = rest;
@@ -88,7 +95,7 @@ pub(crate) async fn serve(
     let (stream, tls, refuse) = if listen.ssl {
         // As nginx counts a handshake: neither reading, writing nor waiting.
         guard.1.set(State::Busy);
-        match crate::tls::accept(stream, listen, timeout).await {
+        match Box::pin(crate::tls::accept(stream, listen, timeout)).await {
             Start::Tls(s, info) => {
                 let refuse = info.refuse;
                 (s, Some(info), refuse)
@@ -125,22 +132,25 @@ pub(crate) async fn serve(
         false => first,
     };
     // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
-    let stream = match stream {
-        Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
-            crate::h2::serve(&worker, listen, tls, info, &guard.1).await;
-            return;
-        }
-        Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => {
-            match crate::h2::sniff(&worker, listen, tcp, buf, info.clone(), &guard.1).await {
+    let stream =
+        match stream {
+            Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
+                Box::pin(crate::h2::serve(&worker, listen, tls, info, &guard.1)).await;
+                return;
+            }
+            Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => match Box::pin(
+                crate::h2::sniff(&worker, listen, tcp, buf, info.clone(), &guard.1),
+            )
+            .await
+            {
                 Some((tcp, read)) => {
                     buf = read;
                     Stream::Plain(tcp)
                 }
                 None => return,
-            }
-        }
-        other => other,
-    };
+            },
+            other => other,
+        };
     let mut conn = Connection {
         worker,
         listen,
@@ -223,6 +233,33 @@ struct Round {
     close: bool,
 }
 
+/// Reads the first bytes of the next request on an idle keepalive connection. Over plain TCP
+/// the connection's buffers are given back while it waits, as nginx frees a keepalive
+/// connection's buffers, and taken again when bytes come: ten thousand idle connections
+/// then hold no buffers. (A TLS connection keeps them: rustls holds its own.)
+async fn read_idle(
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    out: &mut BytesMut,
+) -> std::io::Result<usize> {
+    if let Stream::Plain(tcp) = stream {
+        if buf.is_empty() {
+            *buf = BytesMut::new();
+            *out = BytesMut::new();
+            tcp.readable().await?;
+            buf.reserve(FIRST_READ);
+        }
+    }
+    stream.read_buf(buf).await
+}
+
+/// What follows a request on its connection.
+enum Next {
+    /// Another request, waited for this long.
+    Keep(Duration),
+    Close,
+}
+
 enum HeadRead {
     Head(RequestHead),
     /// Closed, timed out, or told to stop while idle: close quietly.
@@ -237,7 +274,7 @@ impl Connection<'_> {
         // One wait for the worker's graceful stop for all the connection's idle times.
         let mut stopping = self.worker.stopping.clone();
         let mut stop = std::pin::pin!(stopping.wait_for(|s| *s));
-        'requests: loop {
+        loop {
             // nginx's r->pipeline: the request's first bytes came with the one before.
             self.info.pipelined = self.info.requests > 0 && !self.buf.is_empty();
             if self.buf.is_empty() {
@@ -260,153 +297,160 @@ impl Connection<'_> {
                 }
             };
             self.info.requests += 1;
-            let start = Instant::now();
-            // Lossy, so a host that is not UTF-8 still matches wildcard and regex names by
-            // its other bytes, as nginx matches bytewise; the copy is made only for such hosts.
-            let server = self
-                .listen
-                .servers
-                .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
-                .clone();
-            let worker = self.worker.clone();
-            let info = self.info.clone();
-            let mut req = Request::new(&worker, &server, &info, head, start);
-            let mut resp = match self.refuse {
-                Some(code) => req.refuse_client_certificate(code),
-                None => req.run().await,
-            };
-            // An upstream that fails is answered through error_page, whose target may be
-            // proxied too and fail again: each round's answer is proxied in its turn until
-            // one is a response of our own. error_page allows one redirect (or at most
-            // nginx's limit with recursive_error_pages), so the rounds are few.
-            let mut round = Round {
-                first: true,
-                close: false,
-            };
-            while let Body::Proxy(_) = resp.body {
-                round.close |= resp.close;
-                let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
-                    break;
-                };
-                match self.proxy(&mut req, *plan, round).await {
-                    Proxied::Answer(r) => {
-                        resp = r;
-                        resp.close |= round.close;
-                        round.first = false;
-                    }
-                    Proxied::Close => {
-                        crate::subrequest::run_background(&mut req).await;
-                        return;
-                    }
-                    Proxied::Done => {
-                        // Copies of the request (`mirror`), before the next request.
-                        crate::subrequest::run_background(&mut req).await;
-                        keepalive_timeout = req.loc().keepalive_timeout;
-                        self.set_nodelay();
-                        continue 'requests;
-                    }
-                }
+            // A request's part of the connection's work is a future of its own, allocated
+            // while the request runs: an idle keepalive connection holds only what waiting
+            // for the next head needs, as nginx frees a request's memory between requests.
+            match Box::pin(self.request(head)).await {
+                Next::Keep(timeout) => keepalive_timeout = timeout,
+                Next::Close => return,
             }
-            let loc = req.loc().clone();
-            let mut keep_alive = req.head().keep_alive()
-                && !resp.close
-                && !loc.keepalive_timeout.is_zero()
-                && self.info.requests < loc.keepalive_requests
-                && req.started().duration_since(self.info.started) <= loc.keepalive_time
-                && !*self.worker.stopping.borrow();
-            // A proxy round has taken the body, or left the connection to close.
-            let mut proxied = !round.first;
-            // A copy of the request that takes the body (`mirror`) has it read whole, as
-            // nginx's mirror reads it before the content.
-            if !proxied && req.copies_body() {
-                if !self.ask_for_body(&req).await {
-                    return;
-                }
-                match self.read_body_whole(&mut req).await {
-                    Ok(b) => req.keep_request_body(&b),
-                    // As nginx's mirror, which makes its copies once the body is read.
-                    Err(r) => {
-                        req.take_background();
-                        resp = r;
-                    }
-                }
-                proxied = true;
-            }
-            let mut discard = match req.head().body() {
-                _ if proxied => None,
-                BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
-                BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
-                _ => None,
-            };
-            // Like nginx, look at the body bytes that came with the head before answering: a
-            // broken chunked body is answered with 400 even where the body is not used.
-            if let Some(d) = discard.as_mut() {
-                match self.discard_buffered(d) {
-                    Ok(true) => discard = None,
-                    Ok(false) => {}
-                    Err(e) => {
-                        req.log_client_error(e.reason());
-                        resp = Response::error_page(400, 400, loc.server_tokens);
-                        discard = None;
-                        keep_alive = false;
-                    }
-                }
-            }
-            if matches!(resp.status, 400 | 413 | 414 | 500 | 501)
-                || req.head().version() == Version::Http09
-            {
-                keep_alive = false;
-            }
-            req.not_modified(&mut resp);
-            keep_alive &= !resp.close;
-            req.add_headers(&mut resp);
-            req.recode(&mut resp).await;
-            // nginx closes without a response (`return 444`, or a body filter that failed).
-            if resp.status == crate::request::NO_RESPONSE {
-                return;
-            }
-            if matches!(resp.body, Body::Stream(_))
-                && resp.content_length.is_none()
-                && !req.is_head()
-            {
-                // A body of no known length: chunked over HTTP/1.1, to the close before.
-                resp.chunked = req.head().version() == Version::Http11 && loc.chunked;
-            }
-            // A response with neither a length nor a status that forbids a body ends where
-            // the connection does: a client must never wait for bytes nobody will send.
-            if !resp.chunked && !resp.is_delimited(req.is_head()) {
-                keep_alive = false;
-            }
-            resp.keep_alive = keep_alive;
-            // An error answered before the body is read needs no body: no 100 Continue then.
-            let send_continue =
-                req.head().expect_continue() && discard.is_some() && resp.status < 400;
-            let sent = self.send(&req, &mut resp, send_continue, &loc).await;
-            // Trailers a response did not end with (HTTP/1.0) are read all the same, for
-            // `$sent_trailer_*`, as nginx's trailers filter reads them.
-            if !(req.is_head() || matches!(resp.status, 204 | 304)) {
-                req.read_trailers();
-            }
-            if sent.is_err() {
-                req.set_incomplete();
-            }
-            req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
-            crate::subrequest::run_background(&mut req).await;
-            if sent.is_err() || !keep_alive {
-                if discard.is_some() || (proxied && !matches!(req.head().body(), BodyKind::None)) {
-                    self.linger().await;
-                }
-                return;
-            }
-            if let Some(d) = discard {
-                if !self.discard_rest(d, loc.client_body_timeout).await {
-                    return;
-                }
-            }
-            keepalive_timeout = loc.keepalive_timeout;
-            // The next response may follow an unacknowledged one: Nagle would hold it back.
-            self.set_nodelay();
         }
+    }
+
+    /// Serves one request whose head was read, to its access log line and background
+    /// subrequests: whether the connection goes on to another, and its keepalive_timeout.
+    async fn request(&mut self, head: RequestHead) -> Next {
+        let start = Instant::now();
+        // Lossy, so a host that is not UTF-8 still matches wildcard and regex names by
+        // its other bytes, as nginx matches bytewise; the copy is made only for such hosts.
+        let server = self
+            .listen
+            .servers
+            .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
+            .clone();
+        let worker = self.worker.clone();
+        let info = self.info.clone();
+        let mut req = Request::new(&worker, &server, &info, head, start);
+        let mut resp = match self.refuse {
+            Some(code) => req.refuse_client_certificate(code),
+            None => req.run().await,
+        };
+        // An upstream that fails is answered through error_page, whose target may be
+        // proxied too and fail again: each round's answer is proxied in its turn until
+        // one is a response of our own. error_page allows one redirect (or at most
+        // nginx's limit with recursive_error_pages), so the rounds are few.
+        let mut round = Round {
+            first: true,
+            close: false,
+        };
+        while let Body::Proxy(_) = resp.body {
+            round.close |= resp.close;
+            let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
+                break;
+            };
+            match self.proxy(&mut req, *plan, round).await {
+                Proxied::Answer(r) => {
+                    resp = r;
+                    resp.close |= round.close;
+                    round.first = false;
+                }
+                Proxied::Close => {
+                    crate::subrequest::run_background(&mut req).await;
+                    return Next::Close;
+                }
+                Proxied::Done => {
+                    // Copies of the request (`mirror`), before the next request.
+                    crate::subrequest::run_background(&mut req).await;
+                    self.set_nodelay();
+                    return Next::Keep(req.loc().keepalive_timeout);
+                }
+            }
+        }
+        let loc = req.loc().clone();
+        let mut keep_alive = req.head().keep_alive()
+            && !resp.close
+            && !loc.keepalive_timeout.is_zero()
+            && self.info.requests < loc.keepalive_requests
+            && req.started().duration_since(self.info.started) <= loc.keepalive_time
+            && !*self.worker.stopping.borrow();
+        // A proxy round has taken the body, or left the connection to close.
+        let mut proxied = !round.first;
+        // A copy of the request that takes the body (`mirror`) has it read whole, as
+        // nginx's mirror reads it before the content.
+        if !proxied && req.copies_body() {
+            if !self.ask_for_body(&req).await {
+                return Next::Close;
+            }
+            match self.read_body_whole(&mut req).await {
+                Ok(b) => req.keep_request_body(&b),
+                // As nginx's mirror, which makes its copies once the body is read.
+                Err(r) => {
+                    req.take_background();
+                    resp = r;
+                }
+            }
+            proxied = true;
+        }
+        let mut discard = match req.head().body() {
+            _ if proxied => None,
+            BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
+            BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
+            _ => None,
+        };
+        // Like nginx, look at the body bytes that came with the head before answering: a
+        // broken chunked body is answered with 400 even where the body is not used.
+        if let Some(d) = discard.as_mut() {
+            match self.discard_buffered(d) {
+                Ok(true) => discard = None,
+                Ok(false) => {}
+                Err(e) => {
+                    req.log_client_error(e.reason());
+                    resp = Response::error_page(400, 400, loc.server_tokens);
+                    discard = None;
+                    keep_alive = false;
+                }
+            }
+        }
+        if matches!(resp.status, 400 | 413 | 414 | 500 | 501)
+            || req.head().version() == Version::Http09
+        {
+            keep_alive = false;
+        }
+        req.not_modified(&mut resp);
+        keep_alive &= !resp.close;
+        req.add_headers(&mut resp);
+        req.recode(&mut resp).await;
+        // nginx closes without a response (`return 444`, or a body filter that failed).
+        if resp.status == crate::request::NO_RESPONSE {
+            return Next::Close;
+        }
+        if matches!(resp.body, Body::Stream(_)) && resp.content_length.is_none() && !req.is_head() {
+            // A body of no known length: chunked over HTTP/1.1, to the close before.
+            resp.chunked = req.head().version() == Version::Http11 && loc.chunked;
+        }
+        // A response with neither a length nor a status that forbids a body ends where
+        // the connection does: a client must never wait for bytes nobody will send.
+        if !resp.chunked && !resp.is_delimited(req.is_head()) {
+            keep_alive = false;
+        }
+        resp.keep_alive = keep_alive;
+        // An error answered before the body is read needs no body: no 100 Continue then.
+        let send_continue = req.head().expect_continue() && discard.is_some() && resp.status < 400;
+        let sent = self.send(&req, &mut resp, send_continue, &loc).await;
+        // Trailers a response did not end with (HTTP/1.0) are read all the same, for
+        // `$sent_trailer_*`, as nginx's trailers filter reads them.
+        if !(req.is_head() || matches!(resp.status, 204 | 304)) {
+            req.read_trailers();
+        }
+        if sent.is_err() {
+            req.set_incomplete();
+        }
+        req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
+        crate::subrequest::run_background(&mut req).await;
+        if sent.is_err() || !keep_alive {
+            if discard.is_some() || (proxied && !matches!(req.head().body(), BodyKind::None)) {
+                self.linger().await;
+            }
+            return Next::Close;
+        }
+        if let Some(d) = discard {
+            if !self.discard_rest(d, loc.client_body_timeout).await {
+                return Next::Close;
+            }
+        }
+        // The next response may follow an unacknowledged one: Nagle would hold it back.
+        self.set_nodelay();
+        Next::Keep(loc.keepalive_timeout)
     }
 
     /// Reads until a whole head is parsed. The first bytes of a request may take
@@ -444,14 +488,14 @@ impl Connection<'_> {
             if self.buf.capacity() == self.buf.len() {
                 self.buf.reserve(READ_CHUNK);
             }
-            let (stream, buf) = (&mut self.stream, &mut self.buf);
+            let (stream, buf, out) = (&mut self.stream, &mut self.buf, &mut self.out);
             let keepalive = idle && self.info.requests > 0;
             let read = async {
                 if keepalive {
                     // An idle keepalive connection closes when a graceful stop begins.
                     tokio::select! {
                         biased;
-                        r = stream.read_buf(buf) => Some(r),
+                        r = read_idle(stream, buf, out) => Some(r),
                         _ = stop.as_mut() => None,
                     }
                 } else {
