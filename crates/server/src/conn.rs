@@ -132,25 +132,24 @@ pub(crate) async fn serve(
         false => first,
     };
     // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
-    let stream =
-        match stream {
-            Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
-                Box::pin(crate::h2::serve(&worker, listen, tls, info, &guard.1)).await;
-                return;
+    let stream = match stream {
+        Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
+            Box::pin(crate::h2::serve(&worker, listen, tls, info, &guard.1)).await;
+            return;
+        }
+        Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => match Box::pin(
+            crate::h2::sniff(&worker, listen, tcp, buf, info.clone(), &guard.1),
+        )
+        .await
+        {
+            Some((tcp, read)) => {
+                buf = read;
+                Stream::Plain(tcp)
             }
-            Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => match Box::pin(
-                crate::h2::sniff(&worker, listen, tcp, buf, info.clone(), &guard.1),
-            )
-            .await
-            {
-                Some((tcp, read)) => {
-                    buf = read;
-                    Stream::Plain(tcp)
-                }
-                None => return,
-            },
-            other => other,
-        };
+            None => return,
+        },
+        other => other,
+    };
     let mut conn = Connection {
         worker,
         listen,
