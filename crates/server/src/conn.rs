@@ -247,6 +247,7 @@ async fn read_idle(
             *out = BytesMut::new();
             tcp.readable().await?;
             buf.reserve(FIRST_READ);
+            out.reserve(FIRST_OUT);
         }
     }
     stream.read_buf(buf).await

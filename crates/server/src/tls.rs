@@ -95,7 +95,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
     }
     let names = &listen.servers.default_server().names;
     let hello_id = if names.session_id.load(std::sync::atomic::Ordering::Relaxed) {
-        Some(peek_hello(&stream).await)
+        Some(peek_hello(&stream, deadline).await)
     } else {
         None
     };
@@ -216,17 +216,25 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
     Start::Tls(Stream::Tls(Box::new(stream)), Rc::new(info))
 }
 
-/// What has arrived of the connection's first TLS record, the ClientHello, read without
-/// taking it: the handshake reads it again. The part `$ssl_session_id` needs comes first, in
-/// the first segment.
-async fn peek_hello(stream: &TcpStream) -> portcullis_tls::session_id::Hello {
+/// The connection's first TLS record, the ClientHello, read without taking it (the
+/// handshake reads it again). A hello larger than a segment (a browser's, with post-quantum
+/// key shares) may come in parts: the rest is looked for every millisecond until `deadline`,
+/// and what came by then is read.
+async fn peek_hello(
+    stream: &TcpStream,
+    deadline: tokio::time::Instant,
+) -> portcullis_tls::session_id::Hello {
     let mut header = [0u8; 5];
     let len = match stream.peek(&mut header).await {
         Ok(5) => usize::from(u16::from_be_bytes([header[3], header[4]])),
         _ => 0,
     };
     let mut record = vec![0u8; 5 + len];
-    let n = stream.peek(&mut record).await.unwrap_or(0);
+    let mut n = stream.peek(&mut record).await.unwrap_or(0);
+    while n > 0 && n < record.len() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        n = stream.peek(&mut record).await.unwrap_or(0);
+    }
     portcullis_tls::session_id::Hello::read(&record[..n])
 }
 

@@ -69,9 +69,11 @@ impl Default for Mark {
 /// Called by the session cache for every session it stores: `value` is rustls's encoding of
 /// the session, which holds the application data verbatim.
 pub(crate) fn note_stored(key: &[u8], value: &[u8]) {
+    // The application data comes after the client's certificates, which a client chooses:
+    // the last mark is the connection's.
     let Some(at) = value
         .windows(MARK_PREFIX.len())
-        .position(|w| w == MARK_PREFIX)
+        .rposition(|w| w == MARK_PREFIX)
     else {
         return;
     };
@@ -231,5 +233,17 @@ mod tests {
         assert_eq!(mark.take_stored().as_deref(), Some(&b"the id"[..]));
         assert_eq!(mark.take_stored(), None);
         assert_eq!(Mark::new().take_stored(), None);
+    }
+
+    #[test]
+    fn a_mark_in_a_client_certificate_before_the_data_is_not_taken() {
+        let (fake, real) = (Mark::new(), Mark::new());
+        let mut value = b"certificate: ".to_vec();
+        value.extend_from_slice(&fake.data());
+        value.extend_from_slice(b" application data: ");
+        value.extend_from_slice(&real.data());
+        note_stored(b"stored id", &value);
+        assert_eq!(real.take_stored().as_deref(), Some(&b"stored id"[..]));
+        assert_eq!(fake.take_stored(), None);
     }
 }
