@@ -75,8 +75,7 @@ fn trailers_end_responses_as_nginxs() {
         let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
             continue;
         };
-        std::fs::create_dir_all(server.path("html")).unwrap();
-        std::fs::write(server.path("html/f.txt"), "file body\n").unwrap();
+        write_file(&server);
         let mut lines = Vec::new();
         for raw in requests {
             let first = raw.lines().next().unwrap_or_default();
@@ -137,8 +136,7 @@ fn trailers_over_http2_as_nginxs() {
         let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
             continue;
         };
-        std::fs::create_dir_all(server.path("html")).unwrap();
-        std::fs::write(server.path("html/f.txt"), "file body\n").unwrap();
+        write_file(&server);
         let mut lines = Vec::new();
         for path in ["/return", "/f.txt", "/proxied/x"] {
             let out = std::process::Command::new(&nghttp)
@@ -169,4 +167,19 @@ fn trailers_over_http2_as_nginxs() {
         seen.push((kind, lines));
     }
     support::compare(&seen);
+}
+
+/// The static file both servers send, with the same time under each (its ETag and
+/// Last-Modified are compared).
+fn write_file(server: &Server) {
+    std::fs::create_dir_all(server.path("html")).unwrap();
+    let path = server.path("html/f.txt");
+    std::fs::write(&path, "file body\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|f| {
+            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000))
+        })
+        .expect("set mtime");
 }
