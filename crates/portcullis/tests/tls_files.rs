@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::{kinds, main_config, skip, Kind, Server, TempDir};
-use tls_support::{openssl_available, request, s_client, KeyKind, Pair, Pki};
+use tls_support::{openssl, openssl_available, request, s_client, KeyKind, Pair, Pki};
 
 fn need_openssl() -> bool {
     if openssl_available() {
@@ -102,17 +102,16 @@ fn config_error(kind: Kind, http: &str) -> Option<String> {
     Some(line.replace(&dir.path().display().to_string(), "{PREFIX}"))
 }
 
-/// Runs the `openssl` command, which must succeed.
-fn openssl(args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// `path -> status body` of a GET to `port`: the body only of a 200, the upstream's answer
+/// (an error page names the server).
+fn upstream_answer(port: u16, path: &str) -> String {
+    let r = support::get(port, path).expect("answer");
+    let body = if r.status == 200 {
+        r.body_text()
+    } else {
+        String::new()
+    };
+    format!("{path} -> {} {}", r.status, body.trim())
 }
 
 /// A certificate revocation list signed by `ca` naming `revoked`, written as `name`.
@@ -683,14 +682,7 @@ fn proxy_ssl_crl_refuses_a_revoked_upstream() {
         };
         let mut lines = Vec::new();
         for path in ["/good", "/bad", "/old"] {
-            let r = support::get(server.port(0), path).expect("answer");
-            // The body of an error page names the server: the upstream's answer only.
-            let body = if r.status == 200 {
-                r.body_text()
-            } else {
-                String::new()
-            };
-            lines.push(format!("{path} -> {} {}", r.status, body.trim()));
+            lines.push(upstream_answer(server.port(0), path));
         }
         for want in ["(23:certificate revoked)", "(12:CRL has expired)"] {
             let found = support::wait_until(std::time::Duration::from_secs(5), || {
@@ -760,15 +752,7 @@ fn proxy_ssl_verify_takes_the_common_name_of_a_certificate_without_dns_names() {
             "/sni?n=named.test",
         ]
         .iter()
-        .map(|path| {
-            let r = support::get(server.port(0), path).expect("answer");
-            let body = if r.status == 200 {
-                r.body_text()
-            } else {
-                String::new()
-            };
-            format!("{path} -> {} {}", r.status, body.trim())
-        })
+        .map(|path| upstream_answer(server.port(0), path))
         .collect();
         if kind == Kind::Portcullis {
             support::expect_lines(
@@ -1062,15 +1046,7 @@ fn version_1_upstream_certificates_as_nginx() {
         };
         let lines: Vec<String> = ["/off", "/on", "/wrong-name"]
             .iter()
-            .map(|path| {
-                let r = support::get(server.port(0), path).expect("answer");
-                let body = if r.status == 200 {
-                    r.body_text()
-                } else {
-                    String::new()
-                };
-                format!("{path} -> {} {}", r.status, body.trim())
-            })
+            .map(|path| upstream_answer(server.port(0), path))
             .collect();
         if kind == Kind::Portcullis {
             support::expect_lines(

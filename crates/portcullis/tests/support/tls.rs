@@ -48,7 +48,8 @@ pub fn openssl_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn run(args: &[&str]) {
+/// Runs the `openssl` command, which must succeed.
+pub fn openssl(args: &[&str]) {
     let out = Command::new("openssl")
         .args(args)
         .output()
@@ -82,7 +83,7 @@ impl Pki {
         let mut args = vec!["genpkey"];
         args.extend_from_slice(kind.genpkey_args());
         args.extend_from_slice(&["-out", &key_s]);
-        run(&args);
+        openssl(&args);
         key
     }
 
@@ -95,7 +96,7 @@ impl Pki {
             &format!("{name}.cnf"),
             &format!("[req]\ndistinguished_name=dn\nprompt=no\n[dn]\nCN={cn}\n"),
         );
-        run(&[
+        openssl(&[
             "req",
             "-x509",
             "-new",
@@ -126,7 +127,7 @@ impl Pki {
         for e in ext {
             args.extend(["-addext", e]);
         }
-        run(&args);
+        openssl(&args);
         Pair { cert, key }
     }
 
@@ -134,7 +135,7 @@ impl Pki {
     pub fn self_signed(&self, name: &str, kind: KeyKind, cn: &str) -> Pair {
         let key = self.key(name, kind);
         let cert = self.path(&format!("{name}.crt"));
-        run(&[
+        openssl(&[
             "req",
             "-x509",
             "-new",
@@ -180,7 +181,7 @@ impl Pki {
         let key = self.key(name, kind);
         let csr = self.path(&format!("{name}.csr"));
         let cert = self.path(&format!("{name}.crt"));
-        run(&[
+        openssl(&[
             "req",
             "-new",
             "-key",
@@ -191,7 +192,7 @@ impl Pki {
             subject,
         ]);
         let ext = self.write(&format!("{name}.ext"), ext);
-        run(&[
+        openssl(&[
             "x509",
             "-req",
             "-in",
