@@ -72,3 +72,52 @@ fn access_log_if_keeps_the_lines_nginx_keeps() {
     }
     support::compare(&seen);
 }
+
+/// A request whose method a `limit_except` restricts is logged by the block's `access_log`,
+/// a permitted one by the location's, as nginx switches such a request to the block's
+/// settings.
+#[test]
+fn a_limit_except_block_logs_the_methods_it_restricts() {
+    const CONFIG: &str = r#"
+        log_format method '$request_method $status';
+        server {
+            listen 127.0.0.1:{PORT0};
+            access_log {PREFIX}/server.log method;
+            location / {
+                limit_except GET { access_log {PREFIX}/restricted.log method; deny all; }
+                return 200 "ok\n";
+            }
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(CONFIG)) else {
+            continue;
+        };
+        let port = server.port(0);
+        support::get(port, "/").expect("GET");
+        let post = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        assert_eq!(support::request(port, post).expect("POST").status, 403);
+        let restricted = server.path("restricted.log");
+        let server_log = server.path("server.log");
+        assert!(support::wait_until(Duration::from_secs(5), || {
+            !support::read_lossy(&restricted).is_empty()
+                && !support::read_lossy(&server_log).is_empty()
+        }));
+        let lines = vec![
+            format!("server.log: {:?}", support::read_lossy(&server_log)),
+            format!("restricted.log: {:?}", support::read_lossy(&restricted)),
+        ];
+        if kind == support::Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    "server.log: \"GET 200\\n\"",
+                    "restricted.log: \"POST 403\\n\"",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

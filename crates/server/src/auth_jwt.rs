@@ -117,14 +117,23 @@ impl Module for AuthJwt {
         module::get::<JwtConf>(conf).auth.is_some()
     }
 
-    fn worker(&self, loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
+    fn worker(
+        &self,
+        loaded: &(dyn std::any::Any + Send + Sync),
+        _opened: &crate::module::Opened,
+    ) -> Box<dyn std::any::Any> {
         let entries = loaded
             .downcast_ref::<Loader>()
             .map_or(DEFAULT_VERIFIED_CACHE_ENTRIES, Loader::cache_entries);
         Box::new(RefCell::new(WorkerJwt::new(entries)))
     }
 
-    fn reload(&self, state: &dyn std::any::Any, loaded: &(dyn std::any::Any + Send + Sync)) {
+    fn reload(
+        &self,
+        state: &dyn std::any::Any,
+        loaded: &(dyn std::any::Any + Send + Sync),
+        _opened: &crate::module::Opened,
+    ) {
         let entries = loaded
             .downcast_ref::<Loader>()
             .map_or(DEFAULT_VERIFIED_CACHE_ENTRIES, Loader::cache_entries);

@@ -196,7 +196,11 @@ impl Module for CharsetModule {
         Box::<AllNames>::default()
     }
 
-    fn worker(&self, loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
+    fn worker(
+        &self,
+        loaded: &(dyn std::any::Any + Send + Sync),
+        _opened: &crate::module::Opened,
+    ) -> Box<dyn std::any::Any> {
         let names = loaded
             .downcast_ref::<AllNames>()
             .cloned()
@@ -204,7 +208,12 @@ impl Module for CharsetModule {
         Box::new(WorkerNames(RefCell::new(Arc::new(names))))
     }
 
-    fn reload(&self, state: &dyn std::any::Any, loaded: &(dyn std::any::Any + Send + Sync)) {
+    fn reload(
+        &self,
+        state: &dyn std::any::Any,
+        loaded: &(dyn std::any::Any + Send + Sync),
+        _opened: &crate::module::Opened,
+    ) {
         if let (Some(w), Some(names)) = (
             state.downcast_ref::<WorkerNames>(),
             loaded.downcast_ref::<AllNames>(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use portcullis_config::{value, ConfigError, Directive, Loaded};
 
 use crate::location::{LocationTree, Match};
-use crate::log::{AccessLog, ErrorLog, ErrorLogSpec, LogFormat, LogTarget};
+use crate::log::{ErrorLog, ErrorLogSpec, LogTarget};
 use crate::module::{Confs, Finish, Load, Registry, Slot};
 use crate::static_files::MimeTypes;
 use crate::user::Credentials;
@@ -56,8 +56,6 @@ pub(crate) struct MainConf {
 /// The `http {}` block: listeners and their servers.
 pub(crate) struct HttpConf {
     pub listens: Vec<Listen>,
-    /// Every access log target, so workers can open their own handles.
-    pub access_logs: Vec<Arc<AccessLog>>,
     /// Every error log of the http block's levels, to open anew on USR1.
     pub error_logs: Vec<Arc<ErrorLog>>,
     pub hostname: String,
@@ -227,8 +225,7 @@ pub(crate) struct LevelLog {
     pub log: Arc<ErrorLog>,
 }
 
-/// Settings that nginx merges http → server → location. Lists (error_page, index, access rules,
-/// access_log) defined at a level replace the inherited ones, as in nginx.
+/// Settings that nginx merges http → server → location. Lists (error_page, index) defined at a level replace the inherited ones, as in nginx.
 #[derive(Clone)]
 pub(crate) struct LocConf {
     /// The location's name as written, for alias and the error log.
@@ -275,7 +272,6 @@ pub(crate) struct LocConf {
     pub port_in_redirect: bool,
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
-    pub access_log: Vec<crate::log::LogUse>,
     /// `if_modified_since`.
     pub if_modified_since: crate::static_files::IfModifiedSince,
     /// `resolver`: how names in `proxy_pass` URLs made of variables are resolved.
@@ -373,8 +369,6 @@ fn compile_declared(
             .unwrap_or(prefix)
             .to_path_buf(),
         warnings: Vec::new(),
-        formats: HashMap::new(),
-        logs: HashMap::new(),
         error_logs: Vec::new(),
         hostname: hostname(),
         groups: Arc::default(),
@@ -442,7 +436,6 @@ fn compile_declared(
         Some(h) => b.http(h)?,
         None => HttpConf {
             listens: Vec::new(),
-            access_logs: Vec::new(),
             error_logs: Vec::new(),
             hostname: b.hostname.clone(),
             prefix: prefix.to_path_buf(),
@@ -509,9 +502,6 @@ struct Builder {
     /// keys, password files) resolve, where logs and the pid file resolve against `prefix`.
     conf_prefix: PathBuf,
     warnings: Vec<String>,
-    formats: HashMap<String, Arc<LogFormat>>,
-    /// Access log targets by (path, format name), shared by every level that names them.
-    logs: HashMap<(PathBuf, String), Arc<AccessLog>>,
     /// The error logs of http, server and location levels, one per set of targets.
     error_logs: Vec<(Vec<ErrorLogSpec>, Arc<ErrorLog>)>,
     hostname: String,
@@ -607,21 +597,6 @@ impl Builder {
     fn http(&mut self, h: &Directive) -> Result<HttpConf, ConfigError> {
         let mut base = LocConf::defaults(self.modules);
         let mut types = None;
-        // log_format first: access_log may name a format defined after it.
-        for d in h.children() {
-            if d.name == "log_format" {
-                let name = d.arg(0).to_string();
-                if name == "combined" {
-                    return Err(ConfigError::at(
-                        d,
-                        "duplicate \"log_format\" name \"combined\"",
-                    ));
-                }
-                let text: String = d.args[1..].iter().map(|a| a.value.as_str()).collect();
-                self.formats
-                    .insert(name, Arc::new(LogFormat::compile(&text, d, &self.names)?));
-            }
-        }
         // upstream blocks first: a proxy_pass may name a group defined after it.
         let mut groups = crate::proxy::Groups::new();
         for d in h.children() {
@@ -663,7 +638,7 @@ impl Builder {
         for d in h.children() {
             match d.name.as_str() {
                 "server" => servers.push(d),
-                "log_format" | "upstream" | "proxy_cache_path" => {}
+                "upstream" | "proxy_cache_path" => {}
                 name if crate::tls_conf::is_ssl_directive(name) => {
                     self.check_meaning(d);
                     self.tls.http_directive(d);
@@ -675,10 +650,19 @@ impl Builder {
         if let Some(types) = types {
             base.types = Arc::new(types);
         }
-        if !touched.contains("access_log") {
-            let combined =
-                self.access_log_target(&self.path("logs/access.log"), "combined", None, h)?;
-            base.access_log = vec![combined];
+        for (i, m) in self.modules.iter().enumerate() {
+            let mut cx = Load {
+                names: &self.names,
+                conf_prefix: &self.conf_prefix,
+                state: &mut *self.loads[i],
+                first: false,
+                first_of_module: false,
+                upstreams: &self.groups,
+                prefix: &self.prefix,
+                hostname: &self.hostname,
+                warnings: &mut self.warnings,
+            };
+            m.finish_http(base.modules.slot_mut(i), h.children(), &mut cx)?;
         }
         let mut compiled = Vec::with_capacity(servers.len());
         for s in servers {
@@ -749,7 +733,6 @@ impl Builder {
         }
         Ok(HttpConf {
             listens,
-            access_logs: self.logs.values().cloned().collect(),
             error_logs: self.error_logs.iter().map(|(_, l)| l.clone()).collect(),
             hostname: self.hostname.clone(),
             prefix: self.prefix.clone(),
@@ -997,6 +980,9 @@ impl Builder {
             first: touched.insert(d.name.clone()),
             first_of_module: touched.insert(format!("module {i}")),
             upstreams: &self.groups,
+            prefix: &self.prefix,
+            hostname: &self.hostname,
+            warnings: &mut self.warnings,
         };
         self.modules[i].directive(conf, d, &mut cx)
     }
@@ -1178,25 +1164,6 @@ impl Builder {
             "log_not_found" => c.log_not_found = value::flag(d, 0)?,
             "recursive_error_pages" => c.recursive_error_pages = value::flag(d, 0)?,
             "uninitialized_variable_warn" => c.uninitialized_warn = value::flag(d, 0)?,
-            "access_log" => {
-                if first("access_log") {
-                    c.access_log.clear();
-                }
-                if d.arg(0) != "off" {
-                    let path = match d.arg(0) {
-                        name if name.starts_with("syslog:") => PathBuf::from(name),
-                        name => self.path(name),
-                    };
-                    let format = d.args.get(1).map_or("combined", |a| a.value.as_str());
-                    let log = self.access_log_target(
-                        &path,
-                        format,
-                        Some(&d.args[1.min(d.args.len())..]),
-                        d,
-                    )?;
-                    c.access_log.push(log);
-                }
-            }
             name if name.starts_with("proxy_")
                 && crate::proxy::directive(
                     Arc::make_mut(&mut c.proxy),
@@ -1262,89 +1229,6 @@ impl Builder {
         }
         Ok(())
     }
-
-    fn access_log_target(
-        &mut self,
-        path: &Path,
-        format: &str,
-        rest: Option<&[portcullis_config::Arg]>,
-        d: &Directive,
-    ) -> Result<crate::log::LogUse, ConfigError> {
-        let fmt = if format == "combined" {
-            Arc::new(LogFormat::combined())
-        } else {
-            self.formats
-                .get(format)
-                .cloned()
-                .ok_or_else(|| ConfigError::at(d, format!("unknown log format \"{format}\"")))?
-        };
-        let mut buffer = 0usize;
-        let mut flush = None;
-        let mut condition = None;
-        for a in rest.unwrap_or(&[]).iter().skip(1) {
-            if let Some(v) = a.value.strip_prefix("buffer=") {
-                buffer = value::parse_size(v)
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| ConfigError::at(d, format!("invalid buffer size \"{v}\"")))?;
-            } else if let Some(v) = a.value.strip_prefix("flush=") {
-                flush =
-                    Some(value::parse_time(v).ok_or_else(|| {
-                        ConfigError::at(d, format!("invalid flush time \"{v}\""))
-                    })?);
-            } else if let Some(v) = a.value.strip_prefix("if=") {
-                condition = Some(Template::compile(v, d, &self.names)?);
-            } else if a.value.starts_with("gzip") {
-                self.warnings.push(format!(
-                    "access_log parameter \"{}\" is not supported yet and is ignored in {}",
-                    a.value, d.span
-                ));
-            } else {
-                return Err(ConfigError::at(
-                    d,
-                    format!("invalid parameter \"{}\"", a.value),
-                ));
-            }
-        }
-        if flush.is_some() && buffer == 0 {
-            buffer = 64 * 1024;
-        }
-        let key = (path.to_path_buf(), format.to_string());
-        if let Some(l) = self.logs.get(&key) {
-            return Ok(crate::log::LogUse {
-                log: l.clone(),
-                condition,
-            });
-        }
-        let syslog = match path.to_str().and_then(|p| p.strip_prefix("syslog:")) {
-            Some(params) => Some(
-                crate::log::syslog::Syslog::parse(params, &self.hostname)
-                    .map_err(|m| ConfigError::at(d, m))?,
-            ),
-            None => None,
-        };
-        // Open it now so a path that cannot be written is a configuration error, as in nginx.
-        if syslog.is_none() {
-            crate::log::open_append(path).map_err(|e| {
-                ConfigError::at(
-                    d,
-                    format!(
-                        "open() \"{}\" failed {}",
-                        path.display(),
-                        crate::log::os_error(&e)
-                    ),
-                )
-            })?;
-        }
-        let log = Arc::new(AccessLog {
-            path: path.to_path_buf(),
-            format: fmt,
-            buffer: if syslog.is_some() { 0 } else { buffer },
-            flush: flush.unwrap_or(Duration::ZERO),
-            syslog,
-        });
-        self.logs.insert(key, log.clone());
-        Ok(crate::log::LogUse { log, condition })
-    }
 }
 
 impl LocConf {
@@ -1387,7 +1271,6 @@ impl LocConf {
             port_in_redirect: true,
             server_name_in_redirect: false,
             log_not_found: true,
-            access_log: Vec::new(),
             resolver: None,
             resolver_timeout: Duration::from_secs(30),
             if_modified_since: crate::static_files::IfModifiedSince::Exact,

@@ -554,7 +554,8 @@ impl Connection<'_> {
     /// The access log line of a request refused before its head was parsed, as nginx writes
     /// one: `$request` is what came of the request line.
     fn log_refused(&self, server: &ServerConf, status: u16, sent: u64, body: u64) {
-        if server.conf.access_log.is_empty() {
+        let phases = crate::request::Phases::of_server(server);
+        if !phases.logs(&server.conf.modules) {
             return;
         }
         /// Longest request line logged for a refused request.
@@ -565,7 +566,6 @@ impl Connection<'_> {
             .take(LINE_MAX)
             .position(|&b| b == b'\r' || b == b'\n');
         let request = &self.buf[..line_end.unwrap_or(self.buf.len().min(LINE_MAX))];
-        let mut line = Vec::with_capacity(256);
         let mut lookup = |v: &Var, out: &mut Vec<u8>| match v {
             Var::Request => out.extend_from_slice(request),
             // The error page went out: nginx's request completed.
@@ -576,14 +576,12 @@ impl Connection<'_> {
             Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
             other => crate::request::connection_var(other, &self.info, out),
         };
-        for u in &server.conf.access_log {
-            if !u.wanted(&mut lookup) {
-                continue;
-            }
-            line.clear();
-            u.log.format.render(&mut line, &mut lookup);
-            self.worker.logs.borrow_mut().write(&u.log, &line);
-        }
+        phases.log(
+            &self.worker,
+            &server.conf.modules,
+            &mut lookup,
+            &|v: &Var| v.empty_is_a_value(),
+        );
     }
 
     /// A message of the connection, outside any request: to the default server's error log,

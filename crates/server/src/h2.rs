@@ -468,14 +468,14 @@ async fn refuse(
         &|| None,
     )
     .await;
-    if server.conf.access_log.is_empty() {
+    let phases = crate::request::Phases::of_server(server);
+    if !phases.logs(&server.conf.modules) {
         return;
     }
     // `$request` as nginx logs an HTTP/2 request: the version is the one that came.
     let mut request = line.strip_suffix(b"HTTP/1.1").unwrap_or(line).to_vec();
     request.extend_from_slice(b"HTTP/2.0");
     let body = resp.content_length.unwrap_or(0);
-    let mut out = Vec::with_capacity(256);
     let mut lookup = |v: &Var, out: &mut Vec<u8>| match v {
         Var::Request => out.extend_from_slice(&request),
         Var::ServerProtocol => out.extend_from_slice(b"HTTP/2.0"),
@@ -485,14 +485,9 @@ async fn refuse(
         Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
         other => crate::request::connection_var(other, info, out),
     };
-    for u in &server.conf.access_log {
-        if !u.wanted(&mut lookup) {
-            continue;
-        }
-        out.clear();
-        u.log.format.render(&mut out, &mut lookup);
-        worker.logs.borrow_mut().write(&u.log, &out);
-    }
+    phases.log(worker, &server.conf.modules, &mut lookup, &|v: &Var| {
+        v.empty_is_a_value()
+    });
 }
 
 /// Sends `resp` on a stream: a HEADERS frame, then the body as flow control allows. Returns

@@ -14,6 +14,7 @@
 //! one they started with.
 
 mod access;
+mod access_log;
 mod auth_basic;
 mod auth_jwt;
 mod auth_request;

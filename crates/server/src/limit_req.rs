@@ -78,7 +78,11 @@ impl Module for LimitReqModule {
         Box::<Loader>::default()
     }
 
-    fn worker(&self, _loaded: &(dyn std::any::Any + Send + Sync)) -> Box<dyn std::any::Any> {
+    fn worker(
+        &self,
+        _loaded: &(dyn std::any::Any + Send + Sync),
+        _opened: &crate::module::Opened,
+    ) -> Box<dyn std::any::Any> {
         Box::<KeyBuffer>::default()
     }
 

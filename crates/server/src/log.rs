@@ -1,18 +1,15 @@
-//! The error log (nginx's line format, shared by all workers) and access logs (compiled
-//! `log_format`s, written through a per-worker buffer so a request costs no lock).
+//! The error log (nginx's line format, shared by all workers), the times of the logs
+//! (`$time_local`, `$time_iso8601`) and files opened to append to. The access log is a
+//! module (`access_log.rs`).
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::RwLock;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use portcullis_config::{ConfigError, Directive};
-
-use crate::vars::{Template, Var};
 use crate::Level;
 
 pub mod syslog;
@@ -315,230 +312,6 @@ pub(crate) fn fmt_time_iso8601(t: SystemTime, out: &mut Vec<u8>) {
     );
 }
 
-/// A compiled `log_format`. Variable values are escaped as nginx does (`escape=default`).
-#[derive(Debug)]
-pub struct LogFormat {
-    template: Template,
-}
-
-/// nginx's predefined `combined` format.
-const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\"";
-
-impl LogFormat {
-    pub(crate) fn compile(
-        text: &str,
-        d: &Directive,
-        names: &crate::vars::Names,
-    ) -> Result<LogFormat, ConfigError> {
-        Ok(LogFormat {
-            template: Template::compile(text, d, names)?,
-        })
-    }
-
-    pub fn combined() -> LogFormat {
-        let d = Directive {
-            name: "log_format".into(),
-            args: Vec::new(),
-            span: portcullis_config::Span {
-                file: Arc::from(Path::new("combined")),
-                line: 0,
-            },
-            block: None,
-        };
-        match LogFormat::compile(COMBINED, &d, &crate::vars::Names::default()) {
-            Ok(f) => f,
-            Err(_) => unreachable!("the combined format is a constant that compiles"),
-        }
-    }
-
-    /// Appends one line; `lookup` appends a variable's raw value, which is escaped here.
-    pub fn render(&self, out: &mut Vec<u8>, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) {
-        self.render_with(out, lookup, &|v| v.empty_is_a_value());
-    }
-
-    /// [`render`](Self::render), with `has` telling of a variable whose value is empty
-    /// whether nginx has it (a header sent empty, say).
-    pub fn render_with(
-        &self,
-        out: &mut Vec<u8>,
-        lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
-        has: &dyn Fn(&Var) -> bool,
-    ) {
-        let mut raw = Vec::new();
-        self.template.eval_into(out, &mut |v, out| {
-            raw.clear();
-            lookup(v, &mut raw);
-            if raw.is_empty() {
-                // A value nginx has, empty, is written so; one it has not is `-`.
-                if !has(v) {
-                    out.push(b'-');
-                }
-            } else {
-                crate::vars::escape_log(&raw, out);
-            }
-        });
-        out.push(b'\n');
-    }
-}
-
-/// An `access_log` target as configured.
-#[derive(Debug)]
-pub struct AccessLog {
-    pub path: PathBuf,
-    pub format: Arc<LogFormat>,
-    /// Bytes to collect before writing; 0 writes each line at once.
-    pub buffer: usize,
-    /// Longest time a line may wait in the buffer.
-    pub flush: Duration,
-    /// `syslog:`: each line is a message to a syslog server (`path` is the target as
-    /// written, and no file).
-    pub syslog: Option<syslog::Syslog>,
-}
-
-/// An `access_log` of a level: the log it writes to, and its `if=` condition.
-#[derive(Clone, Debug)]
-pub(crate) struct LogUse {
-    pub log: Arc<AccessLog>,
-    pub condition: Option<Template>,
-}
-
-impl LogUse {
-    /// Whether a request's line goes to the log: no `if=`, or its value is neither empty
-    /// nor `0`. `lookup` gives the variables' values, as for the line.
-    pub fn wanted(&self, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) -> bool {
-        let Some(t) = &self.condition else {
-            return true;
-        };
-        let mut v = Vec::new();
-        t.eval_into(&mut v, lookup);
-        !(v.is_empty() || v == b"0")
-    }
-}
-
-/// The access log files, opened by the server itself before any worker runs, as nginx's
-/// master opens them: workers may serve as a user that could not open them (`user`), and a
-/// file that cannot be opened stops a start or a reload instead of losing lines.
-pub(crate) type LogFiles = Arc<HashMap<PathBuf, Arc<File>>>;
-
-/// Opens every access log of `logs`, each path once.
-pub(crate) fn open_access_logs(logs: &[Arc<AccessLog>]) -> io::Result<LogFiles> {
-    let mut files = HashMap::with_capacity(logs.len());
-    for log in logs {
-        if files.contains_key(&log.path) || log.syslog.is_some() {
-            continue;
-        }
-        let file = open_append(&log.path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("open() \"{}\" failed {}", log.path.display(), os_error(&e)),
-            )
-        })?;
-        files.insert(log.path.clone(), Arc::new(file));
-    }
-    Ok(Arc::new(files))
-}
-
-/// A worker's buffers for the access logs it writes, on the files the server opened.
-#[derive(Default)]
-pub struct WorkerLogs {
-    open: LogFiles,
-    files: HashMap<PathBuf, WorkerLogFile>,
-}
-
-struct WorkerLogFile {
-    file: Option<Arc<File>>,
-    /// The socket of a `syslog:` target, made on its first line.
-    syslog: Option<syslog::Sender>,
-    buf: Vec<u8>,
-    oldest: Option<Instant>,
-}
-
-impl WorkerLogs {
-    pub(crate) fn new(open: LogFiles) -> WorkerLogs {
-        WorkerLogs {
-            open,
-            files: HashMap::new(),
-        }
-    }
-
-    /// Appends a rendered line for `log`, writing when its buffer is full or old.
-    pub fn write(&mut self, log: &AccessLog, line: &[u8]) {
-        let open = &self.open;
-        let f = self
-            .files
-            .entry(log.path.clone())
-            .or_insert_with(|| WorkerLogFile {
-                file: open.get(&log.path).cloned(),
-                syslog: None,
-                buf: Vec::new(),
-                oldest: None,
-            });
-        if let Some(s) = &log.syslog {
-            if f.syslog.is_none() {
-                f.syslog = s.connect().ok();
-            }
-            if let Some(sender) = &f.syslog {
-                sender.send(&s.message(s.severity, line));
-            }
-            return;
-        }
-        if log.buffer == 0 {
-            if let Some(file) = f.file.as_deref() {
-                let _ = (&*file).write_all(line);
-            }
-            return;
-        }
-        if f.buf.len() + line.len() > log.buffer {
-            f.flush();
-        }
-        f.buf.extend_from_slice(line);
-        let oldest = *f.oldest.get_or_insert_with(Instant::now);
-        if !log.flush.is_zero() && oldest.elapsed() >= log.flush {
-            f.flush();
-        }
-    }
-
-    pub fn flush_all(&mut self) {
-        for f in self.files.values_mut() {
-            f.flush();
-        }
-    }
-
-    /// Lines older than their `flush=` time are written (called from a per-worker timer).
-    pub fn flush_due(&mut self, max_age: Duration) {
-        for f in self.files.values_mut() {
-            if f.oldest.is_some_and(|t| t.elapsed() >= max_age) {
-                f.flush();
-            }
-        }
-    }
-
-    /// Takes the files the server opened for a new configuration or after USR1 (logrotate
-    /// moved the old ones): what is buffered goes to the old file first. A path the new set
-    /// lacks keeps its file for the connections of the old configuration.
-    pub(crate) fn use_files(&mut self, open: LogFiles) {
-        for (path, f) in self.files.iter_mut() {
-            if let Some(file) = open.get(path) {
-                f.flush();
-                f.file = Some(file.clone());
-            }
-        }
-        self.open = open;
-    }
-}
-
-impl WorkerLogFile {
-    fn flush(&mut self) {
-        if !self.buf.is_empty() {
-            if let Some(file) = self.file.as_deref() {
-                let _ = (&*file).write_all(&self.buf);
-            }
-            self.buf.clear();
-        }
-        self.oldest = None;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,21 +324,6 @@ mod tests {
         let re =
             regex::Regex::new(r"^\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4}$").unwrap();
         assert!(re.is_match(&s), "{s}");
-    }
-
-    #[test]
-    fn combined_renders_dashes_for_empty_values() {
-        let f = LogFormat::combined();
-        let mut out = Vec::new();
-        f.render(&mut out, &mut |v, out| {
-            if let Var::Status = v {
-                out.extend_from_slice(b"200")
-            }
-        });
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "- - - [-] \"-\" 200 - \"-\" \"-\"\n"
-        );
     }
 
     #[test]

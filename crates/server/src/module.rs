@@ -111,6 +111,12 @@ pub(crate) struct Load<'a> {
     /// The configuration's `upstream` blocks, by name, for the modules that pass requests
     /// to them (`fastcgi_pass`).
     pub upstreams: &'a Arc<crate::proxy::Groups>,
+    /// nginx's prefix, against which the files the server writes (logs) resolve.
+    pub prefix: &'a Path,
+    /// The machine's name, as `$hostname` and syslog messages give it.
+    pub hostname: &'a str,
+    /// Where a directive that is read but ignored says so, as nginx's `[warn]`.
+    pub warnings: &'a mut Vec<String>,
 }
 
 /// What a module's [`finish`](Module::finish) may use at the end of a level.
@@ -125,6 +131,10 @@ pub(crate) struct Finish<'a> {
     /// with the block's on top, as the core's location settings behind a [`Slot`].
     pub nested: Option<&'a mut NestedConf<'a>>,
 }
+
+/// What the server opened for a module from one load of a configuration (see
+/// [`Module::open`]): files a worker could not open itself once it serves as `user`.
+pub(crate) type Opened = Arc<dyn Any + Send + Sync>;
 
 /// How [`Finish::nested`] builds a block's configuration.
 pub(crate) type NestedConf<'a> = dyn FnMut(&Directive) -> Result<Slot, ConfigError> + 'a;
@@ -177,6 +187,25 @@ pub(crate) trait Module: Sync {
         Ok(())
     }
 
+    /// The http level is read (every directive of `http`, none of its servers yet): the
+    /// module completes its settings there, which every server starts from (nginx's
+    /// default `access_log`, made when the http level names none).
+    fn finish_http(
+        &self,
+        _conf: &mut Slot,
+        _http: &[Directive],
+        _cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    /// Opens what the workers of a configuration write to, from what loading it kept: done
+    /// by the server itself on start, reload and USR1 (logrotate), before any worker serves
+    /// as `user`, as nginx's master opens its log files. An error stops the start or reload.
+    fn open(&self, _loaded: &(dyn Any + Send + Sync)) -> std::io::Result<Opened> {
+        Ok(Arc::new(()))
+    }
+
     /// The module's phase handlers: a `static` of the phases' `Handlers` type, which they
     /// look up by type (this file does not name the phases, which run on the
     /// configuration it loads).
@@ -203,14 +232,25 @@ pub(crate) trait Module: Sync {
         true
     }
 
-    /// The module's state in a worker, made when the worker starts.
-    fn worker(&self, _loaded: &(dyn Any + Send + Sync)) -> Box<dyn Any> {
+    /// The module's state in a worker, made when the worker starts, with what the server
+    /// [`open`](Module::open)ed.
+    fn worker(&self, _loaded: &(dyn Any + Send + Sync), _opened: &Opened) -> Box<dyn Any> {
         Box::new(())
     }
 
     /// A new configuration reached the worker: `state` is what [`worker`](Module::worker)
     /// made.
-    fn reload(&self, _state: &dyn Any, _loaded: &(dyn Any + Send + Sync)) {}
+    fn reload(&self, _state: &dyn Any, _loaded: &(dyn Any + Send + Sync), _opened: &Opened) {}
+
+    /// The server opened the module's files anew (USR1), for the same configuration.
+    fn reopen(&self, _state: &dyn Any, _opened: &Opened) {}
+
+    /// Once a second in each worker, with the configuration new connections take: work
+    /// that waits on time (buffered log lines whose `flush=` passed).
+    fn tick(&self, _state: &dyn Any, _loaded: &(dyn Any + Send + Sync)) {}
+
+    /// The worker stops: nothing may be left unwritten.
+    fn stop(&self, _state: &dyn Any) {}
 }
 
 /// Edits a level's settings of type `T`: the level's own copy, made on the first edit (a

@@ -30,6 +30,7 @@ pub(crate) static ALL: Registry = &[
     &crate::charset::MODULE,
     &crate::ssi::MODULE,
     &crate::gzip::MODULE,
+    &crate::access_log::MODULE,
 ];
 
 #[cfg(test)]

@@ -426,6 +426,10 @@ pub(crate) struct Handlers {
     /// wait while it makes the new one (`ssi`'s includes): after the header filters and
     /// before the encode phase, and on subrequests' responses too.
     pub body: Option<BodyFilter>,
+    /// The log phase: a finished request (or one refused before its head was read), with
+    /// the module's settings of the location that finished it, its state in the worker, the
+    /// variables' values and whether an empty one is a value.
+    pub log: Option<LogHandler>,
     /// Whether the module's variables have a value when it is empty, as nginx's `map`,
     /// `geo`, `split_clients` and `valid_referers` give one: the access log writes it as
     /// nothing, where a variable without a value is `-`.
@@ -459,6 +463,8 @@ type VariableHandler = fn(&Request<'_>, &Slot, &Slot, &mut Vec<u8>, Option<(&Res
 type ReplacedFields = for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>);
 type ContentHandler = fn(&mut Request<'_>, &Slot) -> Option<Step>;
 type EncodeHandler = fn(&Request<'_>, &Slot, &Outgoing<'_>) -> Encode;
+type LogHandler =
+    fn(&Slot, &dyn std::any::Any, &mut dyn FnMut(&Var, &mut Vec<u8>), &dyn Fn(&Var) -> bool);
 
 impl Handlers {
     /// No handler: what a module starts from.
@@ -475,6 +481,7 @@ impl Handlers {
         directory: None,
         encode: None,
         body: None,
+        log: None,
         empty_is_a_value: false,
     };
 }
@@ -495,6 +502,7 @@ pub(crate) struct Phases {
     directory: Phase<ContentHandler>,
     encode: Phase<EncodeHandler>,
     body: Phase<BodyFilter>,
+    log: Phase<LogHandler>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
     /// The modules whose empty variables are values ([`Handlers::empty_is_a_value`]).
@@ -560,12 +568,44 @@ impl Phases {
             p.directory.add(i, h.directory);
             p.encode.add(i, h.encode);
             p.body.add(i, h.body);
+            p.log.add(i, h.log);
             p.variable.push(h.variable);
             if h.empty_is_a_value {
                 p.empty_values |= 1 << i;
             }
         }
         p
+    }
+}
+
+impl Phases {
+    /// A server's phases. Made by `crate::compile` for every configuration: without them
+    /// no access handler would run, so a configuration that lacked them must not serve.
+    pub(crate) fn of_server(server: &ServerConf) -> &Phases {
+        server
+            .phases
+            .downcast_ref::<Phases>()
+            .expect("the configuration's phases")
+    }
+
+    /// Whether a module logs requests finished with the settings `confs`.
+    #[inline]
+    pub(crate) fn logs(&self, confs: &Confs) -> bool {
+        confs.any_active(self.log.modules)
+    }
+
+    /// The log phase, for the settings `confs`: `lookup` gives the variables' values, `has`
+    /// whether an empty one is a value.
+    pub(crate) fn log(
+        &self,
+        worker: &Worker,
+        confs: &Confs,
+        lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
+        has: &dyn Fn(&Var) -> bool,
+    ) {
+        for (i, log, conf) in self.log.at(confs) {
+            log(conf, &*worker.modules[i], lookup, has);
+        }
     }
 }
 
@@ -748,6 +788,9 @@ pub(crate) struct Request<'a> {
     server_rewrite: bool,
     redirects: u32,
     error_page_used: bool,
+    /// The location's `limit_except` restricts the request's method: the block's settings
+    /// stand for the location's from the access phase on (its access log too).
+    restricted: bool,
     start: Instant,
     /// Values of `set` variables, by slot; `None` until set.
     vars: Vec<Option<Vec<u8>>>,
@@ -843,10 +886,7 @@ impl<'a> Request<'a> {
             server,
             // Made by `crate::compile` for every configuration: without them no access
             // handler would run, so a configuration that lacked them must not serve.
-            phases: server
-                .phases
-                .downcast_ref::<Phases>()
-                .expect("the configuration's phases"),
+            phases: Phases::of_server(server),
             conn,
             peer: conn.peer,
             method,
@@ -860,6 +900,7 @@ impl<'a> Request<'a> {
             server_rewrite: true,
             redirects: 0,
             error_page_used: false,
+            restricted: false,
             limit_rate: std::cell::Cell::new(None),
             trailers: std::cell::RefCell::new(None),
             trailer_status: std::cell::Cell::new(0),
@@ -1348,6 +1389,7 @@ impl<'a> Request<'a> {
             }
             le.methods & bit == 0
         });
+        self.restricted = restricted.is_some();
         // No location matched: the server's settings stand in for one, and its rewrite
         // directives ran already (nginx skips the phase for this "null location").
         let null_location = Arc::ptr_eq(&loc, &self.server.conf);
@@ -2866,23 +2908,16 @@ impl<'a> Request<'a> {
         self.incomplete.set(true);
     }
 
-    /// Writes the access log lines of the location that finished the request.
+    /// The log phase of the location that finished the request.
     pub fn log_access(&self, resp: &Response, sent: u64) {
-        if self.loc.access_log.is_empty() {
+        let restricted = self.loc.limit_except.as_ref().filter(|_| self.restricted);
+        let confs = Self::access_confs(&self.loc, restricted);
+        if !self.phases.logs(confs) {
             return;
         }
-        let mut line = Vec::with_capacity(256);
         let mut lookup = |v: &Var, out: &mut Vec<u8>| self.var(v, out, Some((resp, sent)));
-        for u in &self.loc.access_log {
-            if !u.wanted(&mut lookup) {
-                continue;
-            }
-            line.clear();
-            u.log
-                .format
-                .render_with(&mut line, &mut lookup, &|v| self.has_var(v));
-            self.worker.logs.borrow_mut().write(&u.log, &line);
-        }
+        self.phases
+            .log(self.worker, confs, &mut lookup, &|v| self.has_var(v));
     }
 
     /// A client's mistake found by the connection loop, logged at info as nginx does.

@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, LocalSet};
 
 use crate::conf::{Compiled, HttpConf};
-use crate::log::{ErrorLog, LogFiles, WorkerLogs};
+use crate::log::ErrorLog;
+use crate::module::Opened;
 use crate::static_files::FileCache;
 use crate::user::Credentials;
 use crate::Level;
@@ -38,7 +39,7 @@ enum Command {
         removed: Vec<SocketAddr>,
     },
     /// USR1: the access log files opened anew.
-    ReopenLogs(LogFiles),
+    ReopenLogs(Vec<Opened>),
     Stop {
         graceful: bool,
     },
@@ -84,7 +85,7 @@ impl Server {
         let generation = Arc::new(Generation {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
-            log_files: crate::log::open_access_logs(&compiled.http.access_logs)?,
+            opened: open_files(&compiled.http)?,
         });
         let credentials = compiled.main.credentials;
         let workers = (0..n)
@@ -122,7 +123,7 @@ impl Server {
             credentials,
         } = &mut *state;
         // Every file is opened anew, as nginx does on reload: a log moved away is left.
-        let log_files = crate::log::open_access_logs(&compiled.http.access_logs)?;
+        let opened = open_files(&compiled.http)?;
         let (old_n, new_n) = (workers.len(), compiled.main.workers);
         let mut fresh = HashMap::new();
         let mut extra = Vec::new();
@@ -146,7 +147,7 @@ impl Server {
         let generation = Arc::new(Generation {
             http: compiled.http.clone(),
             worker_connections: compiled.main.worker_connections,
-            log_files,
+            opened,
         });
         if compiled.main.credentials != *credentials {
             // A worker cannot take back the privileges it gave up: a new set starts before
@@ -251,8 +252,8 @@ impl Server {
                 self.log(Level::Alert, &format!("reopening an error log failed: {e}"));
             }
         }
-        let log_files = match crate::log::open_access_logs(&current.http.access_logs) {
-            Ok(files) => files,
+        let opened = match open_files(&current.http) {
+            Ok(opened) => opened,
             Err(e) => {
                 self.log(
                     Level::Alert,
@@ -262,12 +263,12 @@ impl Server {
             }
         };
         for w in &state.workers {
-            let _ = w.commands.send(Command::ReopenLogs(log_files.clone()));
+            let _ = w.commands.send(Command::ReopenLogs(opened.clone()));
         }
         state.generation = Arc::new(Generation {
             http: current.http.clone(),
             worker_connections: current.worker_connections,
-            log_files,
+            opened,
         });
     }
 
@@ -436,8 +437,7 @@ fn run_worker(
     };
     let local = LocalSet::new();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let modules = module_states(&generation.http);
-    let logs = WorkerLogs::new(generation.log_files.clone());
+    let modules = module_states(&generation);
     let counters = shared.stats.add();
     let worker = Rc::new(Worker {
         shared,
@@ -447,7 +447,6 @@ fn run_worker(
             FILE_CACHE_ENTRIES,
             FILE_CACHE_VALID,
         )),
-        logs: RefCell::new(logs),
         dates: RefCell::new(portcullis_http::DateCache::new()),
         active: Cell::new(0),
         stopping: stop_rx,
@@ -470,7 +469,7 @@ fn run_worker(
             }
         }
         let _ = ready.send(Ok(()));
-        let flusher = tokio::task::spawn_local(flush_logs(worker.clone()));
+        let flusher = tokio::task::spawn_local(tick(worker.clone()));
         let graceful = loop {
             match commands.recv().await {
                 Some(Command::Generation {
@@ -478,17 +477,15 @@ fn run_worker(
                     added,
                     removed,
                 }) => {
-                    worker
-                        .logs
-                        .borrow_mut()
-                        .use_files(generation.log_files.clone());
-                    let http = generation.http.clone();
+                    let http = &generation.http;
+                    let states = http.modules.iter().zip(&worker.modules);
+                    for ((m, state), (loaded, opened)) in
+                        states.zip(http.loaded.iter().zip(&generation.opened))
+                    {
+                        m.reload(&**state, &**loaded, opened);
+                    }
                     *worker.generation.borrow_mut() = generation;
                     worker.upstreams.borrow_mut().clear();
-                    let states = http.modules.iter().zip(&worker.modules);
-                    for ((m, state), loaded) in states.zip(&http.loaded) {
-                        m.reload(&**state, &**loaded);
-                    }
                     for a in removed {
                         if let Some(h) = accepting.remove(&a) {
                             h.abort();
@@ -510,7 +507,14 @@ fn run_worker(
                     *worker.files.borrow_mut() =
                         FileCache::with_validity(FILE_CACHE_ENTRIES, FILE_CACHE_VALID);
                 }
-                Some(Command::ReopenLogs(files)) => worker.logs.borrow_mut().use_files(files),
+                Some(Command::ReopenLogs(opened)) => {
+                    let http = worker.generation.borrow().http.clone();
+                    for ((m, state), opened) in
+                        http.modules.iter().zip(&worker.modules).zip(&opened)
+                    {
+                        m.reopen(&**state, opened);
+                    }
+                }
                 Some(Command::Stop { graceful }) => break graceful,
                 None => break false,
             }
@@ -528,7 +532,10 @@ fn run_worker(
         graceful
     });
     let _ = graceful;
-    worker.logs.borrow_mut().flush_all();
+    let http = worker.generation.borrow().http.clone();
+    for (m, state) in http.modules.iter().zip(&worker.modules) {
+        m.stop(&**state);
+    }
 }
 
 fn start_accepting(
@@ -577,38 +584,39 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
     }
 }
 
-/// Writes buffered access log lines whose `flush=` time has passed.
-async fn flush_logs(worker: Rc<Worker>) {
+/// Once a second: idle upstream connections past their keepalive_timeout close, and each
+/// module does what waits on time (buffered access log lines whose `flush=` passed).
+async fn tick(worker: Rc<Worker>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
-        // Idle upstream connections past their keepalive_timeout close on the same tick.
         worker
             .upstreams
             .borrow_mut()
             .sweep(std::time::Instant::now());
-        let generation = worker.generation.borrow().clone();
-        let max_age = generation
-            .http
-            .access_logs
-            .iter()
-            .filter(|l| l.buffer > 0)
-            .map(|l| {
-                if l.flush.is_zero() {
-                    Duration::from_secs(3600)
-                } else {
-                    l.flush
-                }
-            })
-            .min();
-        if let Some(age) = max_age {
-            worker.logs.borrow_mut().flush_due(age);
+        let http = worker.generation.borrow().http.clone();
+        let states = http.modules.iter().zip(&worker.modules);
+        for ((m, state), loaded) in states.zip(&http.loaded) {
+            m.tick(&**state, &**loaded);
         }
     }
 }
 
 /// Each module's state in a new worker, from what loading `http` kept for it.
-fn module_states(http: &HttpConf) -> Vec<Box<dyn std::any::Any>> {
+fn module_states(generation: &Generation) -> Vec<Box<dyn std::any::Any>> {
+    let http = &generation.http;
+    let modules = http
+        .modules
+        .iter()
+        .zip(&http.loaded)
+        .zip(&generation.opened);
+    modules
+        .map(|((m, loaded), opened)| m.worker(&**loaded, opened))
+        .collect()
+}
+
+/// What each module of `http` writes to, opened by the server itself (see `Module::open`).
+fn open_files(http: &HttpConf) -> io::Result<Vec<Opened>> {
     let modules = http.modules.iter().zip(&http.loaded);
-    modules.map(|(m, loaded)| m.worker(&**loaded)).collect()
+    modules.map(|(m, loaded)| m.open(&**loaded)).collect()
 }

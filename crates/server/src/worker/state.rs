@@ -9,7 +9,8 @@ use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 
 use crate::conf::HttpConf;
-use crate::log::{ErrorLog, LogFiles, WorkerLogs};
+use crate::log::ErrorLog;
+use crate::module::Opened;
 use crate::static_files::FileCache;
 
 /// State shared by all workers: the error log, the connection counter behind `*N`, and
@@ -38,8 +39,9 @@ impl Shared {
 pub(crate) struct Generation {
     pub http: Arc<HttpConf>,
     pub worker_connections: usize,
-    /// The access log files of `http`, opened by the server.
-    pub log_files: LogFiles,
+    /// What the server opened for each module of `http` (its access log files), in the
+    /// registry's order.
+    pub opened: Vec<Opened>,
 }
 
 /// Per-worker state, reached from every task of the worker through an `Rc`.
@@ -47,7 +49,6 @@ pub(crate) struct Worker {
     pub shared: Arc<Shared>,
     pub generation: RefCell<Arc<Generation>>,
     pub files: RefCell<FileCache>,
-    pub logs: RefCell<WorkerLogs>,
     pub dates: RefCell<portcullis_http::DateCache>,
     /// Open connections, for worker_connections and for a graceful stop.
     pub active: Cell<usize>,
