@@ -382,6 +382,12 @@ pub static MODULES: &[Module] = &[
             once("open_log_file_cache", HSL, TAKE1234).inert(),
         ],
     },
+    // Files served as they are: no directives.
+    Module {
+        name: "http_static_module",
+        flag: Flag::None,
+        directives: &[],
+    },
     // `index`.
     Module {
         name: "http_index_module",

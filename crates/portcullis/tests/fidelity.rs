@@ -588,7 +588,7 @@ fn if_modified_since_exact_before_and_off() {
     let mtime = std::fs::metadata(&file)
         .and_then(|m| m.modified())
         .expect("mtime");
-    let date = portcullis_server::static_files::fmt_http_date;
+    let date = portcullis_server::files::fmt_http_date;
     let later = mtime + std::time::Duration::from_secs(3600);
     let earlier = mtime - std::time::Duration::from_secs(3600);
     let http = format!(

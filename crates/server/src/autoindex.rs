@@ -15,9 +15,9 @@ use bytes::Bytes;
 use portcullis_config::{ConfigError, Directive};
 use portcullis_http::Method;
 
+use crate::files::{civil, fmt_http_date, from_unix_secs, month_name, unix_secs};
 use crate::module::{self, Load, Module, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
-use crate::static_files::{civil, fmt_http_date, from_unix_secs, month_name, unix_secs};
 use crate::Level;
 
 pub(crate) struct AutoindexModule;
@@ -95,7 +95,7 @@ impl Module for AutoindexModule {
 
     fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
         static HANDLERS: Handlers = Handlers {
-            directory: Some(list),
+            static_content: Some(list),
             ..Handlers::NONE
         };
         &HANDLERS

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use portcullis_config::{value, ConfigError, Directive, Loaded};
 
+use crate::files::MimeTypes;
 use crate::location::{LocationTree, Match};
 use crate::log::{ErrorLog, ErrorLogSpec, LogTarget};
 use crate::module::{Confs, Finish, Load, Registry, Slot};
-use crate::static_files::MimeTypes;
 use crate::user::Credentials;
 use crate::vars::Template;
 use crate::Level;
@@ -225,7 +225,8 @@ pub(crate) struct LevelLog {
     pub log: Arc<ErrorLog>,
 }
 
-/// Settings that nginx merges http → server → location. Lists (error_page, index) defined at a level replace the inherited ones, as in nginx.
+/// Settings that nginx merges http → server → location. A list (error_page) defined at a
+/// level replaces the inherited one, as in nginx.
 #[derive(Clone)]
 pub(crate) struct LocConf {
     /// The location's name as written, for alias and the error log.
@@ -233,7 +234,6 @@ pub(crate) struct LocConf {
     pub is_regex: bool,
     pub root: Template,
     pub alias: Option<Alias>,
-    pub index: Vec<Template>,
     pub try_files: Option<TryFiles>,
     pub types: Arc<MimeTypes>,
     pub default_type: Arc<str>,
@@ -273,7 +273,7 @@ pub(crate) struct LocConf {
     pub server_name_in_redirect: bool,
     pub log_not_found: bool,
     /// `if_modified_since`.
-    pub if_modified_since: crate::static_files::IfModifiedSince,
+    pub if_modified_since: crate::files::IfModifiedSince,
     /// `resolver`: how names in `proxy_pass` URLs made of variables are resolved.
     pub resolver: Option<Arc<crate::proxy::resolve::ResolverConf>>,
     /// `resolver_timeout`.
@@ -1070,14 +1070,6 @@ impl Builder {
                     replaces: (!c.is_regex).then_some(c.name.len()),
                 })
             }
-            "index" => {
-                if first("index") {
-                    c.index.clear();
-                }
-                for a in &d.args {
-                    c.index.push(Template::compile(&a.value, d, &self.names)?);
-                }
-            }
             "try_files" => {
                 let n = d.args.len();
                 let files = d.args[..n - 1]
@@ -1192,7 +1184,7 @@ impl Builder {
                 c.resolver = Some(Arc::new(crate::proxy::resolve::ResolverConf::parse(d)?));
             }
             "if_modified_since" => {
-                use crate::static_files::IfModifiedSince as Ims;
+                use crate::files::IfModifiedSince as Ims;
                 c.if_modified_since = match d.arg(0) {
                     "off" => Ims::Off,
                     "exact" => Ims::Exact,
@@ -1243,7 +1235,6 @@ impl LocConf {
             is_regex: false,
             root: Template::literal("html"),
             alias: None,
-            index: vec![Template::literal("index.html")],
             try_files: None,
             types: Arc::new(default_types()),
             default_type: Arc::from("text/plain"),
@@ -1273,7 +1264,7 @@ impl LocConf {
             log_not_found: true,
             resolver: None,
             resolver_timeout: Duration::from_secs(30),
-            if_modified_since: crate::static_files::IfModifiedSince::Exact,
+            if_modified_since: crate::files::IfModifiedSince::Exact,
             error_log: None,
             proxy_pass: None,
             proxy: Arc::default(),
@@ -1608,7 +1599,9 @@ mod tests {
         let s = c.http.listens[0].servers.find(None);
         let index: Vec<_> = s
             .conf
-            .index
+            .modules
+            .find::<Vec<Template>>()
+            .expect("the index module's names")
             .iter()
             .map(|t| t.as_literal().unwrap().to_string())
             .collect();

@@ -10,9 +10,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use bytes::Bytes;
 use portcullis_http::Method;
 
+use crate::files::{preconditions, Plan};
 use crate::module::{self, LocationHandler, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
-use crate::static_files::{preconditions, Plan};
 
 pub(crate) static MODULE: LocationHandler = LocationHandler {
     name: "http_empty_gif_module",
@@ -59,7 +59,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let mut resp = Response::new(if not_modified { 304 } else { 200 });
     resp.header(
         "Last-Modified",
-        crate::static_files::fmt_http_date(mtime).as_bytes(),
+        crate::files::fmt_http_date(mtime).as_bytes(),
     );
     if !not_modified {
         resp.content_type = Some(Arc::from("image/gif"));

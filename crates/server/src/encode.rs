@@ -14,8 +14,8 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use portcullis_http::{Framing, ResponseHead};
 
+use crate::files::CachedFile;
 use crate::request::{Body, Part, Response};
-use crate::static_files::CachedFile;
 
 /// How much of a file is read and recoded at a time.
 const FILE_PIECE: usize = 32 * 1024;

@@ -38,9 +38,9 @@ use portcullis_config::{value, ConfigError, Directive};
 use portcullis_http::Method;
 
 use crate::encode::{Coder, Encode, Etag, HeadEdit, Outgoing, Stage};
+use crate::files::Lookup;
 use crate::module::{self, Load, Module, Slot, TypeList};
 use crate::request::{Handlers, Request, Step};
-use crate::static_files::Lookup;
 use crate::Level;
 
 pub(crate) struct GzipModule;
@@ -411,11 +411,11 @@ fn proxied_ok(req: &Request<'_>, c: &Conf, out: &Outgoing<'_>) -> bool {
         if p & PROXIED_EXPIRED == 0 {
             return false;
         }
-        let Some(expires) = crate::static_files::parse_http_date(&expires) else {
+        let Some(expires) = crate::files::parse_http_date(&expires) else {
             return false;
         };
         let date = match out.field("date") {
-            Some(d) => match crate::static_files::parse_http_date(&d) {
+            Some(d) => match crate::files::parse_http_date(&d) {
                 Some(d) => d,
                 None => return false,
             },
@@ -587,7 +587,9 @@ fn gzip_static(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
             if !ok {
                 return None;
             }
-            Some(req.file_response_encoded(file, b"gzip"))
+            Some(crate::static_file::file_response_encoded(
+                req, file, b"gzip",
+            ))
         }
     }
 }

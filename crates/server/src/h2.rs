@@ -37,8 +37,8 @@ use tokio::sync::Notify;
 
 use crate::conf::{Listen, ServerConf};
 use crate::conn::info::ConnInfo;
+use crate::files::CachedFile;
 use crate::request::{Body, Part, Request, Response, VERSION};
-use crate::static_files::CachedFile;
 use crate::stats::State;
 use crate::vars::Var;
 use crate::worker::state::Worker;

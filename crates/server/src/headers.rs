@@ -185,7 +185,7 @@ fn header_filter(
             }
         };
         let last_modified = last_modified
-            .and_then(crate::static_files::parse_http_date)
+            .and_then(crate::files::parse_http_date)
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
             .and_then(|d| i64::try_from(d.as_secs()).ok());
         // The response so far is there for `$sent_http_*` (a map on the content type).

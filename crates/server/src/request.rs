@@ -25,9 +25,9 @@ use portcullis_http::{Method, RequestHead};
 use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::encode::{Encode, Outgoing};
+use crate::files::{CachedFile, Conditions, Lookup, Plan};
 use crate::location::Captures;
 use crate::module::{Confs, Registry, Slot};
-use crate::static_files::{CachedFile, Conditions, Lookup, Plan};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
 use crate::Level;
@@ -415,9 +415,6 @@ pub(crate) struct Handlers {
     /// The content phase of a location without a handler of its own (no `proxy_pass`, no
     /// module's `content`): before the index and the static files (`gzip_static`).
     pub static_content: Option<ContentHandler>,
-    /// A directory's URI (ending in `/`) in which no index file was found, before nginx's
-    /// 403: a listing (`autoindex`).
-    pub directory: Option<ContentHandler>,
     /// Decides whether the body of a response about to go out is recoded (compressed), and
     /// whether it varies by `Accept-Encoding`, with the module's settings of the location
     /// that finished the request.
@@ -478,7 +475,6 @@ impl Handlers {
         replaced_fields: None,
         content: None,
         static_content: None,
-        directory: None,
         encode: None,
         body: None,
         log: None,
@@ -499,7 +495,6 @@ pub(crate) struct Phases {
     replaced_fields: Phase<ReplacedFields>,
     content: Phase<ContentHandler>,
     static_content: Phase<ContentHandler>,
-    directory: Phase<ContentHandler>,
     encode: Phase<EncodeHandler>,
     body: Phase<BodyFilter>,
     log: Phase<LogHandler>,
@@ -565,7 +560,6 @@ impl Phases {
             p.replaced_fields.add(i, h.replaced_fields);
             p.content.add(i, h.content);
             p.static_content.add(i, h.static_content);
-            p.directory.add(i, h.directory);
             p.encode.add(i, h.encode);
             p.body.add(i, h.body);
             p.log.add(i, h.log);
@@ -664,7 +658,7 @@ pub(crate) enum Step {
 /// nginx's -1: a field there but unreadable still counts (`If-Unmodified-Since: garbage`
 /// fails, as with nginx).
 fn unreadable_as_before_epoch(value: &[u8]) -> SystemTime {
-    crate::static_files::parse_http_date(value)
+    crate::files::parse_http_date(value)
         .unwrap_or(SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(1))
 }
 
@@ -1142,6 +1136,12 @@ impl<'a> Request<'a> {
         self.upstream_attempts = attempts;
     }
 
+    /// The method the request runs with: its own, or GET after an upstream's
+    /// `X-Accel-Redirect`.
+    pub(crate) fn method(&self) -> &Method {
+        &self.method
+    }
+
     /// `$uri`: normalised, decoded.
     pub(crate) fn uri(&self) -> &[u8] {
         &self.uri
@@ -1566,7 +1566,7 @@ impl<'a> Request<'a> {
     /// An internal redirect to `target`, which may carry `?args`. Without them, the request's
     /// arguments stay only for index redirects (`keep_args`); try_files and error_page
     /// redirects drop them, as in nginx.
-    fn redirect_to(&mut self, target: Vec<u8>, keep_args: bool) {
+    pub(crate) fn redirect_to(&mut self, target: Vec<u8>, keep_args: bool) {
         match target.iter().position(|&b| b == b'?') {
             Some(q) => {
                 self.args = Some(target[q + 1..].to_vec());
@@ -1628,112 +1628,19 @@ impl<'a> Request<'a> {
                 return step;
             }
         }
-        let get_head_post = matches!(self.method, Method::Get | Method::Head | Method::Post);
+        // Every handler declined: a directory without an index, as nginx's core content
+        // phase answers it.
         if self.uri.ends_with(b"/") {
-            if !get_head_post {
-                return Step::Status(405);
-            }
-            return self.index(&loc);
+            self.log(
+                Level::Error,
+                &format!(
+                    "directory index of \"{}\" is forbidden",
+                    self.file_path().display()
+                ),
+            );
+            return Step::Status(403);
         }
-        if !get_head_post {
-            return Step::Status(405);
-        }
-        let path = self.map_path(&self.uri.clone());
-        let lookup = self.worker.files.borrow_mut().lookup(&path);
-        match lookup {
-            Lookup::NotFound => {
-                if loc.log_not_found {
-                    self.log(
-                        Level::Error,
-                        &format!(
-                            "open() \"{}\" failed (2: No such file or directory)",
-                            path.display()
-                        ),
-                    );
-                }
-                Step::Status(404)
-            }
-            Lookup::Forbidden => {
-                self.log(
-                    Level::Error,
-                    &format!(
-                        "open() \"{}\" failed (13: Permission denied)",
-                        path.display()
-                    ),
-                );
-                Step::Status(403)
-            }
-            Lookup::Error(e) => {
-                self.log(
-                    Level::Crit,
-                    &format!(
-                        "open() \"{}\" failed {}",
-                        path.display(),
-                        crate::log::os_error(&e)
-                    ),
-                );
-                Step::Status(500)
-            }
-            Lookup::Directory => {
-                let location = self.with_slash();
-                self.redirect_response(301, &location)
-            }
-            Lookup::File(file) => {
-                if self.method == Method::Post {
-                    return Step::Status(405);
-                }
-                self.file_response(&loc, file, true)
-            }
-        }
-    }
-
-    fn index(&mut self, loc: &LocConf) -> Step {
-        let dir = self.map_path(&self.uri.clone());
-        let n = loc.index.len();
-        for (i, t) in loc.index.iter().enumerate() {
-            let name = self.eval(t);
-            if name.starts_with(b"/") {
-                if i + 1 == n {
-                    self.redirect_to(name, true);
-                    return Step::Again;
-                }
-                continue;
-            }
-            let mut uri = self.uri.clone();
-            uri.extend_from_slice(&name);
-            let path = dir.join(std::ffi::OsStr::from_bytes(&name));
-            if std::fs::metadata(&path).is_ok() {
-                self.redirect_to(uri, true);
-                return Step::Again;
-            }
-        }
-        match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => {
-                let phases = self.phases;
-                for (_, list, conf) in phases.directory.at(&loc.modules) {
-                    if let Some(step) = list(self, conf) {
-                        return step;
-                    }
-                }
-                self.log(
-                    Level::Error,
-                    &format!("directory index of \"{}\" is forbidden", dir.display()),
-                );
-                Step::Status(403)
-            }
-            _ => {
-                if loc.log_not_found {
-                    self.log(
-                        Level::Error,
-                        &format!(
-                            "\"{}\" is not found (2: No such file or directory)",
-                            dir.join("index.html").display()
-                        ),
-                    );
-                }
-                Step::Status(404)
-            }
-        }
+        Step::Status(404)
     }
 
     /// The request's conditions (`If-*`, `Range`) and the location's `if_modified_since`.
@@ -1764,144 +1671,10 @@ impl<'a> Request<'a> {
         self.worker.files.borrow_mut().lookup(path)
     }
 
-    /// Serves `file`, whose body is in `encoding` (`gzip_static`'s `file.gz`), as the file
-    /// the URI names: its type, with `file`'s validators and conditions; nginx serves no
-    /// ranges of it.
-    pub(crate) fn file_response_encoded(&mut self, file: Rc<CachedFile>, encoding: &[u8]) -> Step {
-        let loc = self.loc.clone();
-        match self.file_response(&loc, file, false) {
-            Step::Done(mut r) if matches!(r.status, 200 | 206) => {
-                r.header("Content-Encoding", encoding);
-                Step::Done(r)
-            }
-            other => other,
-        }
-    }
-
-    /// Serves `file`; `ranges`: whether `Range` is served and `Accept-Ranges` sent.
-    fn file_response(&mut self, loc: &LocConf, file: Rc<CachedFile>, ranges: bool) -> Step {
-        let mut conditions = self.conditions();
-        let ext_type = loc
-            .types
-            .lookup(std::str::from_utf8(&self.uri).unwrap_or(""));
-        let content_type = ext_type
-            .cloned()
-            .unwrap_or_else(|| loc.default_type.clone());
-        // A body compressed on its way out has no ranges: nginx's range filter comes after
-        // the gzip filter, which takes the length away.
-        if !ranges {
-            conditions.range = None;
-        }
-        if conditions.range.is_some()
-            && !(self.phases.encode.handlers.is_empty() && self.phases.body.handlers.is_empty())
-        {
-            let mut whole = Response::new(200);
-            whole.content_type = Some(content_type.clone());
-            whole.content_length = Some(file.size);
-            let coder = self.encoding(&Outgoing::Own(&whole)).coder;
-            if coder.is_some_and(|c| !c.head().keep_length)
-                || self.body_filter_edit(&Outgoing::Own(&whole)).is_some()
-            {
-                conditions.range = None;
-            }
-        }
-        let plan = crate::static_files::plan(&file, true, &conditions);
-        let mut r = Response::new(200);
-        let last_modified = &file.last_modified;
-        match plan {
-            Plan::NotModified => {
-                r.status = 304;
-                r.header("Last-Modified", last_modified.as_bytes());
-                r.header("ETag", file.etag.as_bytes());
-                return Step::Done(r);
-            }
-            Plan::PreconditionFailed => return Step::Status(412),
-            Plan::Unsatisfiable => {
-                let mut resp = self.error_response(416);
-                resp.header("Content-Range", format!("bytes */{}", file.size).as_bytes());
-                resp.filtered = Some(Box::new(Filtered {
-                    status: 200,
-                    content_type: None,
-                }));
-                return Step::Done(resp);
-            }
-            Plan::Full => {
-                r.content_type = Some(content_type);
-                r.content_length = Some(file.size);
-                r.header("Last-Modified", last_modified.as_bytes());
-                r.header("ETag", file.etag.as_bytes());
-                if ranges {
-                    r.header("Accept-Ranges", b"bytes");
-                }
-                let len = file.size;
-                r.body = Body::File {
-                    file,
-                    offset: 0,
-                    len,
-                };
-            }
-            Plan::Partial {
-                start,
-                end_inclusive,
-            } => {
-                r.status = 206;
-                r.content_type = Some(content_type);
-                let len = end_inclusive - start + 1;
-                r.content_length = Some(len);
-                r.header("Last-Modified", last_modified.as_bytes());
-                r.header("ETag", file.etag.as_bytes());
-                r.header(
-                    "Content-Range",
-                    format!("bytes {start}-{end_inclusive}/{}", file.size).as_bytes(),
-                );
-                r.body = Body::File {
-                    file,
-                    offset: start,
-                    len,
-                };
-            }
-            Plan::Multipart { ranges, boundary } => {
-                r.status = 206;
-                let m = crate::static_files::multipart_parts(
-                    &ranges,
-                    &boundary,
-                    &self.whole_file_type(&content_type),
-                    file.size,
-                );
-                r.content_type = Some(Arc::from(m.content_type.as_str()));
-                r.filtered = Some(Box::new(Filtered {
-                    status: 200,
-                    content_type: Some(content_type),
-                }));
-                r.content_length = Some(m.content_length);
-                r.header("Last-Modified", last_modified.as_bytes());
-                r.header("ETag", file.etag.as_bytes());
-                let mut body = Vec::with_capacity(m.parts.len() * 2 + 1);
-                for p in m.parts {
-                    body.push(Part::Bytes(Bytes::from(p.head)));
-                    body.push(Part::File {
-                        file: file.clone(),
-                        offset: p.start,
-                        len: p.len,
-                    });
-                }
-                body.push(Part::Bytes(Bytes::from(m.trailer)));
-                r.body = Body::Parts(body);
-            }
-        }
-        Step::Done(r)
-    }
-
-    /// The type `t` as the header filters make it for a whole file (`charset` names its
-    /// charset): the type of a multipart range's parts.
-    fn whole_file_type(&self, t: &Arc<str>) -> Arc<str> {
-        if !self.has_header_filters() {
-            return t.clone();
-        }
-        let mut whole = Response::new(200);
-        whole.content_type = Some(t.clone());
-        self.add_headers(&mut whole);
-        whole.content_type.unwrap_or_else(|| t.clone())
+    /// Whether a module may recode a response's body or filter it whole (which takes its
+    /// ranges away).
+    pub(crate) fn recodes(&self) -> bool {
+        !(self.phases.encode.handlers.is_empty() && self.phases.body.handlers.is_empty())
     }
 
     /// The type by the URI's extension, else default_type: nginx's ngx_http_set_content_type,
@@ -1937,7 +1710,7 @@ impl<'a> Request<'a> {
     /// The URI with a slash added, escaped as nginx escapes it (a space, `%`, `?`, `#`,
     /// controls and bytes past ASCII), and the arguments: where a directory, or a location
     /// that proxies, sends a request for its name without the slash.
-    fn with_slash(&self) -> Vec<u8> {
+    pub(crate) fn with_slash(&self) -> Vec<u8> {
         let mut location = BytesMut::with_capacity(self.uri.len() + 16);
         crate::vars::escape(&self.uri, &mut location, crate::vars::Escape::Uri);
         location.put_u8(b'/');
@@ -2000,7 +1773,7 @@ impl<'a> Request<'a> {
         }
     }
 
-    fn error_response(&self, status: u16) -> Response {
+    pub(crate) fn error_response(&self, status: u16) -> Response {
         Response::error_page(status, status, self.loc.server_tokens)
     }
 
@@ -2745,14 +2518,13 @@ impl<'a> Request<'a> {
         }
         let mtime = resp
             .header_value("last-modified")
-            .and_then(|v| crate::static_files::parse_http_date(&v))
-            .map(crate::static_files::unix_secs);
+            .and_then(|v| crate::files::parse_http_date(&v))
+            .map(crate::files::unix_secs);
         let etag = resp
             .header_value("etag")
             .map(|e| String::from_utf8_lossy(&e).into_owned());
         // nginx's filter looks at no method.
-        let answer =
-            crate::static_files::preconditions(mtime, etag.as_deref(), true, &self.conditions());
+        let answer = crate::files::preconditions(mtime, etag.as_deref(), true, &self.conditions());
         match answer {
             Some(Plan::NotModified) => {
                 resp.status = 304;

@@ -16,9 +16,9 @@ use std::os::unix::fs::FileExt;
 use bytes::{Bytes, BytesMut};
 use portcullis_http::{parse_request_head, RequestHead, Version};
 
+use crate::files::CachedFile;
 use crate::proxy::{Collect, Finish, Plan, ReqBody};
 use crate::request::{Body, Request};
-use crate::static_files::CachedFile;
 
 /// Header fields of the main request the subrequest does without.
 const LEFT_OUT: &[&str] = &[

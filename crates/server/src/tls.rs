@@ -295,7 +295,7 @@ pub(crate) async fn send_file(
     len: u64,
 ) -> io::Result<()> {
     let tls = match stream {
-        Stream::Plain(s) => return crate::static_files::send_file(s, file, offset, len).await,
+        Stream::Plain(s) => return crate::files::send_file(s, file, offset, len).await,
         Stream::Tls(s) => s,
     };
     let mut buf = vec![0u8; FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK))];
@@ -389,17 +389,15 @@ fn client_cert_var(v: SslVar, cert: &[u8], out: &mut Vec<u8>) {
                 return;
             };
             let secs = |t: dn::CertTime| {
-                crate::static_files::secs_from_civil(
-                    t.year, t.month, t.day, t.hour, t.minute, t.second,
-                )
+                crate::files::secs_from_civil(t.year, t.month, t.day, t.hour, t.minute, t.second)
             };
             let (start, end) = (secs(start), secs(end));
             match v {
                 SslVar::ClientVStart => {
-                    out.extend_from_slice(crate::static_files::fmt_openssl_time(start).as_bytes())
+                    out.extend_from_slice(crate::files::fmt_openssl_time(start).as_bytes())
                 }
                 SslVar::ClientVEnd => {
-                    out.extend_from_slice(crate::static_files::fmt_openssl_time(end).as_bytes())
+                    out.extend_from_slice(crate::files::fmt_openssl_time(end).as_bytes())
                 }
                 _ => {
                     // nginx: whole days left, 0 within the last one.

@@ -16,9 +16,9 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, LocalSet};
 
 use crate::conf::{Compiled, HttpConf};
+use crate::files::FileCache;
 use crate::log::ErrorLog;
 use crate::module::Opened;
-use crate::static_files::FileCache;
 use crate::user::Credentials;
 use crate::Level;
 

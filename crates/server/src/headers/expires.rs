@@ -105,8 +105,7 @@ pub(crate) fn fields(
         }
         fixed => fixed,
     };
-    let http_date =
-        |secs: i64| crate::static_files::fmt_http_date(crate::static_files::from_unix_secs(secs));
+    let http_date = |secs: i64| crate::files::fmt_http_date(crate::files::from_unix_secs(secs));
     let (at, max_age, negative) = match *expires {
         Expires::Epoch => return Some((EPOCH_DATE.into(), "no-cache".into())),
         Expires::Max => return Some((MAX_DATE.into(), format!("max-age={MAX_AGE}"))),
@@ -206,7 +205,7 @@ mod tests {
         assert_eq!(cc, "max-age=3600");
         assert_eq!(
             e,
-            crate::static_files::fmt_http_date(crate::static_files::from_unix_secs(now + 3600))
+            crate::files::fmt_http_date(crate::files::from_unix_secs(now + 3600))
         );
         assert_eq!(
             fields(&fixed("-1h"), now, None, &none).expect("f").1,
@@ -236,7 +235,7 @@ mod tests {
         assert!(age > 0 && age <= DAY, "{cc}");
         assert_eq!(
             e,
-            crate::static_files::fmt_http_date(crate::static_files::from_unix_secs(now + age))
+            crate::files::fmt_http_date(crate::files::from_unix_secs(now + age))
         );
         let t = (now + age) as libc::time_t;
         // SAFETY: as in next_daily.

@@ -633,7 +633,7 @@ pub(crate) async fn serve<D: Downstream>(
             }
             Cut::Unsatisfiable => {
                 if let Framing::Length(n) = framing {
-                    req.set_range_field(crate::static_files::unsatisfied_range(n).into_bytes());
+                    req.set_range_field(crate::files::unsatisfied_range(n).into_bytes());
                 }
                 attempts.push(attempt);
                 return Finish::Status {
@@ -1753,7 +1753,7 @@ async fn send_entry<D: Downstream>(
         Cut::Part { head, .. } | Cut::Parts { head, .. } => head,
         Cut::Unsatisfiable => {
             return_buffer(req, ubuf);
-            req.set_range_field(crate::static_files::unsatisfied_range(len).into_bytes());
+            req.set_range_field(crate::files::unsatisfied_range(len).into_bytes());
             return Finish::Status {
                 code: 416,
                 body_read: true,

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 
 use crate::conf::HttpConf;
+use crate::files::FileCache;
 use crate::log::ErrorLog;
 use crate::module::Opened;
-use crate::static_files::FileCache;
 
 /// State shared by all workers: the error log, the connection counter behind `*N`, and
 /// every worker's `stub_status` counters.

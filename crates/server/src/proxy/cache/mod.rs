@@ -26,7 +26,7 @@ use md5::{Digest, Md5};
 use portcullis_config::{value, ConfigError, Directive};
 use portcullis_http::ResponseHead;
 
-use crate::static_files::Conditions;
+use crate::files::Conditions;
 use crate::vars::{Names, Template};
 pub(crate) use store::{CachePath, Entry};
 
@@ -607,7 +607,7 @@ pub(crate) fn not_modified(
     c: &Conditions<'_>,
     head: &ResponseHead,
 ) -> Result<Option<ResponseHead>, u16> {
-    use crate::static_files::Plan;
+    use crate::files::Plan;
     if head.status() != 200
         || (c.if_match.is_none()
             && c.if_none_match.is_none()
@@ -617,7 +617,7 @@ pub(crate) fn not_modified(
         return Ok(None);
     }
     let (mtime, etag) = validators(head);
-    match crate::static_files::preconditions(mtime, etag.as_deref(), true, c) {
+    match crate::files::preconditions(mtime, etag.as_deref(), true, c) {
         Some(Plan::NotModified) => {
             let mut raw = b"HTTP/1.1 304 Not Modified\r\n".to_vec();
             for f in head.fields() {
@@ -660,7 +660,7 @@ pub(crate) enum Cut {
     /// Several (a cached response only): the head of a `multipart/byteranges` 206.
     Parts {
         head: ResponseHead,
-        multipart: crate::static_files::Multipart,
+        multipart: crate::files::Multipart,
     },
     /// 416.
     Unsatisfiable,
@@ -677,7 +677,7 @@ pub(crate) fn cut(
     head: &ResponseHead,
     (size, multipart): (u64, bool),
 ) -> Cut {
-    use crate::static_files::Plan;
+    use crate::files::Plan;
     if c.range.is_none()
         || head.status() != 200
         || (!force && head.header("accept-ranges").is_none())
@@ -687,7 +687,7 @@ pub(crate) fn cut(
         return Cut::Whole;
     }
     let (mtime, etag) = validators(head);
-    match crate::static_files::ranges(size, mtime, etag.as_deref(), c) {
+    match crate::files::ranges(size, mtime, etag.as_deref(), c) {
         Plan::Partial {
             start,
             end_inclusive,
@@ -698,8 +698,7 @@ pub(crate) fn cut(
                     head,
                     start,
                     len,
-                    range: crate::static_files::content_range(start, end_inclusive, size)
-                        .into_bytes(),
+                    range: crate::files::content_range(start, end_inclusive, size).into_bytes(),
                 },
                 None => Cut::Whole,
             }
@@ -709,7 +708,7 @@ pub(crate) fn cut(
                 .header("content-type")
                 .map(|t| String::from_utf8_lossy(t).into_owned())
                 .unwrap_or_default();
-            let m = crate::static_files::multipart_parts(&ranges, &boundary, &ty, size);
+            let m = crate::files::multipart_parts(&ranges, &boundary, &ty, size);
             let fields = [
                 ("Content-Type", m.content_type.clone()),
                 ("Content-Length", m.content_length.to_string()),
@@ -754,8 +753,8 @@ fn with_fields(head: &ResponseHead, fields: &[(&str, String)]) -> Option<Respons
 fn validators(head: &ResponseHead) -> (Option<i64>, Option<String>) {
     let mtime = head
         .header("last-modified")
-        .and_then(crate::static_files::parse_http_date)
-        .map(crate::static_files::unix_secs);
+        .and_then(crate::files::parse_http_date)
+        .map(crate::files::unix_secs);
     let etag = head
         .header("etag")
         .map(|e| String::from_utf8_lossy(e).into_owned());

@@ -14,7 +14,7 @@ pub(super) const VARY_LEN: usize = 128;
 
 /// The time now, in seconds since the epoch.
 pub(crate) fn now_secs() -> i64 {
-    crate::static_files::date::unix_secs(std::time::SystemTime::now())
+    crate::files::date::unix_secs(std::time::SystemTime::now())
 }
 
 /// How long an entry stays fresh, and how long after that it may still be served.
@@ -97,8 +97,8 @@ pub(super) fn named(head: &ResponseHead, s: &CacheSettings) -> Result<Option<Fre
             if valid_sec != 0 {
                 continue;
             }
-            let t = crate::static_files::date::parse_http_date(f.value)
-                .map(crate::static_files::date::unix_secs)
+            let t = crate::files::date::parse_http_date(f.value)
+                .map(crate::files::date::unix_secs)
                 .filter(|t| *t >= now)
                 .ok_or(NotStored)?;
             valid_sec = t;

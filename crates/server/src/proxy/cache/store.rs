@@ -398,8 +398,8 @@ impl CachePath {
         let last_modified = head
             .header("last-modified")
             .filter(|_| ok)
-            .and_then(crate::static_files::date::parse_http_date)
-            .map_or(-1, crate::static_files::date::unix_secs);
+            .and_then(crate::files::date::parse_http_date)
+            .map_or(-1, crate::files::date::unix_secs);
         put_i64(&mut h, 32, last_modified);
         put_i64(&mut h, 40, fresh.date);
         h[48..52].copy_from_slice(&crc32(key).to_le_bytes());
@@ -812,9 +812,9 @@ impl Entry {
         let mut out = Vec::new();
         let last_modified = get_i64(&self.header, 32);
         if last_modified != -1 {
-            let date = crate::static_files::date::fmt_http_date(
-                crate::static_files::date::from_unix_secs(last_modified),
-            );
+            let date = crate::files::date::fmt_http_date(crate::files::date::from_unix_secs(
+                last_modified,
+            ));
             out.extend_from_slice(b"If-Modified-Since: ");
             out.extend_from_slice(date.as_bytes());
             out.extend_from_slice(b"\r\n");

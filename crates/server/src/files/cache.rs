@@ -336,7 +336,7 @@ pub(super) mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     /// A fresh directory under the system temp dir, removed on drop.
-    pub(in crate::static_files) struct TempDir(pub PathBuf);
+    pub(in crate::files) struct TempDir(pub PathBuf);
 
     impl TempDir {
         pub fn new() -> Self {
