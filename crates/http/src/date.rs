@@ -1,5 +1,5 @@
 //! The `Date` header: IMF-fixdate (RFC 9110 5.6.7), written once a second. Dates read from
-//! requests and files are the static file module's (`static_files::date`).
+//! requests and files are the server's (`files::date`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,4 +1,6 @@
-//! Serving files from disk: the machinery behind `root`, `alias`, `index` and `try_files`.
+//! Files from disk and the HTTP semantics of serving them: the machinery the static module
+//! (`static_file.rs`), `try_files`, `gzip_static`, `empty_gif`, `autoindex` and the proxy
+//! cache share, as nginx's core keeps its open-file cache and time parsing for its modules.
 //!
 //! A request for a file meets it in three steps. The worker's [`FileCache`] turns the mapped
 //! path into an open [`CachedFile`] (or the 404/403/500 it deserves), revalidated with one

@@ -7,9 +7,9 @@
 //! HTTP/1.1 loop (`conn`) or its HTTP/2 streams (`h2`), and takes each request through nginx's
 //! phases (`request`): the rewrite phase (`rewrite`: `rewrite`, `set`, `if`, `return`,
 //! `break`), location search (`location`), access rules and JWT authentication (`auth_jwt`),
-//! `try_files`, index and static files
-//! (`static_files`), `error_page`, and the access log (`log`, with variables from `vars` and
-//! `map`).
+//! `try_files`, index and static files (`index`, `static_file`, with the file machinery of
+//! `files`), `error_page`, and the access log (`access_log`, with variables from `vars`).
+//! Each nginx module is a file or folder of its own, listed in `modules`.
 //! A reload compiles a new configuration and hands it to the workers; connections keep the
 //! one they started with.
 

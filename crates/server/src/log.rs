@@ -274,6 +274,41 @@ const MONTHS: [&str; 12] = [
 
 /// `$time_local`: `22/Nov/2026:10:00:00 +0000`.
 pub(crate) fn fmt_time_local(t: SystemTime, out: &mut Vec<u8>) {
+    cached(&TIME_LOCAL, t, out, write_time_local);
+}
+
+/// `$time_iso8601`: `2026-11-22T10:00:00+00:00`.
+pub(crate) fn fmt_time_iso8601(t: SystemTime, out: &mut Vec<u8>) {
+    cached(&TIME_ISO8601, t, out, write_time_iso8601);
+}
+
+/// A time's text, made once a second in each thread, as nginx keeps its cached time
+/// strings: `localtime_r` and the formatting cost more than the rest of an access log line.
+type TimeCache = std::cell::RefCell<(u64, Vec<u8>)>;
+
+thread_local! {
+    static TIME_LOCAL: TimeCache = const { std::cell::RefCell::new((u64::MAX, Vec::new())) };
+    static TIME_ISO8601: TimeCache = const { std::cell::RefCell::new((u64::MAX, Vec::new())) };
+}
+
+fn cached(
+    cache: &'static std::thread::LocalKey<TimeCache>,
+    t: SystemTime,
+    out: &mut Vec<u8>,
+    write: fn(SystemTime, &mut Vec<u8>),
+) {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    cache.with_borrow_mut(|(at, text)| {
+        if *at != secs {
+            text.clear();
+            write(t, text);
+            *at = secs;
+        }
+        out.extend_from_slice(text);
+    });
+}
+
+fn write_time_local(t: SystemTime, out: &mut Vec<u8>) {
     let lt = local_time(t);
     let off = lt.gmtoff / 60;
     let sign = if off < 0 { '-' } else { '+' };
@@ -292,8 +327,7 @@ pub(crate) fn fmt_time_local(t: SystemTime, out: &mut Vec<u8>) {
     );
 }
 
-/// `$time_iso8601`: `2026-11-22T10:00:00+00:00`.
-pub(crate) fn fmt_time_iso8601(t: SystemTime, out: &mut Vec<u8>) {
+fn write_time_iso8601(t: SystemTime, out: &mut Vec<u8>) {
     let lt = local_time(t);
     let off = lt.gmtoff / 60;
     let sign = if off < 0 { '-' } else { '+' };
@@ -315,6 +349,27 @@ pub(crate) fn fmt_time_iso8601(t: SystemTime, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The text kept for a second is the one of that second, whichever second came before.
+    #[test]
+    fn cached_times_follow_the_second() {
+        let t0 = UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let t1 = t0 + std::time::Duration::from_millis(1500);
+        let mut seen = Vec::new();
+        for t in [t0, t0, t1, t0] {
+            let (mut cached, mut direct) = (Vec::new(), Vec::new());
+            fmt_time_local(t, &mut cached);
+            write_time_local(t, &mut direct);
+            assert_eq!(cached, direct);
+            let (mut cached, mut direct) = (Vec::new(), Vec::new());
+            fmt_time_iso8601(t, &mut cached);
+            write_time_iso8601(t, &mut direct);
+            assert_eq!(cached, direct);
+            seen.push(cached);
+        }
+        assert_eq!(seen[0], seen[3]);
+        assert_ne!(seen[0], seen[2]);
+    }
 
     #[test]
     fn time_local_shape() {
