@@ -75,17 +75,28 @@ fn access_log_if_keeps_the_lines_nginx_keeps() {
 
 /// A request whose method a `limit_except` restricts is logged by the block's `access_log`,
 /// a permitted one by the location's, as nginx switches such a request to the block's
-/// settings.
+/// settings as soon as its location is found: a body too large for it is logged by the block
+/// too. A request that moves on to another location (an index) is logged by what that
+/// location says of its method.
 #[test]
 fn a_limit_except_block_logs_the_methods_it_restricts() {
     const CONFIG: &str = r#"
-        log_format method '$request_method $status';
+        log_format method '$request_method $uri $status';
         server {
             listen 127.0.0.1:{PORT0};
+            root {PREFIX}/html;
             access_log {PREFIX}/server.log method;
             location / {
+                client_max_body_size 10;
                 limit_except GET { access_log {PREFIX}/restricted.log method; deny all; }
                 return 200 "ok\n";
+            }
+            location /a/ {
+                limit_except GET { access_log {PREFIX}/restricted.log method; }
+            }
+            location = /a/index.html {
+                client_max_body_size 10;
+                limit_except GET POST { access_log {PREFIX}/other.log method; }
             }
         }
     "#;
@@ -94,26 +105,43 @@ fn a_limit_except_block_logs_the_methods_it_restricts() {
         let Some(server) = Server::start(kind, 1, &support::main_config(CONFIG)) else {
             continue;
         };
+        let index = server.path("html/a/index.html");
+        std::fs::create_dir_all(index.parent().expect("a directory")).expect("mkdir");
+        std::fs::write(&index, "index\n").expect("write the index");
         let port = server.port(0);
         support::get(port, "/").expect("GET");
-        let post = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        assert_eq!(support::request(port, post).expect("POST").status, 403);
-        let restricted = server.path("restricted.log");
-        let server_log = server.path("server.log");
+        let post = |path: &str, body: &str| {
+            let raw = format!(
+                "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            support::request(port, &raw).expect("POST").status
+        };
+        assert_eq!(post("/", ""), 403);
+        let large = "x".repeat(40);
+        assert_eq!(post("/", &large), 413);
+        assert_eq!(post("/a/", &large), 413);
+        let logs = ["server.log", "restricted.log", "other.log"].map(|l| server.path(l));
         assert!(support::wait_until(Duration::from_secs(5), || {
-            !support::read_lossy(&restricted).is_empty()
-                && !support::read_lossy(&server_log).is_empty()
+            let lines: usize = logs
+                .iter()
+                .map(|l| support::read_lossy(l).lines().count())
+                .sum();
+            lines >= 4
         }));
-        let lines = vec![
-            format!("server.log: {:?}", support::read_lossy(&server_log)),
-            format!("restricted.log: {:?}", support::read_lossy(&restricted)),
-        ];
+        let lines: Vec<String> = ["server.log", "restricted.log", "other.log"]
+            .iter()
+            .zip(&logs)
+            .map(|(name, l)| format!("{name}: {:?}", support::read_lossy(l)))
+            .collect();
         if kind == support::Kind::Portcullis {
             support::expect_lines(
                 &lines,
                 &[
-                    "server.log: \"GET 200\\n\"",
-                    "restricted.log: \"POST 403\\n\"",
+                    "server.log: \"GET / 200\\nPOST /a/index.html 413\\n\"",
+                    "restricted.log: \"POST / 403\\nPOST / 413\\n\"",
+                    "other.log: \"\"",
                 ],
             );
         }

@@ -1294,6 +1294,8 @@ impl<'a> Request<'a> {
 
     /// One pass: find the location, then rewrite, access, try_files and content.
     fn run_location(&mut self) -> Step {
+        // Until the location is found, and its limit_except asked.
+        self.restricted = false;
         if self.redirects > MAX_REDIRECTS {
             let uri = String::from_utf8_lossy(&self.uri).into_owned();
             self.log(Level::Error, &format!("rewrite or internal redirection cycle while internally redirecting to \"{uri}\""));
@@ -1364,6 +1366,18 @@ impl<'a> Request<'a> {
         if loc.internal && !self.internal {
             return Step::Status(404);
         }
+        // As nginx, a method limit_except restricts switches the request to the limit_except
+        // block, which has its own access rules (and access log) and none of the location's
+        // rewrite directives: at once, so that what the request meets from here on (a body
+        // too large, the redirect to the slashed URI) is logged by the block.
+        let restricted = loc.limit_except.as_ref().filter(|le| {
+            let mut bit = crate::conf::method_bit(self.head.method_str());
+            if bit == crate::conf::method_bit("HEAD") {
+                bit |= crate::conf::method_bit("GET");
+            }
+            le.methods & bit == 0
+        });
+        self.restricted = restricted.is_some();
         if let portcullis_http::BodyKind::Length(n) = self.head.body() {
             if loc.client_max_body_size != 0 && n > loc.client_max_body_size {
                 self.log(
@@ -1380,16 +1394,6 @@ impl<'a> Request<'a> {
             let location = self.with_slash();
             return self.redirect_response(301, &location);
         }
-        // As nginx, a method limit_except restricts switches the request to the limit_except
-        // block, which has its own access rules and none of the location's rewrite directives.
-        let restricted = loc.limit_except.as_ref().filter(|le| {
-            let mut bit = crate::conf::method_bit(self.head.method_str());
-            if bit == crate::conf::method_bit("HEAD") {
-                bit |= crate::conf::method_bit("GET");
-            }
-            le.methods & bit == 0
-        });
-        self.restricted = restricted.is_some();
         // No location matched: the server's settings stand in for one, and its rewrite
         // directives ran already (nginx skips the phase for this "null location").
         let null_location = Arc::ptr_eq(&loc, &self.server.conf);
