@@ -291,8 +291,6 @@ pub(crate) struct LocConf {
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
     pub client_header_timeout: Duration,
-    /// `http2` and the `http2_*` directives.
-    pub http2: crate::h2::conf::Http2Conf,
 }
 
 /// Compiles a loaded configuration. `prefix` resolves relative paths; `error_log` is `-e`.
@@ -797,7 +795,10 @@ impl Builder {
         }
         let conf_prefix = self.conf_prefix.clone();
         let resolve = move |p: &str| conf_prefix.join(p);
-        let h2 = conf.http2.enabled || bits.listens.iter().any(|l| l.http2);
+        // ALPN offers HTTP/2 with `listen ... http2`, or where a module serves it.
+        let h2 = bits.listens.iter().any(|l| l.http2)
+            || (self.modules.iter().enumerate())
+                .any(|(i, m)| m.alpn(conf.modules.get(i).expect("a slot")) == Some(b"h2"));
         let tls = self
             .tls
             .server(&ssl, s, h2, &resolve, &self.names, &mut self.warnings)?;
@@ -1209,11 +1210,6 @@ impl Builder {
                 let log = self.level_error_log(specs.clone(), d)?;
                 c.error_log = Some(Arc::new(LevelLog { specs, log }));
             }
-            name if name.starts_with("http2") => {
-                if !crate::h2::conf::directive(&mut c.http2, d)? {
-                    self.check_meaning(d);
-                }
-            }
             name => match self.owner(name) {
                 Some(i) => self.module_directive(c.modules.slot_mut(i), i, d, touched)?,
                 None => self.check_meaning(d),
@@ -1273,7 +1269,6 @@ impl LocConf {
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),
             client_header_timeout: Duration::from_secs(60),
-            http2: crate::h2::conf::Http2Conf::default(),
         }
     }
 }

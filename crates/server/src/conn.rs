@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::conf::{Listen, ServerConf};
-use crate::request::{Body, Request, Response};
+use crate::request::{Body, NewConnection, Phases, Request, Response, Take};
 use crate::stats::State;
 use crate::tls::{Start, Stream};
 use crate::vars::Var;
@@ -127,29 +127,34 @@ pub(crate) async fn serve(
         proxy_protocol: proxied,
     };
     // The bytes read with a PROXY protocol header are the request's first.
-    let mut buf = match first.is_empty() {
+    let buf = match first.is_empty() {
         true => BytesMut::with_capacity(FIRST_READ),
         false => first,
     };
-    // HTTP/2 is chosen by ALPN over TLS, and by the client's preface on a plain address.
-    let stream = match stream {
-        Stream::Tls(tls) if info.tls.as_ref().is_some_and(|t| t.h2) => {
-            Box::pin(crate::h2::serve(&worker, listen, tls, info, &guard.1)).await;
-            return;
-        }
-        Stream::Plain(tcp) if refuse.is_none() && crate::h2::offered(listen) => match Box::pin(
-            crate::h2::sniff(&worker, listen, tcp, buf, info.clone(), &guard.1),
-        )
-        .await
-        {
-            Some((tcp, read)) => {
-                buf = read;
-                Stream::Plain(tcp)
-            }
-            None => return,
-        },
-        other => other,
+    // A module may take the connection over: HTTP/2, chosen by ALPN over TLS, and by the
+    // client's preface on a plain address.
+    let mut new = NewConnection {
+        stream,
+        read: buf,
+        info,
+        refused: refuse.is_some(),
     };
+    let phases = Phases::of_server(default);
+    for (take, conf) in phases.connection(&default.conf.modules) {
+        new = match take(&worker, listen, conf, new, &guard.1) {
+            Take::Declined(new) => new,
+            Take::Taken(serve) => match serve.await {
+                Some(left) => left,
+                None => return,
+            },
+        };
+    }
+    let NewConnection {
+        stream,
+        read: buf,
+        info,
+        ..
+    } = new;
     let mut conn = Connection {
         worker,
         listen,
@@ -554,7 +559,7 @@ impl Connection<'_> {
     /// The access log line of a request refused before its head was parsed, as nginx writes
     /// one: `$request` is what came of the request line.
     fn log_refused(&self, server: &ServerConf, status: u16, sent: u64, body: u64) {
-        let phases = crate::request::Phases::of_server(server);
+        let phases = Phases::of_server(server);
         if !phases.logs(&server.conf.modules) {
             return;
         }

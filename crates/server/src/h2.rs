@@ -12,6 +12,10 @@
 //! LocalSet, at most `http2_max_concurrent_streams` at a time; the response's status and
 //! fields become a HEADERS frame, its body DATA frames sent as flow control allows.
 //!
+//! This is nginx's `ngx_http_v2_module`: its directives (`http2` and `http2_*`, in
+//! [`conf`]) are its settings of each level, and it takes connections over through the
+//! core's connection handler.
+//!
 //! What HTTP/2 itself forbids (connection-specific fields, pseudo-headers out of place or
 //! missing, malformed `:authority` or `:path`) is refused by `h2` with a stream error before
 //! a request exists.
@@ -38,12 +42,15 @@ use tokio::sync::Notify;
 use crate::conf::{Listen, ServerConf};
 use crate::conn::info::ConnInfo;
 use crate::files::CachedFile;
+use crate::module::{self, Load, Module, Slot};
 use crate::request::{Body, Part, Request, Response, VERSION};
+use crate::request::{Handlers, NewConnection, Take};
 use crate::stats::State;
+use crate::tls::Stream;
 use crate::vars::Var;
 use crate::worker::state::Worker;
 use crate::Level;
-use conf::DEFAULT_CHUNK_SIZE;
+use conf::{Http2Conf, DEFAULT_CHUNK_SIZE};
 use proxy::Proxied;
 
 pub(crate) mod conf;
@@ -74,10 +81,109 @@ pub(crate) const CONNECTION_FIELDS: [&str; 5] = [
     "upgrade",
 ];
 
+pub(crate) struct Http2Module;
+
+pub(crate) static MODULE: Http2Module = Http2Module;
+
+/// The module's place in the registry, for its settings of a request's location.
+static ME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+impl Module for Http2Module {
+    fn name(&self) -> &'static str {
+        "http_v2_module"
+    }
+
+    /// Every `http2*` directive: those of server push only to warn of.
+    fn owns(&self, directive: &str) -> bool {
+        directive == "http2" || directive.starts_with("http2_")
+    }
+
+    fn declare(
+        &self,
+        _http: &[portcullis_config::Directive],
+        _names: &mut crate::vars::Names,
+        me: usize,
+    ) -> Result<(), portcullis_config::ConfigError> {
+        ME.store(me, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Http2Conf::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &portcullis_config::Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), portcullis_config::ConfigError> {
+        if !conf::directive(module::edit::<Http2Conf>(conf), d)? {
+            if let Some(warning) = portcullis_config::ignored_warning(d) {
+                cx.warnings.push(format!("{warning} in {}", d.span));
+            }
+        }
+        Ok(())
+    }
+
+    fn alpn(&self, conf: &Slot) -> Option<&'static [u8]> {
+        module::get::<Http2Conf>(conf).enabled.then_some(b"h2")
+    }
+
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers {
+            connection: Some(take),
+            ..Handlers::NONE
+        };
+        &HANDLERS
+    }
+}
+
+/// The module's settings of the location `req` runs in.
+fn settings(req: &Request<'_>) -> Http2Conf {
+    let me = ME.load(std::sync::atomic::Ordering::Relaxed);
+    req.loc()
+        .modules
+        .get(me)
+        .map_or_else(Http2Conf::default, |c| *module::get::<Http2Conf>(c))
+}
+
+/// Takes a TLS connection whose ALPN chose HTTP/2, and a plain one to an address that offers
+/// it (see [`offered`]) to look at its first bytes.
+fn take<'a>(
+    worker: &'a Rc<Worker>,
+    listen: &'a Listen,
+    conf: &'a Slot,
+    new: NewConnection,
+    stat: &'a crate::stats::Connection,
+) -> Take<'a> {
+    let alpn_h2 = new.info.tls.as_ref().is_some_and(|t| t.h2);
+    match new.stream {
+        Stream::Tls(tls) if alpn_h2 => Take::Taken(Box::pin(async move {
+            serve(worker, listen, tls, new.info, stat).await;
+            None
+        })),
+        Stream::Plain(tcp) if !new.refused && offered(listen, conf) => {
+            Take::Taken(Box::pin(async move {
+                let (tcp, read, info) =
+                    sniff(worker, listen, tcp, new.read, new.info, stat).await?;
+                Some(NewConnection {
+                    stream: Stream::Plain(tcp),
+                    read,
+                    info,
+                    refused: false,
+                })
+            }))
+        }
+        stream => Take::Declined(NewConnection { stream, ..new }),
+    }
+}
+
 /// Whether a plain connection to `listen` may carry HTTP/2: `listen ... http2`, or `http2 on`
-/// in the address's default server (nginx takes the connection's settings from it).
-pub(crate) fn offered(listen: &Listen) -> bool {
-    listen.http2 || listen.servers.find(None).conf.http2.enabled
+/// in the address's default server (`conf`, its settings: nginx takes the connection's
+/// settings from it).
+fn offered(listen: &Listen, conf: &Slot) -> bool {
+    listen.http2 || module::get::<Http2Conf>(conf).enabled
 }
 
 /// Looks at the first bytes of a plain connection to an HTTP/2 address: with the HTTP/2
@@ -91,13 +197,13 @@ pub(crate) async fn sniff(
     mut buf: BytesMut,
     info: ConnInfo,
     stat: &crate::stats::Connection,
-) -> Option<(TcpStream, BytesMut)> {
+) -> Option<(TcpStream, BytesMut, ConnInfo)> {
     let timeout = listen.servers.find(None).client_header_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let n = buf.len().min(PREFACE.len());
         if buf[..n] != PREFACE[..n] {
-            return Some((stream, buf));
+            return Some((stream, buf, info));
         }
         if n == PREFACE.len() {
             let io = Rewind::new(buf.freeze(), stream);
@@ -111,7 +217,7 @@ pub(crate) async fn sniff(
             Ok(Ok(n)) if n > 0 => {}
             // A few bytes of the preface and no more: hand them to HTTP/1.1, which logs and
             // answers what it makes of them.
-            Ok(Ok(_)) if !buf.is_empty() => return Some((stream, buf)),
+            Ok(Ok(_)) if !buf.is_empty() => return Some((stream, buf, info)),
             _ => return None,
         }
     }
@@ -155,7 +261,12 @@ pub(crate) async fn serve<S>(
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let default = listen.servers.find(None).clone();
-    let settings = default.conf.http2;
+    let me = ME.load(std::sync::atomic::Ordering::Relaxed);
+    let settings = default
+        .conf
+        .modules
+        .get(me)
+        .map_or_else(Http2Conf::default, |c| *module::get::<Http2Conf>(c));
     // nginx (since 1.19.7) bounds an HTTP/2 request's fields as a whole, by all of
     // large_client_header_buffers, and not line by line: `h2` enforces that bound, and the
     // rebuilt head is parsed without the HTTP/1.1 buffer packing.
@@ -392,7 +503,7 @@ async fn respond_to(
         return;
     }
     let head_only = req.is_head() || resp.status == 304 || resp.status == 204;
-    let chunk = req.loc().http2.chunk_size;
+    let chunk = settings(req).chunk_size;
     let timeout = req.loc().send_timeout;
     let tokens = req.loc().server_tokens;
     let log = |message: &str| req.log(Level::Error, message);
@@ -961,15 +1072,28 @@ mod tests {
                 .find(|l| l.addr.port() == port)
                 .unwrap()
         };
-        assert!(listen(1).http2 && offered(listen(1)));
-        assert!(!listen(2).http2 && offered(listen(2)));
-        assert!(!offered(listen(3)));
-        let h2 = listen(1).servers.find(None).conf.http2;
+        let conf_of = |port: u16| {
+            *listen(port)
+                .servers
+                .find(None)
+                .conf
+                .modules
+                .find::<Http2Conf>()
+                .expect("the module's settings")
+        };
+        let offered_at = |port: u16| {
+            let slot: Slot = Arc::new(conf_of(port));
+            offered(listen(port), &slot)
+        };
+        assert!(listen(1).http2 && offered_at(1));
+        assert!(!listen(2).http2 && offered_at(2));
+        assert!(!offered_at(3));
+        let h2 = conf_of(1);
         assert_eq!(h2.max_concurrent_streams, 16);
         assert_eq!(h2.chunk_size, 4096);
         assert_eq!(h2.body_preread_size, 1 << 20);
         // Inherited from the http level; the rest stays at nginx's defaults.
-        let plain = listen(3).servers.find(None).conf.http2;
+        let plain = conf_of(3);
         assert_eq!((plain.enabled, plain.max_concurrent_streams), (false, 16));
         assert_eq!(plain.body_preread_size, conf::DEFAULT_BODY_PREREAD_SIZE);
         assert!(

@@ -206,6 +206,12 @@ pub(crate) trait Module: Sync {
         Ok(Arc::new(()))
     }
 
+    /// The protocol the module serves over a TLS connection to a server whose settings are
+    /// `conf`, as ALPN names it (`h2` with `http2 on`): offered to clients beside HTTP/1.1.
+    fn alpn(&self, _conf: &Slot) -> Option<&'static [u8]> {
+        None
+    }
+
     /// The module's phase handlers: a `static` of the phases' `Handlers` type, which they
     /// look up by type (this file does not name the phases, which run on the
     /// configuration it loads).

@@ -30,6 +30,7 @@ pub(crate) static ALL: Registry = &[
     &crate::ssi::MODULE,
     &crate::gzip::MODULE,
     &crate::access_log::MODULE,
+    &crate::h2::MODULE,
     &crate::index::MODULE,
     &crate::autoindex::MODULE,
     &crate::static_file::MODULE,

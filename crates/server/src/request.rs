@@ -423,6 +423,10 @@ pub(crate) struct Handlers {
     /// wait while it makes the new one (`ssi`'s includes): after the header filters and
     /// before the encode phase, and on subrequests' responses too.
     pub body: Option<BodyFilter>,
+    /// Takes a new connection before the HTTP/1.1 loop reads it (HTTP/2: chosen by ALPN, or
+    /// by the client's preface on a plain address), with the module's settings of the
+    /// address's default server (see [`Take`]).
+    pub connection: Option<ConnectionHandler>,
     /// The log phase: a finished request (or one refused before its head was read), with
     /// the module's settings of the location that finished it, its state in the worker, the
     /// variables' values and whether an empty one is a value.
@@ -460,6 +464,33 @@ type VariableHandler = fn(&Request<'_>, &Slot, &Slot, &mut Vec<u8>, Option<(&Res
 type ReplacedFields = for<'s> fn(&'s Slot, u16, &mut Vec<&'s str>);
 type ContentHandler = fn(&mut Request<'_>, &Slot) -> Option<Step>;
 type EncodeHandler = fn(&Request<'_>, &Slot, &Outgoing<'_>) -> Encode;
+/// What [`Handlers::connection`] is.
+pub(crate) type ConnectionHandler = for<'a> fn(
+    &'a Rc<Worker>,
+    &'a crate::conf::Listen,
+    &'a Slot,
+    NewConnection,
+    &'a crate::stats::Connection,
+) -> Take<'a>;
+
+/// What a [`Handlers::connection`] handler does with a new connection.
+pub(crate) enum Take<'a> {
+    /// Not the module's: given back as it came.
+    Declined(NewConnection),
+    /// Served by the module: the future ends with the connection (and what it read) to leave
+    /// to HTTP/1.1, or `None` once the module served it.
+    Taken(std::pin::Pin<Box<dyn std::future::Future<Output = Option<NewConnection>> + 'a>>),
+}
+
+/// A connection before its first request, as a [`Handlers::connection`] handler gets it.
+pub(crate) struct NewConnection {
+    pub stream: crate::tls::Stream,
+    /// What was read of it already.
+    pub read: BytesMut,
+    pub info: ConnInfo,
+    /// Plain HTTP on a TLS address, which the HTTP/1.1 loop answers with a refusal.
+    pub refused: bool,
+}
 type LogHandler =
     fn(&Slot, &dyn std::any::Any, &mut dyn FnMut(&Var, &mut Vec<u8>), &dyn Fn(&Var) -> bool);
 
@@ -477,6 +508,7 @@ impl Handlers {
         static_content: None,
         encode: None,
         body: None,
+        connection: None,
         log: None,
         empty_is_a_value: false,
     };
@@ -498,6 +530,7 @@ pub(crate) struct Phases {
     encode: Phase<EncodeHandler>,
     body: Phase<BodyFilter>,
     log: Phase<LogHandler>,
+    connection: Phase<ConnectionHandler>,
     /// By the module's place.
     variable: Vec<Option<VariableHandler>>,
     /// The modules whose empty variables are values ([`Handlers::empty_is_a_value`]).
@@ -563,6 +596,7 @@ impl Phases {
             p.encode.add(i, h.encode);
             p.body.add(i, h.body);
             p.log.add(i, h.log);
+            p.connection.add(i, h.connection);
             p.variable.push(h.variable);
             if h.empty_is_a_value {
                 p.empty_values |= 1 << i;
@@ -580,6 +614,15 @@ impl Phases {
             .phases
             .downcast_ref::<Phases>()
             .expect("the configuration's phases")
+    }
+
+    /// The connection handlers of the modules active in `confs` (the default server's
+    /// settings), each with those settings.
+    pub(crate) fn connection<'c>(
+        &'c self,
+        confs: &'c Confs,
+    ) -> impl Iterator<Item = (ConnectionHandler, &'c Slot)> + 'c {
+        self.connection.at(confs).map(|(_, h, conf)| (h, conf))
     }
 
     /// Whether a module logs requests finished with the settings `confs`.

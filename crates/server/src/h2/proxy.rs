@@ -62,7 +62,7 @@ pub(crate) async fn serve(
     };
     let pace = Pace {
         head_only: req.is_head(),
-        chunk: req.loc().http2.chunk_size,
+        chunk: super::settings(req).chunk_size,
         timeout: req.loc().send_timeout,
     };
     let rate = if req.is_head() { None } else { req.pace() };
