@@ -307,3 +307,58 @@ fn graceful_stop_lets_streams_finish() {
     );
     assert!(server.wait_exit(EXIT_WAIT).is_some(), "server did not exit");
 }
+
+/// A plain HTTP/2 connection takes its settings from the address's default server, as
+/// nginx's: here a named default server and a nameless one (which a request without a host
+/// would reach) say different things, and the client's SETTINGS frame tells which was used.
+#[test]
+fn a_connection_has_the_default_servers_settings() {
+    const CONFIG: &str = r#"
+        server {
+            listen 127.0.0.1:{PORT0} http2 default_server;
+            server_name named;
+            http2_max_concurrent_streams 7;
+            return 200 "named\n";
+        }
+        server {
+            listen 127.0.0.1:{PORT0} http2;
+            http2_max_concurrent_streams 9;
+            return 200 "nameless\n";
+        }
+    "#;
+    let Some(nghttp) = h2c::tool("nghttp") else {
+        support::skip("nghttp (nghttp2-client) is not installed");
+        return;
+    };
+    let mut seen = Vec::new();
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(CONFIG)) else {
+            continue;
+        };
+        let out = Command::new(&nghttp)
+            .args(["-nv", &url(&server, "/")])
+            .stderr(Stdio::null())
+            .output()
+            .expect("run nghttp");
+        let text = String::from_utf8_lossy(&out.stdout);
+        // The server's SETTINGS frames: the entries after a "recv SETTINGS frame" line.
+        let mut received = false;
+        let mut streams = Vec::new();
+        for line in text.lines() {
+            if line.contains(" SETTINGS frame") {
+                received = line.contains("recv SETTINGS frame");
+            }
+            if let Some(v) = line.split("SETTINGS_MAX_CONCURRENT_STREAMS(0x03):").nth(1) {
+                if received {
+                    streams.push(v.trim().trim_end_matches(']').to_string());
+                }
+            }
+        }
+        let lines = vec![format!("max concurrent streams: {streams:?}")];
+        if kind == Kind::Portcullis {
+            support::expect_lines(&lines, &["max concurrent streams: [\"7\"]"]);
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

@@ -121,7 +121,9 @@ impl Module for AccessLogModule {
             return Ok(());
         };
         let path = cx.prefix.join("logs/access.log");
-        let log = target(cx, &path, "combined", &[], d)?;
+        // No line wrote it: nginx names none when the file cannot be opened.
+        let log =
+            target(cx, &path, "combined", &[], d).map_err(|e| ConfigError { span: None, ..e })?;
         *module::edit::<Conf>(conf) = vec![log];
         Ok(())
     }

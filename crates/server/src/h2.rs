@@ -145,7 +145,9 @@ fn settings(req: &Request<'_>) -> Http2Conf {
     req.loc()
         .modules
         .get(me)
-        .map_or_else(Http2Conf::default, |c| *module::get::<Http2Conf>(c))
+        .and_then(|c| c.downcast_ref::<Http2Conf>())
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Takes a TLS connection whose ALPN chose HTTP/2, and a plain one to an address that offers
@@ -158,15 +160,16 @@ fn take<'a>(
     stat: &'a crate::stats::Connection,
 ) -> Take<'a> {
     let alpn_h2 = new.info.tls.as_ref().is_some_and(|t| t.h2);
+    let settings = *module::get::<Http2Conf>(conf);
     match new.stream {
         Stream::Tls(tls) if alpn_h2 => Take::Taken(Box::pin(async move {
-            serve(worker, listen, tls, new.info, stat).await;
+            serve(worker, listen, settings, tls, new.info, stat).await;
             None
         })),
         Stream::Plain(tcp) if !new.refused && offered(listen, conf) => {
             Take::Taken(Box::pin(async move {
                 let (tcp, read, info) =
-                    sniff(worker, listen, tcp, new.read, new.info, stat).await?;
+                    sniff(worker, listen, settings, tcp, new.read, new.info, stat).await?;
                 Some(NewConnection {
                     stream: Stream::Plain(tcp),
                     read,
@@ -190,15 +193,16 @@ fn offered(listen: &Listen, conf: &Slot) -> bool {
 /// preface, serves the connection as HTTP/2 and returns `None`; with anything else, returns
 /// the stream and the bytes read for the HTTP/1.1 loop. A connection that closes or times out
 /// before it can tell returns `None`.
-pub(crate) async fn sniff(
+async fn sniff(
     worker: &Rc<Worker>,
     listen: &Listen,
+    settings: Http2Conf,
     mut stream: TcpStream,
     mut buf: BytesMut,
     info: ConnInfo,
     stat: &crate::stats::Connection,
 ) -> Option<(TcpStream, BytesMut, ConnInfo)> {
-    let timeout = listen.servers.find(None).client_header_timeout;
+    let timeout = listen.servers.default_server().client_header_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let n = buf.len().min(PREFACE.len());
@@ -207,7 +211,7 @@ pub(crate) async fn sniff(
         }
         if n == PREFACE.len() {
             let io = Rewind::new(buf.freeze(), stream);
-            serve(worker, listen, io, info, stat).await;
+            serve(worker, listen, settings, io, info, stat).await;
             return None;
         }
         if buf.capacity() == buf.len() {
@@ -248,25 +252,21 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Serves one HTTP/2 connection until the client closes it, it stays idle for
+/// Serves one HTTP/2 connection, with the module's `settings` of the address's default server
+/// (nginx takes a connection's from it), until the client closes it, it stays idle for
 /// `keepalive_timeout`, it has carried `keepalive_requests` requests or lived
 /// `keepalive_time`, or the worker stops: the last three send GOAWAY and let the streams in flight finish.
-pub(crate) async fn serve<S>(
+async fn serve<S>(
     worker: &Rc<Worker>,
     listen: &Listen,
+    settings: Http2Conf,
     io: S,
     mut info: ConnInfo,
     stat: &crate::stats::Connection,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let default = listen.servers.find(None).clone();
-    let me = ME.load(std::sync::atomic::Ordering::Relaxed);
-    let settings = default
-        .conf
-        .modules
-        .get(me)
-        .map_or_else(Http2Conf::default, |c| *module::get::<Http2Conf>(c));
+    let default = listen.servers.default_server().clone();
     // nginx (since 1.19.7) bounds an HTTP/2 request's fields as a whole, by all of
     // large_client_header_buffers, and not line by line: `h2` enforces that bound, and the
     // rebuilt head is parsed without the HTTP/1.1 buffer packing.
@@ -1075,7 +1075,7 @@ mod tests {
         let conf_of = |port: u16| {
             *listen(port)
                 .servers
-                .find(None)
+                .default_server()
                 .conf
                 .modules
                 .find::<Http2Conf>()
