@@ -41,7 +41,6 @@ use crate::encode::{Coder, Encode, Etag, HeadEdit, Outgoing, Stage};
 use crate::files::Lookup;
 use crate::module::{self, Load, Module, Slot, TypeList};
 use crate::request::{Handlers, Request, Step};
-use crate::Level;
 
 pub(crate) struct GzipModule;
 
@@ -554,27 +553,11 @@ fn gzip_static(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let mut path = req.file_path().into_os_string();
     path.push(".gz");
     let path = std::path::PathBuf::from(path);
-    match req.lookup_file(&path) {
+    let lookup = req.lookup_file(&path);
+    match lookup {
         Lookup::NotFound => None,
-        Lookup::Forbidden => {
-            req.log(
-                Level::Error,
-                &format!(
-                    "open() \"{}\" failed (13: Permission denied)",
-                    path.display()
-                ),
-            );
-            None
-        }
-        Lookup::Error(e) => {
-            req.log(
-                Level::Crit,
-                &format!(
-                    "open() \"{}\" failed {}",
-                    path.display(),
-                    crate::log::os_error(&e)
-                ),
-            );
+        Lookup::Forbidden | Lookup::Error(_) => {
+            crate::static_file::log_open_failure(req, &path, &lookup);
             None
         }
         // nginx's `always` makes no `Vary`: the answer does not depend on the client.

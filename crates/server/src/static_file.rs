@@ -50,6 +50,29 @@ fn serve(req: &mut Request<'_>, _conf: &Slot) -> Option<Step> {
     Some(serve_file(req, &loc))
 }
 
+/// Logs why `path` could not be opened as nginx does: a forbidden file at `error`, another
+/// failure at `crit` (a file that is not there is the caller's to log).
+pub(crate) fn log_open_failure(req: &Request<'_>, path: &std::path::Path, lookup: &Lookup) {
+    match lookup {
+        Lookup::Forbidden => req.log(
+            Level::Error,
+            &format!(
+                "open() \"{}\" failed (13: Permission denied)",
+                path.display()
+            ),
+        ),
+        Lookup::Error(e) => req.log(
+            Level::Crit,
+            &format!(
+                "open() \"{}\" failed {}",
+                path.display(),
+                crate::log::os_error(e)
+            ),
+        ),
+        _ => {}
+    }
+}
+
 fn serve_file(req: &mut Request<'_>, loc: &LocConf) -> Step {
     let path = req.file_path();
     let lookup = req.lookup_file(&path);
@@ -67,24 +90,11 @@ fn serve_file(req: &mut Request<'_>, loc: &LocConf) -> Step {
             Step::Status(404)
         }
         Lookup::Forbidden => {
-            req.log(
-                Level::Error,
-                &format!(
-                    "open() \"{}\" failed (13: Permission denied)",
-                    path.display()
-                ),
-            );
+            log_open_failure(req, &path, &lookup);
             Step::Status(403)
         }
-        Lookup::Error(e) => {
-            req.log(
-                Level::Crit,
-                &format!(
-                    "open() \"{}\" failed {}",
-                    path.display(),
-                    crate::log::os_error(&e)
-                ),
-            );
+        Lookup::Error(_) => {
+            log_open_failure(req, &path, &lookup);
             Step::Status(500)
         }
         Lookup::Directory => {
