@@ -142,7 +142,7 @@ pub(crate) struct ServerConf {
     pub head_limits: portcullis_http::HeadLimits,
     pub client_header_timeout: Duration,
     /// Certificates and the rest of `ssl_*`, when the server has them.
-    pub tls: Option<Arc<crate::tls_conf::ServerTlsConf>>,
+    pub tls: Option<Arc<crate::tls::ServerTlsConf>>,
     /// The modules' handlers by phase, as the phases read them (made once per configuration).
     pub phases: Arc<dyn Any + Send + Sync>,
 }
@@ -371,7 +371,6 @@ fn compile_declared(
         hostname: hostname(),
         groups: Arc::default(),
         caches: Default::default(),
-        tls: crate::tls_conf::TlsBuilder::default(),
         modules,
         phases,
         loads: modules.iter().map(|m| m.load()).collect(),
@@ -507,7 +506,6 @@ struct Builder {
     groups: Arc<crate::proxy::Groups>,
     /// `proxy_cache_path` zones by name.
     caches: crate::proxy::cache::Caches,
-    tls: crate::tls_conf::TlsBuilder,
     modules: Registry,
     phases: Arc<dyn Any + Send + Sync>,
     /// What each module keeps while the configuration loads.
@@ -637,10 +635,6 @@ impl Builder {
             match d.name.as_str() {
                 "server" => servers.push(d),
                 "upstream" | "proxy_cache_path" => {}
-                name if crate::tls_conf::is_ssl_directive(name) => {
-                    self.check_meaning(d);
-                    self.tls.http_directive(d);
-                }
                 "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut base, d, &mut touched)?,
             }
@@ -649,17 +643,7 @@ impl Builder {
             base.types = Arc::new(types);
         }
         for (i, m) in self.modules.iter().enumerate() {
-            let mut cx = Load {
-                names: &self.names,
-                conf_prefix: &self.conf_prefix,
-                state: &mut *self.loads[i],
-                first: false,
-                first_of_module: false,
-                upstreams: &self.groups,
-                prefix: &self.prefix,
-                hostname: &self.hostname,
-                warnings: &mut self.warnings,
-            };
+            let mut cx = self.load_cx(i, false, false);
             m.finish_http(base.modules.slot_mut(i), h.children(), &mut cx)?;
         }
         let mut compiled = Vec::with_capacity(servers.len());
@@ -714,9 +698,12 @@ impl Builder {
             // As nginx, the default server must be able to answer a handshake; another server
             // without certificates is served with the default server's.
             if ssl && compiled[main.server].0.tls.is_none() {
-                return Err(crate::tls_conf::no_certificate(
-                    &compiled[main.server].2.span,
-                ));
+                return Err(ConfigError {
+                    message:
+                        "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive"
+                            .into(),
+                    span: Some(compiled[main.server].2.span.clone()),
+                });
             }
             listens.push(Listen {
                 addr,
@@ -755,14 +742,9 @@ impl Builder {
         };
         let mut touched = HashSet::new();
         let mut locations = Vec::new();
-        let mut ssl = Vec::new();
         let mut types = None;
         for d in s.children() {
             match d.name.as_str() {
-                name if crate::tls_conf::is_ssl_directive(name) => {
-                    self.check_meaning(d);
-                    ssl.push(d);
-                }
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
                 "location" => locations.push(d),
@@ -793,15 +775,22 @@ impl Builder {
         if bits.names.is_empty() {
             bits.names.push(String::new());
         }
-        let conf_prefix = self.conf_prefix.clone();
-        let resolve = move |p: &str| conf_prefix.join(p);
         // ALPN offers HTTP/2 with `listen ... http2`, or where a module serves it.
         let h2 = bits.listens.iter().any(|l| l.http2)
             || (self.modules.iter().enumerate())
                 .any(|(i, m)| m.alpn(conf.modules.get(i).expect("a slot")) == Some(b"h2"));
-        let tls = self
-            .tls
-            .server(&ssl, s, h2, &resolve, &self.names, &mut self.warnings)?;
+        let mut tls = crate::tls::ServerTlsBits {
+            conf: None,
+            ssl_on: false,
+        };
+        for (i, m) in self.modules.iter().enumerate() {
+            let mut cx = self.load_cx(i, false, false);
+            if let Some(bits) =
+                m.server_tls(conf.modules.get(i).expect("a slot"), s, h2, &mut cx)?
+            {
+                tls = bits;
+            }
+        }
         if tls.ssl_on {
             for l in &mut bits.listens {
                 l.ssl = true;
@@ -974,18 +963,25 @@ impl Builder {
         d: &Directive,
         touched: &mut HashSet<String>,
     ) -> Result<(), ConfigError> {
-        let mut cx = Load {
+        let first = touched.insert(d.name.clone());
+        let first_of_module = touched.insert(format!("module {i}"));
+        let module = self.modules[i];
+        module.directive(conf, d, &mut self.load_cx(i, first, first_of_module))
+    }
+
+    /// What module `i`'s hooks may use while the configuration loads.
+    fn load_cx(&mut self, i: usize, first: bool, first_of_module: bool) -> Load<'_> {
+        Load {
             names: &self.names,
             conf_prefix: &self.conf_prefix,
             state: &mut *self.loads[i],
-            first: touched.insert(d.name.clone()),
-            first_of_module: touched.insert(format!("module {i}")),
+            first,
+            first_of_module,
             upstreams: &self.groups,
             prefix: &self.prefix,
             hostname: &self.hostname,
             warnings: &mut self.warnings,
-        };
-        self.modules[i].directive(conf, d, &mut cx)
+        }
     }
 
     /// `proxy_pass` of a location or an `if` block in one.

@@ -212,6 +212,19 @@ pub(crate) trait Module: Sync {
         None
     }
 
+    /// The TLS settings of a server, once its level is read (the ssl module's): `block` is
+    /// the `server` block, `h2` whether ALPN offers HTTP/2 there. `None` from a module that
+    /// has none to give.
+    fn server_tls(
+        &self,
+        _conf: &Slot,
+        _block: &Directive,
+        _h2: bool,
+        _cx: &mut Load<'_>,
+    ) -> Result<Option<crate::tls::ServerTlsBits>, ConfigError> {
+        Ok(None)
+    }
+
     /// The module's phase handlers: a `static` of the phases' `Handlers` type, which they
     /// look up by type (this file does not name the phases, which run on the
     /// configuration it loads).

@@ -31,6 +31,7 @@ pub(crate) static ALL: Registry = &[
     &crate::gzip::MODULE,
     &crate::access_log::MODULE,
     &crate::h2::MODULE,
+    &crate::tls_conf::MODULE,
     &crate::index::MODULE,
     &crate::autoindex::MODULE,
     &crate::static_file::MODULE,

@@ -5,6 +5,7 @@
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis_proxy::Tcp;
@@ -28,6 +29,21 @@ const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x
 
 /// A connection's byte stream.
 pub(crate) type Stream = portcullis_proxy::MaybeTls<TlsStream<Tcp>>;
+
+/// A server block's TLS, as the connection needs it.
+pub(crate) struct ServerTlsConf {
+    /// `None` when the server has no certificate and refuses handshakes.
+    pub tls: Option<portcullis_tls::ServerTls>,
+    /// `ssl_reject_handshake on`: a handshake naming this server is refused.
+    pub reject_handshake: bool,
+}
+
+/// What the server-level pass learns of a server block's TLS.
+pub(crate) struct ServerTlsBits {
+    pub conf: Option<Arc<ServerTlsConf>>,
+    /// `ssl on` (deprecated): every listen of the server speaks TLS.
+    pub ssl_on: bool,
+}
 
 /// What a TLS connection reports through `$ssl_*`, found once after its handshake.
 pub(crate) struct TlsInfo {
@@ -275,10 +291,7 @@ fn handshake_failed(e: &io::Error) -> String {
 fn server_tls<'a>(
     server: &'a ServerConf,
     listen: &'a Listen,
-) -> Option<(
-    &'a crate::tls_conf::ServerTlsConf,
-    Option<&'a portcullis_tls::ServerTls>,
-)> {
+) -> Option<(&'a ServerTlsConf, Option<&'a portcullis_tls::ServerTls>)> {
     let conf = server
         .tls
         .as_deref()

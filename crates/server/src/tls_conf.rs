@@ -1,5 +1,6 @@
-//! The `ssl_*` directives of the http and server levels, read into each server block's TLS
-//! configuration when the configuration loads. A server-level directive replaces the
+//! `ngx_http_ssl_module`: the `ssl_*` directives of the http and server levels, read into
+//! each server block's TLS configuration when the configuration loads (the handshake itself,
+//! and the stream, are the connection's: `tls.rs`). A server-level directive replaces the
 //! http-level one of the same name, as nginx merges them.
 
 use std::collections::HashMap;
@@ -7,13 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis_config::{value, ConfigError, Directive, Span};
+use portcullis_config::{value, ConfigError, Directive};
 use portcullis_tls::{
     ClientAuth, ServerSettings, ServerTls, VerifyClient, DEFAULT_SESSION_TIMEOUT,
 };
 use rustls::server::{NoServerSessionStorage, ProducesTickets, StoresServerSessions};
 use rustls::sign::CertifiedKey;
 
+use crate::module::{self, Load, Module, Slot};
+use crate::tls::{ServerTlsBits, ServerTlsConf};
 use crate::vars::{Template, Var};
 
 /// nginx's default `ssl_ciphers`.
@@ -27,61 +30,99 @@ const MIN_RECORD: usize = 32;
 /// The `builtin` cache's size without `:size`, in sessions, as nginx's default.
 const BUILTIN_SESSIONS: usize = 20480;
 
-/// Whether a directive belongs to this module.
-pub(crate) fn is_ssl_directive(name: &str) -> bool {
-    name == "ssl" || name.starts_with("ssl_")
+pub(crate) struct SslModule;
+
+pub(crate) static MODULE: SslModule = SslModule;
+
+/// A level's `ssl*` directives: the http level's, and the server's own, which the server's
+/// TLS settings are made of.
+#[derive(Clone, Default)]
+struct Conf {
+    http: Vec<Directive>,
+    own: Vec<Directive>,
 }
 
-/// A server block's TLS, as the connection needs it.
-pub(crate) struct ServerTlsConf {
-    /// `None` when the server has no certificate and refuses handshakes.
-    pub tls: Option<ServerTls>,
-    /// `ssl_reject_handshake on`: a handshake naming this server is refused.
-    pub reject_handshake: bool,
+impl Module for SslModule {
+    fn name(&self) -> &'static str {
+        "http_ssl_module"
+    }
+
+    /// Every `ssl` and `ssl_*` directive: those it does not implement to warn of.
+    fn owns(&self, directive: &str) -> bool {
+        directive == "ssl" || directive.starts_with("ssl_")
+    }
+
+    fn load(&self) -> Box<dyn std::any::Any + Send + Sync> {
+        Box::<TlsBuilder>::default()
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Conf::default())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        if let Some(warning) = portcullis_config::ignored_warning(d) {
+            cx.warnings.push(format!("{warning} in {}", d.span));
+        }
+        module::edit::<Conf>(conf).own.push(d.clone());
+        Ok(())
+    }
+
+    /// What the http level said is what each server's own directives go over.
+    fn finish_http(
+        &self,
+        conf: &mut Slot,
+        _http: &[Directive],
+        _cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        let c = module::edit::<Conf>(conf);
+        c.http = std::mem::take(&mut c.own);
+        Ok(())
+    }
+
+    fn is_active(&self, _conf: &Slot) -> bool {
+        false
+    }
+
+    fn server_tls(
+        &self,
+        conf: &Slot,
+        block: &Directive,
+        h2: bool,
+        cx: &mut Load<'_>,
+    ) -> Result<Option<ServerTlsBits>, ConfigError> {
+        let c = module::get::<Conf>(conf);
+        let own: Vec<&Directive> = c.own.iter().collect();
+        let builder = cx
+            .state
+            .downcast_mut::<TlsBuilder>()
+            .expect("the module's own load state");
+        let conf_prefix = cx.conf_prefix;
+        let resolve = |p: &str| conf_prefix.join(p);
+        let bits =
+            builder.server_with(&own, &c.http, block, h2, &resolve, cx.names, cx.warnings)?;
+        Ok(Some(bits))
+    }
 }
 
-/// What the server-level pass learns of a server block's TLS.
-pub(crate) struct ServerTlsBits {
-    pub conf: Option<Arc<ServerTlsConf>>,
-    /// `ssl on` (deprecated): every listen of the server speaks TLS.
-    pub ssl_on: bool,
-}
-
-/// State of one configuration load: the http-level directives, the ticket keys, and the
-/// certificates already read (a certificate set at http level is read once, not once per
+/// State of one configuration load: the ticket keys, and the certificates already read (a certificate set at http level is read once, not once per
 /// server).
 #[derive(Default)]
-pub(crate) struct TlsBuilder {
-    http: Vec<Directive>,
+struct TlsBuilder {
     ticketers: HashMap<Vec<PathBuf>, Arc<dyn ProducesTickets>>,
     /// By certificate, key and the passwords tried on it.
     keys: HashMap<(PathBuf, PathBuf, Vec<Vec<u8>>), CertifiedKey>,
 }
 
 impl TlsBuilder {
-    pub fn http_directive(&mut self, d: &Directive) {
-        self.http.push(d.clone());
-    }
-
-    /// Reads a server block's `ssl_*` directives (with the http level's beneath them).
-    /// `resolve` turns a relative path into the one nginx would open.
-    /// `h2`: whether ALPN offers HTTP/2 (`listen ... http2` or `http2 on`).
-    pub fn server(
-        &mut self,
-        own: &[&Directive],
-        block: &Directive,
-        h2: bool,
-        resolve: &dyn Fn(&str) -> PathBuf,
-        names: &crate::vars::Names,
-        warnings: &mut Vec<String>,
-    ) -> Result<ServerTlsBits, ConfigError> {
-        // Taken out while the server's settings are built, which needs `self` mutably.
-        let http_level = std::mem::take(&mut self.http);
-        let result = self.server_with(own, &http_level, block, h2, resolve, names, warnings);
-        self.http = http_level;
-        result
-    }
-
+    /// Reads a server block's `ssl_*` directives (`own`, with the http level's beneath
+    /// them). `resolve` turns a relative path into the one nginx would open; `h2`: whether
+    /// ALPN offers HTTP/2 (`listen ... http2` or `http2 on`).
     #[allow(clippy::too_many_arguments)]
     fn server_with(
         &mut self,
@@ -533,14 +574,6 @@ impl<'a> Merged<'a> {
             .filter(|d| d.name == name)
             .copied()
             .collect()
-    }
-}
-
-/// nginx's error for a `listen ... ssl` whose server has no certificate.
-pub(crate) fn no_certificate(listen: &Span) -> ConfigError {
-    ConfigError {
-        message: "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive".into(),
-        span: Some(listen.clone()),
     }
 }
 
