@@ -149,3 +149,43 @@ fn a_limit_except_block_logs_the_methods_it_restricts() {
     }
     support::compare(&seen);
 }
+
+/// nginx makes its default access log only for a server that inherits no `access_log`: a
+/// configuration whose servers all name their own never opens it, so it starts where the
+/// default's directory does not exist (here the prefix has no `logs/`).
+#[test]
+fn servers_with_their_own_logs_open_no_default_log() {
+    const CONFIG: &str = r#"
+daemon off;
+worker_processes 1;
+pid {PREFIX}/server.pid;
+error_log {PREFIX}/error.log info;
+events { worker_connections 256; }
+http {
+    log_format short '$request_uri $status';
+    server {
+        listen 127.0.0.1:{PORT0};
+        access_log {PREFIX}/own.log short;
+        location / { return 200 "ok\n"; }
+    }
+}
+"#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, CONFIG) else {
+            continue;
+        };
+        support::get(server.port(0), "/a").expect("GET");
+        let own = server.path("own.log");
+        assert!(support::wait_until(Duration::from_secs(5), || {
+            !support::read_lossy(&own).is_empty()
+        }));
+        let lines = vec![format!("own.log: {:?}", support::read_lossy(&own))];
+        if kind == support::Kind::Portcullis {
+            support::expect_lines(&lines, &["own.log: \"/a 200\\n\""]);
+            assert!(!server.path("logs").exists(), "a default log was made");
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use portcullis_config::{value, ConfigError, Directive};
 
 use crate::log::{open_append, os_error, syslog};
-use crate::module::{self, Load, Module, Opened, Slot};
+use crate::module::{self, Finish, Load, Module, Opened, Slot};
 use crate::request::Handlers;
 use crate::vars::{Template, Var};
 
@@ -30,8 +30,13 @@ pub(crate) struct AccessLogModule;
 
 pub(crate) static MODULE: AccessLogModule = AccessLogModule;
 
-/// A level's access logs.
-type Conf = Vec<LogUse>;
+/// A level's access logs, and whether a level (this one or one above it) named any
+/// (`access_log off` too): a server where none did gets nginx's default log.
+#[derive(Clone, Default)]
+struct Conf {
+    logs: Vec<LogUse>,
+    set: bool,
+}
 
 /// What one load of a configuration keeps: its formats by name, and its logs by (path,
 /// format name), each shared by every level that names it.
@@ -64,7 +69,7 @@ impl Module for AccessLogModule {
     }
 
     fn defaults(&self) -> Slot {
-        Arc::new(Conf::new())
+        Arc::new(Conf::default())
     }
 
     fn directive(
@@ -89,8 +94,9 @@ impl Module for AccessLogModule {
             }
             _ => {
                 let c = module::edit::<Conf>(conf);
+                c.set = true;
                 if cx.first {
-                    c.clear();
+                    c.logs.clear();
                 }
                 if d.arg(0) != "off" {
                     let path = match d.arg(0) {
@@ -100,36 +106,35 @@ impl Module for AccessLogModule {
                     let format = d.args.get(1).map_or("combined", |a| a.value.as_str());
                     let rest = &d.args[1.min(d.args.len())..];
                     let log = target(cx, &path, format, rest, d)?;
-                    module::edit::<Conf>(conf).push(log);
+                    module::edit::<Conf>(conf).logs.push(log);
                 }
             }
         }
         Ok(())
     }
 
-    /// nginx's default log, for an http level that names none.
-    fn finish_http(
+    /// nginx's default log (`logs/access.log`, combined) for a server where no level named
+    /// one: made only then, as nginx's merge makes it, so that a configuration whose servers
+    /// all name their own never opens it.
+    fn finish(
         &self,
         conf: &mut Slot,
-        http: &[Directive],
-        cx: &mut Load<'_>,
+        _block: &[Directive],
+        cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
-        if http.iter().any(|d| d.name == "access_log") {
+        if module::get::<Conf>(conf).set {
             return Ok(());
         }
-        let Some(d) = http.first() else {
-            return Ok(());
-        };
-        let path = cx.prefix.join("logs/access.log");
-        // No line wrote it: nginx names none when the file cannot be opened.
-        let log =
-            target(cx, &path, "combined", &[], d).map_err(|e| ConfigError { span: None, ..e })?;
-        *module::edit::<Conf>(conf) = vec![log];
+        let loader = Loader::of_mut(cx.state);
+        let log = default_log(loader, &cx.prefix.join("logs/access.log"))?;
+        let c = module::edit::<Conf>(conf);
+        c.logs = vec![log];
+        c.set = true;
         Ok(())
     }
 
     fn is_active(&self, conf: &Slot) -> bool {
-        !module::get::<Conf>(conf).is_empty()
+        !module::get::<Conf>(conf).logs.is_empty()
     }
 
     fn open(&self, loaded: &(dyn Any + Send + Sync)) -> io::Result<Opened> {
@@ -212,7 +217,7 @@ fn log(
     has: &dyn Fn(&Var) -> bool,
 ) {
     let mut line = Vec::with_capacity(256);
-    for u in module::get::<Conf>(conf) {
+    for u in &module::get::<Conf>(conf).logs {
         if !u.wanted(lookup) {
             continue;
         }
@@ -220,6 +225,34 @@ fn log(
         u.log.format.render_with(&mut line, lookup, has);
         logs(state).borrow_mut().write(&u.log, &line);
     }
+}
+
+/// nginx's default log at `path`, in the combined format, shared by every server that has
+/// it. A file that cannot be opened is named without a line, as nginx names it.
+fn default_log(loader: &mut Loader, path: &Path) -> Result<LogUse, ConfigError> {
+    let key = (path.to_path_buf(), "combined".to_string());
+    let log = match loader.logs.get(&key) {
+        Some(log) => log.clone(),
+        None => {
+            open_append(path).map_err(|e| ConfigError {
+                message: format!("open() \"{}\" failed {}", path.display(), os_error(&e)),
+                span: None,
+            })?;
+            let log = Arc::new(AccessLog {
+                path: path.to_path_buf(),
+                format: Arc::new(LogFormat::combined()),
+                buffer: 0,
+                flush: Duration::ZERO,
+                syslog: None,
+            });
+            loader.logs.insert(key, log.clone());
+            log
+        }
+    };
+    Ok(LogUse {
+        log,
+        condition: None,
+    })
 }
 
 /// An `access_log`'s target: `path` (a file, or `syslog:` and its parameters) written in

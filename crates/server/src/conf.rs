@@ -1029,7 +1029,11 @@ impl Builder {
         // The level as its `if` blocks start from: every directive of it read.
         let parent = nested.then(|| conf.clone());
         let names = self.names.clone();
+        let prefix = self.prefix.clone();
         for (i, m) in modules.iter().enumerate() {
+            // The module's load state, lent to its `finish` (the `if` blocks it may build
+            // meanwhile are the rewrite module's, whose directives keep no load state).
+            let mut state = std::mem::replace(&mut self.loads[i], Box::new(()));
             let mut if_conf = |d: &Directive| -> Result<Slot, ConfigError> {
                 let parent = parent
                     .as_ref()
@@ -1040,8 +1044,12 @@ impl Builder {
                 names: &names,
                 location: nested,
                 nested: nested.then_some(&mut if_conf as _),
+                state: &mut *state,
+                prefix: &prefix,
             };
-            m.finish(conf.modules.slot_mut(i), block, &mut cx)?;
+            let finished = m.finish(conf.modules.slot_mut(i), block, &mut cx);
+            self.loads[i] = state;
+            finished?;
         }
         conf.modules.settle(modules);
         Ok(())

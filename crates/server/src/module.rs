@@ -130,6 +130,10 @@ pub(crate) struct Finish<'a> {
     /// `if` in a location, of which nginx makes a nameless location): the level's settings
     /// with the block's on top, as the core's location settings behind a [`Slot`].
     pub nested: Option<&'a mut NestedConf<'a>>,
+    /// What this load of the configuration keeps for the module (from [`Module::load`]).
+    pub state: &'a mut (dyn Any + Send + Sync),
+    /// nginx's prefix, against which the files the server writes (logs) resolve.
+    pub prefix: &'a Path,
 }
 
 /// What the server opened for a module from one load of a configuration (see
