@@ -581,16 +581,10 @@ impl Phases {
     pub(crate) fn of(modules: Registry) -> Phases {
         let mut p = Phases::default();
         for (i, m) in modules.iter().enumerate() {
-            // A module without handlers (the ssl module: settings only) keeps the trait's
-            // `()`; anything else must be the phases' type, or an access handler could be
-            // lost unseen.
-            let handlers = m.handlers();
-            let h = match handlers.is::<()>() {
-                true => &Handlers::NONE,
-                false => handlers
-                    .downcast_ref::<Handlers>()
-                    .expect("a module's handlers are the phases' Handlers"),
-            };
+            let h = m
+                .handlers()
+                .downcast_ref::<Handlers>()
+                .expect("a module's handlers are the phases' Handlers");
             p.rewrite.add(i, h.rewrite);
             p.postread.add(i, h.postread);
             p.preaccess.add(i, h.preaccess);

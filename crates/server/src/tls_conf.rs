@@ -16,6 +16,7 @@ use rustls::server::{NoServerSessionStorage, ProducesTickets, StoresServerSessio
 use rustls::sign::CertifiedKey;
 
 use crate::module::{self, Load, Module, Slot};
+use crate::request::Handlers;
 use crate::tls::{ServerTlsBits, ServerTlsConf};
 use crate::vars::{Template, Var};
 
@@ -89,6 +90,12 @@ impl Module for SslModule {
         false
     }
 
+    /// None: its settings are read at load, by the connection's TLS.
+    fn handlers(&self) -> &'static (dyn std::any::Any + Send + Sync) {
+        static HANDLERS: Handlers = Handlers::NONE;
+        &HANDLERS
+    }
+
     fn server_tls(
         &self,
         conf: &Slot,
@@ -115,8 +122,10 @@ impl Module for SslModule {
 #[derive(Default)]
 struct TlsBuilder {
     ticketers: HashMap<Vec<PathBuf>, Arc<dyn ProducesTickets>>,
-    /// By certificate, key and the passwords tried on it.
-    keys: HashMap<(PathBuf, PathBuf, Vec<Vec<u8>>), CertifiedKey>,
+    /// By certificate, key and the file of the passwords tried on it: the passwords
+    /// themselves are not kept past the server that read them (this state lives as long as
+    /// the configuration), as nginx wipes them once its keys are loaded.
+    keys: HashMap<(PathBuf, PathBuf, Option<PathBuf>), CertifiedKey>,
 }
 
 impl TlsBuilder {
@@ -156,11 +165,13 @@ impl TlsBuilder {
             return Ok(ServerTlsBits { conf, ssl_on });
         }
         let keys = merged.all("ssl_certificate_key");
-        let passwords = match merged.last("ssl_password_file") {
+        let password_file = merged.last("ssl_password_file");
+        let passwords = match password_file {
             Some(d) => portcullis_tls::read_password_file(&resolve(d.arg(0)))
                 .map_err(|e| ConfigError::at(d, e.to_string()))?,
             None => Vec::new(),
         };
+        let password_file = password_file.map(|d| resolve(d.arg(0)));
         let mut pairs = Vec::with_capacity(certs.len());
         for (i, c) in certs.iter().enumerate() {
             let Some(k) = keys.get(i) else {
@@ -190,7 +201,8 @@ impl TlsBuilder {
             for (c, k, d) in &pairs {
                 let (cert, key) = (c.as_literal(), k.as_literal());
                 let (cert, key) = (resolve(cert.unwrap_or("")), resolve(key.unwrap_or("")));
-                loaded.push(self.certified_key(d, &cert, &key, &passwords)?);
+                let id = (cert, key, password_file.clone());
+                loaded.push(self.certified_key(d, id, &passwords)?);
             }
         }
         let mut settings = self.settings(&merged, loaded, block, h2, resolve, warnings)?;
@@ -208,15 +220,13 @@ impl TlsBuilder {
     fn certified_key(
         &mut self,
         d: &Directive,
-        cert: &Path,
-        key: &Path,
+        id: (PathBuf, PathBuf, Option<PathBuf>),
         passwords: &[Vec<u8>],
     ) -> Result<CertifiedKey, ConfigError> {
-        let id = (cert.to_path_buf(), key.to_path_buf(), passwords.to_vec());
         if let Some(k) = self.keys.get(&id) {
             return Ok(k.clone());
         }
-        let k = portcullis_tls::load_certified_key(cert, key, passwords)
+        let k = portcullis_tls::load_certified_key(&id.0, &id.1, passwords)
             .map_err(|e| ConfigError::at(d, e.to_string()))?;
         self.keys.insert(id, k.clone());
         Ok(k)
