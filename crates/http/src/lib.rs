@@ -29,7 +29,10 @@ mod upstream_head;
 
 pub use auth::{basic_credentials, decode_base64, decode_base64url};
 pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
-pub use date::{write_http_date, DateCache, HTTP_DATE_LEN};
+pub use date::{
+    civil_from_days, days_from_civil, write_http_date, write_http_date_secs, DateCache,
+    HTTP_DATE_LEN,
+};
 pub use error::RequestError;
 pub use path::{normalize_path, normalize_path_into};
 pub use request::{

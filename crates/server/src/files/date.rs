@@ -3,8 +3,10 @@
 //! Written dates are always IMF-fixdate (`Thu, 02 Jan 2020 03:04:05 GMT`). Read dates may
 //! be any of the three historical forms. Like nginx's `ngx_parse_http_time`, the parser
 //! ignores the weekday's spelling and whatever follows the time, so a missing or wrong
-//! `GMT` still parses; a date nginx rejects (bad field, 31 Feb) is `None`.
+//! `GMT` still parses; a date nginx rejects (bad field, 31 Feb) is `None`. The calendar and
+//! the IMF-fixdate itself are the http crate's, which writes the `Date` header too.
 
+use portcullis_http::{civil_from_days, days_from_civil};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECS_PER_DAY: i64 = 86_400;
@@ -12,8 +14,6 @@ const SECS_PER_DAY: i64 = 86_400;
 const MONTHS: [&[u8; 3]; 12] = [
     b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
 ];
-
-const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
 
 /// Whole seconds since the Unix epoch, rounded down, as `st_mtime` and HTTP dates count them.
 pub(crate) fn unix_secs(t: SystemTime) -> i64 {
@@ -92,19 +92,9 @@ pub(crate) fn fmt_openssl_time(secs: i64) -> String {
 
 /// Formats `t` as an IMF-fixdate, the form of `Last-Modified` and `Date`.
 pub fn fmt_http_date(t: SystemTime) -> String {
-    let secs = unix_secs(t);
-    let days = secs.div_euclid(SECS_PER_DAY);
-    let in_day = secs.rem_euclid(SECS_PER_DAY);
-    let (year, month, day) = civil_from_days(days);
-    // The epoch was a Thursday, the first entry of WEEKDAYS.
-    let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
-    let month = std::str::from_utf8(MONTHS[month as usize - 1]).unwrap_or("Jan");
-    format!(
-        "{weekday}, {day:02} {month} {year:04} {:02}:{:02}:{:02} GMT",
-        in_day / 3600,
-        in_day / 60 % 60,
-        in_day % 60
-    )
+    let mut out = [0; portcullis_http::HTTP_DATE_LEN];
+    portcullis_http::write_http_date_secs(unix_secs(t), &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Parses an IMF-fixdate, an RFC 850 date or an asctime date.
@@ -224,33 +214,6 @@ fn days_in_month(year: u32, month: u32) -> u32 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The inverse of `days_from_civil`: (year, month from 1, day from 1).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
