@@ -85,9 +85,6 @@ pub(crate) struct Http2Module;
 
 pub(crate) static MODULE: Http2Module = Http2Module;
 
-/// The module's place in the registry, for its settings of a request's location.
-static ME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
-
 impl Module for Http2Module {
     fn name(&self) -> &'static str {
         "http_v2_module"
@@ -96,16 +93,6 @@ impl Module for Http2Module {
     /// Every `http2*` directive: those of server push only to warn of.
     fn owns(&self, directive: &str) -> bool {
         directive == "http2" || directive.starts_with("http2_")
-    }
-
-    fn declare(
-        &self,
-        _http: &[portcullis_config::Directive],
-        _names: &mut crate::vars::Names,
-        me: usize,
-    ) -> Result<(), portcullis_config::ConfigError> {
-        ME.store(me, std::sync::atomic::Ordering::Relaxed);
-        Ok(())
     }
 
     fn defaults(&self) -> Slot {
@@ -139,13 +126,12 @@ impl Module for Http2Module {
     }
 }
 
-/// The module's settings of the location `req` runs in.
+/// The module's settings of the location `req` runs in (`http2_chunk_size`): found by their
+/// type, once per response.
 fn settings(req: &Request<'_>) -> Http2Conf {
-    let me = ME.load(std::sync::atomic::Ordering::Relaxed);
     req.loc()
         .modules
-        .get(me)
-        .and_then(|c| c.downcast_ref::<Http2Conf>())
+        .find::<Http2Conf>()
         .copied()
         .unwrap_or_default()
 }

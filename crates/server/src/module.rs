@@ -84,8 +84,8 @@ impl Confs {
         }
     }
 
-    /// The settings of type `T`, of whichever module keeps them.
-    #[cfg(test)]
+    /// The settings of type `T`, of whichever module keeps them: a search through every
+    /// module's, for what is asked once per connection or response, not per phase.
     pub fn find<T: 'static>(&self) -> Option<&T> {
         self.slots.iter().find_map(|s| s.downcast_ref())
     }
