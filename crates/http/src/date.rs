@@ -8,7 +8,8 @@ pub const HTTP_DATE_LEN: usize = 29;
 
 const SECS_PER_DAY: i64 = 86_400;
 const DAY_NAMES: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
-const MONTH_NAMES: [&[u8; 3]; 12] = [
+/// The months as HTTP dates (and nginx's logs) name them.
+pub const MONTH_NAMES: [&[u8; 3]; 12] = [
     b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
 ];
 

@@ -31,7 +31,7 @@ pub use auth::{basic_credentials, decode_base64, decode_base64url};
 pub use chunked::{chunk_header, Chunk, ChunkedDecoder, LAST_CHUNK};
 pub use date::{
     civil_from_days, days_from_civil, write_http_date, write_http_date_secs, DateCache,
-    HTTP_DATE_LEN,
+    HTTP_DATE_LEN, MONTH_NAMES,
 };
 pub use error::RequestError;
 pub use path::{normalize_path, normalize_path_into};

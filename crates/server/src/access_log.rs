@@ -54,6 +54,25 @@ impl Loader {
     fn of_mut(loaded: &mut (dyn Any + Send + Sync)) -> &mut Loader {
         loaded.downcast_mut().expect("the module's own load state")
     }
+
+    /// The log this load made for `path` in the format named `format`.
+    fn kept(&self, path: &Path, format: &str) -> Option<Arc<AccessLog>> {
+        let key = (path.to_path_buf(), format.to_string());
+        self.logs.get(&key).cloned()
+    }
+
+    /// Keeps `log`, in the format named `format`, for every level that names the same
+    /// target. Its file is opened now, so that a path that cannot be written is a
+    /// configuration error, as in nginx.
+    fn keep(&mut self, format: &str, log: AccessLog) -> io::Result<Arc<AccessLog>> {
+        if log.syslog.is_none() {
+            open_append(&log.path)?;
+        }
+        let log = Arc::new(log);
+        let key = (log.path.clone(), format.to_string());
+        self.logs.insert(key, log.clone());
+        Ok(log)
+    }
 }
 
 /// The files the server opened for one configuration, by path.
@@ -144,12 +163,8 @@ impl Module for AccessLogModule {
             if files.contains_key(&log.path) || log.syslog.is_some() {
                 continue;
             }
-            let file = open_append(&log.path).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("open() \"{}\" failed {}", log.path.display(), os_error(&e)),
-                )
-            })?;
+            let file = open_append(&log.path)
+                .map_err(|e| io::Error::new(e.kind(), open_failed(&log.path, &e)))?;
             files.insert(log.path.clone(), Arc::new(file));
         }
         Ok(Arc::new(files))
@@ -230,29 +245,31 @@ fn log(
 /// nginx's default log at `path`, in the combined format, shared by every server that has
 /// it. A file that cannot be opened is named without a line, as nginx names it.
 fn default_log(loader: &mut Loader, path: &Path) -> Result<LogUse, ConfigError> {
-    let key = (path.to_path_buf(), "combined".to_string());
-    let log = match loader.logs.get(&key) {
-        Some(log) => log.clone(),
+    let log = match loader.kept(path, "combined") {
+        Some(log) => log,
         None => {
-            open_append(path).map_err(|e| ConfigError {
-                message: format!("open() \"{}\" failed {}", path.display(), os_error(&e)),
-                span: None,
-            })?;
-            let log = Arc::new(AccessLog {
+            let log = AccessLog {
                 path: path.to_path_buf(),
                 format: Arc::new(LogFormat::combined()),
                 buffer: 0,
                 flush: Duration::ZERO,
                 syslog: None,
-            });
-            loader.logs.insert(key, log.clone());
-            log
+            };
+            loader.keep("combined", log).map_err(|e| ConfigError {
+                message: open_failed(path, &e),
+                span: None,
+            })?
         }
     };
     Ok(LogUse {
         log,
         condition: None,
     })
+}
+
+/// nginx's message for a log file that cannot be opened.
+fn open_failed(path: &Path, e: &io::Error) -> String {
+    format!("open() \"{}\" failed {}", path.display(), os_error(e))
 }
 
 /// An `access_log`'s target: `path` (a file, or `syslog:` and its parameters) written in
@@ -304,12 +321,8 @@ fn target(
     if flush.is_some() && buffer == 0 {
         buffer = 64 * 1024;
     }
-    let key = (path.to_path_buf(), format.to_string());
-    if let Some(l) = loader.logs.get(&key) {
-        return Ok(LogUse {
-            log: l.clone(),
-            condition,
-        });
+    if let Some(log) = loader.kept(path, format) {
+        return Ok(LogUse { log, condition });
     }
     let syslog = match path.to_str().and_then(|p| p.strip_prefix("syslog:")) {
         Some(params) => {
@@ -317,23 +330,16 @@ fn target(
         }
         None => None,
     };
-    // Open it now so a path that cannot be written is a configuration error, as in nginx.
-    if syslog.is_none() {
-        open_append(path).map_err(|e| {
-            ConfigError::at(
-                d,
-                format!("open() \"{}\" failed {}", path.display(), os_error(&e)),
-            )
-        })?;
-    }
-    let log = Arc::new(AccessLog {
+    let log = AccessLog {
         path: path.to_path_buf(),
         format: fmt,
         buffer: if syslog.is_some() { 0 } else { buffer },
         flush: flush.unwrap_or(Duration::ZERO),
         syslog,
-    });
-    loader.logs.insert(key, log.clone());
+    };
+    let log = loader
+        .keep(format, log)
+        .map_err(|e| ConfigError::at(d, open_failed(path, &e)))?;
     Ok(LogUse { log, condition })
 }
 

@@ -64,8 +64,9 @@ fn index(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     if !req.uri().ends_with(b"/") {
         return None;
     }
+    // Another method is the static module's to refuse, as in nginx.
     if !matches!(req.method(), Method::Get | Method::Head | Method::Post) {
-        return Some(Step::Status(405));
+        return None;
     }
     let names = module::get::<Conf>(conf);
     let dir = req.file_path();

@@ -268,10 +268,6 @@ pub(crate) fn local_time(t: SystemTime) -> LocalTime {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-
 /// `$time_local`: `22/Nov/2026:10:00:00 +0000`.
 pub(crate) fn fmt_time_local(t: SystemTime, out: &mut Vec<u8>) {
     cached(&TIME_LOCAL, t, out, write_time_local);
@@ -316,7 +312,7 @@ fn write_time_local(t: SystemTime, out: &mut Vec<u8>) {
         out,
         "{:02}/{}/{:04}:{:02}:{:02}:{:02} {}{:02}{:02}",
         lt.day,
-        MONTHS[(lt.month as usize).saturating_sub(1) % 12],
+        crate::files::month_name(lt.month),
         lt.year,
         lt.hour,
         lt.min,

@@ -11,9 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECS_PER_DAY: i64 = 86_400;
 
-const MONTHS: [&[u8; 3]; 12] = [
-    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
-];
+const MONTHS: [&[u8; 3]; 12] = portcullis_http::MONTH_NAMES;
 
 /// Whole seconds since the Unix epoch, rounded down, as `st_mtime` and HTTP dates count them.
 pub(crate) fn unix_secs(t: SystemTime) -> i64 {
