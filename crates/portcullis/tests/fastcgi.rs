@@ -203,6 +203,8 @@ fn config(www: &Path, socket: &Path) -> String {
         }}
         location /slow/ {{
             fastcgi_read_timeout 1s;
+            # (Its redirect compared without the servers' ports.)
+            absolute_redirect off;
             {php}
             fastcgi_param SCRIPT_FILENAME {www}/slow.php;
         }}
@@ -216,6 +218,8 @@ fn config(www: &Path, socket: &Path) -> String {
             fastcgi_keep_conn on;
             include /etc/nginx/fastcgi.conf;
             fastcgi_param SCRIPT_FILENAME {www}/index.php;
+            # A location inside is not passed, nor is its `if` block.
+            location /kept/static/ {{ if ($arg_x) {{ set $a 1; }} }}
         }}
         location /intercept/ {{
             fastcgi_intercept_errors on;
@@ -328,6 +332,13 @@ fn php_sites_answer_as_under_nginx() {
             ("accel redirect", "/download.php", ""),
             ("path info", "/index.php/extra/path?x", ""),
             ("dir index", "/dir/", ""),
+            // fastcgi_pass makes `/slow` a redirect to `/slow/` (nginx's auto_redirect).
+            ("auto redirect", "/slow?a=1", ""),
+            (
+                "nested in a passed location",
+                "/kept/static/none.txt?x=1",
+                "",
+            ),
             ("missing script", "/nope.php", ""),
             ("static", "/static.txt", ""),
             ("status", "/status.php", ""),

@@ -126,3 +126,47 @@ fn refused_and_stalled_upstreams() {
         );
     }
 }
+
+/// A `proxy_pass` URI part, which replaces the prefix a location matched, is refused where
+/// there is no prefix (a regex or named location, an `if` or `limit_except` block) and
+/// accepted in a prefix location, as nginx checks it.
+#[test]
+fn a_uri_part_is_refused_where_nginx_refuses_it() {
+    let pass = "proxy_pass http://127.0.0.1:1/x;";
+    for (location, refused) in [
+        (format!("location /a/ {{ {pass} }}"), false),
+        (format!("location ~ ^/a {{ {pass} }}"), true),
+        (format!("location @named {{ {pass} }}"), true),
+        (format!("location /a/ {{ if ($arg_x) {{ {pass} }} }}"), true),
+        (
+            format!("location /a/ {{ limit_except GET {{ {pass} }} }}"),
+            true,
+        ),
+        (
+            "location /a/ { if ($arg_x) { proxy_pass http://127.0.0.1:1; } }".to_string(),
+            false,
+        ),
+    ] {
+        let http = format!("server {{ listen 127.0.0.1:1; {location} }}");
+        for kind in support::kinds() {
+            let Some(binary) = kind.binary() else {
+                continue;
+            };
+            let dir = support::TempDir::new("proxy-t");
+            let conf = dir.write(
+                "nginx.conf",
+                support::render(&support::main_config(&http), dir.path(), &[]),
+            );
+            let out = support::test_config(std::process::Command::new(binary), dir.path(), &conf);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                !out.status.success(),
+                refused,
+                "{kind}: {location}: {stderr}"
+            );
+            if refused {
+                assert!(stderr.contains("cannot have URI part"), "{kind}: {stderr}");
+            }
+        }
+    }
+}

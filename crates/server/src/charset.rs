@@ -493,7 +493,7 @@ impl<'a> Seen<'a> {
     }
 
     fn proxied(req: &Request<'_>, content_type: &'a str, head: &'a ResponseHead) -> Seen<'a> {
-        let ignored = req.loc().proxy.cache.ignore & crate::proxy::cache::ignore::X_ACCEL_CHARSET;
+        let ignored = req.upstream_ignores() & crate::upstream::cache::ignore::X_ACCEL_CHARSET;
         Seen {
             content_type,
             charset: charset_param(content_type),

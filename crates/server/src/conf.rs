@@ -13,7 +13,7 @@ use portcullis_config::{value, ConfigError, Directive, Loaded};
 use crate::files::MimeTypes;
 use crate::location::{LocationTree, Match};
 use crate::log::{ErrorLog, ErrorLogSpec, LogTarget};
-use crate::module::{Confs, Finish, Load, Registry, Slot};
+use crate::module::{Confs, Finish, Load, Place, Registry, Slot};
 use crate::user::Credentials;
 use crate::vars::Template;
 use crate::Level;
@@ -275,15 +275,11 @@ pub(crate) struct LocConf {
     /// `if_modified_since`.
     pub if_modified_since: crate::files::IfModifiedSince,
     /// `resolver`: how names in `proxy_pass` URLs made of variables are resolved.
-    pub resolver: Option<Arc<crate::proxy::resolve::ResolverConf>>,
+    pub resolver: Option<Arc<crate::upstream::resolve::ResolverConf>>,
     /// `resolver_timeout`.
     pub resolver_timeout: Duration,
     /// The level's `error_log`s; `None`: the main ones.
     pub error_log: Option<Arc<LevelLog>>,
-    /// The location's `proxy_pass` (not inherited).
-    pub proxy_pass: Option<Arc<crate::proxy::ProxyPass>>,
-    /// The `proxy_*` settings, inherited.
-    pub proxy: Arc<crate::proxy::ProxySettings>,
     pub recursive_error_pages: bool,
     /// A regex location's named groups and the slots of the variables they set.
     pub named_slots: Vec<(usize, usize)>,
@@ -370,7 +366,8 @@ fn compile_declared(
         error_logs: Vec::new(),
         hostname: hostname(),
         groups: Arc::default(),
-        caches: Default::default(),
+        user: None,
+        place: None,
         modules,
         phases,
         loads: modules.iter().map(|m| m.load()).collect(),
@@ -429,6 +426,8 @@ fn compile_declared(
             level: Level::Error,
         });
     }
+    main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
+    b.user = main.credentials.as_ref().map(|c| c.uid);
     let http = match http_block {
         Some(h) => b.http(h)?,
         None => HttpConf {
@@ -443,14 +442,6 @@ fn compile_declared(
                 .collect(),
         },
     };
-    main.credentials = Credentials::for_directive(user, &mut |w| b.warnings.push(w))?.map(Arc::new);
-    // The workers write the caches: their directories become their user's, as nginx makes
-    // the paths it creates.
-    if let Some(c) = &main.credentials {
-        for cache in b.caches.values() {
-            cache.give_to(c.uid);
-        }
-    }
     main.warnings = b.warnings;
     Ok(Compiled {
         main,
@@ -503,9 +494,11 @@ struct Builder {
     error_logs: Vec<(Vec<ErrorLogSpec>, Arc<ErrorLog>)>,
     hostname: String,
     /// `upstream` blocks by name.
-    groups: Arc<crate::proxy::Groups>,
-    /// `proxy_cache_path` zones by name.
-    caches: crate::proxy::cache::Caches,
+    groups: Arc<crate::upstream::Groups>,
+    /// The user the workers serve as, when it is not the one loading.
+    user: Option<libc::uid_t>,
+    /// The location whose directives are being read.
+    place: Option<Place>,
     modules: Registry,
     phases: Arc<dyn Any + Send + Sync>,
     /// What each module keeps while the configuration loads.
@@ -594,10 +587,10 @@ impl Builder {
         let mut base = LocConf::defaults(self.modules);
         let mut types = None;
         // upstream blocks first: a proxy_pass may name a group defined after it.
-        let mut groups = crate::proxy::Groups::new();
+        let mut groups = crate::upstream::Groups::new();
         for d in h.children() {
             if d.name == "upstream" {
-                let g = crate::proxy::Group::compile(d, &self.names)?;
+                let g = crate::upstream::Group::compile(d, &self.names)?;
                 let name = g.upstream.name();
                 if groups.contains_key(name) {
                     return Err(ConfigError::at(d, format!("duplicate upstream \"{name}\"")));
@@ -606,35 +599,16 @@ impl Builder {
             }
         }
         self.groups = Arc::new(groups);
-        // proxy_cache_path too: a proxy_cache may name a zone defined after it.
-        let mut paths: Vec<(PathBuf, String)> = Vec::new();
-        for d in h.children() {
-            if d.name == "proxy_cache_path" {
-                let dir = self.path(d.arg(0));
-                if let Some((_, at)) = paths.iter().find(|(p, _)| *p == dir) {
-                    return Err(ConfigError::at(
-                        d,
-                        format!("the same path name \"{}\" used in {at} and", dir.display()),
-                    ));
-                }
-                paths.push((dir, d.span.to_string()));
-                let zone = d.args.iter().find_map(|a| {
-                    let (name, _) = a.value.strip_prefix("keys_zone=")?.split_once(':')?;
-                    Some(name)
-                });
-                if let Some(name) = zone.filter(|n| self.caches.contains_key(*n)) {
-                    return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
-                }
-                let cache = crate::proxy::cache::path(d, &self.prefix)?;
-                self.caches.insert(cache.name.clone(), cache);
-            }
+        for (i, m) in self.modules.iter().enumerate() {
+            let mut cx = self.load_cx(i, false, false);
+            m.begin_http(h.children(), &mut cx)?;
         }
         let mut servers = Vec::new();
         let mut touched = HashSet::new();
         for d in h.children() {
             match d.name.as_str() {
                 "server" => servers.push(d),
-                "upstream" | "proxy_cache_path" => {}
+                "upstream" => {}
                 "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut base, d, &mut touched)?,
             }
@@ -755,7 +729,7 @@ impl Builder {
         if let Some(types) = types {
             conf.types = Arc::new(types);
         }
-        self.finish_level(&mut conf, s.children(), false)?;
+        self.finish_level(&mut conf, s, false)?;
         let (merge_slashes, head_limits, client_header_timeout) = (
             conf.merge_slashes,
             conf.head_limits,
@@ -868,8 +842,20 @@ impl Builder {
         };
         conf.internal = false;
         conf.try_files = None;
-        conf.proxy_pass = None;
         conf.limit_except = None;
+        for (i, m) in self.modules.iter().enumerate() {
+            // Only a module that drops something counts as changed at the level.
+            let mut slot = conf.modules.get(i).expect("a slot").clone();
+            m.enter_location(&mut slot);
+            if !Arc::ptr_eq(&slot, conf.modules.get(i).expect("a slot")) {
+                *conf.modules.slot_mut(i) = slot;
+            }
+        }
+        let place = Place {
+            name: name.to_string(),
+            uri_part_forbidden: conf.is_regex || name.starts_with('@'),
+        };
+        let outer = self.place.replace(place);
         let mut touched = HashSet::new();
         let mut nested = Vec::new();
         let mut limit_except = None;
@@ -878,10 +864,6 @@ impl Builder {
             match d.name.as_str() {
                 "location" => nested.push(d),
                 "internal" => conf.internal = true,
-                "proxy_pass" => {
-                    let fixed_uri_forbidden = conf.is_regex || name.starts_with('@');
-                    self.proxy_pass(&mut conf, d, name, fixed_uri_forbidden)?;
-                }
                 "limit_except" => {
                     if conf.limit_except.is_some() {
                         return Err(ConfigError::at(
@@ -913,16 +895,15 @@ impl Builder {
         if let Some(types) = types {
             conf.types = Arc::new(types);
         }
-        if let Some(pass) = &conf.proxy_pass {
-            crate::proxy::finish_tls(&mut conf.proxy, pass, l, &|p| self.conf_prefix.join(p))?;
-        }
         if let (Some(d), Some(le)) = (limit_except, conf.limit_except.as_mut()) {
             Arc::make_mut(le).modules = self.limit_except_modules(&conf.modules, d)?;
         }
         // Last: an `if` block's configuration inherits every other setting of the location,
         // wherever it is written.
-        self.finish_level(&mut conf, l.children(), true)?;
-        let proxies = conf.proxy_pass.is_some();
+        self.finish_level(&mut conf, l, true)?;
+        self.place = outer;
+        let proxies = (self.modules.iter().enumerate())
+            .any(|(i, m)| m.auto_redirect(conf.modules.get(i).expect("a slot")));
         let conf_arc = Arc::new(conf);
         let mut children = LocationTree::new();
         for n in nested {
@@ -941,11 +922,21 @@ impl Builder {
     ) -> Result<Option<Confs>, ConfigError> {
         let mut confs = None;
         let mut touched = HashSet::new();
+        let place = self.place.as_ref().map(|p| Place {
+            name: p.name.clone(),
+            uri_part_forbidden: true,
+        });
+        let outer = std::mem::replace(&mut self.place, place);
         for a in d.children() {
             if let Some(i) = self.owner(&a.name) {
                 let confs = confs.get_or_insert_with(|| location.clone());
                 self.module_directive(confs.slot_mut(i), i, a, &mut touched)?;
             }
+        }
+        // (An error ends the load: the place matters no more.)
+        self.place = outer;
+        if let Some(confs) = confs.as_mut() {
+            confs.settle(self.modules);
         }
         Ok(confs)
     }
@@ -978,24 +969,12 @@ impl Builder {
             first,
             first_of_module,
             upstreams: &self.groups,
+            location: self.place.as_ref(),
+            user: self.user,
             prefix: &self.prefix,
             hostname: &self.hostname,
             warnings: &mut self.warnings,
         }
-    }
-
-    /// `proxy_pass` of a location or an `if` block in one.
-    fn proxy_pass(
-        &mut self,
-        conf: &mut LocConf,
-        d: &Directive,
-        name: &str,
-        fixed_uri_forbidden: bool,
-    ) -> Result<(), ConfigError> {
-        let pass =
-            crate::proxy::proxy_pass(d, name, fixed_uri_forbidden, &self.groups, &self.names)?;
-        conf.proxy_pass = Some(Arc::new(pass));
-        Ok(())
     }
 
     /// The configuration of an `if` block in a location: the location's, with the block's own
@@ -1003,17 +982,16 @@ impl Builder {
     fn if_conf(&mut self, parent: &LocConf, d: &Directive) -> Result<Arc<LocConf>, ConfigError> {
         let mut conf = parent.clone();
         let mut touched = HashSet::new();
+        let place = Place {
+            name: parent.name.clone(),
+            uri_part_forbidden: true,
+        };
+        let outer = self.place.replace(place);
         for c in d.children() {
-            match c.name.as_str() {
-                // nginx refuses a URI part in an `if` block's proxy_pass.
-                "proxy_pass" => self.proxy_pass(&mut conf, c, &parent.name, true)?,
-                _ => self.loc_directive(&mut conf, c, &mut touched)?,
-            }
+            self.loc_directive(&mut conf, c, &mut touched)?;
         }
-        if let Some(pass) = &conf.proxy_pass {
-            crate::proxy::finish_tls(&mut conf.proxy, pass, d, &|p| self.conf_prefix.join(p))?;
-        }
-        self.finish_level(&mut conf, d.children(), false)?;
+        self.finish_level(&mut conf, d, false)?;
+        self.place = outer;
         Ok(Arc::new(conf))
     }
 
@@ -1022,14 +1000,16 @@ impl Builder {
     fn finish_level(
         &mut self,
         conf: &mut LocConf,
-        block: &[Directive],
+        level: &Directive,
         nested: bool,
     ) -> Result<(), ConfigError> {
+        let block = level.children();
         let modules = self.modules;
         // The level as its `if` blocks start from: every directive of it read.
         let parent = nested.then(|| conf.clone());
         let names = self.names.clone();
         let prefix = self.prefix.clone();
+        let conf_prefix = self.conf_prefix.clone();
         for (i, m) in modules.iter().enumerate() {
             // The module's load state, lent to its `finish` (the `if` blocks it may build
             // meanwhile are the rewrite module's, whose directives keep no load state).
@@ -1042,10 +1022,11 @@ impl Builder {
             };
             let mut cx = Finish {
                 names: &names,
-                location: nested,
                 nested: nested.then_some(&mut if_conf as _),
                 state: &mut *state,
                 prefix: &prefix,
+                conf_prefix: &conf_prefix,
+                level,
             };
             let finished = m.finish(conf.modules.slot_mut(i), block, &mut cx);
             self.loads[i] = state;
@@ -1161,32 +1142,8 @@ impl Builder {
             "log_not_found" => c.log_not_found = value::flag(d, 0)?,
             "recursive_error_pages" => c.recursive_error_pages = value::flag(d, 0)?,
             "uninitialized_variable_warn" => c.uninitialized_warn = value::flag(d, 0)?,
-            name if name.starts_with("proxy_")
-                && crate::proxy::directive(
-                    Arc::make_mut(&mut c.proxy),
-                    d,
-                    match name {
-                        "proxy_set_header" => first("proxy_set_header"),
-                        "proxy_hide_header" => first("proxy_hide_header"),
-                        "proxy_pass_header" => first("proxy_pass_header"),
-                        "proxy_redirect" => first("proxy_redirect"),
-                        "proxy_cookie_domain" => first("proxy_cookie_domain"),
-                        "proxy_cookie_path" => first("proxy_cookie_path"),
-                        "proxy_cookie_flags" => first("proxy_cookie_flags"),
-                        "proxy_cache_valid" => first("proxy_cache_valid"),
-                        "proxy_cache_bypass" => first("proxy_cache_bypass"),
-                        "proxy_no_cache" => first("proxy_no_cache"),
-                        "proxy_cache_use_stale" => first("proxy_cache_use_stale"),
-                        "proxy_cache_methods" => first("proxy_cache_methods"),
-                        "proxy_ignore_headers" => first("proxy_ignore_headers"),
-                        _ => true,
-                    },
-                    &mut self.warnings,
-                    &self.names,
-                    &self.caches,
-                )? => {}
             "resolver" => {
-                c.resolver = Some(Arc::new(crate::proxy::resolve::ResolverConf::parse(d)?));
+                c.resolver = Some(Arc::new(crate::upstream::resolve::ResolverConf::parse(d)?));
             }
             "if_modified_since" => {
                 use crate::files::IfModifiedSince as Ims;
@@ -1266,8 +1223,6 @@ impl LocConf {
             resolver_timeout: Duration::from_secs(30),
             if_modified_since: crate::files::IfModifiedSince::Exact,
             error_log: None,
-            proxy_pass: None,
-            proxy: Arc::default(),
             recursive_error_pages: false,
             named_slots: Vec::new(),
             merge_slashes: true,

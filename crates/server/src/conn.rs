@@ -849,7 +849,7 @@ impl Connection<'_> {
     async fn proxy(
         &mut self,
         req: &mut Request<'_>,
-        mut plan: crate::proxy::Plan,
+        mut plan: crate::upstream::Plan,
         round: Round,
     ) -> Proxied {
         let loc = req.loc().clone();
@@ -860,21 +860,21 @@ impl Connection<'_> {
         if (plan.pass_body || copies) && !self.ask_for_body(req).await {
             return Proxied::Close;
         }
-        let mut body = crate::proxy::ReqBody::None;
+        let mut body = crate::upstream::ReqBody::None;
         let mut read_whole = false;
         if plan.pass_body
             && plan.streams_body(kind)
-            && !crate::proxy::preread_whole(kind, &self.buf)
+            && !crate::upstream::preread_whole(kind, &self.buf)
             && !copies
         {
-            body = crate::proxy::ReqBody::Streamed(crate::proxy::Streamed {
+            body = crate::upstream::ReqBody::Streamed(crate::upstream::Streamed {
                 kind,
                 timeout: loc.client_body_timeout,
                 max: loc.client_max_body_size,
             });
         } else if plan.pass_body || copies {
             match self.read_body_whole(req).await {
-                Ok(b) if plan.pass_body => body = crate::proxy::ReqBody::Whole(b),
+                Ok(b) if plan.pass_body => body = crate::upstream::ReqBody::Whole(b),
                 Ok(b) => req.keep_request_body(&b),
                 Err(r) => {
                     if copies {
@@ -895,7 +895,7 @@ impl Connection<'_> {
             && !*self.worker.stopping.borrow()
             && (plan.pass_body || body_done)
             && !round.close;
-        let mut client = crate::proxy::Client::new(
+        let mut client = crate::upstream::Client::new(
             &mut self.stream,
             &mut self.out,
             &mut self.buf,
@@ -905,8 +905,8 @@ impl Connection<'_> {
             loc.keepalive_header,
         )
         .paced(req.pace());
-        match crate::proxy::serve(&mut client, req, plan, body).await {
-            crate::proxy::Finish::Sent {
+        match crate::upstream::serve(&mut client, req, plan, body).await {
+            crate::upstream::Finish::Sent {
                 status,
                 sent,
                 body,
@@ -923,7 +923,7 @@ impl Connection<'_> {
                     Proxied::Close
                 }
             }
-            crate::proxy::Finish::Redirect {
+            crate::upstream::Finish::Redirect {
                 uri,
                 fields,
                 attempts,
@@ -934,12 +934,12 @@ impl Connection<'_> {
                 r.close |= !body_done;
                 Proxied::Answer(r)
             }
-            crate::proxy::Finish::ClientClosed { attempts } => {
+            crate::upstream::Finish::ClientClosed { attempts } => {
                 req.set_upstream_attempts(attempts);
-                req.log_access(&Response::new(crate::proxy::CLIENT_CLOSED), 0);
+                req.log_access(&Response::new(crate::upstream::CLIENT_CLOSED), 0);
                 Proxied::Close
             }
-            crate::proxy::Finish::Status {
+            crate::upstream::Finish::Status {
                 code,
                 body_read,
                 attempts,
@@ -976,7 +976,7 @@ impl Connection<'_> {
             req.loc().client_body_timeout,
             req.loc().client_max_body_size,
         );
-        let read = crate::proxy::collect_body(
+        let read = crate::upstream::collect_body(
             &mut self.stream,
             &mut self.buf,
             req.head().body(),

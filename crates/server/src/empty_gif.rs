@@ -16,7 +16,6 @@ use crate::request::{Body, Handlers, Request, Response, Step};
 
 pub(crate) static MODULE: LocationHandler = LocationHandler {
     name: "http_empty_gif_module",
-    directive: "empty_gif",
     variables: &[],
     handlers: &HANDLERS,
 };

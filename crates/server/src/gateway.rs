@@ -13,7 +13,7 @@
 //! `fastcgi_split_path_info` make `$fastcgi_script_name` and `$fastcgi_path_info`;
 //! `uwsgi_modifier1` and `uwsgi_modifier2` go in uwsgi's packet header.
 //!
-//! The response goes as a proxied one (`proxy/fastcgi.rs` makes a CGI head an HTTP head),
+//! The response goes as a proxied one (`upstream/fastcgi.rs` makes a CGI head an HTTP head),
 //! with the settings these modules share with the proxy's, read as the proxy's:
 //! `*_hide_header`, `_pass_header`, `_ignore_headers`, `_intercept_errors`,
 //! `_ignore_client_abort`, the three timeouts, `_next_upstream` (`_tries`, `_timeout`),
@@ -28,10 +28,10 @@ use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
 
 use crate::location::LocationRegex;
-use crate::module::{self, Finish, Load, Module, Slot};
-use crate::proxy::fastcgi::{Param, Params};
-use crate::proxy::{Gateway, Plan, Protocol, ProxyPass, ProxySettings};
+use crate::module::{self, Load, Module, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
+use crate::upstream::fastcgi::{Param, Params};
+use crate::upstream::{Gateway, Plan, Protocol, ProxyPass, ProxySettings};
 use crate::vars::{Names, Template};
 
 /// One of the modules: nginx's name for it, the prefix of its directives, its protocol.
@@ -102,7 +102,7 @@ impl Module for GatewayModule {
     fn defaults(&self) -> Slot {
         let settings = ProxySettings {
             // nginx rewrites no `Location` of an application server's response.
-            redirect: crate::proxy::Redirect::Off,
+            redirect: crate::upstream::Redirect::Off,
             ..ProxySettings::default()
         };
         Arc::new(Conf {
@@ -149,7 +149,7 @@ impl Module for GatewayModule {
                         .map_err(|e| ConfigError::at(d, format!("{e} in upstream \"{addr}\"")))?;
                     c.pass = Some(Arc::new(ProxyPass {
                         https: false,
-                        target: crate::proxy::unix_target(peer, 80),
+                        target: crate::upstream::unix_target(peer, 80),
                         uri: None,
                         location: String::new(),
                         url: String::new(),
@@ -167,7 +167,7 @@ impl Module for GatewayModule {
                 // and variables.
                 let mut url = d.clone();
                 url.args[0].value = format!("http://{addr}");
-                let pass = crate::proxy::proxy_pass(&url, "", false, cx.upstreams, cx.names)
+                let pass = crate::upstream::proxy_pass(&url, "", false, cx.upstreams, cx.names)
                     .map_err(|e| ConfigError {
                         message: e.message.replace("http://", ""),
                         span: e.span,
@@ -231,8 +231,8 @@ impl Module for GatewayModule {
                 as_proxy.name = format!("proxy_{what}");
                 let settings = Arc::make_mut(&mut c.settings);
                 let mut warnings = Vec::new();
-                let caches = crate::proxy::cache::Caches::default();
-                crate::proxy::directive(
+                let caches = crate::upstream::cache::Caches::default();
+                crate::upstream::directive(
                     settings,
                     &as_proxy,
                     cx.first,
@@ -249,19 +249,15 @@ impl Module for GatewayModule {
         Ok(())
     }
 
-    fn finish(
-        &self,
-        conf: &mut Slot,
-        block: &[Directive],
-        cx: &mut Finish<'_>,
-    ) -> Result<(), ConfigError> {
-        let own = block
-            .iter()
-            .any(|d| d.name.strip_prefix(self.prefix) == Some("pass"));
-        if cx.location && !own && module::get::<Conf>(conf).pass.is_some() {
+    fn enter_location(&self, conf: &mut Slot) {
+        if module::get::<Conf>(conf).pass.is_some() {
             module::edit::<Conf>(conf).pass = None;
         }
-        Ok(())
+    }
+
+    /// nginx's `fastcgi_pass` sets the location's `auto_redirect`.
+    fn auto_redirect(&self, conf: &Slot) -> bool {
+        module::get::<Conf>(conf).pass.is_some()
     }
 
     fn is_active(&self, conf: &Slot) -> bool {
@@ -295,7 +291,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         Ok(target) => target,
         Err(step) => return Some(step),
     };
-    let crate::proxy::Group { upstream, key } = group;
+    let crate::upstream::Group { upstream, key } = group;
     let method = req.head().method_str();
     let plan = Plan {
         upstream,

@@ -463,7 +463,7 @@ async fn respond_to(
     // A copy of the request that takes the body (`mirror`) has it read whole.
     if let Some(b) = body.take_if(|b| !b.is_end_stream() && req.copies_body()) {
         match proxy::read_body(req, b).await {
-            Ok(crate::proxy::ReqBody::Whole(b)) => req.keep_request_body(&b),
+            Ok(crate::upstream::ReqBody::Whole(b)) => req.keep_request_body(&b),
             Ok(_) => {}
             Err(code) => {
                 req.take_background();

@@ -56,6 +56,7 @@ mod sub_filter;
 mod subrequest;
 mod tls;
 mod tls_conf;
+mod upstream;
 mod user;
 mod vars;
 mod worker;

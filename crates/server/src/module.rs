@@ -109,8 +109,13 @@ pub(crate) struct Load<'a> {
     /// several directives make (`allow` and `deny`).
     pub first_of_module: bool,
     /// The configuration's `upstream` blocks, by name, for the modules that pass requests
-    /// to them (`fastcgi_pass`).
-    pub upstreams: &'a Arc<crate::proxy::Groups>,
+    /// to them (`proxy_pass`, `fastcgi_pass`).
+    pub upstreams: &'a Arc<crate::upstream::Groups>,
+    /// The location the directive is in (`None` at the http and server levels).
+    pub location: Option<&'a Place>,
+    /// The user the workers serve as (`user`), when it is not the one loading: what they
+    /// write (cache directories) becomes theirs.
+    pub user: Option<libc::uid_t>,
     /// nginx's prefix, against which the files the server writes (logs) resolve.
     pub prefix: &'a Path,
     /// The machine's name, as `$hostname` and syslog messages give it.
@@ -119,13 +124,18 @@ pub(crate) struct Load<'a> {
     pub warnings: &'a mut Vec<String>,
 }
 
+/// The location a directive is read in.
+pub(crate) struct Place {
+    /// Its name, as written.
+    pub name: String,
+    /// A regex or named location, or an `if` or `limit_except` block in one: where nginx's
+    /// `proxy_pass` may have no URI part (there is no prefix for it to replace).
+    pub uri_part_forbidden: bool,
+}
+
 /// What a module's [`finish`](Module::finish) may use at the end of a level.
 pub(crate) struct Finish<'a> {
     pub names: &'a Names,
-    /// Whether the level is a location's (not a server's or an `if` block's): what nginx
-    /// keeps per location and does not inherit (a location's content handler) starts anew
-    /// there.
-    pub location: bool,
     /// Builds the configuration of a block in this level that is a level of its own (an
     /// `if` in a location, of which nginx makes a nameless location): the level's settings
     /// with the block's on top, as the core's location settings behind a [`Slot`].
@@ -134,6 +144,12 @@ pub(crate) struct Finish<'a> {
     pub state: &'a mut (dyn Any + Send + Sync),
     /// nginx's prefix, against which the files the server writes (logs) resolve.
     pub prefix: &'a Path,
+    /// The directory of the main configuration file, against which the files the
+    /// configuration reads resolve (as [`Load::conf_prefix`]).
+    pub conf_prefix: &'a Path,
+    /// The level's block: the `server`, `location` or `if` directive, for the place of an
+    /// error about the level as a whole.
+    pub level: &'a Directive,
 }
 
 /// What the server opened for a module from one load of a configuration (see
@@ -191,6 +207,13 @@ pub(crate) trait Module: Sync {
         Ok(())
     }
 
+    /// The http level begins, before any of its directives is read: the module reads the
+    /// blocks of the level that a directive may name above them (`proxy_cache_path`'s
+    /// zones, named by `proxy_cache`), keeping them in its load state.
+    fn begin_http(&self, _http: &[Directive], _cx: &mut Load<'_>) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
     /// The http level is read (every directive of `http`, none of its servers yet): the
     /// module completes its settings there, which every server starts from (nginx's
     /// default `access_log`, made when the http level names none).
@@ -236,6 +259,12 @@ pub(crate) trait Module: Sync {
         &()
     }
 
+    /// A location begins, its settings a copy of the level above: the module drops what
+    /// nginx does not inherit into a location (its content handler: `proxy_pass`,
+    /// `stub_status`), which the location's own directives may set again. An `if` block
+    /// keeps it.
+    fn enter_location(&self, _conf: &mut Slot) {}
+
     /// Completes the module's settings of a server, location or `if` level once every other
     /// directive of it was read: `block` is the level's directives. What a level makes here
     /// is its own, never inherited (nginx's rewrite module compiles a level's code so).
@@ -246,6 +275,13 @@ pub(crate) trait Module: Sync {
         _cx: &mut Finish<'_>,
     ) -> Result<(), ConfigError> {
         Ok(())
+    }
+
+    /// Whether a location whose settings are `conf` answers a request for its name without
+    /// the final `/` with a redirect to it (nginx's `auto_redirect`, which `proxy_pass` and
+    /// `fastcgi_pass` set in a location whose name ends with `/`).
+    fn auto_redirect(&self, _conf: &Slot) -> bool {
+        false
     }
 
     /// Whether the module's settings of a level (`conf`) give its phase handlers something
@@ -298,7 +334,6 @@ pub(crate) fn edit<T: Clone + Send + Sync + 'static>(slot: &mut Slot) -> &mut T 
 pub(crate) struct LocationHandler {
     /// nginx's name for the module.
     pub name: &'static str,
-    pub directive: &'static str,
     pub variables: &'static [&'static str],
     /// A `static` of the phases' `Handlers`: `content`, and `variable` for `variables`.
     pub handlers: &'static (dyn Any + Send + Sync),
@@ -336,17 +371,10 @@ impl Module for LocationHandler {
         Ok(())
     }
 
-    fn finish(
-        &self,
-        conf: &mut Slot,
-        block: &[Directive],
-        cx: &mut Finish<'_>,
-    ) -> Result<(), ConfigError> {
-        let own = block.iter().any(|d| d.name == self.directive);
-        if cx.location && !own && *get::<bool>(conf) {
+    fn enter_location(&self, conf: &mut Slot) {
+        if *get::<bool>(conf) {
             *edit::<bool>(conf) = false;
         }
-        Ok(())
     }
 
     fn is_active(&self, conf: &Slot) -> bool {

@@ -25,6 +25,7 @@ pub(crate) static ALL: Registry = &[
     &crate::gateway::FASTCGI,
     &crate::gateway::UWSGI,
     &crate::gateway::SCGI,
+    &crate::proxy::MODULE,
     &crate::sub_filter::MODULE,
     &crate::charset::MODULE,
     &crate::ssi::MODULE,

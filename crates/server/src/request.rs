@@ -32,7 +32,7 @@ use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
 use crate::Level;
 
-mod proxy;
+mod upstream;
 
 /// nginx's limit on internal redirects and location restarts (`rewrite ... last`, index,
 /// try_files, error_page) before it answers 500.
@@ -59,7 +59,7 @@ pub(crate) enum Body {
     },
     Parts(Vec<Part>),
     /// To be fetched from an upstream: the connection runs the exchange.
-    Proxy(Box<crate::proxy::Plan>),
+    Proxy(Box<crate::upstream::Plan>),
     /// Made as it is sent, of a length not known before (a recoded body, `encode.rs`).
     Stream(Box<dyn crate::encode::Source>),
 }
@@ -131,7 +131,7 @@ pub(crate) struct SentFields {
     /// The header filters' fields (`add_header`), formatted.
     pub added: BytesMut,
     /// The proxy's settings (`proxy_hide_header`).
-    pub settings: Arc<crate::proxy::ProxySettings>,
+    pub settings: Arc<crate::upstream::ProxySettings>,
 }
 
 /// `Keep-Alive: timeout=N`, which nginx writes after `Connection: keep-alive` when
@@ -859,8 +859,11 @@ pub(crate) struct Request<'a> {
     /// `$proxy_host` and `$proxy_port` of the proxy_pass being prepared.
     proxy_host: bytes::Bytes,
     proxy_port: u16,
+    /// The upstream response headers the running exchange ignores (`proxy_ignore_headers`,
+    /// `fastcgi_ignore_headers`), as `upstream::cache::ignore` bits.
+    upstream_ignores: std::cell::Cell<u8>,
     /// The upstream attempts, for `$upstream_*`.
-    upstream_attempts: Vec<crate::proxy::Attempt>,
+    upstream_attempts: Vec<crate::upstream::Attempt>,
     /// `$upstream_cache_status`.
     cache_status: std::cell::Cell<Option<&'static str>>,
     /// The `Content-Range` of a proxied response the cache cuts to a range.
@@ -960,6 +963,7 @@ impl<'a> Request<'a> {
             http2: false,
             proxy_host: bytes::Bytes::new(),
             proxy_port: 0,
+            upstream_ignores: std::cell::Cell::new(0),
             upstream_attempts: Vec::new(),
             cache_status: Default::default(),
             range_field: Default::default(),
@@ -1175,7 +1179,7 @@ impl<'a> Request<'a> {
     }
 
     /// What the upstream exchange tried, for `$upstream_*` and the access log.
-    pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::proxy::Attempt>) {
+    pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::upstream::Attempt>) {
         self.upstream_attempts = attempts;
     }
 
@@ -1183,6 +1187,32 @@ impl<'a> Request<'a> {
     /// `X-Accel-Redirect`.
     pub(crate) fn method(&self) -> &Method {
         &self.method
+    }
+
+    /// Whether the request came to its location by an internal redirect (or is a
+    /// subrequest): nginx's `r->internal`.
+    pub(crate) fn is_internal(&self) -> bool {
+        self.internal
+    }
+
+    /// The host and port of the upstream the request goes to (`$proxy_host`, `$proxy_port`),
+    /// once [`proxy_target`](Self::proxy_target) chose it; 0 for a port not shown.
+    pub(crate) fn proxy_host(&self) -> &[u8] {
+        &self.proxy_host
+    }
+
+    pub(crate) fn proxy_port(&self) -> u16 {
+        self.proxy_port
+    }
+
+    /// The upstream response headers the running exchange ignores, as
+    /// `upstream::cache::ignore` bits (`X-Accel-Charset` for the charset module).
+    pub(crate) fn upstream_ignores(&self) -> u8 {
+        self.upstream_ignores.get()
+    }
+
+    pub(crate) fn set_upstream_ignores(&self, bits: u8) {
+        self.upstream_ignores.set(bits);
     }
 
     /// `$uri`: normalised, decoded.
@@ -1666,9 +1696,6 @@ impl<'a> Request<'a> {
             if let Some(step) = content(self, conf) {
                 return step;
             }
-        }
-        if let Some(pass) = &loc.proxy_pass {
-            return self.proxy(pass);
         }
         for (_, content, conf) in phases.static_content.at(&loc.modules) {
             if let Some(step) = content(self, conf) {
@@ -2332,19 +2359,6 @@ impl<'a> Request<'a> {
             | Var::ProxyProtocol(_)
             | Var::Pipe
             | Var::Ssl(_) => connection_var(v, self.conn, out),
-            Var::ProxyHost => out.extend_from_slice(&self.proxy_host),
-            Var::ProxyPort => {
-                if self.proxy_port != 0 {
-                    let _ = write!(out, "{}", self.proxy_port);
-                }
-            }
-            Var::ProxyAddXForwardedFor => {
-                if let Some(v) = h.header("x-forwarded-for") {
-                    out.extend_from_slice(v);
-                    out.extend_from_slice(b", ");
-                }
-                out.extend_from_slice(self.peer.ip().to_string().as_bytes());
-            }
             Var::UpstreamAddr
             | Var::UpstreamStatus
             | Var::UpstreamResponseTime
@@ -2403,7 +2417,7 @@ impl<'a> Request<'a> {
                 }
             }
             Var::RequestCompletion => {
-                if resp.is_some_and(|(r, _)| r.status != crate::proxy::CLIENT_CLOSED)
+                if resp.is_some_and(|(r, _)| r.status != crate::upstream::CLIENT_CLOSED)
                     && !self.incomplete.get()
                 {
                     out.extend_from_slice(b"OK");
@@ -2512,7 +2526,7 @@ impl<'a> Request<'a> {
         const HOP: [&str; 3] = ["connection", "keep-alive", "transfer-encoding"];
         let named = |h: &String| h.eq_ignore_ascii_case(name);
         let passed = !HOP.contains(&name)
-            && (!proxy::HIDDEN.contains(&name) || f.settings.pass_headers.iter().any(named))
+            && (!upstream::HIDDEN.contains(&name) || f.settings.pass_headers.iter().any(named))
             && !f.settings.hide_headers.iter().any(named);
         if JOINED_FIELDS.contains(&name) {
             let head = self.upstream_head.borrow();

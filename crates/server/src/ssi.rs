@@ -14,7 +14,7 @@
 //! depth of 51.
 //!
 //! It runs on files, `return` texts, error pages and proxied responses (held whole by the
-//! proxy's downstream, `proxy/filtered.rs`) alike, after `gunzip`, `sub_filter` and
+//! proxy's downstream, `upstream/filtered.rs`) alike, after `gunzip`, `sub_filter` and
 //! `charset` and before `gzip`, as in nginx. Unlike nginx, which streams, a body is run once
 //! it is whole: one over 64 MB goes out as it came (with an error logged), and a response
 //! whose includes bring in over 64 MB in all fails as nginx fails one whose `include ...

@@ -26,7 +26,6 @@ use crate::stats::Totals;
 
 pub(crate) static MODULE: LocationHandler = LocationHandler {
     name: "http_stub_status_module",
-    directive: "stub_status",
     variables: &VARIABLES,
     handlers: &HANDLERS,
 };

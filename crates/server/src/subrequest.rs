@@ -17,8 +17,8 @@ use bytes::{Bytes, BytesMut};
 use portcullis_http::{parse_request_head, RequestHead, Version};
 
 use crate::files::CachedFile;
-use crate::proxy::{Collect, Finish, Plan, ReqBody};
 use crate::request::{Body, Request};
+use crate::upstream::{Collect, Finish, Plan, ReqBody};
 
 /// Header fields of the main request the subrequest does without.
 const LEFT_OUT: &[&str] = &[
@@ -256,7 +256,7 @@ async fn proxied(
         Some(b) if plan.pass_body => ReqBody::Whole(b),
         _ => ReqBody::None,
     };
-    match crate::proxy::serve(&mut down, sub, plan, body).await {
+    match crate::upstream::serve(&mut down, sub, plan, body).await {
         Finish::Status { code, attempts, .. } => {
             sub.set_upstream_attempts(attempts);
             Err(Then::Status(code))
@@ -288,7 +288,7 @@ async fn proxied(
         // A subrequest has no client of its own to lose.
         Finish::ClientClosed { attempts } => {
             sub.set_upstream_attempts(attempts);
-            Err(Then::Status(crate::proxy::CLIENT_CLOSED))
+            Err(Then::Status(crate::upstream::CLIENT_CLOSED))
         }
     }
 }

@@ -55,9 +55,6 @@ pub enum Var {
     Uri,
     /// A variable of `set` (or a regex's named capture): its slot among the request's values.
     Set(usize),
-    ProxyHost,
-    ProxyPort,
-    ProxyAddXForwardedFor,
     UpstreamAddr,
     /// `$upstream_cache_status`.
     UpstreamCacheStatus,
@@ -374,9 +371,6 @@ impl Var {
             "time_iso8601" => Var::TimeIso8601,
             "time_local" => Var::TimeLocal,
             "uri" | "document_uri" => Var::Uri,
-            "proxy_host" => Var::ProxyHost,
-            "proxy_port" => Var::ProxyPort,
-            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "upstream_addr" => Var::UpstreamAddr,
             "upstream_status" => Var::UpstreamStatus,
             "upstream_response_time" => Var::UpstreamResponseTime,

@@ -1,6 +1,6 @@
 //! HTTP/2 requests to a `proxy_pass` location, proxied to HTTP/1.x upstreams.
 //!
-//! The exchange with the upstream ([`crate::proxy::serve`]) sends its response to the stream
+//! The exchange with the upstream ([`crate::upstream::serve`]) sends its response to the stream
 //! through [`ToStream`]: the head becomes a HEADERS frame (without the fields about one
 //! HTTP/1.1 connection), and the body DATA frames sent as the stream's window opens, so a
 //! slow client holds the upstream back as it does over HTTP/1.1. Every rule of the exchange
@@ -20,8 +20,8 @@ use http::header::{HeaderName, HeaderValue};
 use portcullis_http::Framing;
 
 use super::{Out, CONNECTION_FIELDS, FRAME_HEADER_LEN};
-use crate::proxy::{Connection, Downstream, Fields, Finish, NoConnection, Plan, ReqBody};
 use crate::request::{Request, Response};
+use crate::upstream::{Connection, Downstream, Fields, Finish, NoConnection, Plan, ReqBody};
 use crate::Level;
 
 /// How a proxied HTTP/2 request ended.
@@ -67,7 +67,7 @@ pub(crate) async fn serve(
     };
     let rate = if req.is_head() { None } else { req.pace() };
     let mut down = ToStream::new(respond, pace, rate);
-    let finish = crate::proxy::serve(&mut down, req, plan, body).await;
+    let finish = crate::upstream::serve(&mut down, req, plan, body).await;
     let status = match finish {
         Finish::Status {
             code,
@@ -97,7 +97,7 @@ pub(crate) async fn serve(
             if let Some(mut respond) = down.respond.take() {
                 respond.send_reset(Reason::CANCEL);
             }
-            crate::proxy::CLIENT_CLOSED
+            crate::upstream::CLIENT_CLOSED
         }
         Finish::Redirect {
             uri,

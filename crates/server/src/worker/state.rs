@@ -59,9 +59,9 @@ pub(crate) struct Worker {
     /// Woken when the last connection of a stopping worker closes.
     pub drained: Notify,
     /// Balancer state and keepalive pools of the upstream groups in use.
-    pub upstreams: RefCell<crate::proxy::WorkerUpstreams>,
+    pub upstreams: RefCell<crate::upstream::WorkerUpstreams>,
     /// Host names of `proxy_pass` URLs made of variables, as resolved so far.
-    pub resolvers: RefCell<crate::proxy::resolve::WorkerResolvers>,
+    pub resolvers: RefCell<crate::upstream::resolve::WorkerResolvers>,
     /// Each module's state in this worker, in the registry's order.
     pub modules: Vec<Box<dyn std::any::Any>>,
 }

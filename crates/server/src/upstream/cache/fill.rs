@@ -9,7 +9,7 @@ use std::io;
 use portcullis_http::Framing;
 
 use super::store::Store;
-use crate::proxy::{Connection, Downstream};
+use crate::upstream::{Connection, Downstream};
 
 /// A downstream that stores the body it passes on (`store`), and passes only the head when
 /// the client asked for it alone (`head_only`: a HEAD sent upstream as a GET).

@@ -177,6 +177,7 @@ pub(crate) async fn serve<D: Downstream>(
     body: ReqBody,
 ) -> Finish {
     let mut attempts = Vec::new();
+    req.set_upstream_ignores(plan.settings.cache.ignore);
     // The cache first: a fresh entry is the response.
     let mut cache = plan.cache.take();
     if let Some(job) = cache.as_mut() {
@@ -617,7 +618,7 @@ pub(crate) async fn serve<D: Downstream>(
         };
         let cut = match whole {
             Framing::Length(n) if (store.is_some() || settings.force_ranges) && shown.is_none() => {
-                cut(req, &resp_head, n, false)
+                cut(req, &plan, &resp_head, n, false)
             }
             _ => Cut::Whole,
         };
@@ -1738,7 +1739,7 @@ async fn send_entry<D: Downstream>(
     let whole = matches!(entry.head().framing(), Framing::Length(_));
     // A range of it, as nginx's range filter cuts a cached response.
     let cut = match &shown {
-        None if whole => cut(req, entry.head(), len, true),
+        None if whole => cut(req, plan, entry.head(), len, true),
         _ => Cut::Whole,
     };
     let mut ubuf = req.worker().upstreams.borrow_mut().take_buffer();
@@ -1847,7 +1848,7 @@ pub(crate) fn asking<T>(req: &Request<'_>, f: impl FnOnce(&Ask<'_>) -> T) -> T {
 
 /// The range of `head` (a response of `size` bytes) the request asks for, as the cache cuts
 /// it (several ranges of a cached one: `multipart`).
-fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cut {
+fn cut(req: &Request<'_>, plan: &Plan, head: &ResponseHead, size: u64, multipart: bool) -> Cut {
     if req.head().header("range").is_none() {
         return Cut::Whole;
     }
@@ -1859,7 +1860,7 @@ fn cut(req: &Request<'_>, head: &ResponseHead, size: u64, multipart: bool) -> Cu
         && req.body_filter_edit(&Outgoing::Proxied(head)).is_none();
     super::cache::cut(
         &req.conditions(),
-        (req.head().method_str(), req.loc().proxy.force_ranges),
+        (req.head().method_str(), plan.settings.force_ranges),
         plain,
         head,
         (size, multipart),

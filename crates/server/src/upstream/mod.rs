@@ -117,7 +117,7 @@ pub(crate) struct Gateway {
 /// The protocols of application servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Protocol {
-    /// Records, the body as `STDIN` records, a CGI head (`proxy/fastcgi.rs`).
+    /// Records, the body as `STDIN` records, a CGI head (`upstream/fastcgi.rs`).
     FastCgi,
     /// A packet of the params (`uwsgi_modifier1` and `2` in its header), the body as it is;
     /// an HTTP or CGI head back.

@@ -5,28 +5,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use bytes::BufMut;
 use portcullis_http::{KnownName, ResponseHead, Version};
 use portcullis_proxy::upstream::Upstream;
 
-use super::{Body, Request, Response, Step};
-use crate::proxy::resolve::Found;
-use crate::proxy::{
+use super::{Request, Response, Step};
+use crate::upstream::resolve::Found;
+use crate::upstream::{
     CookieRule, Fields, Group, Plan, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
 };
 use crate::Level;
-
-/// Request headers nginx's proxy sets itself (or clears) unless proxy_set_header names them:
-/// `Host $proxy_host`, `Connection close`, and empty TE, Keep-Alive, Expect, Upgrade. The
-/// body's framing header is written from the body the upstream gets.
-const DEFAULT_SET: &[(&str, &[u8])] = &[
-    ("Host", b""),
-    ("Connection", b"close"),
-    ("TE", b""),
-    ("Keep-Alive", b""),
-    ("Expect", b""),
-    ("Upgrade", b""),
-];
 
 /// A buffer for a number's digits.
 fn itoa_buf() -> [u8; 20] {
@@ -198,7 +185,7 @@ impl Request<'_> {
                     }
                 };
                 let default_port = if https { 443 } else { 80 };
-                if let Some((path, uri)) = crate::proxy::unix_url(rest) {
+                if let Some((path, uri)) = crate::upstream::unix_url(rest) {
                     let path = String::from_utf8_lossy(path);
                     let addr = match portcullis_proxy::PeerAddr::unix(&path) {
                         Ok(a) if !https => a,
@@ -211,8 +198,8 @@ impl Request<'_> {
                             return Err(Step::Status(500));
                         }
                     };
-                    let crate::proxy::Target::Group { group, host, port } =
-                        crate::proxy::unix_target(addr, default_port)
+                    let crate::upstream::Target::Group { group, host, port } =
+                        crate::upstream::unix_target(addr, default_port)
                     else {
                         unreachable!("a unix target is a group");
                     };
@@ -228,7 +215,7 @@ impl Request<'_> {
                     let group = match groups.get(&*authority) {
                         Some(g) => g.clone(),
                         None => {
-                            let addr = crate::proxy::split_host_port(&authority, default_port)
+                            let addr = crate::upstream::split_host_port(&authority, default_port)
                                 .and_then(|(h, p)| {
                                     h.trim_start_matches('[')
                                         .trim_end_matches(']')
@@ -254,173 +241,8 @@ impl Request<'_> {
         })
     }
 
-    /// The content phase of a proxy_pass location: a response whose body is the plan.
-    pub(super) fn proxy(&mut self, pass: &Arc<ProxyPass>) -> Step {
-        let settings = self.loc.proxy.clone();
-        let (group, dynamic_uri, https) = match self.proxy_target(pass) {
-            Ok(t) => t,
-            Err(step) => return step,
-        };
-        let Group { upstream, key } = group;
-        let hash_key = key.map_or_else(Vec::new, |k| self.eval(&k));
-        let method = self.head.method_str();
-        // A HEAD is sent as a GET, whose response the cache keeps whole.
-        let converted =
-            settings.cache.caches(method) && settings.cache.convert_head && method == "HEAD";
-        let caching = settings.cache.caches(method);
-        // A response the cache may keep is asked for whole and unconditional.
-        let cacheable = settings.cache.cacheable(method, self.head.header("range"));
-        let method_token: std::borrow::Cow<'_, [u8]> = match &settings.method {
-            Some(t) => self.eval(t).into(),
-            None if converted => b"GET"[..].into(),
-            None if self.method == self.head.method() => self.head.method_str().as_bytes().into(),
-            None => b"GET"[..].into(),
-        };
-        // A buffer a finished exchange gave back, which the exchange returns in its turn.
-        let mut head = self.worker().upstreams.borrow_mut().take_buffer();
-        head.reserve(512 + self.head.raw().len());
-        head.put_slice(&method_token);
-        head.put_u8(b' ');
-        let uri_start = head.len();
-        match (&dynamic_uri, &pass.uri) {
-            (Some(Some(uri)), _) => head.put_slice(uri),
-            (Some(None), None) | (None, None) if !self.internal => {
-                let target = self.head.target();
-                if target.starts_with(b"/") {
-                    head.put_slice(target);
-                } else {
-                    head.put_slice(self.head.path());
-                    if let Some(q) = self.head.query() {
-                        head.put_u8(b'?');
-                        head.put_slice(q);
-                    }
-                }
-            }
-            (_, fixed) => {
-                let mut rest: &[u8] = &self.uri;
-                if let Some(part) = fixed {
-                    head.put_slice(part);
-                    if let Some(r) = self.uri.strip_prefix(pass.location.as_bytes()) {
-                        rest = r;
-                    }
-                }
-                crate::vars::escape(rest, &mut head, crate::vars::Escape::Uri);
-                if let Some(a) = &self.args {
-                    head.put_u8(b'?');
-                    head.put_slice(a);
-                }
-            }
-        }
-        let uri = uri_start..head.len();
-        let cache = caching
-            .then(|| {
-                let key = match &settings.cache.key {
-                    Some(k) => self.eval(k),
-                    // nginx's default key: the URL the request is proxied to.
-                    None => {
-                        let scheme: &[u8] = if https { b"https://" } else { b"http://" };
-                        [scheme, &self.proxy_host, &head[uri.clone()]].concat()
-                    }
-                };
-                crate::proxy::asking(self, |ask| {
-                    crate::proxy::cache::Job::new(ask, &settings, key)
-                })
-                .map(Box::new)
-            })
-            .flatten();
-        head.put_slice(if settings.http11 {
-            b" HTTP/1.1\r\n"
-        } else {
-            b" HTTP/1.0\r\n"
-        });
-        let mut connection_close = true;
-        let mut value = Vec::new();
-        for h in &settings.set_headers {
-            value.clear();
-            h.value
-                .eval_into(&mut value, &mut |v, out| self.var(v, out, None));
-            if h.lower == "connection" {
-                connection_close = value.eq_ignore_ascii_case(b"close");
-            }
-            if !value.is_empty() {
-                portcullis_http::write_header(&mut head, &h.name, &value);
-            }
-        }
-        for (name, default) in DEFAULT_SET {
-            if settings
-                .set_headers
-                .iter()
-                .any(|h| h.lower.eq_ignore_ascii_case(name))
-            {
-                continue;
-            }
-            if *name == "Host" {
-                portcullis_http::write_header(&mut head, name, &self.proxy_host);
-            } else if !default.is_empty() {
-                portcullis_http::write_header(&mut head, name, default);
-            }
-        }
-        if settings.pass_request_headers {
-            for (name, value) in self.head.headers() {
-                // A name that is not UTF-8 (kept with ignore_invalid_headers off) is not
-                // passed: it would go out empty.
-                if name.is_empty() {
-                    continue;
-                }
-                let lower_is = |n: &str| name.eq_ignore_ascii_case(n);
-                let own = settings.set_headers.iter().any(|h| lower_is(&h.lower))
-                    || DEFAULT_SET.iter().any(|(n, _)| lower_is(n))
-                    || (cacheable && crate::proxy::cache::DROPPED.iter().any(|n| lower_is(n)))
-                    || lower_is("content-length")
-                    || lower_is("transfer-encoding");
-                if !own {
-                    portcullis_http::write_header(&mut head, name, value);
-                }
-            }
-        }
-        // nginx's non-idempotent methods; any other may be sent again to another peer.
-        let idempotent = !matches!(&*method_token, b"POST" | b"LOCK" | b"PATCH");
-        let set_body = settings.set_body.as_ref().map(|t| self.eval(t));
-        let keepalive = settings.http11 && !connection_close;
-        // As nginx, a 101 becomes a tunnel when the client asked for an upgrade.
-        let upgrade = self.head.header("upgrade").is_some();
-        let mut r = Response::new(200);
-        r.body =
-            Body::Proxy(Box::new(Plan {
-                upstream,
-                pass_body: settings.pass_request_body
-                    && !matches!(self.head.body(), portcullis_http::BodyKind::None),
-                https,
-                head,
-                uri,
-                set_body,
-                hash_key,
-                idempotent,
-                head_request: *method_token == *b"HEAD",
-                upgrade,
-                keepalive,
-                pass: pass.clone(),
-                cache,
-                ssl_name: settings
-                    .ssl
-                    .name_template
-                    .as_ref()
-                    .filter(|_| https)
-                    .map(|t| String::from_utf8_lossy(&self.eval(t)).into_owned()),
-                client_cert: settings.client_cert.as_ref().filter(|_| https).map(
-                    |(c, k, prefix)| {
-                        let path = |t| prefix.join(String::from_utf8_lossy(&self.eval(t)).as_ref());
-                        (path(c), path(k))
-                    },
-                ),
-                settings,
-                gateway: None,
-            }));
-        Step::Done(r)
-    }
-
     /// Sets `$upstream_cache_status`.
-    pub(crate) fn set_cache_status(&self, status: crate::proxy::cache::Status) {
+    pub(crate) fn set_cache_status(&self, status: crate::upstream::cache::Status) {
         self.cache_status.set(Some(status.as_str()));
     }
 
@@ -536,7 +358,7 @@ impl Request<'_> {
                 // nginx's FastCGI and SCGI modules hide their `Status:` field.
                 _ if is("status")
                     && plan.gateway.as_ref().is_some_and(|g| {
-                        !matches!(g.protocol, crate::proxy::Protocol::Uwsgi { .. })
+                        !matches!(g.protocol, crate::upstream::Protocol::Uwsgi { .. })
                     }) =>
                 {
                     continue
@@ -664,7 +486,7 @@ impl Request<'_> {
     /// `proxy_cookie_flags`: the flags of the first rule for the cookie's name, applied to
     /// its attributes as nginx applies them. Returns whether a rule with flags matched.
     fn edit_cookie_flags(&self, s: &ProxySettings, attrs: &mut Vec<CookieAttribute<'_>>) -> bool {
-        use crate::proxy::CookieName;
+        use crate::upstream::CookieName;
         const SECURE: u16 = 1;
         const SECURE_ON: u16 = 1 << 1;
         const HTTPONLY: u16 = 1 << 2;
@@ -895,7 +717,7 @@ impl Request<'_> {
     /// addresses from the location's `resolver` (the request waits for them when they are not
     /// known yet), or the status to answer.
     fn resolve(&mut self, authority: &str, default_port: u16) -> Result<Group, Step> {
-        let Some((host, port)) = crate::proxy::split_host_port(authority, default_port) else {
+        let Some((host, port)) = crate::upstream::split_host_port(authority, default_port) else {
             self.log(
                 Level::Error,
                 &format!("invalid port in upstream \"{authority}\""),
@@ -1003,7 +825,7 @@ fn cookie_attributes(value: &[u8]) -> Vec<CookieAttribute<'_>> {
 }
 
 /// A request waiting for a host name of its `proxy_pass` to be resolved.
-struct Resolving(crate::proxy::resolve::Lookup);
+struct Resolving(crate::upstream::resolve::Lookup);
 
 impl super::Suspension for Resolving {
     fn resume<'r>(
