@@ -1,6 +1,7 @@
-//! The content phase of a `proxy_pass` location: the request evaluates everything the
-//! exchange needs (upstream, URI, headers) into a [`Plan`], and writes the client's response
-//! head from the upstream's by nginx's rules.
+//! The request's side of an upstream exchange: the group a `proxy_pass` (`fastcgi_pass`)
+//! names for this request (`proxy_target`, with the resolver), the client's response head
+//! written from the upstream's by nginx's rules (`write_proxied_head`: hidden fields,
+//! `proxy_redirect`, cookies), and what the exchange leaves for the variables and the log.
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -1,12 +1,16 @@
-//! nginx's reverse proxy: `proxy_pass` and the `proxy_*` directives.
+//! The upstream machinery, which nginx keeps in its http core (`ngx_http_upstream.c`) and
+//! the modules that pass requests to servers share: the proxy (`proxy.rs`) and the
+//! application servers' (`gateway.rs`: FastCGI, uwsgi, SCGI).
 //!
-//! At load, `upstream` blocks become [`Upstream`]s kept by name, each `proxy_pass` a
-//! [`ProxyPass`] (the group, or a URL template resolved per request), and the `proxy_*`
-//! directives a [`ProxySettings`] inherited http → server → location as nginx merges them.
-//! In the content phase the request builds a [`Plan`]: the upstream, the request head to send
-//! with every variable evaluated. The connection then runs the exchange (`exchange`): a peer
-//! from the balancer, an idle connection from the worker's pool or a new one, the request,
-//! the response head forwarded by nginx's rules, and the body streamed to the client.
+//! At load, `upstream` blocks become [`Upstream`]s kept by name (read by the core before
+//! any directive that names them), each `proxy_pass` (`fastcgi_pass`) a [`ProxyPass`] (the
+//! group, or a URL template resolved per request), and the settings those modules
+//! share a [`ProxySettings`]. In the content phase a module builds a [`Plan`]: the upstream,
+//! the request head to send with every variable evaluated. The connection then runs the
+//! exchange (`exchange`): a peer from the balancer, an idle connection from the worker's
+//! pool or a new one, the request, the response head forwarded by nginx's rules, and the
+//! body streamed to the downstream (`downstream`: an HTTP/1.1 connection, an HTTP/2
+//! stream, a subrequest). The cache (`cache`) and the resolver (`resolve`) are here too.
 
 pub(crate) mod cache;
 mod downstream;
