@@ -509,3 +509,126 @@ fn fastcgi_directives_are_refused_as_nginx_refuses_them() {
         }
     }
 }
+
+/// `fastcgi_cache` against nginx: a response kept and served again (the script sees the
+/// first request only), the client's conditions and range kept from the script while a
+/// response may be cached (a range is cut from the whole stored response), a HEAD sent as
+/// a HEAD, a POST never cached, a cache without `fastcgi_cache_key` (every request has
+/// the empty key, and nginx warns), and an expired entry revalidated with the entry's
+/// conditions as params.
+#[test]
+fn the_fastcgi_cache_answers_as_nginx_does() {
+    let Some(fpm) = Fpm::start() else {
+        return;
+    };
+    let www = TempDir::new("www");
+    www.write(
+        "cached.php",
+        r#"<?php
+$s = $_SERVER;
+header("Last-Modified: Tue, 01 Jan 2030 00:00:00 GMT");
+if (($s["HTTP_IF_MODIFIED_SINCE"] ?? "") == "Tue, 01 Jan 2030 00:00:00 GMT") {
+    http_response_code(304);
+    exit;
+}
+echo "v=", $_GET["v"] ?? "", " method=", $s["REQUEST_METHOD"],
+    " ims=", $s["HTTP_IF_MODIFIED_SINCE"] ?? "-", " range=", $s["HTTP_RANGE"] ?? "-", "\n";
+"#,
+    );
+    let http = format!(
+        r#"
+    fastcgi_cache_path {{PREFIX}}/cache keys_zone=php:1m;
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        include /etc/nginx/fastcgi.conf;
+        fastcgi_param SCRIPT_FILENAME {www}/cached.php;
+        add_header X-Cache $upstream_cache_status always;
+        location / {{
+            fastcgi_pass unix:{socket};
+            fastcgi_cache php;
+            fastcgi_cache_key $uri;
+            fastcgi_cache_valid 200 1m;
+        }}
+        location /nokey/ {{
+            fastcgi_pass unix:{socket};
+            fastcgi_cache php;
+            fastcgi_cache_valid 200 1m;
+        }}
+        location /short/ {{
+            fastcgi_pass unix:{socket};
+            fastcgi_cache php;
+            fastcgi_cache_key $uri;
+            fastcgi_cache_valid 200 1s;
+            fastcgi_cache_revalidate on;
+        }}
+    }}
+"#,
+        socket = fpm.socket().display(),
+        www = www.path().display(),
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        let send = |method: &str, path: &str, extra: &str| -> String {
+            let mut c = support::Client::connect(port);
+            let raw = format!(
+                "{method} {path} HTTP/1.1\r\nHost: example.org\r\n{extra}Connection: close\r\n\r\n"
+            );
+            c.send(raw.as_bytes()).expect("send");
+            let r = c.read_response(method == "HEAD").expect("response");
+            let mut text = format!("{method} {path} -> {}", r.status);
+            for h in ["x-cache", "content-range", "content-length"] {
+                if let Some(v) = r.header(h) {
+                    text.push_str(&format!(" {h}={v}"));
+                }
+            }
+            text.push_str(&format!(" | {}", r.body_text().trim_end()));
+            text
+        };
+        let mut lines = vec![
+            send("GET", "/a?v=1", ""),
+            send("GET", "/a?v=2", ""),
+            send(
+                "GET",
+                "/b?v=3",
+                "If-Modified-Since: Mon, 01 Jan 2001 00:00:00 GMT\r\nRange: bytes=0-3\r\n",
+            ),
+            send("GET", "/b?v=4", ""),
+            send("HEAD", "/c?v=5", ""),
+            send("GET", "/c?v=6", ""),
+            send("POST", "/a?v=7", "Content-Length: 0\r\n"),
+            send("GET", "/nokey/x?v=8", ""),
+            send("GET", "/nokey/y?v=9", ""),
+            send("GET", "/short/d?v=10", ""),
+        ];
+        // The entry expires (1 s), then is revalidated: the script answers 304 to the
+        // entry's Last-Modified, and the entry is sent again.
+        std::thread::sleep(Duration::from_millis(2100));
+        lines.push(send("GET", "/short/d?v=11", ""));
+        lines.push(send("GET", "/short/d?v=12", ""));
+        let warned = server
+            .logs()
+            .contains("no \"fastcgi_cache_key\" for \"fastcgi_cache\"");
+        lines.push(format!("warned: {warned}"));
+        if std::env::var_os("SHOW").is_some() {
+            eprintln!("{kind}:\n{}", lines.join("\n"));
+        }
+        support::expect_lines(
+            &lines,
+            &[
+                "GET /a?v=1 -> 200 x-cache=MISS",
+                "GET /a?v=2 -> 200 x-cache=HIT",
+                "v=1 method=GET ims=- range=-",
+                "GET /b?v=3 -> 200 x-cache=MISS | v=3 method=GET ims=- range=-",
+                "GET /nokey/y?v=9 -> 200 x-cache=HIT",
+                "GET /short/d?v=11 -> 200 x-cache=REVALIDATED | v=10",
+                "warned: true",
+            ],
+        );
+        seen.push((kind, lines));
+    }
+    compare(&seen);
+}

@@ -100,8 +100,20 @@ fn python_sites_answer_as_under_nginx() {
     };
     let http = format!(
         r#"
+    uwsgi_cache_path {{PREFIX}}/ucache keys_zone=u:1m;
+    scgi_cache_path {{PREFIX}}/scache keys_zone=s:1m;
     server {{
         listen 127.0.0.1:{{PORT0}};
+        add_header X-Cache $upstream_cache_status;
+        location /uc/ {{
+            include /etc/nginx/uwsgi_params; uwsgi_pass unix:{uwsgi};
+            uwsgi_cache u; uwsgi_cache_key $uri; uwsgi_cache_valid 1m;
+            uwsgi_ignore_headers Set-Cookie;
+        }}
+        location /sc/ {{
+            include /etc/nginx/scgi_params; scgi_pass unix:{scgi};
+            scgi_cache s; scgi_cache_key $uri; scgi_cache_valid 1m;
+        }}
         location /u/ {{ include /etc/nginx/uwsgi_params; uwsgi_pass unix:{uwsgi}; }}
         location /s/ {{ include /etc/nginx/scgi_params; scgi_pass unix:{scgi}; }}
         location /uu/ {{ include /etc/nginx/uwsgi_params; uwsgi_pass uwsgi://unix:{uwsgi}; }}
@@ -149,6 +161,21 @@ fn python_sites_answer_as_under_nginx() {
                 ));
             }
         }
+        // A cached response is sent again; one with `Set-Cookie` is not kept.
+        for path in ["/uc/a?x=1", "/uc/a?x=2", "/sc/a?x=1", "/sc/a?x=2"] {
+            let r = support::get(port, path).expect("GET");
+            let query = r
+                .body_text()
+                .lines()
+                .find(|l| l.starts_with("QUERY_STRING"))
+                .map(str::to_owned);
+            lines.push(format!(
+                "cache {path} -> {} x-cache={} {}",
+                r.status,
+                r.header("x-cache").unwrap_or("-"),
+                query.unwrap_or_default()
+            ));
+        }
         let r = support::get(port, "/gone/x").expect("GET /gone/x");
         lines.push(format!("gone -> {}", r.status));
         let log = server.error_log();
@@ -171,6 +198,8 @@ fn python_sites_answer_as_under_nginx() {
                 "DOCUMENT_ROOT={PREFIX}/html",
                 "/uu get -> 200",
                 "100000 bytes",
+                "cache /uc/a?x=2 -> 200 x-cache=HIT QUERY_STRING=x=1",
+                "cache /sc/a?x=2 -> 200 x-cache=MISS QUERY_STRING=x=2",
                 "gone -> 502",
                 "gone logged: true",
             ],

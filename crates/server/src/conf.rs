@@ -1010,6 +1010,7 @@ impl Builder {
         let names = self.names.clone();
         let prefix = self.prefix.clone();
         let conf_prefix = self.conf_prefix.clone();
+        let mut warnings = Vec::new();
         for (i, m) in modules.iter().enumerate() {
             // The module's load state, lent to its `finish` (the `if` blocks it may build
             // meanwhile are the rewrite module's, whose directives keep no load state).
@@ -1027,11 +1028,13 @@ impl Builder {
                 prefix: &prefix,
                 conf_prefix: &conf_prefix,
                 level,
+                warnings: &mut warnings,
             };
             let finished = m.finish(conf.modules.slot_mut(i), block, &mut cx);
             self.loads[i] = state;
             finished?;
         }
+        self.warnings.append(&mut warnings);
         conf.modules.settle(modules);
         Ok(())
     }

@@ -19,17 +19,27 @@
 //! `_ignore_client_abort`, the three timeouts, `_next_upstream` (`_tries`, `_timeout`),
 //! `_buffering`, `_buffer_size` (the most of a response head), `_buffers`, `_force_ranges`.
 //! FastCGI's `STDERR` output is logged at `error` as nginx logs it. `*_request_buffering off`
-//! reads the body whole all the same. The caches (`fastcgi_cache*`, ...) are not
-//! implemented: they are ignored with a warning, which serves every request from the server.
+//! reads the body whole all the same.
+//!
+//! The caches are the proxy's (`upstream/cache/`): `fastcgi_cache_path` (zones of the
+//! module's own), `fastcgi_cache`, `_key` (no default: without one every request has the
+//! empty key, as nginx warns), `_valid`, `_bypass`, `fastcgi_no_cache`, `_use_stale`,
+//! `_methods`, `_min_uses`, `_lock*`, `_revalidate` (the entry's conditions sent as
+//! `HTTP_IF_MODIFIED_SINCE` and `HTTP_IF_NONE_MATCH`), `_background_update`,
+//! `_max_range_offset`. A HEAD goes to the server as a HEAD (there is no
+//! `fastcgi_cache_convert_head`), and while a response may be cached the client's
+//! conditions and range are not passed, as nginx's cache params say.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
 
 use crate::location::LocationRegex;
-use crate::module::{self, Load, Module, Slot};
+use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
+use crate::upstream::cache::Job;
 use crate::upstream::fastcgi::{Param, Params};
 use crate::upstream::{Gateway, Plan, Protocol, ProxyPass, ProxySettings};
 use crate::vars::{Names, Template};
@@ -61,6 +71,12 @@ pub(crate) static SCGI: GatewayModule = GatewayModule {
     prefix: "scgi_",
     protocol: Protocol::Scgi,
 };
+
+/// What one load of a configuration keeps: the module's cache zones, by name.
+#[derive(Default)]
+struct State {
+    caches: crate::upstream::cache::Caches,
+}
 
 /// The module's variables, by their place.
 const VARIABLES: &[&str] = &["fastcgi_script_name", "fastcgi_path_info"];
@@ -99,12 +115,29 @@ impl Module for GatewayModule {
         Ok(())
     }
 
+    fn load(&self) -> Box<dyn Any + Send + Sync> {
+        Box::new(State::default())
+    }
+
+    /// `fastcgi_cache_path`: the module's zones, which `fastcgi_cache` names.
+    fn begin_http(&self, http: &[Directive], cx: &mut Load<'_>) -> Result<(), ConfigError> {
+        let directive = format!("{}cache_path", self.prefix);
+        let caches = crate::upstream::cache::paths(http, &directive, cx.prefix, cx.user)?;
+        cx.state
+            .downcast_mut::<State>()
+            .expect("the module's state")
+            .caches = caches;
+        Ok(())
+    }
+
     fn defaults(&self) -> Slot {
-        let settings = ProxySettings {
+        let mut settings = ProxySettings {
             // nginx rewrites no `Location` of an application server's response.
             redirect: crate::upstream::Redirect::Off,
             ..ProxySettings::default()
         };
+        // A HEAD is cached as the server answers it.
+        settings.cache.convert_head = false;
         Arc::new(Conf {
             protocol: self.protocol,
             pass: None,
@@ -210,6 +243,8 @@ impl Module for GatewayModule {
                 c.split = Some(Arc::new(re));
             }
             "keep_conn" => c.keep_conn = portcullis_config::value::flag(d, 0)?,
+            // Read before the level's directives.
+            "cache_path" => {}
             "modifier1" | "modifier2" => {
                 let n = u8::try_from(portcullis_config::value::number(d, 0)?)
                     .map_err(|_| ConfigError::at(d, "value must be between 0 and 255"))?;
@@ -231,20 +266,45 @@ impl Module for GatewayModule {
                 as_proxy.name = format!("proxy_{what}");
                 let settings = Arc::make_mut(&mut c.settings);
                 let mut warnings = Vec::new();
-                let caches = crate::upstream::cache::Caches::default();
+                let state = cx
+                    .state
+                    .downcast_ref::<State>()
+                    .expect("the module's state");
                 crate::upstream::directive(
                     settings,
                     &as_proxy,
                     cx.first,
                     &mut warnings,
                     cx.names,
-                    &caches,
+                    &state.caches,
                 )
                 .map_err(|e| ConfigError {
                     message: e.message.replace("\"proxy_", &format!("\"{}", self.prefix)),
                     span: e.span,
                 })?;
             }
+        }
+        Ok(())
+    }
+
+    /// nginx's warning for a cache without a key, at the level that names the cache.
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let cache = format!("{}cache", self.prefix);
+        let Some(d) = block.iter().find(|d| d.name == cache) else {
+            return Ok(());
+        };
+        let s = &module::get::<Conf>(conf).settings.cache;
+        if s.zone.is_some() && s.key.is_none() {
+            cx.warnings.push(format!(
+                "no \"{p}cache_key\" for \"{p}cache\" in {}",
+                d.span,
+                p = self.prefix
+            ));
         }
         Ok(())
     }
@@ -293,6 +353,18 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     };
     let crate::upstream::Group { upstream, key } = group;
     let method = req.head().method_str();
+    let s = &c.settings;
+    let cache = s
+        .cache
+        .caches(method)
+        .then(|| {
+            // No default key: without `fastcgi_cache_key` every request's is empty, as in
+            // nginx (which warns at load).
+            let key = s.cache.key.as_ref().map_or_else(Vec::new, |k| req.eval(k));
+            crate::upstream::asking(req, |ask| Job::new(ask, s, key)).map(Box::new)
+        })
+        .flatten();
+    let cacheable = cache.is_some() && s.cache.cacheable(method, req.head().header("range"));
     let plan = Plan {
         upstream,
         https: false,
@@ -309,12 +381,13 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         // Only a FastCGI connection carries more than one request.
         keepalive: c.keep_conn && c.protocol == Protocol::FastCgi,
         pass,
-        cache: None,
+        cache,
         ssl_name: None,
         client_cert: None,
         gateway: Some(Gateway {
             protocol: c.protocol,
             params: c.params.clone(),
+            cacheable,
         }),
         settings: c.settings.clone(),
     };

@@ -150,6 +150,8 @@ pub(crate) struct Finish<'a> {
     /// The level's block: the `server`, `location` or `if` directive, for the place of an
     /// error about the level as a whole.
     pub level: &'a Directive,
+    /// Where a level that loads with something nginx warns about says so, as `[warn]`.
+    pub warnings: &'a mut Vec<String>,
 }
 
 /// What the server opened for a module from one load of a configuration (see

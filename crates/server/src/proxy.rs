@@ -70,32 +70,11 @@ impl Module for Proxy {
 
     /// `proxy_cache_path`: a zone of cached responses, which `proxy_cache` names.
     fn begin_http(&self, http: &[Directive], cx: &mut Load<'_>) -> Result<(), ConfigError> {
-        let state = cx.state.downcast_mut::<State>().expect("the proxy's state");
-        let mut paths: Vec<(std::path::PathBuf, String)> = Vec::new();
-        for d in http.iter().filter(|d| d.name == "proxy_cache_path") {
-            let dir = cx.prefix.join(d.arg(0));
-            if let Some((_, at)) = paths.iter().find(|(p, _)| *p == dir) {
-                return Err(ConfigError::at(
-                    d,
-                    format!("the same path name \"{}\" used in {at} and", dir.display()),
-                ));
-            }
-            paths.push((dir, d.span.to_string()));
-            let zone = d.args.iter().find_map(|a| {
-                let (name, _) = a.value.strip_prefix("keys_zone=")?.split_once(':')?;
-                Some(name)
-            });
-            if let Some(name) = zone.filter(|n| state.caches.contains_key(*n)) {
-                return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
-            }
-            let cache = crate::upstream::cache::path(d, cx.prefix)?;
-            // The workers write the cache: its directory becomes their user's, as nginx
-            // makes the paths it creates.
-            if let Some(uid) = cx.user {
-                cache.give_to(uid);
-            }
-            state.caches.insert(cache.name.clone(), cache);
-        }
+        let caches = crate::upstream::cache::paths(http, "proxy_cache_path", cx.prefix, cx.user)?;
+        cx.state
+            .downcast_mut::<State>()
+            .expect("the proxy's state")
+            .caches = caches;
         Ok(())
     }
 

@@ -177,6 +177,8 @@ pub(crate) async fn serve<D: Downstream>(
     body: ReqBody,
 ) -> Finish {
     let mut attempts = Vec::new();
+    // The cache's conditions of a revalidation, for an application server's params.
+    let mut conditions = None;
     req.set_upstream_ignores(plan.settings.cache.ignore);
     // The cache first: a fresh entry is the response.
     let mut cache = plan.cache.take();
@@ -218,7 +220,10 @@ pub(crate) async fn serve<D: Downstream>(
             Found::Wait | Found::Upstream => {}
         }
         if let Some(lines) = job.revalidation() {
-            plan.head.extend_from_slice(&lines);
+            match plan.gateway {
+                Some(_) => conditions = Some(lines),
+                None => plan.head.extend_from_slice(&lines),
+            }
         }
     }
     // `$request_body`: the client's body, when it was read whole.
@@ -231,17 +236,21 @@ pub(crate) async fn serve<D: Downstream>(
     };
     // An application server's request, with params that may read the body just read.
     if let Some(g) = &plan.gateway {
-        let pass_headers = plan.settings.pass_request_headers;
+        let fields = super::params::Fields {
+            pass: plan.settings.pass_request_headers,
+            cacheable: g.cacheable,
+            conditions: conditions.as_deref(),
+        };
         let length = match &body {
             ReqBody::Whole(b) => b.len(),
             _ => 0,
         };
         plan.head = match g.protocol {
-            Protocol::FastCgi => g.params.fastcgi(req, pass_headers, plan.keepalive),
+            Protocol::FastCgi => g.params.fastcgi(req, fields, plan.keepalive),
             Protocol::Uwsgi {
                 modifier1,
                 modifier2,
-            } => match g.params.uwsgi(req, pass_headers, (modifier1, modifier2)) {
+            } => match g.params.uwsgi(req, fields, (modifier1, modifier2)) {
                 Ok(head) => head,
                 Err(why) => {
                     req.log(Level::Alert, &why);
@@ -253,7 +262,7 @@ pub(crate) async fn serve<D: Downstream>(
                     };
                 }
             },
-            Protocol::Scgi => g.params.scgi(req, pass_headers, length),
+            Protocol::Scgi => g.params.scgi(req, fields, length),
         };
     }
     let mut head = Lent {

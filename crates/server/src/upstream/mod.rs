@@ -116,6 +116,9 @@ pub(crate) struct Plan {
 pub(crate) struct Gateway {
     pub protocol: Protocol,
     pub params: Arc<fastcgi::Params>,
+    /// The response may be cached: the client's conditions and range are not passed (the
+    /// cache's own conditions are, when it revalidates), as nginx's cache params say.
+    pub cacheable: bool,
 }
 
 /// The protocols of application servers.

@@ -343,10 +343,42 @@ pub(crate) fn directive(
     Ok(true)
 }
 
-/// `proxy_cache_path` (http level): the cache's directory and zone, kept across a reload
-/// when the zone keeps its name, size and path.
-pub(crate) fn path(d: &Directive, prefix: &std::path::Path) -> Result<Arc<CachePath>, ConfigError> {
-    store::CachePath::configure(d, prefix)
+/// The http level's `proxy_cache_path`s (`directive`: or `fastcgi_cache_path`, ...), by
+/// zone name: each a directory and a keys zone, kept across a reload when the zone keeps its
+/// name, size and path. Read before the level's other directives, since a `proxy_cache`
+/// may name a zone defined below it; the directories become `user`'s, the workers', as
+/// nginx makes the paths it creates.
+pub(crate) fn paths(
+    http: &[Directive],
+    directive: &str,
+    prefix: &std::path::Path,
+    user: Option<libc::uid_t>,
+) -> Result<Caches, ConfigError> {
+    let mut caches = Caches::new();
+    let mut dirs: Vec<(std::path::PathBuf, String)> = Vec::new();
+    for d in http.iter().filter(|d| d.name == directive) {
+        let dir = prefix.join(d.arg(0));
+        if let Some((_, at)) = dirs.iter().find(|(p, _)| *p == dir) {
+            return Err(ConfigError::at(
+                d,
+                format!("the same path name \"{}\" used in {at} and", dir.display()),
+            ));
+        }
+        dirs.push((dir, d.span.to_string()));
+        let zone = d.args.iter().find_map(|a| {
+            let (name, _) = a.value.strip_prefix("keys_zone=")?.split_once(':')?;
+            Some(name)
+        });
+        if let Some(name) = zone.filter(|n| caches.contains_key(*n)) {
+            return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
+        }
+        let cache = store::CachePath::configure(d, prefix)?;
+        if let Some(uid) = user {
+            cache.give_to(uid);
+        }
+        caches.insert(cache.name.clone(), cache);
+    }
+    Ok(caches)
 }
 
 /// What the location's cache does for one request: its key, and what the lookup found.
