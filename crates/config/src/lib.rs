@@ -17,6 +17,8 @@
 //! - [`MIME_TYPES`]: the shipped `mime.types`.
 
 mod ast;
+#[doc(hidden)]
+pub mod fuzz;
 mod lexer;
 mod parser;
 mod table;

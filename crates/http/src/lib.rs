@@ -22,6 +22,8 @@ mod auth;
 mod chunked;
 mod date;
 mod error;
+#[doc(hidden)]
+pub mod fuzz;
 mod path;
 mod request;
 mod response;

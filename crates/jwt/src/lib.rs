@@ -16,6 +16,8 @@
 
 mod base64url;
 mod cache;
+#[doc(hidden)]
+pub mod fuzz;
 mod json;
 mod key;
 mod verify;

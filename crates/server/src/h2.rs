@@ -359,7 +359,7 @@ async fn serve<S>(
 
 /// The most header bytes of one request, as `h2` counts them (name, value and 32 per field),
 /// past which it answers 431: nginx's bound, all of large_client_header_buffers.
-fn header_list_max(limits: &HeadLimits) -> u32 {
+pub(crate) fn header_list_max(limits: &HeadLimits) -> u32 {
     let all = limits
         .large_buffers
         .saturating_mul(limits.large_buffer_size);
@@ -369,7 +369,11 @@ fn header_list_max(limits: &HeadLimits) -> u32 {
 /// Writes the HTTP/1.1 head a request stands for into `out`; `body_follows` says whether
 /// DATA frames follow the HEADERS. Returns the request line's length, for logging a head that
 /// is refused.
-fn rebuild_head(out: &mut BytesMut, parts: &http::request::Parts, body_follows: bool) -> usize {
+pub(crate) fn rebuild_head(
+    out: &mut BytesMut,
+    parts: &http::request::Parts,
+    body_follows: bool,
+) -> usize {
     out.clear();
     out.extend_from_slice(parts.method.as_str().as_bytes());
     out.extend_from_slice(b" ");

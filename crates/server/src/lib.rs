@@ -25,6 +25,8 @@ mod conn;
 mod empty_gif;
 mod encode;
 pub mod files;
+#[doc(hidden)]
+pub mod fuzz;
 mod gateway;
 mod geo;
 mod gzip;

@@ -16,7 +16,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 /// What a header names.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ProxyProtocol {
     /// The client's address, as version 1 wrote it or as nginx writes version 2's.
     pub src_addr: String,
