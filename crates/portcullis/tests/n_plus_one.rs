@@ -49,9 +49,7 @@ fn field<'a>(json: &'a str, key: &str) -> &'a str {
         .find(&format!("\"{key}\": "))
         .unwrap_or_else(|| panic!("{key} in {json}"));
     let rest = &json[at + key.len() + 4..];
-    let end = rest
-        .find(|c: char| c == ',' || c == '}')
-        .unwrap_or(rest.len());
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
     &rest[..end]
 }
 
