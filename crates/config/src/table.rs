@@ -46,6 +46,8 @@ pub(crate) mod args {
     pub(crate) const FLAG: u16 = 1 << 9;
     pub(crate) const MORE1: u16 = 1 << 10;
     pub(crate) const MORE2: u16 = 1 << 11;
+    /// Any number of arguments, none too.
+    pub(crate) const ANY: u16 = 1 << 12;
     /// Most arguments any directive takes with fixed counts (`NGX_CONF_MAX_ARGS`).
     pub(crate) const MAX_FIXED: usize = 8;
 }
@@ -178,6 +180,9 @@ impl Spec {
         use args::*;
         if self.args & FLAG != 0 {
             return n == 1;
+        }
+        if self.args & ANY != 0 {
+            return true;
         }
         if self.args & MORE1 != 0 {
             return n >= 1;
@@ -650,6 +655,15 @@ pub static MODULES: &[Module] = &[
         name: "http_upstream_zone_module",
         flag: Flag::Standard,
         directives: &[d("zone", UPS, TAKE12)],
+    },
+    // Active health checks of upstream servers, as NGINX Plus has them (no configure flag).
+    Module {
+        name: "http_upstream_hc_module",
+        flag: Flag::None,
+        directives: &[
+            d("health_check", LOC, ANY),
+            block("match", HTTP, TAKE1, Block::Data),
+        ],
     },
     // `proxy_pass` and its settings.
     Module {

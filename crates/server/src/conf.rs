@@ -1010,6 +1010,7 @@ impl Builder {
         let names = self.names.clone();
         let prefix = self.prefix.clone();
         let conf_prefix = self.conf_prefix.clone();
+        let upstreams = self.groups.clone();
         let mut warnings = Vec::new();
         for (i, m) in modules.iter().enumerate() {
             // The module's load state, lent to its `finish` (the `if` blocks it may build
@@ -1029,6 +1030,7 @@ impl Builder {
                 conf_prefix: &conf_prefix,
                 level,
                 warnings: &mut warnings,
+                upstreams: &upstreams,
             };
             let finished = m.finish(conf.modules.slot_mut(i), block, &mut cx);
             self.loads[i] = state;

@@ -32,6 +32,7 @@ mod geo;
 mod gzip;
 mod h2;
 mod headers;
+mod health_check;
 mod index;
 mod limit_conn;
 mod limit_req;

@@ -152,7 +152,13 @@ pub(crate) struct Finish<'a> {
     pub level: &'a Directive,
     /// Where a level that loads with something nginx warns about says so, as `[warn]`.
     pub warnings: &'a mut Vec<String>,
+    /// The configuration's `upstream` blocks, by name (as [`Load::upstreams`]).
+    pub upstreams: &'a Arc<crate::upstream::Groups>,
 }
+
+/// What a module runs once for the whole server with one configuration (see
+/// [`Module::start`]): dropping it stops it.
+pub(crate) type Running = Box<dyn Any + Send>;
 
 /// What the server opened for a module from one load of a configuration (see
 /// [`Module::open`]): files a worker could not open itself once it serves as `user`.
@@ -233,6 +239,18 @@ pub(crate) trait Module: Sync {
     /// as `user`, as nginx's master opens its log files. An error stops the start or reload.
     fn open(&self, _loaded: &(dyn Any + Send + Sync)) -> std::io::Result<Opened> {
         Ok(Arc::new(()))
+    }
+
+    /// Starts what the module runs once for the whole server, beside the workers, with a
+    /// configuration (active health checks of upstream servers): on start and on each
+    /// reload, the new one started before the old one is dropped.
+    /// `credentials`: the workers' `user`, which it runs as too.
+    fn start(
+        &self,
+        _loaded: &(dyn Any + Send + Sync),
+        _credentials: Option<&Arc<crate::user::Credentials>>,
+    ) -> Option<Running> {
+        None
     }
 
     /// The protocol the module serves over a TLS connection to a server whose settings are

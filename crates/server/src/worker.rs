@@ -18,7 +18,7 @@ use tokio::task::{AbortHandle, LocalSet};
 use crate::conf::{Compiled, HttpConf};
 use crate::files::FileCache;
 use crate::log::ErrorLog;
-use crate::module::Opened;
+use crate::module::{Opened, Running};
 use crate::user::Credentials;
 use crate::Level;
 
@@ -70,6 +70,8 @@ struct State {
     generation: Arc<Generation>,
     /// Whom the workers serve as; a reload that changes it starts new workers.
     credentials: Option<Arc<Credentials>>,
+    /// What the modules run beside the workers for the newest configuration.
+    running: Vec<Running>,
 }
 
 impl Server {
@@ -88,6 +90,7 @@ impl Server {
             opened: open_files(&compiled.http)?,
         });
         let credentials = compiled.main.credentials;
+        let running = start_modules(&compiled.http, credentials.as_ref());
         let workers = (0..n)
             .map(|id| {
                 let listeners = listeners_of(&bound, id)?;
@@ -101,6 +104,7 @@ impl Server {
                 bound,
                 generation,
                 credentials,
+                running,
             }),
         })
     }
@@ -121,6 +125,7 @@ impl Server {
             bound,
             generation: current,
             credentials,
+            running,
         } = &mut *state;
         // Every file is opened anew, as nginx does on reload: a log moved away is left.
         let opened = open_files(&compiled.http)?;
@@ -199,6 +204,7 @@ impl Server {
             retire(std::mem::replace(workers, started));
             *current = generation;
             *credentials = compiled.main.credentials;
+            *running = start_modules(&compiled.http, credentials.as_ref());
             return Ok(());
         }
         self.shared.error_log.replace(&compiled.main.error_log)?;
@@ -215,6 +221,7 @@ impl Server {
         }
         apply_bound(bound, &removed, fresh, extra, new_n);
         *current = generation.clone();
+        *running = start_modules(&compiled.http, credentials.as_ref());
         if new_n < old_n {
             retire(workers.drain(new_n..).collect());
         }
@@ -616,6 +623,14 @@ fn module_states(generation: &Generation) -> Vec<Box<dyn std::any::Any>> {
 }
 
 /// What each module of `http` writes to, opened by the server itself (see `Module::open`).
+/// What the modules run beside the workers for a configuration.
+fn start_modules(http: &HttpConf, credentials: Option<&Arc<Credentials>>) -> Vec<Running> {
+    let modules = http.modules.iter().zip(&http.loaded);
+    modules
+        .filter_map(|(m, loaded)| m.start(&**loaded, credentials))
+        .collect()
+}
+
 fn open_files(http: &HttpConf) -> io::Result<Vec<Opened>> {
     let modules = http.modules.iter().zip(&http.loaded);
     modules.map(|(m, loaded)| m.open(&**loaded)).collect()

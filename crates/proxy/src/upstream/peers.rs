@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -99,6 +99,8 @@ pub struct Peer {
     conns: AtomicU32,
     /// The weight round robin uses: lowered by failures, back up by one per selection pass.
     effective_weight: AtomicI64,
+    /// What the active health checks (`health_check`) last concluded; true without them.
+    healthy: AtomicBool,
 }
 
 impl Peer {
@@ -118,7 +120,18 @@ impl Peer {
             checked: AtomicU64::new(0),
             conns: AtomicU32::new(0),
             effective_weight: AtomicI64::new(i64::from(conf.weight)),
+            healthy: AtomicBool::new(true),
         }
+    }
+
+    /// Whether the active health checks let the peer take requests (true without them).
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// The active health checks' conclusion: an unhealthy peer takes no new attempt.
+    pub fn set_healthy(&self, healthy: bool) {
+        self.healthy.store(healthy, Ordering::Relaxed);
     }
 
     /// The `server` argument this address came from, as written.
@@ -171,9 +184,10 @@ impl Peer {
     }
 
     /// Whether the peer may take an attempt now, before `tried` is considered: not down,
-    /// not failed `max_fails` times within `fail_timeout`, below `max_conns`.
+    /// healthy to the active checks, not failed `max_fails` times within `fail_timeout`,
+    /// below `max_conns`.
     pub(crate) fn usable(&self, now_ms: u64) -> bool {
-        !self.down && !self.failed(now_ms) && !self.full()
+        !self.down && self.is_healthy() && !self.failed(now_ms) && !self.full()
     }
 
     /// Out for failures: nginx's `fails >= max_fails && now - checked <= fail_timeout`.

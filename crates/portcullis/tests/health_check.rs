@@ -1,0 +1,166 @@
+//! Active health checks (`health_check`, `match`), as NGINX Plus has them: an upstream server
+//! whose checks fail takes no request until they pass again, in every worker; `mandatory`
+//! keeps a server out until its first check passes; a location without an upstream group
+//! to check is refused. (nginx's open-source build has no health checks to compare with.)
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::{main_config, Kind, Server};
+
+/// An upstream that answers `/health` with 200 `healthy` while `up`, else 503, and any
+/// other request with its `name`; it counts those.
+fn upstream(name: &'static str, up: Arc<AtomicBool>, served: Arc<AtomicUsize>) -> u16 {
+    support::head_upstream(move |_, head| {
+        let health = head.starts_with(b"GET /health ");
+        let (status, body) = match (health, up.load(Ordering::SeqCst)) {
+            (true, true) => ("200 OK", "healthy"),
+            (true, false) => ("503 Unavailable", "sick"),
+            (false, _) => {
+                served.fetch_add(1, Ordering::SeqCst);
+                ("200 OK", name)
+            }
+        };
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    })
+}
+
+/// Who answers `n` requests in a row, as a string of names.
+fn answers(port: u16, n: usize) -> String {
+    (0..n)
+        .map(|_| support::get(port, "/").expect("GET /").body_text())
+        .collect()
+}
+
+#[test]
+fn an_unhealthy_server_takes_no_requests_until_its_checks_pass() {
+    let (a_up, b_up) = (
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicBool::new(true)),
+    );
+    let (a_served, b_served) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let a = upstream("a", a_up, a_served.clone());
+    let b = upstream("b", b_up.clone(), b_served.clone());
+    let http = format!(
+        r#"
+    upstream pair {{ server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
+    match healthy {{ status 200; body ~ "healthy"; }}
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location / {{
+            proxy_pass http://pair;
+            health_check interval=100ms fails=2 passes=2 uri=/health match=healthy;
+        }}
+    }}
+"#
+    );
+    // Two workers: the checks' conclusion holds in both.
+    let conf = main_config(&http).replace("worker_processes 1;", "worker_processes 2;");
+    let Some(server) = Server::start(Kind::Portcullis, 1, &conf) else {
+        return;
+    };
+    let port = server.port(0);
+    // Both serve.
+    let both = answers(port, 8);
+    assert!(both.contains('a') && both.contains('b'), "{both}");
+    // b fails its checks: once two have failed, it gets nothing.
+    b_up.store(false, Ordering::SeqCst);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || answers(port, 4) == "aaaa"),
+        "b was never taken out"
+    );
+    let before = b_served.load(Ordering::SeqCst);
+    assert_eq!(answers(port, 20), "a".repeat(20));
+    assert_eq!(b_served.load(Ordering::SeqCst), before);
+    // b recovers: after two passing checks it serves again.
+    b_up.store(true, Ordering::SeqCst);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || answers(port, 4).contains('b')),
+        "b never came back"
+    );
+    assert!(a_served.load(Ordering::SeqCst) > 0);
+}
+
+#[test]
+fn a_mandatory_check_keeps_a_server_out_until_it_passes() {
+    let served = Arc::new(AtomicUsize::new(0));
+    let server_port = upstream("s", Arc::new(AtomicBool::new(true)), served.clone());
+    // The checks go to a port nobody listens on, and need a thousand failures to take a
+    // server out: only `mandatory` keeps it out from the start.
+    let closed = support::free_ports(1)[0];
+    let http = format!(
+        r#"
+    upstream m {{ server 127.0.0.1:{server_port}; }}
+    upstream n {{ server 127.0.0.1:{server_port}; }}
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location /m/ {{
+            proxy_pass http://m;
+            health_check interval=100ms fails=1000 port={closed} mandatory;
+        }}
+        location /n/ {{
+            proxy_pass http://n;
+            health_check interval=100ms fails=1000 port={closed};
+        }}
+    }}
+"#
+    );
+    let Some(server) = Server::start(Kind::Portcullis, 1, &main_config(&http)) else {
+        return;
+    };
+    for _ in 0..5 {
+        // Never checked healthy: no live upstream, nginx's 502, and the server never asked.
+        assert_eq!(
+            support::get(server.port(0), "/m/").expect("GET").status,
+            502
+        );
+        assert_eq!(
+            support::get(server.port(0), "/n/").expect("GET").status,
+            200
+        );
+    }
+    assert_eq!(served.load(Ordering::SeqCst), 5);
+}
+
+#[test]
+fn a_health_check_needs_an_upstream_group_and_its_match() {
+    for (location, error) in [
+        (
+            "proxy_pass http://127.0.0.1:1; health_check;",
+            "health check requires an upstream group",
+        ),
+        (
+            "proxy_pass http://g; health_check match=none;",
+            "match \"none\" not found",
+        ),
+        (
+            "proxy_pass http://g; health_check fails=0;",
+            "invalid parameter \"fails=0\"",
+        ),
+        (
+            "proxy_pass https://g; health_check;",
+            "health checks over TLS (\"proxy_pass https://\") are not supported",
+        ),
+    ] {
+        let http = format!(
+            "upstream g {{ server 127.0.0.1:1; }} server {{ location / {{ {location} }} }}"
+        );
+        let dir = support::TempDir::new("hc-t");
+        let conf = dir.write(
+            "nginx.conf",
+            support::render(&main_config(&http), dir.path(), &[]),
+        );
+        let binary = Kind::Portcullis.binary().expect("portcullis");
+        let out = support::test_config(std::process::Command::new(binary), dir.path(), &conf);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{location} loads");
+        assert!(stderr.contains(error), "{stderr}");
+    }
+}

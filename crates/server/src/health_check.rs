@@ -1,0 +1,587 @@
+//! NGINX Plus's active health checks (`ngx_http_upstream_hc_module`): `health_check` in a
+//! location that passes requests to an `upstream` group (`proxy_pass http://group`), and
+//! `match` blocks that say what a healthy answer is.
+//!
+//! `health_check [interval=5s] [jitter=0] [fails=1] [passes=1] [uri=/] [port=N]
+//! [match=name] [mandatory] [persistent]`: every `interval` (plus up to `jitter`), each
+//! server of the group gets `GET uri HTTP/1.0` (`Host:` the group's name) on its own
+//! address, or on `port`. `fails` failed checks in a row make it unhealthy: it takes no new
+//! request, from any worker, until `passes` checks in a row succeed. A check fails when the
+//! server cannot be reached, does not answer within the interval (a second at least), or
+//! answers what `match` refuses; without `match`, a status of 2xx or 3xx passes. With
+//! `mandatory` the servers start unhealthy until their first check passes (`persistent`,
+//! which keeps that state across reloads, is read and has no effect: a reload checks anew).
+//!
+//! `match name { status 200-399; status ! 500; header Content-Type = text/html;
+//! header ! X-Bad; header X-Id ~ "^[0-9]+$"; body ~ "ok"; body !~ "error"; }`: every
+//! condition must hold (a `status` line lists codes and ranges, any of which may match).
+//!
+//! The checks run once for the whole server, in a thread of their own beside the workers
+//! (`Module::start`), with the workers' credentials; each reload starts them anew with the
+//! new configuration's groups.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis_config::{ConfigError, Directive};
+use portcullis_proxy::upstream::Upstream;
+use portcullis_proxy::PeerAddr;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::module::{self, Finish, Load, Module, Running, Slot};
+use crate::request::Handlers;
+use crate::user::Credentials;
+
+pub(crate) struct HealthCheck;
+
+pub(crate) static MODULE: HealthCheck = HealthCheck;
+
+/// The most of an answer a check reads (NGINX Plus reads up to 256 KB of the body).
+const MAX_ANSWER: usize = 256 * 1024;
+
+/// One `health_check` directive.
+#[derive(Clone)]
+struct Spec {
+    interval: Duration,
+    jitter: Duration,
+    fails: u32,
+    passes: u32,
+    uri: String,
+    port: Option<u16>,
+    expect: Option<Arc<Match>>,
+    mandatory: bool,
+}
+
+/// A `match` block: every condition must hold.
+#[derive(Default)]
+struct Match {
+    /// Each `status` line: the codes and ranges it lists, and whether it is negated.
+    status: Vec<(Vec<(u16, u16)>, bool)>,
+    headers: Vec<(String, HeaderTest)>,
+    /// `body ~ re` (true) and `body !~ re` (false).
+    body: Vec<(regex::bytes::Regex, bool)>,
+}
+
+enum HeaderTest {
+    Present,
+    Absent,
+    Is(Vec<u8>, bool),
+    Matches(regex::bytes::Regex, bool),
+}
+
+/// The location's `health_check`s (not inherited by the locations inside).
+#[derive(Clone, Default)]
+struct Conf(Vec<Spec>);
+
+/// What one load keeps: the `match` blocks by name, and each group with its checks.
+#[derive(Default)]
+struct State {
+    matches: HashMap<String, Arc<Match>>,
+    checks: Vec<(Arc<Upstream>, Spec)>,
+}
+
+impl Module for HealthCheck {
+    fn name(&self) -> &'static str {
+        "http_upstream_hc_module"
+    }
+
+    fn load(&self) -> Box<dyn Any + Send + Sync> {
+        Box::new(State::default())
+    }
+
+    fn defaults(&self) -> Slot {
+        Arc::new(Conf::default())
+    }
+
+    /// The `match` blocks, which a `health_check` may name above them.
+    fn begin_http(&self, http: &[Directive], cx: &mut Load<'_>) -> Result<(), ConfigError> {
+        let state = cx
+            .state
+            .downcast_mut::<State>()
+            .expect("the module's state");
+        for d in http.iter().filter(|d| d.name == "match") {
+            let name = d.arg(0).to_string();
+            if state.matches.contains_key(&name) {
+                return Err(ConfigError::at(d, format!("duplicate match \"{name}\"")));
+            }
+            state.matches.insert(name, Arc::new(parse_match(d)?));
+        }
+        Ok(())
+    }
+
+    fn directive(
+        &self,
+        conf: &mut Slot,
+        d: &Directive,
+        cx: &mut Load<'_>,
+    ) -> Result<(), ConfigError> {
+        if d.name == "health_check" {
+            let state = cx
+                .state
+                .downcast_ref::<State>()
+                .expect("the module's state");
+            let spec = parse_spec(d, &state.matches)?;
+            module::edit::<Conf>(conf).0.push(spec);
+        }
+        Ok(())
+    }
+
+    fn enter_location(&self, conf: &mut Slot) {
+        if !module::get::<Conf>(conf).0.is_empty() {
+            *module::edit::<Conf>(conf) = Conf::default();
+        }
+    }
+
+    /// A location's checks go to the group its `proxy_pass` names.
+    fn finish(
+        &self,
+        conf: &mut Slot,
+        block: &[Directive],
+        cx: &mut Finish<'_>,
+    ) -> Result<(), ConfigError> {
+        let Some(first) = block.iter().find(|d| d.name == "health_check") else {
+            return Ok(());
+        };
+        let pass = block.iter().find(|d| d.name == "proxy_pass");
+        if pass.is_some_and(|d| d.arg(0).starts_with("https://")) {
+            return Err(ConfigError::at(
+                first,
+                "health checks over TLS (\"proxy_pass https://\") are not supported",
+            ));
+        }
+        let group = pass
+            .and_then(|d| {
+                let url = d.arg(0);
+                let rest = url.strip_prefix("http://")?;
+                let name = rest.split('/').next().unwrap_or(rest);
+                (!name.contains('$')).then_some(name)
+            })
+            .and_then(|name| cx.upstreams.get(name))
+            .ok_or_else(|| {
+                ConfigError::at(
+                    first,
+                    "health check requires an upstream group (\"proxy_pass http://group\")",
+                )
+            })?;
+        let state = cx
+            .state
+            .downcast_mut::<State>()
+            .expect("the module's state");
+        for spec in &module::get::<Conf>(conf).0 {
+            if spec.mandatory {
+                for peer in group.upstream.peers() {
+                    peer.set_healthy(false);
+                }
+            }
+            state.checks.push((group.upstream.clone(), spec.clone()));
+        }
+        Ok(())
+    }
+
+    fn is_active(&self, _conf: &Slot) -> bool {
+        false
+    }
+
+    fn handlers(&self) -> &'static (dyn Any + Send + Sync) {
+        &Handlers::NONE
+    }
+
+    fn start(
+        &self,
+        loaded: &(dyn Any + Send + Sync),
+        credentials: Option<&Arc<Credentials>>,
+    ) -> Option<Running> {
+        let state = loaded.downcast_ref::<State>().expect("the module's state");
+        if state.checks.is_empty() {
+            return None;
+        }
+        let checks = state.checks.clone();
+        let credentials = credentials.cloned();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name("health-checks".into())
+            .spawn(move || {
+                if let Some(c) = credentials {
+                    // As the workers: a check never runs as root.
+                    if c.apply_to_this_thread().is_err() {
+                        return;
+                    }
+                }
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                runtime.block_on(async move {
+                    let mut tasks = tokio::task::JoinSet::new();
+                    for (upstream, spec) in checks {
+                        for i in 0..upstream.peers().len() {
+                            let (upstream, spec) = (upstream.clone(), spec.clone());
+                            let mut stopped = stopped.clone();
+                            tasks.spawn(async move {
+                                tokio::select! {
+                                    () = watch(&upstream, i, &spec) => {}
+                                    _ = stopped.wait_for(|s| *s) => {}
+                                }
+                            });
+                        }
+                    }
+                    while tasks.join_next().await.is_some() {}
+                });
+            })
+            .ok()?;
+        Some(Box::new(Checks {
+            stop,
+            thread: Some(thread),
+        }))
+    }
+}
+
+/// The running checks: dropped, they stop.
+struct Checks {
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checks {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Checks peer `i` of `upstream` every interval, forever, and marks it healthy or not.
+async fn watch(upstream: &Upstream, i: usize, spec: &Spec) {
+    let peer = &upstream.peers()[i];
+    let (mut fails, mut passes) = (0, 0);
+    loop {
+        let limit = spec.interval.max(Duration::from_secs(1));
+        let ok = tokio::time::timeout(limit, check(&peer.addr, upstream.name(), spec))
+            .await
+            .unwrap_or(false);
+        if ok {
+            fails = 0;
+            passes += 1;
+            if passes >= spec.passes {
+                peer.set_healthy(true);
+            }
+        } else {
+            passes = 0;
+            fails += 1;
+            if fails >= spec.fails {
+                peer.set_healthy(false);
+            }
+        }
+        let jitter = match spec.jitter.as_millis() {
+            0 => Duration::ZERO,
+            j => Duration::from_millis(u64::from(rand_below(j))),
+        };
+        tokio::time::sleep(spec.interval + jitter).await;
+    }
+}
+
+/// A number below `n` (at most `u32::MAX`), from the clock: enough to spread checks.
+fn rand_below(n: u128) -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    u32::try_from(u128::from(nanos) % n).unwrap_or(0)
+}
+
+/// One check of the server at `addr`: whether its answer passes.
+async fn check(addr: &PeerAddr, host: &str, spec: &Spec) -> bool {
+    let request = format!(
+        "GET {} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: portcullis-health-check\r\nConnection: close\r\n\r\n",
+        spec.uri
+    );
+    let answer = match addr {
+        PeerAddr::Inet(a) => {
+            let mut a = *a;
+            if let Some(port) = spec.port {
+                a.set_port(port);
+            }
+            match tokio::net::TcpStream::connect(a).await {
+                Ok(s) => exchange(s, request.as_bytes()).await,
+                Err(_) => None,
+            }
+        }
+        PeerAddr::Unix(path) => match tokio::net::UnixStream::connect(path).await {
+            Ok(s) => exchange(s, request.as_bytes()).await,
+            Err(_) => None,
+        },
+    };
+    answer.is_some_and(|a| passes(&a, spec.expect.as_deref()))
+}
+
+/// Sends `request` and reads the answer: until its `Content-Length` is read, or else until
+/// the server closes (at most `MAX_ANSWER`).
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, request: &[u8]) -> Option<Vec<u8>> {
+    s.write_all(request).await.ok()?;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    while answer.len() < MAX_ANSWER && !whole(&answer) {
+        match s.read(&mut chunk).await.ok()? {
+            0 => break,
+            n => answer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(answer)
+}
+
+/// Whether `answer` holds a whole head and the body its `Content-Length` announces.
+fn whole(answer: &[u8]) -> bool {
+    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&answer[..end]);
+    let length = head.split("\r\n").skip(1).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())?
+    });
+    length.is_some_and(|n| answer.len() - (end + 4) >= n)
+}
+
+/// Whether an answer passes: its status, fields and body as `expect` asks, else a status
+/// of 2xx or 3xx.
+fn passes(answer: &[u8], expect: Option<&Match>) -> bool {
+    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&answer[..end]);
+    let body = &answer[end + 4..];
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .filter(|l| l.starts_with("HTTP/1."))
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse::<u16>().ok());
+    let Some(status) = status else {
+        return false;
+    };
+    let fields: Vec<(String, &str)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim()))
+        .collect();
+    let Some(m) = expect else {
+        return (200..400).contains(&status);
+    };
+    let status_ok = m.status.iter().all(|(ranges, negated)| {
+        ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status)) != *negated
+    });
+    let headers_ok = m.headers.iter().all(|(name, test)| {
+        let value = fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_bytes());
+        match test {
+            HeaderTest::Present => value.is_some(),
+            HeaderTest::Absent => value.is_none(),
+            HeaderTest::Is(want, equal) => value.is_some_and(|v| (v == &want[..]) == *equal),
+            HeaderTest::Matches(re, matches) => value.is_some_and(|v| re.is_match(v) == *matches),
+        }
+    });
+    let body_ok = m
+        .body
+        .iter()
+        .all(|(re, matches)| re.is_match(body) == *matches);
+    status_ok && headers_ok && body_ok
+}
+
+/// A `health_check` directive's parameters.
+fn parse_spec(d: &Directive, matches: &HashMap<String, Arc<Match>>) -> Result<Spec, ConfigError> {
+    let mut spec = Spec {
+        interval: Duration::from_secs(5),
+        jitter: Duration::ZERO,
+        fails: 1,
+        passes: 1,
+        uri: "/".into(),
+        port: None,
+        expect: None,
+        mandatory: false,
+    };
+    let invalid = |v: &str| ConfigError::at(d, format!("invalid parameter \"{v}\""));
+    for a in &d.args {
+        let v = a.value.as_str();
+        let (key, value) = v.split_once('=').unwrap_or((v, ""));
+        let time = || {
+            portcullis_config::value::parse_time(value)
+                .filter(|t| !t.is_zero() || key == "jitter")
+                .ok_or_else(|| invalid(v))
+        };
+        let count = || {
+            value
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(v))
+        };
+        match key {
+            "interval" => spec.interval = time()?,
+            "jitter" => spec.jitter = time()?,
+            "fails" => spec.fails = count()?,
+            "passes" => spec.passes = count()?,
+            "uri" if value.starts_with('/') => spec.uri = value.to_string(),
+            "port" => {
+                spec.port = Some(
+                    value
+                        .parse()
+                        .ok()
+                        .filter(|p| *p > 0)
+                        .ok_or_else(|| invalid(v))?,
+                )
+            }
+            "match" => {
+                let m = matches
+                    .get(value)
+                    .ok_or_else(|| ConfigError::at(d, format!("match \"{value}\" not found")))?;
+                spec.expect = Some(m.clone());
+            }
+            "mandatory" if value.is_empty() => spec.mandatory = true,
+            "persistent" if value.is_empty() => {}
+            _ => return Err(invalid(v)),
+        }
+    }
+    Ok(spec)
+}
+
+/// A `match` block's conditions.
+fn parse_match(d: &Directive) -> Result<Match, ConfigError> {
+    let mut m = Match::default();
+    for c in d.children() {
+        let args: Vec<&str> = c.args.iter().map(|a| a.value.as_str()).collect();
+        let invalid = || ConfigError::at(c, format!("invalid condition \"{}\" in match", c.name));
+        let regex = |p: &str| {
+            regex::bytes::Regex::new(p)
+                .map_err(|e| ConfigError::at(c, format!("invalid regex \"{p}\": {e}")))
+        };
+        match c.name.as_str() {
+            "status" => {
+                let (negated, codes) = match args.split_first() {
+                    Some((&"!", rest)) => (true, rest),
+                    _ => (false, &args[..]),
+                };
+                let ranges = codes
+                    .iter()
+                    .map(|code| {
+                        let (lo, hi) = code.split_once('-').unwrap_or((code, code));
+                        match (lo.parse::<u16>(), hi.parse::<u16>()) {
+                            (Ok(lo), Ok(hi)) if (100..=599).contains(&lo) && lo <= hi => {
+                                Ok((lo, hi))
+                            }
+                            _ => Err(invalid()),
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if ranges.is_empty() {
+                    return Err(invalid());
+                }
+                m.status.push((ranges, negated));
+            }
+            "header" => {
+                let test = match args[..] {
+                    ["!", name] => (name, HeaderTest::Absent),
+                    [name] => (name, HeaderTest::Present),
+                    [name, "=", v] => (name, HeaderTest::Is(v.as_bytes().to_vec(), true)),
+                    [name, "!=", v] => (name, HeaderTest::Is(v.as_bytes().to_vec(), false)),
+                    [name, "~", re] => (name, HeaderTest::Matches(regex(re)?, true)),
+                    [name, "!~", re] => (name, HeaderTest::Matches(regex(re)?, false)),
+                    _ => return Err(invalid()),
+                };
+                m.headers.push((test.0.to_ascii_lowercase(), test.1));
+            }
+            "body" => match args[..] {
+                ["~", re] => m.body.push((regex(re)?, true)),
+                ["!~", re] => m.body.push((regex(re)?, false)),
+                _ => return Err(invalid()),
+            },
+            _ => return Err(invalid()),
+        }
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(text: &str) -> Directive {
+        let conf = format!("events {{}} http {{ {text} }}");
+        let loaded = portcullis_config::load_str(
+            &conf,
+            std::path::Path::new("/t.conf"),
+            &Default::default(),
+        )
+        .expect("loads");
+        let http = loaded
+            .directives
+            .iter()
+            .find(|d| d.name == "http")
+            .expect("http");
+        http.children()[0].clone()
+    }
+
+    #[test]
+    fn a_match_block_decides_as_written() {
+        let m = parse_match(&block(
+            r#"match m { status 200-299 304; status ! 204; header Content-Type ~ "^text/";
+               header ! X-Bad; body ~ "ok"; body !~ "error"; }"#,
+        ))
+        .expect("a match");
+        let answer = |status: u16, fields: &str, body: &str| {
+            format!("HTTP/1.1 {status} X\r\n{fields}\r\n{body}").into_bytes()
+        };
+        let html = "Content-Type: text/html\r\n";
+        assert!(passes(&answer(200, html, "all ok"), Some(&m)));
+        assert!(!passes(&answer(204, html, "all ok"), Some(&m)));
+        assert!(!passes(&answer(500, html, "all ok"), Some(&m)));
+        assert!(!passes(
+            &answer(200, "Content-Type: image/png\r\n", "ok"),
+            Some(&m)
+        ));
+        assert!(!passes(
+            &answer(200, "Content-Type: text/x\r\nX-Bad: 1\r\n", "ok"),
+            Some(&m)
+        ));
+        assert!(!passes(&answer(200, html, "ok, then an error"), Some(&m)));
+        // Without a match: 2xx and 3xx pass.
+        assert!(passes(&answer(302, "", ""), None));
+        assert!(!passes(&answer(404, "", ""), None));
+        assert!(!passes(b"garbage", None));
+    }
+
+    #[test]
+    fn bad_conditions_and_parameters_are_refused() {
+        for text in [
+            "match m { status 99; }",
+            "match m { status; }",
+            "match m { header A B C D; }",
+            "match m { body = x; }",
+            "match m { colour red; }",
+            r#"match m { body ~ "("; }"#,
+        ] {
+            assert!(parse_match(&block(text)).is_err(), "{text}");
+        }
+        let matches = HashMap::new();
+        for args in [
+            "interval=0",
+            "fails=0",
+            "uri=x",
+            "port=70000",
+            "match=none",
+            "soon",
+        ] {
+            let d = block(&format!(
+                "server {{ location / {{ health_check {args}; }} }}"
+            ));
+            let d = &d.children()[0].children()[0];
+            assert!(parse_spec(d, &matches).is_err(), "{args}");
+        }
+    }
+}
