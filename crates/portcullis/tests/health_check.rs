@@ -79,6 +79,16 @@ fn an_unhealthy_server_takes_no_requests_until_its_checks_pass() {
     let before = b_served.load(Ordering::SeqCst);
     assert_eq!(answers(port, 20), "a".repeat(20));
     assert_eq!(b_served.load(Ordering::SeqCst), before);
+    let said = format!("health check \"\" of peer 127.0.0.1:{b} in upstream \"pair\"");
+    let logged = |level: &str, what: &str| {
+        let line = format!("{what}, {said}");
+        server
+            .error_log()
+            .lines()
+            .any(|l| l.contains(level) && l.contains(&line))
+    };
+    let unhealthy = "peer is unhealthy while checking status code of upstream";
+    assert!(logged("[warn]", unhealthy), "{}", server.error_log());
     // b recovers: after two passing checks it serves again.
     b_up.store(true, Ordering::SeqCst);
     assert!(
@@ -86,6 +96,8 @@ fn an_unhealthy_server_takes_no_requests_until_its_checks_pass() {
         "b never came back"
     );
     assert!(a_served.load(Ordering::SeqCst) > 0);
+    let healthy = "peer is healthy while checking status code";
+    assert!(logged("[notice]", healthy), "{}", server.error_log());
 }
 
 #[test]

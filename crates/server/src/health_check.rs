@@ -18,7 +18,9 @@
 //!
 //! The checks run once for the whole server, in a thread of their own beside the workers
 //! (`Module::start`), with the workers' credentials; each reload starts them anew with the
-//! new configuration's groups.
+//! new configuration's groups. A server that becomes unhealthy is logged at `warn` with the
+//! reason (`connect() failed (111: Connection refused) while connecting to upstream, health
+//! check "" of peer 127.0.0.1:8081 in upstream "backend"`), one that recovers at `notice`.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -30,9 +32,10 @@ use portcullis_proxy::upstream::Upstream;
 use portcullis_proxy::PeerAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::module::{self, Finish, Load, Module, Running, Slot};
+use crate::module::{self, Finish, Load, Module, Running, Slot, Start};
 use crate::request::Handlers;
-use crate::user::Credentials;
+use crate::worker::state::Shared;
+use crate::Level;
 
 pub(crate) struct HealthCheck;
 
@@ -188,17 +191,14 @@ impl Module for HealthCheck {
         &Handlers::NONE
     }
 
-    fn start(
-        &self,
-        loaded: &(dyn Any + Send + Sync),
-        credentials: Option<&Arc<Credentials>>,
-    ) -> Option<Running> {
+    fn start(&self, loaded: &(dyn Any + Send + Sync), cx: &Start<'_>) -> Option<Running> {
         let state = loaded.downcast_ref::<State>().expect("the module's state");
         if state.checks.is_empty() {
             return None;
         }
         let checks = state.checks.clone();
-        let credentials = credentials.cloned();
+        let credentials = cx.credentials.cloned();
+        let shared = cx.shared.clone();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("health-checks".into())
@@ -221,9 +221,10 @@ impl Module for HealthCheck {
                         for i in 0..upstream.peers().len() {
                             let (upstream, spec) = (upstream.clone(), spec.clone());
                             let mut stopped = stopped.clone();
+                            let shared = shared.clone();
                             tasks.spawn(async move {
                                 tokio::select! {
-                                    () = watch(&upstream, i, &spec) => {}
+                                    () = watch(&upstream, i, &spec, &shared) => {}
                                     _ = stopped.wait_for(|s| *s) => {}
                                 }
                             });
@@ -255,26 +256,40 @@ impl Drop for Checks {
     }
 }
 
-/// Checks peer `i` of `upstream` every interval, forever, and marks it healthy or not.
-async fn watch(upstream: &Upstream, i: usize, spec: &Spec) {
+/// Checks peer `i` of `upstream` every interval, forever, and marks it healthy or not,
+/// saying so in the error log when that changes, as NGINX Plus does.
+async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
     let peer = &upstream.peers()[i];
     let (mut fails, mut passes) = (0, 0);
+    let place = |what: &str| {
+        format!(
+            "{what}, health check \"\" of peer {} in upstream \"{}\"",
+            peer.name,
+            upstream.name()
+        )
+    };
     loop {
         let limit = spec.interval.max(Duration::from_secs(1));
-        let ok = tokio::time::timeout(limit, check(&peer.addr, upstream.name(), spec))
+        let checked = tokio::time::timeout(limit, check(&peer.addr, upstream.name(), spec))
             .await
-            .unwrap_or(false);
-        if ok {
-            fails = 0;
-            passes += 1;
-            if passes >= spec.passes {
-                peer.set_healthy(true);
+            .unwrap_or_else(|_| Err("upstream timed out (110: Connection timed out)".into()));
+        match checked {
+            Ok(()) => {
+                fails = 0;
+                passes += 1;
+                if passes >= spec.passes && !peer.is_healthy() {
+                    peer.set_healthy(true);
+                    let line = place("peer is healthy while checking status code");
+                    shared.error_log.write(Level::Notice, None, &line);
+                }
             }
-        } else {
-            passes = 0;
-            fails += 1;
-            if fails >= spec.fails {
-                peer.set_healthy(false);
+            Err(why) => {
+                passes = 0;
+                fails += 1;
+                if fails >= spec.fails && peer.is_healthy() {
+                    peer.set_healthy(false);
+                    shared.error_log.write(Level::Warn, None, &place(&why));
+                }
             }
         }
         let jitter = match spec.jitter.as_millis() {
@@ -293,29 +308,41 @@ fn rand_below(n: u128) -> u32 {
     u32::try_from(u128::from(nanos) % n).unwrap_or(0)
 }
 
-/// One check of the server at `addr`: whether its answer passes.
-async fn check(addr: &PeerAddr, host: &str, spec: &Spec) -> bool {
+/// One check of the server at `addr`: `Err` says why it failed, in NGINX Plus's words.
+async fn check(addr: &PeerAddr, host: &str, spec: &Spec) -> Result<(), String> {
     let request = format!(
         "GET {} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: portcullis-health-check\r\nConnection: close\r\n\r\n",
         spec.uri
     );
+    let connect_failed = |e: std::io::Error| {
+        format!(
+            "connect() failed {} while connecting to upstream",
+            crate::log::os_error(&e)
+        )
+    };
     let answer = match addr {
         PeerAddr::Inet(a) => {
             let mut a = *a;
             if let Some(port) = spec.port {
                 a.set_port(port);
             }
-            match tokio::net::TcpStream::connect(a).await {
-                Ok(s) => exchange(s, request.as_bytes()).await,
-                Err(_) => None,
-            }
+            let s = tokio::net::TcpStream::connect(a)
+                .await
+                .map_err(connect_failed)?;
+            exchange(s, request.as_bytes()).await
         }
-        PeerAddr::Unix(path) => match tokio::net::UnixStream::connect(path).await {
-            Ok(s) => exchange(s, request.as_bytes()).await,
-            Err(_) => None,
-        },
+        PeerAddr::Unix(path) => {
+            let s = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(connect_failed)?;
+            exchange(s, request.as_bytes()).await
+        }
     };
-    answer.is_some_and(|a| passes(&a, spec.expect.as_deref()))
+    let answer = answer.ok_or("upstream prematurely closed connection")?;
+    match passes(&answer, spec.expect.as_deref()) {
+        true => Ok(()),
+        false => Err("peer is unhealthy while checking status code of upstream".into()),
+    }
 }
 
 /// Sends `request` and reads the answer: until its `Content-Length` is read, or else until

@@ -160,6 +160,14 @@ pub(crate) struct Finish<'a> {
 /// [`Module::start`]): dropping it stops it.
 pub(crate) type Running = Box<dyn Any + Send>;
 
+/// What [`Module::start`] may use.
+pub(crate) struct Start<'a> {
+    /// The workers' `user`, which what it runs serves as too.
+    pub credentials: Option<&'a Arc<crate::user::Credentials>>,
+    /// The server's main error log (through the state the workers share).
+    pub shared: &'a Arc<crate::worker::state::Shared>,
+}
+
 /// What the server opened for a module from one load of a configuration (see
 /// [`Module::open`]): files a worker could not open itself once it serves as `user`.
 pub(crate) type Opened = Arc<dyn Any + Send + Sync>;
@@ -244,12 +252,7 @@ pub(crate) trait Module: Sync {
     /// Starts what the module runs once for the whole server, beside the workers, with a
     /// configuration (active health checks of upstream servers): on start and on each
     /// reload, the new one started before the old one is dropped.
-    /// `credentials`: the workers' `user`, which it runs as too.
-    fn start(
-        &self,
-        _loaded: &(dyn Any + Send + Sync),
-        _credentials: Option<&Arc<crate::user::Credentials>>,
-    ) -> Option<Running> {
+    fn start(&self, _loaded: &(dyn Any + Send + Sync), _cx: &Start<'_>) -> Option<Running> {
         None
     }
 

@@ -18,7 +18,7 @@ use tokio::task::{AbortHandle, LocalSet};
 use crate::conf::{Compiled, HttpConf};
 use crate::files::FileCache;
 use crate::log::ErrorLog;
-use crate::module::{Opened, Running};
+use crate::module::{Opened, Running, Start};
 use crate::user::Credentials;
 use crate::Level;
 
@@ -90,7 +90,7 @@ impl Server {
             opened: open_files(&compiled.http)?,
         });
         let credentials = compiled.main.credentials;
-        let running = start_modules(&compiled.http, credentials.as_ref());
+        let running = start_modules(&compiled.http, credentials.as_ref(), &shared);
         let workers = (0..n)
             .map(|id| {
                 let listeners = listeners_of(&bound, id)?;
@@ -204,7 +204,7 @@ impl Server {
             retire(std::mem::replace(workers, started));
             *current = generation;
             *credentials = compiled.main.credentials;
-            *running = start_modules(&compiled.http, credentials.as_ref());
+            *running = start_modules(&compiled.http, credentials.as_ref(), &self.shared);
             return Ok(());
         }
         self.shared.error_log.replace(&compiled.main.error_log)?;
@@ -221,7 +221,7 @@ impl Server {
         }
         apply_bound(bound, &removed, fresh, extra, new_n);
         *current = generation.clone();
-        *running = start_modules(&compiled.http, credentials.as_ref());
+        *running = start_modules(&compiled.http, credentials.as_ref(), &self.shared);
         if new_n < old_n {
             retire(workers.drain(new_n..).collect());
         }
@@ -624,10 +624,18 @@ fn module_states(generation: &Generation) -> Vec<Box<dyn std::any::Any>> {
 
 /// What each module of `http` writes to, opened by the server itself (see `Module::open`).
 /// What the modules run beside the workers for a configuration.
-fn start_modules(http: &HttpConf, credentials: Option<&Arc<Credentials>>) -> Vec<Running> {
+fn start_modules(
+    http: &HttpConf,
+    credentials: Option<&Arc<Credentials>>,
+    shared: &Arc<Shared>,
+) -> Vec<Running> {
+    let cx = Start {
+        credentials,
+        shared,
+    };
     let modules = http.modules.iter().zip(&http.loaded);
     modules
-        .filter_map(|(m, loaded)| m.start(&**loaded, credentials))
+        .filter_map(|(m, loaded)| m.start(&**loaded, &cx))
         .collect()
 }
 
