@@ -170,3 +170,60 @@ fn a_uri_part_is_refused_where_nginx_refuses_it() {
         }
     }
 }
+
+/// A `proxy_pass` in a `limit_except` block answers the methods the block restricts (nginx
+/// runs them in the block's location); the others are the location's own; a location's
+/// `proxy_pass` reaches into its `limit_except` block.
+#[test]
+fn a_limit_except_block_proxies_the_methods_it_restricts() {
+    let upstream = support::head_upstream(|_, head| {
+        let method =
+            String::from_utf8_lossy(head.split(|&b| b == b' ').next().unwrap_or(b"")).into_owned();
+        let body = format!("upstream {method}");
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    });
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        root {{PREFIX}}/html;
+        location / {{ limit_except GET {{ proxy_pass http://127.0.0.1:{upstream}; }} }}
+        location /p/ {{
+            proxy_pass http://127.0.0.1:{upstream}/;
+            limit_except GET {{ allow all; }}
+        }}
+    }}
+"#
+    );
+    let mut seen = Vec::new();
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        std::fs::create_dir_all(server.prefix().join("html")).expect("html");
+        std::fs::write(server.prefix().join("html/index.html"), "static").expect("index");
+        let mut lines = Vec::new();
+        for (method, path) in [
+            ("GET", "/"),
+            ("POST", "/"),
+            ("POST", "/p/x"),
+            ("GET", "/p/x"),
+        ] {
+            let raw = format!(
+                "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let r = support::request(server.port(0), &raw).expect("request");
+            lines.push(format!("{method} {path} -> {} {}", r.status, r.body_text()));
+        }
+        support::expect_lines(
+            &lines,
+            &["GET / -> 200 static", "POST / -> 200 upstream POST"],
+        );
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

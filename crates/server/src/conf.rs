@@ -895,8 +895,11 @@ impl Builder {
         if let Some(types) = types {
             conf.types = Arc::new(types);
         }
-        if let (Some(d), Some(le)) = (limit_except, conf.limit_except.as_mut()) {
-            Arc::make_mut(le).modules = self.limit_except_modules(&conf.modules, d)?;
+        if let Some(d) = limit_except {
+            let modules = self.limit_except_modules(&conf, d)?;
+            if let Some(le) = conf.limit_except.as_mut() {
+                Arc::make_mut(le).modules = modules;
+            }
         }
         // Last: an `if` block's configuration inherits every other setting of the location,
         // wherever it is written.
@@ -914,10 +917,11 @@ impl Builder {
     }
 
     /// The modules' settings of a `limit_except` block over its location's, if it has any
-    /// of their directives.
+    /// of their directives: a level of its own, completed by the modules as any other (a
+    /// `proxy_pass` there answers the methods the block restricts, as in nginx).
     fn limit_except_modules(
         &mut self,
-        location: &Confs,
+        location: &LocConf,
         d: &Directive,
     ) -> Result<Option<Confs>, ConfigError> {
         let mut confs = None;
@@ -929,16 +933,20 @@ impl Builder {
         let outer = std::mem::replace(&mut self.place, place);
         for a in d.children() {
             if let Some(i) = self.owner(&a.name) {
-                let confs = confs.get_or_insert_with(|| location.clone());
+                let confs = confs.get_or_insert_with(|| location.modules.clone());
                 self.module_directive(confs.slot_mut(i), i, a, &mut touched)?;
             }
         }
+        let Some(modules) = confs else {
+            self.place = outer;
+            return Ok(None);
+        };
+        let mut block = location.clone();
+        block.modules = modules;
+        self.finish_level(&mut block, d, false)?;
         // (An error ends the load: the place matters no more.)
         self.place = outer;
-        if let Some(confs) = confs.as_mut() {
-            confs.settle(self.modules);
-        }
-        Ok(confs)
+        Ok(Some(block.modules))
     }
 
     /// The module whose directive `name` is, by its place in the registry.

@@ -1692,12 +1692,16 @@ impl<'a> Request<'a> {
     fn content(&mut self) -> Step {
         let loc = self.loc.clone();
         let phases = self.phases;
-        for (_, content, conf) in phases.content.at(&loc.modules) {
+        // A method the location's `limit_except` restricts is answered with the block's
+        // settings (its `proxy_pass`), as nginx runs it in the block's location.
+        let restricted = loc.limit_except.as_ref().filter(|_| self.restricted);
+        let confs = Self::access_confs(&loc, restricted);
+        for (_, content, conf) in phases.content.at(confs) {
             if let Some(step) = content(self, conf) {
                 return step;
             }
         }
-        for (_, content, conf) in phases.static_content.at(&loc.modules) {
+        for (_, content, conf) in phases.static_content.at(confs) {
             if let Some(step) = content(self, conf) {
                 return step;
             }
