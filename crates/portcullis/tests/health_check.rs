@@ -11,11 +11,15 @@ use std::time::Duration;
 
 use support::{main_config, Kind, Server};
 
-/// An upstream that answers `/health` with 200 `healthy` while `up`, else 503, and any
-/// other request with its `name`; it counts those.
+/// An upstream that answers `/health` with 200 `healthy` while `up`, else 503, `/b-fails`
+/// with 500 if its `name` is `b`, and any other request with its `name`; it counts those.
 fn upstream(name: &'static str, up: Arc<AtomicBool>, served: Arc<AtomicUsize>) -> u16 {
     support::head_upstream(move |_, head| {
         let health = head.starts_with(b"GET /health ");
+        if head.starts_with(b"GET /b-fails ") {
+            let status = if name == "b" { "500 Error" } else { "200 OK" };
+            return format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").into_bytes();
+        }
         let (status, body) = match (health, up.load(Ordering::SeqCst)) {
             (true, true) => ("200 OK", "healthy"),
             (true, false) => ("503 Unavailable", "sick"),
@@ -98,6 +102,43 @@ fn an_unhealthy_server_takes_no_requests_until_its_checks_pass() {
     assert!(a_served.load(Ordering::SeqCst) > 0);
     let healthy = "peer is healthy while checking status code";
     assert!(logged("[notice]", healthy), "{}", server.error_log());
+}
+
+#[test]
+fn any_failing_check_keeps_a_server_out() {
+    let served = Arc::new(AtomicUsize::new(0));
+    let a = upstream(
+        "a",
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let b = upstream("b", Arc::new(AtomicBool::new(true)), served.clone());
+    // Two locations check the same group: b passes one check and fails the other.
+    let http = format!(
+        r#"
+    upstream pair {{ server 127.0.0.1:{a}; server 127.0.0.1:{b}; }}
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location / {{ proxy_pass http://pair; health_check interval=50ms uri=/health; }}
+        location /x/ {{ proxy_pass http://pair; health_check interval=50ms uri=/b-fails; }}
+    }}
+"#
+    );
+    let Some(server) = Server::start(Kind::Portcullis, 1, &main_config(&http)) else {
+        return;
+    };
+    let port = server.port(0);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || answers(port, 4) == "aaaa"),
+        "b was never taken out"
+    );
+    // Over many rounds of both checks, b stays out.
+    let before = served.load(Ordering::SeqCst);
+    for _ in 0..10 {
+        assert_eq!(answers(port, 10), "a".repeat(10));
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(served.load(Ordering::SeqCst), before);
 }
 
 #[test]

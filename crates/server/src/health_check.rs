@@ -173,9 +173,10 @@ impl Module for HealthCheck {
             .downcast_mut::<State>()
             .expect("the module's state");
         for spec in &module::get::<Conf>(conf).0 {
+            // A mandatory check finds each peer unhealthy until it first passes.
             if spec.mandatory {
                 for peer in group.upstream.peers() {
-                    peer.set_healthy(false);
+                    peer.check_changed(false);
                 }
             }
             state.checks.push((group.upstream.clone(), spec.clone()));
@@ -203,17 +204,20 @@ impl Module for HealthCheck {
         let thread = std::thread::Builder::new()
             .name("health-checks".into())
             .spawn(move || {
-                if let Some(c) = credentials {
-                    // As the workers: a check never runs as root.
-                    if c.apply_to_this_thread().is_err() {
-                        return;
-                    }
+                let failed = |e: std::io::Error| {
+                    let message = format!("health checks cannot run: {e}");
+                    shared.error_log.write(Level::Alert, None, &message);
+                };
+                // As the workers: a check never runs as root.
+                if let Some(Err(e)) = credentials.map(|c| c.apply_to_this_thread()) {
+                    return failed(e);
                 }
-                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                let runtime = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                else {
-                    return;
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => return failed(e),
                 };
                 runtime.block_on(async move {
                     let mut tasks = tokio::task::JoinSet::new();
@@ -256,11 +260,14 @@ impl Drop for Checks {
     }
 }
 
-/// Checks peer `i` of `upstream` every interval, forever, and marks it healthy or not,
-/// saying so in the error log when that changes, as NGINX Plus does.
+/// Checks peer `i` of `upstream` every interval, forever, and tells the peer when this
+/// check's conclusion changes (any check finding it unhealthy keeps it out), saying so in
+/// the error log, as NGINX Plus does.
 async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
     let peer = &upstream.peers()[i];
     let (mut fails, mut passes) = (0, 0);
+    // A mandatory check starts out finding the peer unhealthy (counted at load).
+    let mut healthy = !spec.mandatory;
     let place = |what: &str| {
         format!(
             "{what}, health check \"\" of peer {} in upstream \"{}\"",
@@ -277,8 +284,9 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
             Ok(()) => {
                 fails = 0;
                 passes += 1;
-                if passes >= spec.passes && !peer.is_healthy() {
-                    peer.set_healthy(true);
+                if passes >= spec.passes && !healthy {
+                    healthy = true;
+                    peer.check_changed(true);
                     let line = place("peer is healthy while checking status code");
                     shared.error_log.write(Level::Notice, None, &line);
                 }
@@ -286,8 +294,9 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
             Err(why) => {
                 passes = 0;
                 fails += 1;
-                if fails >= spec.fails && peer.is_healthy() {
-                    peer.set_healthy(false);
+                if fails >= spec.fails && healthy {
+                    healthy = false;
+                    peer.check_changed(false);
                     shared.error_log.write(Level::Warn, None, &place(&why));
                 }
             }

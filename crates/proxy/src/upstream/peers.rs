@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -99,8 +99,9 @@ pub struct Peer {
     conns: AtomicU32,
     /// The weight round robin uses: lowered by failures, back up by one per selection pass.
     effective_weight: AtomicI64,
-    /// What the active health checks (`health_check`) last concluded; true without them.
-    healthy: AtomicBool,
+    /// How many of the active health checks (`health_check`) on the peer find it
+    /// unhealthy now: any one keeps it out.
+    failing_checks: AtomicU32,
 }
 
 impl Peer {
@@ -120,18 +121,26 @@ impl Peer {
             checked: AtomicU64::new(0),
             conns: AtomicU32::new(0),
             effective_weight: AtomicI64::new(i64::from(conf.weight)),
-            healthy: AtomicBool::new(true),
+            failing_checks: AtomicU32::new(0),
         }
     }
 
-    /// Whether the active health checks let the peer take requests (true without them).
+    /// Whether every active health check lets the peer take requests (true without them).
     pub fn is_healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
+        self.failing_checks.load(Ordering::Relaxed) == 0
     }
 
-    /// The active health checks' conclusion: an unhealthy peer takes no new attempt.
-    pub fn set_healthy(&self, healthy: bool) {
-        self.healthy.store(healthy, Ordering::Relaxed);
+    /// One health check's conclusion changed: it finds the peer unhealthy (`false`), or no
+    /// longer (`true`). The peer takes requests when no check finds it unhealthy, so each
+    /// check must report each change once.
+    pub fn check_changed(&self, healthy: bool) {
+        if healthy {
+            let _ = self
+                .failing_checks
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        } else {
+            self.failing_checks.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The `server` argument this address came from, as written.
