@@ -861,6 +861,25 @@ fn bad_cache_directives_are_refused_with_their_line() {
             "duplicate zone \"z\"",
             3,
         ),
+        // One list of directories and of zone names for every module.
+        (
+            &format!("{zone} fastcgi_cache_path {c}/c keys_zone=f:1m;"),
+            "",
+            &format!("the same path name \"{c}/c\" used in {c}/bad.conf:3 and in {c}/bad.conf:3"),
+            3,
+        ),
+        (
+            &format!("{zone} fastcgi_cache_path {c}/f keys_zone=z:1m;"),
+            "",
+            "the shared memory zone \"z\" is already declared for a different use",
+            3,
+        ),
+        (
+            &format!("limit_req_zone $binary_remote_addr zone=z:1m rate=1r/s; {zone}"),
+            "",
+            "the shared memory zone \"z\" is already declared for a different use",
+            3,
+        ),
     ] {
         let conf = dir.write(
             "bad.conf",

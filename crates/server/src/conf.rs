@@ -368,6 +368,7 @@ fn compile_declared(
         groups: Arc::default(),
         user: None,
         place: None,
+        declared: Default::default(),
         modules,
         phases,
         loads: modules.iter().map(|m| m.load()).collect(),
@@ -499,6 +500,8 @@ struct Builder {
     user: Option<libc::uid_t>,
     /// The location whose directives are being read.
     place: Option<Place>,
+    /// The shared memory zones and directories declared so far.
+    declared: crate::zone::Declared,
     modules: Registry,
     phases: Arc<dyn Any + Send + Sync>,
     /// What each module keeps while the configuration loads.
@@ -979,6 +982,7 @@ impl Builder {
             upstreams: &self.groups,
             location: self.place.as_ref(),
             user: self.user,
+            declared: &mut self.declared,
             prefix: &self.prefix,
             hostname: &self.hostname,
             warnings: &mut self.warnings,

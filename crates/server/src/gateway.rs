@@ -121,8 +121,12 @@ impl Module for GatewayModule {
 
     /// `fastcgi_cache_path`: the module's zones, which `fastcgi_cache` names.
     fn begin_http(&self, http: &[Directive], cx: &mut Load<'_>) -> Result<(), ConfigError> {
-        let directive = format!("{}cache_path", self.prefix);
-        let caches = crate::upstream::cache::paths(http, &directive, cx.prefix, cx.user)?;
+        let directive = match self.protocol {
+            Protocol::FastCgi => "fastcgi_cache_path",
+            Protocol::Uwsgi { .. } => "uwsgi_cache_path",
+            Protocol::Scgi => "scgi_cache_path",
+        };
+        let caches = crate::upstream::cache::paths(http, directive, cx)?;
         cx.state
             .downcast_mut::<State>()
             .expect("the module's state")

@@ -79,7 +79,7 @@ impl Module for LimitConnModule {
             .downcast_mut::<ByName<ZoneDef>>()
             .expect("the module's own load state");
         match d.name.as_str() {
-            "limit_conn_zone" => define_zone(d, zones, cx.names),
+            "limit_conn_zone" => define_zone(d, zones, cx.names, cx.declared),
             "limit_conn" => {
                 let zone = zones.get(d.arg(0));
                 let c = module::edit::<Conf>(conf);
@@ -137,6 +137,7 @@ fn define_zone(
     d: &Directive,
     zones: &mut ByName<ZoneDef>,
     names: &Names,
+    declared: &mut zone::Declared,
 ) -> Result<(), ConfigError> {
     let key = Template::compile(d.arg(0), d, names)?;
     let mut zone = None;
@@ -153,6 +154,7 @@ fn define_zone(
             "\"limit_conn_zone\" must have \"zone\" parameter",
         ));
     };
+    declared.zone(d, name, "limit_conn_zone")?;
     let named = zones.get(name);
     if let Some(def) = named.defined.get() {
         return Err(zone::redefined(d, name, size, &def.zone));

@@ -101,7 +101,7 @@ impl Module for LimitReqModule {
             .downcast_mut::<Loader>()
             .expect("the module's own load state");
         match d.name.as_str() {
-            "limit_req_zone" => define_zone(d, loader, cx.names),
+            "limit_req_zone" => define_zone(d, loader, cx.names, cx.declared),
             "limit_req" => {
                 let limit = limit(d, loader)?;
                 let c = module::edit::<Conf>(conf);
@@ -138,7 +138,12 @@ impl Module for LimitReqModule {
 }
 
 /// `limit_req_zone key zone=name:size rate=Nr/s|Nr/m`.
-fn define_zone(d: &Directive, loader: &mut Loader, names: &Names) -> Result<(), ConfigError> {
+fn define_zone(
+    d: &Directive,
+    loader: &mut Loader,
+    names: &Names,
+    declared: &mut zone::Declared,
+) -> Result<(), ConfigError> {
     let key = Template::compile(d.arg(0), d, names)?;
     let mut zone: Option<(&str, usize)> = None;
     let mut rate = 1000;
@@ -166,6 +171,7 @@ fn define_zone(d: &Directive, loader: &mut Loader, names: &Names) -> Result<(), 
             "\"limit_req_zone\" must have \"zone\" parameter",
         ));
     };
+    declared.zone(d, name, "limit_req_zone")?;
     let slot = loader.get(name);
     if let Some(def) = slot.defined.get() {
         return Err(zone::redefined(d, name, size, &def.zone));

@@ -116,6 +116,9 @@ pub(crate) struct Load<'a> {
     /// The user the workers serve as (`user`), when it is not the one loading: what they
     /// write (cache directories) becomes theirs.
     pub user: Option<libc::uid_t>,
+    /// The shared memory zones and directories the configuration declared so far, by any
+    /// module (`proxy_cache_path`, `limit_req_zone`, ...).
+    pub declared: &'a mut crate::zone::Declared,
     /// nginx's prefix, against which the files the server writes (logs) resolve.
     pub prefix: &'a Path,
     /// The machine's name, as `$hostname` and syslog messages give it.

@@ -70,7 +70,7 @@ impl Module for Proxy {
 
     /// `proxy_cache_path`: a zone of cached responses, which `proxy_cache` names.
     fn begin_http(&self, http: &[Directive], cx: &mut Load<'_>) -> Result<(), ConfigError> {
-        let caches = crate::upstream::cache::paths(http, "proxy_cache_path", cx.prefix, cx.user)?;
+        let caches = crate::upstream::cache::paths(http, "proxy_cache_path", cx)?;
         cx.state
             .downcast_mut::<State>()
             .expect("the proxy's state")

@@ -74,6 +74,54 @@ impl<T: Send + 'static> Zone<T> {
     }
 }
 
+/// The shared memory zones and the directories that one load of a configuration declares,
+/// by any module: nginx keeps one list of each for the whole configuration, so that a name
+/// or a directory serves one use only.
+#[derive(Default)]
+pub(crate) struct Declared {
+    /// Each zone's name and the directive that defines it.
+    zones: Vec<(String, &'static str)>,
+    /// Each directory and where it was named.
+    paths: Vec<(std::path::PathBuf, String)>,
+}
+
+impl Declared {
+    /// Zone `name`, defined by `d` (whose name is `tag`): refused when a zone of another kind
+    /// has the name (a second one of the same kind is its module's to judge).
+    pub fn zone(
+        &mut self,
+        d: &Directive,
+        name: &str,
+        tag: &'static str,
+    ) -> Result<(), ConfigError> {
+        match self.zones.iter().find(|(n, _)| n == name) {
+            Some((_, t)) if *t != tag => Err(ConfigError::at(
+                d,
+                format!(
+                    "the shared memory zone \"{name}\" is already declared for a different use"
+                ),
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.zones.push((name.to_owned(), tag));
+                Ok(())
+            }
+        }
+    }
+
+    /// Directory `dir`, named by `d`: refused when it was named before.
+    pub fn path(&mut self, d: &Directive, dir: &std::path::Path) -> Result<(), ConfigError> {
+        if let Some((_, at)) = self.paths.iter().find(|(p, _)| p == dir) {
+            return Err(ConfigError::at(
+                d,
+                format!("the same path name \"{}\" used in {at} and", dir.display()),
+            ));
+        }
+        self.paths.push((dir.to_path_buf(), d.span.to_string()));
+        Ok(())
+    }
+}
+
 /// A zone as one configuration names it: a directive may name it (`limit_req zone=one`)
 /// before the directive that defines it (`limit_req_zone ... zone=one:10m`) with `D`.
 pub(crate) struct Named<D> {

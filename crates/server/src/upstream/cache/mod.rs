@@ -350,30 +350,24 @@ pub(crate) fn directive(
 /// nginx makes the paths it creates.
 pub(crate) fn paths(
     http: &[Directive],
-    directive: &str,
-    prefix: &std::path::Path,
-    user: Option<libc::uid_t>,
+    directive: &'static str,
+    cx: &mut crate::module::Load<'_>,
 ) -> Result<Caches, ConfigError> {
     let mut caches = Caches::new();
-    let mut dirs: Vec<(std::path::PathBuf, String)> = Vec::new();
     for d in http.iter().filter(|d| d.name == directive) {
-        let dir = prefix.join(d.arg(0));
-        if let Some((_, at)) = dirs.iter().find(|(p, _)| *p == dir) {
-            return Err(ConfigError::at(
-                d,
-                format!("the same path name \"{}\" used in {at} and", dir.display()),
-            ));
-        }
-        dirs.push((dir, d.span.to_string()));
+        cx.declared.path(d, &cx.prefix.join(d.arg(0)))?;
         let zone = d.args.iter().find_map(|a| {
             let (name, _) = a.value.strip_prefix("keys_zone=")?.split_once(':')?;
             Some(name)
         });
-        if let Some(name) = zone.filter(|n| caches.contains_key(*n)) {
-            return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
+        if let Some(name) = zone {
+            cx.declared.zone(d, name, directive)?;
+            if caches.contains_key(name) {
+                return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
+            }
         }
-        let cache = store::CachePath::configure(d, prefix)?;
-        if let Some(uid) = user {
+        let cache = store::CachePath::configure(d, cx.prefix)?;
+        if let Some(uid) = cx.user {
             cache.give_to(uid);
         }
         caches.insert(cache.name.clone(), cache);
