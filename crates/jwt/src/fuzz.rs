@@ -2,15 +2,26 @@
 //! inputs kept in `fuzz/corpus/jwt/` and `fuzz/regressions/jwt/` are replayed by the tests
 //! too.
 
-use std::time::{Duration, SystemTime};
+use std::sync::LazyLock;
+use std::time::{Duration, UNIX_EPOCH};
 
 use crate::{verify, Json, KeySet};
 
-/// Tokens, key files and JSON from arbitrary bytes. A token is verified against `keys` at
-/// `now`; the same bytes are read as a key file and as a JSON document. Accepted JSON must
-/// print and re-read to the same value, and an accepted token's claims must render.
-pub fn jwt(data: &[u8], keys: &KeySet, now: SystemTime) {
-    if let Ok(verified) = verify(data, keys, now, Duration::from_secs(60)) {
+/// The test fixtures' keys (`tests/fixtures/keys.jwk`), which sign their tokens.
+static KEYS: LazyLock<KeySet> = LazyLock::new(|| {
+    KeySet::parse(include_bytes!("../tests/fixtures/keys.jwk")).expect("fixture keys must load")
+});
+
+/// The fixtures' time (`tests/fixtures/make_tokens.py`'s NOW), when their tokens are valid.
+const NOW: u64 = 1_700_000_000;
+
+/// Tokens, key files and JSON from arbitrary bytes. A token is verified against the test
+/// fixtures' keys at a time when their tokens are valid; the same bytes are read as a key
+/// file and as a JSON document. Accepted JSON must print and re-read to the same value,
+/// and an accepted token's claims must render.
+pub fn jwt(data: &[u8]) {
+    let now = UNIX_EPOCH + Duration::from_secs(NOW);
+    if let Ok(verified) = verify(data, &KEYS, now, Duration::from_secs(60)) {
         assert_eq!(
             Json::parse(verified.payload_json().as_bytes())
                 .ok()

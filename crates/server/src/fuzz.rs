@@ -30,7 +30,8 @@ pub fn proxy_protocol(data: &[u8]) {
 }
 
 /// The HTTP/2 frames a client sends after the connection preface, through the server's
-/// HTTP/2 path: the `h2` crate's frame and HPACK decoding with the server's settings, then
+/// HTTP/2 path: the `h2` crate's frame and HPACK decoding, set up as a connection with the
+/// default `http2_*` settings is, then
 /// each request the connection accepts rebuilt as the head the phases read and parsed with
 /// the server's limits. The connection must end (the client's bytes run out) without a
 /// panic, and every rebuilt head must be whole: parsed, or refused with a status.
@@ -57,8 +58,8 @@ pub fn h2_frames(data: &[u8]) {
             }
         };
         let server = async move {
-            let handshake = ::h2::server::Builder::new()
-                .max_header_list_size(crate::h2::header_list_max(&limits))
+            let settings = crate::h2::conf::Http2Conf::default();
+            let handshake = crate::h2::builder(&settings, crate::h2::header_list_max(&limits))
                 .handshake::<_, Bytes>(server)
                 .await;
             let Ok(mut conn) = handshake else {

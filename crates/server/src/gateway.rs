@@ -39,7 +39,6 @@ use portcullis_config::{ConfigError, Directive};
 use crate::location::LocationRegex;
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
-use crate::upstream::cache::Job;
 use crate::upstream::fastcgi::{Param, Params};
 use crate::upstream::{Gateway, Plan, Protocol, ProxyPass, ProxySettings};
 use crate::vars::{Names, Template};
@@ -358,16 +357,9 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let crate::upstream::Group { upstream, key } = group;
     let method = req.head().method_str();
     let s = &c.settings;
-    let cache = s
-        .cache
-        .caches(method)
-        .then(|| {
-            // No default key: without `fastcgi_cache_key` every request's is empty, as in
-            // nginx (which warns at load).
-            let key = s.cache.key.as_ref().map_or_else(Vec::new, |k| req.eval(k));
-            crate::upstream::asking(req, |ask| Job::new(ask, s, key)).map(Box::new)
-        })
-        .flatten();
+    // No default key: without `fastcgi_cache_key` every request's is empty, as in nginx
+    // (which warns at load).
+    let cache = crate::upstream::cache::job(req, s, Vec::new);
     let cacheable = cache.is_some() && s.cache.cacheable(method, req.head().header("range"));
     let plan = Plan {
         upstream,

@@ -263,11 +263,7 @@ async fn serve<S>(
     };
     let mut conn = match tokio::time::timeout(
         default.client_header_timeout,
-        ::h2::server::Builder::new()
-            .max_concurrent_streams(settings.max_concurrent_streams)
-            .initial_window_size(settings.body_preread_size)
-            .max_header_list_size(list_max)
-            .handshake::<S, Bytes>(io),
+        builder(&settings, list_max).handshake::<S, Bytes>(io),
     )
     .await
     {
@@ -355,6 +351,16 @@ async fn serve<S>(
     while streams.active.get() > 0 {
         streams.done.notified().await;
     }
+}
+
+/// The `h2` server of a connection with `settings`, taking at most `list_max` header bytes
+/// per request ([`header_list_max`]).
+pub(crate) fn builder(settings: &Http2Conf, list_max: u32) -> ::h2::server::Builder {
+    let mut b = ::h2::server::Builder::new();
+    b.max_concurrent_streams(settings.max_concurrent_streams)
+        .initial_window_size(settings.body_preread_size)
+        .max_header_list_size(list_max);
+    b
 }
 
 /// The most header bytes of one request, as `h2` counts them (name, value and 32 per field),

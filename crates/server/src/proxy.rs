@@ -104,7 +104,7 @@ impl Module for Proxy {
             _ => {
                 let state = cx.state.downcast_ref::<State>().expect("the proxy's state");
                 let settings = Arc::make_mut(&mut c.settings);
-                crate::upstream::directive(
+                let read = crate::upstream::directive(
                     settings,
                     d,
                     cx.first,
@@ -112,6 +112,13 @@ impl Module for Proxy {
                     cx.names,
                     &state.caches,
                 )?;
+                // A directive the table says is implemented is never left unread.
+                if !read {
+                    return Err(ConfigError::at(
+                        d,
+                        format!("\"{}\" directive is not implemented", d.name),
+                    ));
+                }
             }
         }
         Ok(())
@@ -217,7 +224,6 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
     // A HEAD is sent as a GET, whose response the cache keeps whole.
     let converted =
         settings.cache.caches(method) && settings.cache.convert_head && method == "HEAD";
-    let caching = settings.cache.caches(method);
     // A response the cache may keep is asked for whole and unconditional.
     let cacheable = settings.cache.cacheable(method, req.head().header("range"));
     let method_token: std::borrow::Cow<'_, [u8]> = match &settings.method {
@@ -262,22 +268,11 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
         }
     }
     let uri = uri_start..head.len();
-    let cache = caching
-        .then(|| {
-            let key = match &settings.cache.key {
-                Some(k) => req.eval(k),
-                // nginx's default key: the URL the request is proxied to.
-                None => {
-                    let scheme: &[u8] = if https { b"https://" } else { b"http://" };
-                    [scheme, req.proxy_host(), &head[uri.clone()]].concat()
-                }
-            };
-            crate::upstream::asking(req, |ask| {
-                crate::upstream::cache::Job::new(ask, &settings, key)
-            })
-            .map(Box::new)
-        })
-        .flatten();
+    // nginx's default key: the URL the request is proxied to.
+    let cache = crate::upstream::cache::job(req, &settings, || {
+        let scheme: &[u8] = if https { b"https://" } else { b"http://" };
+        [scheme, req.proxy_host(), &head[uri.clone()]].concat()
+    });
     head.put_slice(if settings.http11 {
         b" HTTP/1.1\r\n"
     } else {

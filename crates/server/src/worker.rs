@@ -622,8 +622,7 @@ fn module_states(generation: &Generation) -> Vec<Box<dyn std::any::Any>> {
         .collect()
 }
 
-/// What each module of `http` writes to, opened by the server itself (see `Module::open`).
-/// What the modules run beside the workers for a configuration.
+/// What the modules run beside the workers for a configuration (see `Module::start`).
 fn start_modules(
     http: &HttpConf,
     credentials: Option<&Arc<Credentials>>,
@@ -639,6 +638,7 @@ fn start_modules(
         .collect()
 }
 
+/// What each module of `http` writes to, opened by the server itself (see `Module::open`).
 fn open_files(http: &HttpConf) -> io::Result<Vec<Opened>> {
     let modules = http.modules.iter().zip(&http.loaded);
     modules.map(|(m, loaded)| m.open(&**loaded)).collect()

@@ -375,6 +375,23 @@ pub(crate) fn paths(
     Ok(caches)
 }
 
+/// The cache's work for `req` when `settings` cache its method: its key
+/// (`proxy_cache_key`, else `default_key`), to look up in the request's worker.
+pub(crate) fn job(
+    req: &crate::request::Request<'_>,
+    settings: &Arc<super::ProxySettings>,
+    default_key: impl FnOnce() -> Vec<u8>,
+) -> Option<Box<Job>> {
+    if !settings.cache.caches(req.head().method_str()) {
+        return None;
+    }
+    let key = match &settings.cache.key {
+        Some(k) => req.eval(k),
+        None => default_key(),
+    };
+    super::asking(req, |ask| Job::new(ask, settings, key)).map(Box::new)
+}
+
 /// What the location's cache does for one request: its key, and what the lookup found.
 pub(crate) struct Job {
     pub zone: Arc<CachePath>,
