@@ -173,9 +173,11 @@ fn a_uri_part_is_refused_where_nginx_refuses_it() {
 
 /// A `proxy_pass` in a `limit_except` block answers the methods the block restricts (nginx
 /// runs them in the block's location); the others are the location's own; a location's
-/// `proxy_pass` reaches into its `limit_except` block.
+/// `proxy_pass` reaches into its `limit_except` block. `$proxy_host` and `$proxy_port` are
+/// the proxy's, empty where a location passes to a FastCGI server.
 #[test]
 fn a_limit_except_block_proxies_the_methods_it_restricts() {
+    let dead = support::free_ports(1)[0];
     let upstream = support::head_upstream(|_, head| {
         let method =
             String::from_utf8_lossy(head.split(|&b| b == b' ').next().unwrap_or(b"")).into_owned();
@@ -195,6 +197,11 @@ fn a_limit_except_block_proxies_the_methods_it_restricts() {
         location /p/ {{
             proxy_pass http://127.0.0.1:{upstream}/;
             limit_except GET {{ allow all; }}
+            add_header X-Proxy-Host "[$proxy_host][$proxy_port]" always;
+        }}
+        location /f/ {{
+            fastcgi_pass 127.0.0.1:{dead};
+            add_header X-Proxy-Host "[$proxy_host][$proxy_port]" always;
         }}
     }}
 "#
@@ -212,16 +219,28 @@ fn a_limit_except_block_proxies_the_methods_it_restricts() {
             ("POST", "/"),
             ("POST", "/p/x"),
             ("GET", "/p/x"),
+            ("GET", "/f/x"),
         ] {
             let raw = format!(
                 "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             );
             let r = support::request(server.port(0), &raw).expect("request");
-            lines.push(format!("{method} {path} -> {} {}", r.status, r.body_text()));
+            let host = r.header("x-proxy-host").unwrap_or("-");
+            let body = if r.status == 200 {
+                r.body_text()
+            } else {
+                String::new()
+            };
+            lines.push(format!("{method} {path} -> {} {host} {body}", r.status));
         }
         support::expect_lines(
             &lines,
-            &["GET / -> 200 static", "POST / -> 200 upstream POST"],
+            &[
+                "GET / -> 200 - static",
+                "POST / -> 200 - upstream POST",
+                &format!("GET /p/x -> 200 [127.0.0.1:{upstream}][{upstream}] upstream GET"),
+                "GET /f/x -> 502 [][] ",
+            ],
         );
         seen.push((kind, lines));
     }

@@ -169,15 +169,19 @@ impl Module for Proxy {
 /// `$proxy_add_x_forwarded_for`: the client's `X-Forwarded-For` with its address added.
 fn variable(
     req: &Request<'_>,
-    _conf: &Slot,
+    conf: &Slot,
     var: &Slot,
     out: &mut Vec<u8>,
     _resp: Option<(&Response, u64)>,
 ) {
+    // The upstream's host and port are the proxy's: none where the location passes to an
+    // application server (`fastcgi_pass`), as in nginx.
+    let proxied = module::get::<Conf>(conf).pass.is_some();
     match *module::get::<usize>(var) {
-        0 => out.extend_from_slice(req.proxy_host()),
+        0 if proxied => out.extend_from_slice(req.proxy_host()),
+        0 => {}
         1 => {
-            if req.proxy_port() != 0 {
+            if proxied && req.proxy_port() != 0 {
                 out.extend_from_slice(req.proxy_port().to_string().as_bytes());
             }
         }
