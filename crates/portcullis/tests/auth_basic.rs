@@ -244,32 +244,45 @@ fn a_relative_user_file_is_beside_the_configuration() {
         std::fs::create_dir_all(prefix.path().join("logs")).expect("logs");
         prefix.write("users", "a:{PLAIN}in-prefix\n");
         conf_dir.write("users", "a:{PLAIN}beside-conf\n");
-        let port = support::free_ports(1)[0];
-        let http = format!(
-            "server {{ listen 127.0.0.1:{port}; auth_basic on; auth_basic_user_file users; \
-             location / {{ root {}; }} }}",
-            conf_dir.path().display()
-        );
-        let conf = conf_dir.write(
-            "nginx.conf",
-            support::render(&support::main_config(&http), prefix.path(), &[]),
-        );
-        let child = std::process::Command::new(binary)
-            .arg("-p")
-            .arg(prefix.path())
-            .arg("-c")
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let _server = Stopped(child);
-        assert!(
+        // A port another test took meanwhile makes the server exit: it tries another.
+        let mut started = None;
+        for _ in 0..3 {
+            let port = support::free_ports(1)[0];
+            let http = format!(
+                "server {{ listen 127.0.0.1:{port}; auth_basic on; auth_basic_user_file users; \
+                 location / {{ root {}; }} }}",
+                conf_dir.path().display()
+            );
+            let conf = conf_dir.write(
+                "nginx.conf",
+                support::render(&support::main_config(&http), prefix.path(), &[]),
+            );
+            let child = std::process::Command::new(&binary)
+                .arg("-p")
+                .arg(prefix.path())
+                .arg("-c")
+                .arg(&conf)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn");
+            let pid = child.id().to_string();
+            let mut server = Stopped(child);
+            // Listening when its pid file names it (written once it listens): another
+            // test's server that holds the port is not taken for it.
+            let pid_file = prefix.path().join("server.pid");
             support::wait_until(support::STARTUP_DEADLINE, || {
-                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-            }),
-            "{kind} did not start"
-        );
+                server.0.try_wait().ok().flatten().is_some()
+                    || support::read_lossy(&pid_file).trim() == pid
+            });
+            if support::read_lossy(&pid_file).trim() == pid {
+                started = Some((server, port));
+                break;
+            }
+        }
+        let Some((_server, port)) = started else {
+            panic!("{kind} did not start");
+        };
         let got = answers(
             port,
             &[
