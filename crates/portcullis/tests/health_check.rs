@@ -217,3 +217,53 @@ fn a_health_check_needs_an_upstream_group_and_its_match() {
         assert!(stderr.contains(error), "{stderr}");
     }
 }
+
+/// `persistent` with `mandatory`: after a reload a server starts as the checks last found
+/// it, so a healthy one serves at once, before the new configuration's first check (slow
+/// here) has answered.
+#[test]
+fn a_persistent_check_keeps_a_healthy_server_serving_across_a_reload() {
+    // The check's answer takes 500 ms: long enough to see a new configuration serve before it.
+    let port = support::head_upstream(|_, head| {
+        if head.starts_with(b"GET /health ") {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()
+    });
+    let config = |generation: &str| {
+        main_config(&format!(
+            r#"
+    upstream g {{ server 127.0.0.1:{port}; }}
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location / {{
+            proxy_pass http://g;
+            health_check interval=100ms uri=/health mandatory persistent;
+            add_header X-Generation {generation} always;
+        }}
+    }}
+"#
+        ))
+    };
+    let Some(server) = Server::start(Kind::Portcullis, 1, &config("one")) else {
+        return;
+    };
+    let get = || support::get(server.port(0), "/").expect("GET /");
+    // Mandatory: served once the first check passed.
+    assert!(
+        support::wait_until(Duration::from_secs(5), || get().status == 200),
+        "never healthy"
+    );
+    server.write_config(&config("two"));
+    server.signal(libc::SIGHUP);
+    // Every answer of the new configuration, from its first, is the server's.
+    let mut seen = 0;
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        let r = get();
+        if r.header("x-generation") == Some("two") {
+            assert_eq!(r.status, 200, "a new configuration's answer");
+            seen += 1;
+        }
+        seen >= 20
+    }));
+}

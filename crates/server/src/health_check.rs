@@ -9,8 +9,9 @@
 //! request, from any worker, until `passes` checks in a row succeed. A check fails when the
 //! server cannot be reached, does not answer within the interval (a second at least), or
 //! answers what `match` refuses; without `match`, a status of 2xx or 3xx passes. With
-//! `mandatory` the servers start unhealthy until their first check passes (`persistent`,
-//! which keeps that state across reloads, is read and has no effect: a reload checks anew).
+//! `mandatory` the servers start unhealthy until their first check passes; with
+//! `persistent` too, a reload starts each server as the checks last found it (by group name
+//! and address), so that a healthy one keeps serving.
 //!
 //! `match name { status 200-399; status ! 500; header Content-Type = text/html;
 //! header ! X-Bad; header X-Id ~ "^[0-9]+$"; body ~ "ok"; body !~ "error"; }`: every
@@ -23,8 +24,8 @@
 //! check "" of peer 127.0.0.1:8081 in upstream "backend"`), one that recovers at `notice`.
 
 use std::any::Any;
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use portcullis_config::{ConfigError, Directive};
@@ -55,6 +56,7 @@ struct Spec {
     port: Option<u16>,
     expect: Option<Arc<Match>>,
     mandatory: bool,
+    persistent: bool,
 }
 
 /// A `match` block: every condition must hold.
@@ -82,7 +84,8 @@ struct Conf(Vec<Spec>);
 #[derive(Default)]
 struct State {
     matches: HashMap<String, Arc<Match>>,
-    checks: Vec<(Arc<Upstream>, Spec)>,
+    /// Each group with a check, and whether each peer starts healthy to it.
+    checks: Vec<(Arc<Upstream>, Spec, Vec<bool>)>,
 }
 
 impl Module for HealthCheck {
@@ -173,13 +176,24 @@ impl Module for HealthCheck {
             .downcast_mut::<State>()
             .expect("the module's state");
         for spec in &module::get::<Conf>(conf).0 {
-            // A mandatory check finds each peer unhealthy until it first passes.
-            if spec.mandatory {
-                for peer in group.upstream.peers() {
+            // A mandatory check finds each peer unhealthy until it first passes; a
+            // persistent one as the checks of the configuration before found it.
+            let last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
+            let healthy: Vec<bool> = (group.upstream.peers().iter())
+                .map(|peer| {
+                    let known =
+                        last.get(&(group.upstream.name().to_owned(), peer.name.to_string()));
+                    !spec.mandatory || (spec.persistent && known == Some(&true))
+                })
+                .collect();
+            for (peer, healthy) in group.upstream.peers().iter().zip(&healthy) {
+                if !healthy {
                     peer.check_changed(false);
                 }
             }
-            state.checks.push((group.upstream.clone(), spec.clone()));
+            state
+                .checks
+                .push((group.upstream.clone(), spec.clone(), healthy));
         }
         Ok(())
     }
@@ -221,14 +235,14 @@ impl Module for HealthCheck {
                 };
                 runtime.block_on(async move {
                     let mut tasks = tokio::task::JoinSet::new();
-                    for (upstream, spec) in checks {
-                        for i in 0..upstream.peers().len() {
+                    for (upstream, spec, healthy) in checks {
+                        for (i, healthy) in healthy.into_iter().enumerate() {
                             let (upstream, spec) = (upstream.clone(), spec.clone());
                             let mut stopped = stopped.clone();
                             let shared = shared.clone();
                             tasks.spawn(async move {
                                 tokio::select! {
-                                    () = watch(&upstream, i, &spec, &shared) => {}
+                                    () = watch(&upstream, i, &spec, healthy, &shared) => {}
                                     _ = stopped.wait_for(|s| *s) => {}
                                 }
                             });
@@ -244,6 +258,10 @@ impl Module for HealthCheck {
         }))
     }
 }
+
+/// What the checks last found of each server, by group name and address: where a
+/// `persistent` check of the next configuration starts.
+static LAST: Mutex<BTreeMap<(String, String), bool>> = Mutex::new(BTreeMap::new());
 
 /// The running checks: dropped, they stop.
 struct Checks {
@@ -263,11 +281,16 @@ impl Drop for Checks {
 /// Checks peer `i` of `upstream` every interval, forever, and tells the peer when this
 /// check's conclusion changes (any check finding it unhealthy keeps it out), saying so in
 /// the error log, as NGINX Plus does.
-async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
+/// `healthy`: what the check finds of the peer at first (counted at load).
+async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, shared: &Shared) {
     let peer = &upstream.peers()[i];
     let (mut fails, mut passes) = (0, 0);
-    // A mandatory check starts out finding the peer unhealthy (counted at load).
-    let mut healthy = !spec.mandatory;
+    let remember = |healthy: bool| {
+        let key = (upstream.name().to_owned(), peer.name.to_string());
+        LAST.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, healthy);
+    };
     let place = |what: &str| {
         format!(
             "{what}, health check \"\" of peer {} in upstream \"{}\"",
@@ -287,6 +310,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
                 if passes >= spec.passes && !healthy {
                     healthy = true;
                     peer.check_changed(true);
+                    remember(true);
                     let line = place("peer is healthy while checking status code");
                     shared.error_log.write(Level::Notice, None, &line);
                 }
@@ -297,6 +321,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, shared: &Shared) {
                 if fails >= spec.fails && healthy {
                     healthy = false;
                     peer.check_changed(false);
+                    remember(false);
                     shared.error_log.write(Level::Warn, None, &place(&why));
                 }
             }
@@ -441,6 +466,7 @@ fn parse_spec(d: &Directive, matches: &HashMap<String, Arc<Match>>) -> Result<Sp
         port: None,
         expect: None,
         mandatory: false,
+        persistent: false,
     };
     let invalid = |v: &str| ConfigError::at(d, format!("invalid parameter \"{v}\""));
     for a in &d.args {
@@ -480,7 +506,7 @@ fn parse_spec(d: &Directive, matches: &HashMap<String, Arc<Match>>) -> Result<Sp
                 spec.expect = Some(m.clone());
             }
             "mandatory" if value.is_empty() => spec.mandatory = true,
-            "persistent" if value.is_empty() => {}
+            "persistent" if value.is_empty() => spec.persistent = true,
             _ => return Err(invalid(v)),
         }
     }
