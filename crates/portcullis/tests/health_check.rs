@@ -267,3 +267,46 @@ fn a_persistent_check_keeps_a_healthy_server_serving_across_a_reload() {
         seen >= 20
     }));
 }
+
+/// `slow_start`: a server its checks find healthy again gets a small share of the requests
+/// at first, growing to its weight's over the time given.
+#[test]
+fn a_server_back_from_unhealthy_starts_slowly() {
+    let b_up = Arc::new(AtomicBool::new(false));
+    let a = upstream(
+        "a",
+        Arc::new(AtomicBool::new(true)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let b = upstream("b", b_up.clone(), Arc::new(AtomicUsize::new(0)));
+    let http = format!(
+        r#"
+    upstream pair {{ server 127.0.0.1:{a}; server 127.0.0.1:{b} slow_start=60s; }}
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location / {{ proxy_pass http://pair; health_check interval=50ms uri=/health; }}
+    }}
+"#
+    );
+    let Some(server) = Server::start(Kind::Portcullis, 1, &main_config(&http)) else {
+        return;
+    };
+    let port = server.port(0);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || answers(port, 4) == "aaaa"),
+        "b was never taken out"
+    );
+    b_up.store(true, Ordering::SeqCst);
+    assert!(
+        support::wait_until(Duration::from_secs(5), || {
+            server
+                .error_log()
+                .contains("peer is healthy while checking status code")
+        }),
+        "b never came back"
+    );
+    // Its first seconds back: a few hundredths of its weight, where it would have half.
+    let first = answers(port, 40);
+    let b_share = first.matches('b').count();
+    assert!(b_share <= 6, "{first}");
+}

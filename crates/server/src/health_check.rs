@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use portcullis_config::{ConfigError, Directive};
+use portcullis_proxy::upstream::PeerId;
 use portcullis_proxy::upstream::Upstream;
 use portcullis_proxy::PeerAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -309,7 +310,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, sh
                 passes += 1;
                 if passes >= spec.passes && !healthy {
                     healthy = true;
-                    peer.check_changed(true);
+                    upstream.check_changed(PeerId(i), true);
                     remember(true);
                     let line = place("peer is healthy while checking status code");
                     shared.error_log.write(Level::Notice, None, &line);
@@ -320,7 +321,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, sh
                 fails += 1;
                 if fails >= spec.fails && healthy {
                     healthy = false;
-                    peer.check_changed(false);
+                    upstream.check_changed(PeerId(i), false);
                     remember(false);
                     shared.error_log.write(Level::Warn, None, &place(&why));
                 }

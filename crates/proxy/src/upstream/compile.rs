@@ -205,6 +205,7 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
     let mut max_conns: u32 = 0;
     let mut backup = false;
     let mut down = false;
+    let mut slow_start = Duration::ZERO;
 
     for arg in &d.args[1..] {
         let v = arg.value.as_str();
@@ -228,6 +229,16 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
                 ));
             }
             backup = true;
+        } else if let Some(t) = v.strip_prefix("slow_start=") {
+            // NGINX Plus's: not with the hash, ip_hash and random methods, whose choice
+            // weights do not steer.
+            if !backup_allowed {
+                return Err(ConfigError::at(
+                    d,
+                    "balancing method does not support parameter \"slow_start\"",
+                ));
+            }
+            slow_start = Duration::from_secs(seconds(d, t).ok_or_else(invalid)?);
         } else if v == "down" {
             down = true;
         } else {
@@ -250,6 +261,7 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
             max_conns,
             down,
             backup,
+            slow_start,
         })
         .collect())
 }

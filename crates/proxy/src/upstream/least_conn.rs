@@ -36,7 +36,8 @@ fn least(
 ) -> Option<usize> {
     let load = |i: usize| {
         let peer = &up.peers[i];
-        (peer.conns(), u64::from(peer.weight()))
+        let weight = peer.ramped(i64::from(peer.weight()), now_ms);
+        (peer.conns(), u64::try_from(weight).unwrap_or(1))
     };
     let mut best: Option<usize> = None;
     let mut many = false;
@@ -70,7 +71,7 @@ fn least(
             if conns * best_weight != best_conns * weight || !peer.usable(now_ms) {
                 continue;
             }
-            let effective = peer.effective_weight();
+            let effective = peer.ramped(peer.effective_weight(), now_ms);
             local.current[i] += effective;
             total += effective;
             peer.recover_weight();

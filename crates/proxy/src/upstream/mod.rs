@@ -181,6 +181,7 @@ impl Upstream {
                     max_conns: 0,
                     down: false,
                     backup: false,
+                    slow_start: Duration::ZERO,
                 })
             })
             .collect();
@@ -280,6 +281,19 @@ impl Upstream {
         self.peers[i].take(now_ms);
         tried.insert(PeerId(i));
         Ok(PeerId(i))
+    }
+
+    /// An active health check's conclusion of peer `id` changed (see
+    /// [`Peer::check_changed`]); a peer no check finds unhealthy any more starts its
+    /// `slow_start`.
+    pub fn check_changed(&self, id: PeerId, healthy: bool) {
+        let Some(peer) = self.peers.get(id.0) else {
+            return;
+        };
+        peer.check_changed(healthy);
+        if healthy && peer.is_healthy() {
+            peer.recovered(millis_since(self.epoch, Instant::now()));
+        }
     }
 
     /// Ends an attempt: the active count goes down; a failure counts toward max_fails and
@@ -497,6 +511,38 @@ mod tests {
                 char::from(b'a' + id.0 as u8)
             })
             .collect()
+    }
+
+    /// `slow_start`: a peer back from being unhealthy gets a growing share of the choices,
+    /// from almost none to its weight's over the time given, with round robin and
+    /// least_conn; hash, ip_hash and random refuse it.
+    #[test]
+    fn a_peer_back_from_unhealthy_starts_slowly() {
+        for method in ["", "least_conn;"] {
+            let up = compile(&format!(
+                "{method} server 127.0.0.1:1; server 127.0.0.1:2 slow_start=10s;"
+            ));
+            up.check_changed(PeerId(1), false);
+            let back = Instant::now();
+            up.check_changed(PeerId(1), true);
+            let share = |after: u64| {
+                let mut local = up.local_state();
+                let at = back + Duration::from_secs(after);
+                sequence_at(&up, &mut local, at, 200).matches('b').count()
+            };
+            // A tenth of its weight after a second, half after five, all after ten.
+            let (one, five, eleven) = (share(1), share(5), share(11));
+            assert!((10..=30).contains(&one), "{method} {one}");
+            assert!((55..=80).contains(&five), "{method} {five}");
+            assert_eq!(eleven, 100, "{method}");
+        }
+        for method in ["hash $x;", "ip_hash;", "random;"] {
+            assert!(
+                error(&format!("{method} server 127.0.0.1:1 slow_start=5s;"))
+                    .contains("balancing method does not support parameter \"slow_start\""),
+                "{method}"
+            );
+        }
     }
 
     #[test]
@@ -734,7 +780,7 @@ mod tests {
             "max_fails=-1",
             "fail_timeout=500ms",
             "max_conns=x",
-            "slow_start=1",
+            "slow_start=x",
             "foo",
             "weight=",
         ] {

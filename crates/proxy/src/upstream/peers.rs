@@ -73,6 +73,9 @@ pub(crate) struct PeerConf {
     pub max_conns: u32,
     pub down: bool,
     pub backup: bool,
+    /// NGINX Plus's `slow_start`: how long a peer that comes back takes to reach its
+    /// weight; zero: at once.
+    pub slow_start: Duration,
 }
 
 /// One upstream address: its configuration and the state shared by all workers.
@@ -102,6 +105,10 @@ pub struct Peer {
     /// How many of the active health checks (`health_check`) on the peer find it
     /// unhealthy now: any one keeps it out.
     failing_checks: AtomicU32,
+    slow_start_ms: u64,
+    /// When the peer last came back (healthy again, or out for failures no more), in ms
+    /// since the epoch plus one; 0: never.
+    recovered_at: AtomicU64,
 }
 
 impl Peer {
@@ -122,7 +129,33 @@ impl Peer {
             conns: AtomicU32::new(0),
             effective_weight: AtomicI64::new(i64::from(conf.weight)),
             failing_checks: AtomicU32::new(0),
+            slow_start_ms: u64::try_from(conf.slow_start.as_millis()).unwrap_or(u64::MAX),
+            recovered_at: AtomicU64::new(0),
         }
+    }
+
+    /// The peer came back at `now_ms`: its `slow_start` begins.
+    pub(crate) fn recovered(&self, now_ms: u64) {
+        if self.slow_start_ms != 0 {
+            self.recovered_at.store(now_ms + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// `weight` as the balancers weigh it now, in thousandths: less during the peer's
+    /// `slow_start`, growing from nothing to all of it (at least a thousandth, so that the
+    /// peer is still chosen now and then).
+    pub(crate) fn ramped(&self, weight: i64, now_ms: u64) -> i64 {
+        let full = weight * RAMP_SCALE;
+        let from = self.recovered_at.load(Ordering::Relaxed);
+        if from == 0 {
+            return full;
+        }
+        let elapsed = now_ms.saturating_sub(from - 1);
+        if elapsed >= self.slow_start_ms {
+            return full;
+        }
+        let part = i128::from(full) * i128::from(elapsed) / i128::from(self.slow_start_ms);
+        i64::try_from(part).unwrap_or(full).max(1)
     }
 
     /// Whether every active health check lets the peer take requests (true without them).
@@ -230,6 +263,10 @@ impl Peer {
         self.conns.fetch_add(1, Ordering::Relaxed);
         if now_ms.saturating_sub(self.checked.load(Ordering::Relaxed)) > self.fail_timeout_ms {
             self.checked.store(now_ms, Ordering::Relaxed);
+            // Out for its failures until now: it comes back, slowly with `slow_start`.
+            if self.max_fails != 0 && self.fails.load(Ordering::Relaxed) >= self.max_fails {
+                self.recovered(now_ms);
+            }
         }
     }
 
@@ -266,6 +303,9 @@ impl Peer {
         }
     }
 }
+
+/// The scale of [`Peer::ramped`]'s weights: thousandths.
+const RAMP_SCALE: i64 = 1000;
 
 /// Milliseconds from `epoch` to `now`, 0 if `now` is earlier.
 pub(crate) fn millis_since(epoch: Instant, now: Instant) -> u64 {
@@ -348,6 +388,7 @@ mod tests {
             max_conns,
             down: false,
             backup: false,
+            slow_start: Duration::ZERO,
         })
     }
 

@@ -54,7 +54,7 @@ pub(super) fn smooth(
         if tried.contains(PeerId(i)) || !peer.usable(now_ms) {
             continue;
         }
-        let effective = peer.effective_weight();
+        let effective = peer.ramped(peer.effective_weight(), now_ms);
         local.current[i] += effective;
         total += effective;
         peer.recover_weight();
