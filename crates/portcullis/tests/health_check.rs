@@ -198,12 +198,17 @@ fn a_health_check_needs_an_upstream_group_and_its_match() {
             "invalid parameter \"fails=0\"",
         ),
         (
+            "proxy_pass http://u; health_check port=8080;",
+            "health check \"port\" cannot be used with a unix-domain socket server",
+        ),
+        (
             "proxy_pass https://g; health_check;",
             "health checks over TLS (\"proxy_pass https://\") are not supported",
         ),
     ] {
         let http = format!(
-            "upstream g {{ server 127.0.0.1:1; }} server {{ location / {{ {location} }} }}"
+            "upstream g {{ server 127.0.0.1:1; }} upstream u {{ server unix:/tmp/u.sock; }} \
+             server {{ location / {{ {location} }} }}"
         );
         let dir = support::TempDir::new("hc-t");
         let conf = dir.write(

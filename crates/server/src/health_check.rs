@@ -176,6 +176,13 @@ impl Module for HealthCheck {
             .state
             .downcast_mut::<State>()
             .expect("the module's state");
+        let unix = (group.upstream.peers().iter()).any(|p| matches!(p.addr, PeerAddr::Unix(_)));
+        if unix && module::get::<Conf>(conf).0.iter().any(|s| s.port.is_some()) {
+            return Err(ConfigError::at(
+                first,
+                "health check \"port\" cannot be used with a unix-domain socket server",
+            ));
+        }
         for spec in &module::get::<Conf>(conf).0 {
             // A mandatory check finds each peer unhealthy until it first passes; a
             // persistent one as the checks of the configuration before found it.
