@@ -173,15 +173,17 @@ fn a_uri_part_is_refused_where_nginx_refuses_it() {
 
 /// A `proxy_pass` in a `limit_except` block answers the methods the block restricts (nginx
 /// runs them in the block's location); the others are the location's own; a location's
-/// `proxy_pass` reaches into its `limit_except` block. `$proxy_host` and `$proxy_port` are
-/// the proxy's, empty where a location passes to a FastCGI server.
+/// `proxy_pass` reaches into its `limit_except` block. The block has no `try_files`, and
+/// its settings are the ones variables see (`$proxy_host` there). `$proxy_host` and
+/// `$proxy_port` are the proxy's, empty where a location passes to a FastCGI server.
 #[test]
 fn a_limit_except_block_proxies_the_methods_it_restricts() {
     let dead = support::free_ports(1)[0];
     let upstream = support::head_upstream(|_, head| {
-        let method =
-            String::from_utf8_lossy(head.split(|&b| b == b' ').next().unwrap_or(b"")).into_owned();
-        let body = format!("upstream {method}");
+        let line = String::from_utf8_lossy(head).into_owned();
+        let mut words = line.split(' ');
+        let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let body = format!("upstream {method} {target}");
         format!(
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
@@ -193,7 +195,11 @@ fn a_limit_except_block_proxies_the_methods_it_restricts() {
     server {{
         listen 127.0.0.1:{{PORT0}};
         root {{PREFIX}}/html;
-        location / {{ limit_except GET {{ proxy_pass http://127.0.0.1:{upstream}; }} }}
+        location / {{
+            try_files $uri /index.html;
+            limit_except GET {{ proxy_pass http://127.0.0.1:{upstream}; }}
+            add_header X-Proxy-Host "[$proxy_host][$proxy_port]" always;
+        }}
         location /p/ {{
             proxy_pass http://127.0.0.1:{upstream}/;
             limit_except GET {{ allow all; }}
@@ -236,9 +242,9 @@ fn a_limit_except_block_proxies_the_methods_it_restricts() {
         support::expect_lines(
             &lines,
             &[
-                "GET / -> 200 - static",
-                "POST / -> 200 - upstream POST",
-                &format!("GET /p/x -> 200 [127.0.0.1:{upstream}][{upstream}] upstream GET"),
+                "GET / -> 200 [][] static",
+                &format!("POST / -> 200 [127.0.0.1:{upstream}][{upstream}] upstream POST /"),
+                &format!("GET /p/x -> 200 [127.0.0.1:{upstream}][{upstream}] upstream GET /x"),
                 "GET /f/x -> 502 [][] ",
             ],
         );

@@ -222,6 +222,7 @@ impl Module for HealthCheck {
         let checks = state.checks.clone();
         let credentials = cx.credentials.cloned();
         let shared = cx.shared.clone();
+        let log = cx.shared.clone();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("health-checks".into())
@@ -258,8 +259,15 @@ impl Module for HealthCheck {
                     }
                     while tasks.join_next().await.is_some() {}
                 });
-            })
-            .ok()?;
+            });
+        let thread = match thread {
+            Ok(thread) => thread,
+            Err(e) => {
+                let message = format!("health checks cannot run: {e}");
+                log.error_log.write(Level::Alert, None, &message);
+                return None;
+            }
+        };
         Some(Box::new(Checks {
             stop,
             thread: Some(thread),
@@ -293,11 +301,12 @@ impl Drop for Checks {
 async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, shared: &Shared) {
     let peer = &upstream.peers()[i];
     let (mut fails, mut passes) = (0, 0);
-    let remember = |healthy: bool| {
+    // What every check of the peer finds now, for the next configuration's `persistent`.
+    let remember = || {
         let key = (upstream.name().to_owned(), peer.name.to_string());
         LAST.lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, healthy);
+            .insert(key, peer.is_healthy());
     };
     let place = |what: &str| {
         format!(
@@ -318,7 +327,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, sh
                 if passes >= spec.passes && !healthy {
                     healthy = true;
                     upstream.check_changed(PeerId(i), true);
-                    remember(true);
+                    remember();
                     let line = place("peer is healthy while checking status code");
                     shared.error_log.write(Level::Notice, None, &line);
                 }
@@ -329,7 +338,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, sh
                 if fails >= spec.fails && healthy {
                     healthy = false;
                     upstream.check_changed(PeerId(i), false);
-                    remember(false);
+                    remember();
                     shared.error_log.write(Level::Warn, None, &place(&why));
                 }
             }

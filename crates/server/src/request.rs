@@ -1499,7 +1499,8 @@ impl<'a> Request<'a> {
                 return step;
             }
         }
-        if let Some(tf) = &loc.try_files {
+        // A method `limit_except` restricts runs in the block, which has no `try_files`.
+        if let Some(tf) = loc.try_files.as_ref().filter(|_| restricted.is_none()) {
             for (t, test_dir) in &tf.files {
                 let value = self.eval(t);
                 let path = self.map_path(&value);
@@ -2442,9 +2443,10 @@ impl<'a> Request<'a> {
             }
             Var::Module(v) => {
                 let variable = self.phases.variable.get(v.module);
-                if let (Some(Some(variable)), Some(conf)) =
-                    (variable, self.loc.modules.get(v.module))
-                {
+                // A method `limit_except` restricts sees the block's settings, as in nginx.
+                let restricted = self.loc.limit_except.as_ref().filter(|_| self.restricted);
+                let confs = Self::access_confs(&self.loc, restricted);
+                if let (Some(Some(variable)), Some(conf)) = (variable, confs.get(v.module)) {
                     variable(self, conf, &v.var, out, resp);
                 }
             }

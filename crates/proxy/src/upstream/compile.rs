@@ -106,6 +106,16 @@ pub(super) fn compile(block: &Directive) -> Result<Upstream, ConfigError> {
     if servers == 0 {
         return Err(ConfigError::at(block, "no servers are inside upstream"));
     }
+    // `slow_start` above a `hash`, `ip_hash` or `random` that comes after it would do
+    // nothing: refused as where the method comes first.
+    if !matches!(method, Method::RoundRobin | Method::LeastConn)
+        && peers.iter().any(|p| !p.slow_start.is_zero())
+    {
+        return Err(ConfigError::at(
+            block,
+            "balancing method does not support parameter \"slow_start\"",
+        ));
+    }
     // Primary peers first, then backup peers, each in configuration order.
     peers.sort_by_key(|p| p.backup);
     let primary: Vec<&PeerConf> = peers.iter().filter(|p| !p.backup).collect();

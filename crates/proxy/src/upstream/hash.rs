@@ -160,7 +160,8 @@ pub(super) fn select_consistent(
             if s != server || tried.contains(PeerId(i)) || !peer.usable(now_ms) {
                 continue;
             }
-            let effective = peer.effective_weight();
+            // In the same thousandths as round robin's, whose counters these are too.
+            let effective = peer.ramped(peer.effective_weight(), now_ms);
             local.current[i] += effective;
             total += effective;
             peer.recover_weight();

@@ -37,7 +37,10 @@ fn least(
     let load = |i: usize| {
         let peer = &up.peers[i];
         let weight = peer.ramped(i64::from(peer.weight()), now_ms);
-        (peer.conns(), u64::try_from(weight).unwrap_or(1))
+        (
+            u128::from(peer.conns()),
+            u128::try_from(weight).unwrap_or(1),
+        )
     };
     let mut best: Option<usize> = None;
     let mut many = false;

@@ -537,11 +537,17 @@ mod tests {
             assert_eq!(eleven, 100, "{method}");
         }
         for method in ["hash $x;", "ip_hash;", "random;"] {
-            assert!(
-                error(&format!("{method} server 127.0.0.1:1 slow_start=5s;"))
-                    .contains("balancing method does not support parameter \"slow_start\""),
-                "{method}"
-            );
+            // Before the servers or after them.
+            for body in [
+                format!("{method} server 127.0.0.1:1 slow_start=5s;"),
+                format!("server 127.0.0.1:1 slow_start=5s; {method}"),
+            ] {
+                assert!(
+                    error(&body)
+                        .contains("balancing method does not support parameter \"slow_start\""),
+                    "{body}"
+                );
+            }
         }
     }
 
