@@ -3,7 +3,7 @@
 //! health checks, drives a fixed load through it with wrk and kills one node with SIGKILL
 //! halfway. The two others must take the whole load: HAProxy marks the dead node down in a
 //! few health checks, at most the requests in flight on the dead node's connections are
-//! lost, and the survivors' requests and CPU grow by their part of the dead node's share.
+//! lost, and the survivors' requests grow by their part of the dead node's share.
 
 mod support;
 
@@ -81,17 +81,14 @@ fn two_nodes_carry_the_load_when_the_third_dies() {
     assert!(requests > offered * 6 / 2, "{json}");
     // At most the requests in flight on the dead node's connections are lost.
     assert!(lost <= connections, "{json}");
-    // Each survivor takes its part of the dead node's share: about 3/2 of what it served,
-    // and more CPU for it.
+    // Each survivor takes its part of the dead node's share: about 3/2 of what it served.
+    // (Its CPU, which the script reports too, is no measure in a debug build sharing two
+    // cores with wrk, HAProxy and the other tests' builds.)
     let before = shares(&json, "survivors_rps_before");
     let after = shares(&json, "survivors_rps_after");
     assert_eq!(before.len(), 2, "{json}");
     for (b, a) in before.iter().zip(&after) {
         assert!(*a > b * 1.2, "a survivor's load did not grow: {json}");
     }
-    let before = shares(&json, "survivors_cpu_before_pct");
-    let after = shares(&json, "survivors_cpu_after_pct");
-    for (b, a) in before.iter().zip(&after) {
-        assert!(a > b, "a survivor's CPU did not grow: {json}");
-    }
+    assert_eq!(shares(&json, "survivors_cpu_after_pct").len(), 2, "{json}");
 }
