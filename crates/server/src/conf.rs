@@ -142,7 +142,7 @@ pub(crate) struct ServerConf {
     pub head_limits: portcullis_http::HeadLimits,
     pub client_header_timeout: Duration,
     /// Certificates and the rest of `ssl_*`, when the server has them.
-    pub tls: Option<Arc<crate::tls::ServerTlsConf>>,
+    pub tls: Option<Arc<crate::tls::server::ServerTlsConf>>,
     /// The modules' handlers by phase, as the phases read them (made once per configuration).
     pub phases: Arc<dyn Any + Send + Sync>,
 }
@@ -756,7 +756,7 @@ impl Builder {
         let h2 = bits.listens.iter().any(|l| l.http2)
             || (self.modules.iter().enumerate())
                 .any(|(i, m)| m.alpn(conf.modules.get(i).expect("a slot")) == Some(b"h2"));
-        let mut tls = crate::tls::ServerTlsBits {
+        let mut tls = crate::tls::server::ServerTlsBits {
             conf: None,
             ssl_on: false,
         };

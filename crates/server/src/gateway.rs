@@ -125,7 +125,8 @@ impl Module for GatewayModule {
             Protocol::Uwsgi { .. } => "uwsgi_cache_path",
             Protocol::Scgi => "scgi_cache_path",
         };
-        let caches = crate::upstream::cache::paths(http, directive, cx)?;
+        let at = (cx.prefix, cx.user);
+        let caches = crate::upstream::cache::paths(http, directive, at, cx.declared)?;
         cx.state
             .downcast_mut::<State>()
             .expect("the module's state")
@@ -359,7 +360,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let s = &c.settings;
     // No default key: without `fastcgi_cache_key` every request's is empty, as in nginx
     // (which warns at load).
-    let cache = crate::upstream::cache::job(req, s, Vec::new);
+    let cache = crate::upstream::cache_job(req, s, Vec::new);
     let cacheable = cache.is_some() && s.cache.cacheable(method, req.head().header("range"));
     let plan = Plan {
         upstream,

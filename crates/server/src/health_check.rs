@@ -34,9 +34,9 @@ use portcullis_proxy::upstream::Upstream;
 use portcullis_proxy::PeerAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::log::ErrorLog;
 use crate::module::{self, Finish, Load, Module, Running, Slot, Start};
 use crate::request::Handlers;
-use crate::worker::state::Shared;
 use crate::Level;
 
 pub(crate) struct HealthCheck;
@@ -221,15 +221,15 @@ impl Module for HealthCheck {
         }
         let checks = state.checks.clone();
         let credentials = cx.credentials.cloned();
-        let shared = cx.shared.clone();
-        let log = cx.shared.clone();
+        let error_log = cx.error_log.clone();
+        let log = cx.error_log.clone();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let thread = std::thread::Builder::new()
             .name("health-checks".into())
             .spawn(move || {
                 let failed = |e: std::io::Error| {
                     let message = format!("health checks cannot run: {e}");
-                    shared.error_log.write(Level::Alert, None, &message);
+                    error_log.write(Level::Alert, None, &message);
                 };
                 // As the workers: a check never runs as root.
                 if let Some(Err(e)) = credentials.map(|c| c.apply_to_this_thread()) {
@@ -248,10 +248,10 @@ impl Module for HealthCheck {
                         for (i, healthy) in healthy.into_iter().enumerate() {
                             let (upstream, spec) = (upstream.clone(), spec.clone());
                             let mut stopped = stopped.clone();
-                            let shared = shared.clone();
+                            let error_log = error_log.clone();
                             tasks.spawn(async move {
                                 tokio::select! {
-                                    () = watch(&upstream, i, &spec, healthy, &shared) => {}
+                                    () = watch(&upstream, i, &spec, healthy, &error_log) => {}
                                     _ = stopped.wait_for(|s| *s) => {}
                                 }
                             });
@@ -264,7 +264,7 @@ impl Module for HealthCheck {
             Ok(thread) => thread,
             Err(e) => {
                 let message = format!("health checks cannot run: {e}");
-                log.error_log.write(Level::Alert, None, &message);
+                log.write(Level::Alert, None, &message);
                 return None;
             }
         };
@@ -298,7 +298,13 @@ impl Drop for Checks {
 /// check's conclusion changes (any check finding it unhealthy keeps it out), saying so in
 /// the error log, as NGINX Plus does.
 /// `healthy`: what the check finds of the peer at first (counted at load).
-async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, shared: &Shared) {
+async fn watch(
+    upstream: &Upstream,
+    i: usize,
+    spec: &Spec,
+    mut healthy: bool,
+    error_log: &ErrorLog,
+) {
     let peer = &upstream.peers()[i];
     let (mut fails, mut passes) = (0, 0);
     // What every check of the peer finds now, for the next configuration's `persistent`.
@@ -329,7 +335,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, sh
                     upstream.check_changed(PeerId(i), true);
                     remember();
                     let line = place("peer is healthy while checking status code");
-                    shared.error_log.write(Level::Notice, None, &line);
+                    error_log.write(Level::Notice, None, &line);
                 }
             }
             Err(why) => {
@@ -339,7 +345,7 @@ async fn watch(upstream: &Upstream, i: usize, spec: &Spec, mut healthy: bool, sh
                     healthy = false;
                     upstream.check_changed(PeerId(i), false);
                     remember();
-                    shared.error_log.write(Level::Warn, None, &place(&why));
+                    error_log.write(Level::Warn, None, &place(&why));
                 }
             }
         }

@@ -110,7 +110,7 @@ pub(crate) struct Load<'a> {
     pub first_of_module: bool,
     /// The configuration's `upstream` blocks, by name, for the modules that pass requests
     /// to them (`proxy_pass`, `fastcgi_pass`).
-    pub upstreams: &'a Arc<crate::upstream::Groups>,
+    pub upstreams: &'a Arc<crate::upstream::group::Groups>,
     /// The location the directive is in (`None` at the http and server levels).
     pub location: Option<&'a Place>,
     /// The user the workers serve as (`user`), when it is not the one loading: what they
@@ -156,7 +156,7 @@ pub(crate) struct Finish<'a> {
     /// Where a level that loads with something nginx warns about says so, as `[warn]`.
     pub warnings: &'a mut Vec<String>,
     /// The configuration's `upstream` blocks, by name (as [`Load::upstreams`]).
-    pub upstreams: &'a Arc<crate::upstream::Groups>,
+    pub upstreams: &'a Arc<crate::upstream::group::Groups>,
 }
 
 /// What a module runs once for the whole server with one configuration (see
@@ -167,8 +167,8 @@ pub(crate) type Running = Box<dyn Any + Send>;
 pub(crate) struct Start<'a> {
     /// The workers' `user`, which what it runs serves as too.
     pub credentials: Option<&'a Arc<crate::user::Credentials>>,
-    /// The server's main error log (through the state the workers share).
-    pub shared: &'a Arc<crate::worker::state::Shared>,
+    /// The server's main error log.
+    pub error_log: &'a Arc<crate::log::ErrorLog>,
 }
 
 /// What the server opened for a module from one load of a configuration (see
@@ -274,7 +274,7 @@ pub(crate) trait Module: Sync {
         _block: &Directive,
         _h2: bool,
         _cx: &mut Load<'_>,
-    ) -> Result<Option<crate::tls::ServerTlsBits>, ConfigError> {
+    ) -> Result<Option<crate::tls::server::ServerTlsBits>, ConfigError> {
         Ok(None)
     }
 

@@ -70,7 +70,8 @@ impl Module for Proxy {
 
     /// `proxy_cache_path`: a zone of cached responses, which `proxy_cache` names.
     fn begin_http(&self, http: &[Directive], cx: &mut Load<'_>) -> Result<(), ConfigError> {
-        let caches = crate::upstream::cache::paths(http, "proxy_cache_path", cx)?;
+        let at = (cx.prefix, cx.user);
+        let caches = crate::upstream::cache::paths(http, "proxy_cache_path", at, cx.declared)?;
         cx.state
             .downcast_mut::<State>()
             .expect("the proxy's state")
@@ -273,7 +274,7 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
     }
     let uri = uri_start..head.len();
     // nginx's default key: the URL the request is proxied to.
-    let cache = crate::upstream::cache::job(req, &settings, || {
+    let cache = crate::upstream::cache_job(req, &settings, || {
         let scheme: &[u8] = if https { b"https://" } else { b"http://" };
         [scheme, req.proxy_host(), &head[uri.clone()]].concat()
     });

@@ -2,10 +2,12 @@
 //! server block by SNI, the handshake, and the stream the connection loop then reads and
 //! writes, plain TCP or TLS.
 
+pub(crate) mod server;
+
+use server::ServerTlsConf;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis_proxy::Tcp;
@@ -29,21 +31,6 @@ const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x
 
 /// A connection's byte stream.
 pub(crate) type Stream = portcullis_proxy::MaybeTls<TlsStream<Tcp>>;
-
-/// A server block's TLS, as the connection needs it.
-pub(crate) struct ServerTlsConf {
-    /// `None` when the server has no certificate and refuses handshakes.
-    pub tls: Option<portcullis_tls::ServerTls>,
-    /// `ssl_reject_handshake on`: a handshake naming this server is refused.
-    pub reject_handshake: bool,
-}
-
-/// What the server-level pass learns of a server block's TLS.
-pub(crate) struct ServerTlsBits {
-    pub conf: Option<Arc<ServerTlsConf>>,
-    /// `ssl on` (deprecated): every listen of the server speaks TLS.
-    pub ssl_on: bool,
-}
 
 /// What a TLS connection reports through `$ssl_*`, found once after its handshake.
 pub(crate) struct TlsInfo {

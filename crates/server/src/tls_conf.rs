@@ -17,7 +17,7 @@ use rustls::sign::CertifiedKey;
 
 use crate::module::{self, Load, Module, Slot};
 use crate::request::Handlers;
-use crate::tls::{ServerTlsBits, ServerTlsConf};
+use crate::tls::server::{ServerTlsBits, ServerTlsConf};
 use crate::vars::{Template, Var};
 
 /// nginx's default `ssl_ciphers`.

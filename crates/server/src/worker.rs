@@ -630,7 +630,7 @@ fn start_modules(
 ) -> Vec<Running> {
     let cx = Start {
         credentials,
-        shared,
+        error_log: &shared.error_log,
     };
     let modules = http.modules.iter().zip(&http.loaded);
     modules

@@ -1843,7 +1843,24 @@ async fn send_entry<D: Downstream>(
 }
 
 /// Runs `f` with what the cache asks of `req`.
-pub(crate) fn asking<T>(req: &Request<'_>, f: impl FnOnce(&Ask<'_>) -> T) -> T {
+/// The cache's work for `req` when `settings` cache its method: its key
+/// (`proxy_cache_key`, else `default_key`), to look up in the request's worker.
+pub(crate) fn cache_job(
+    req: &Request<'_>,
+    settings: &Arc<super::ProxySettings>,
+    default_key: impl FnOnce() -> Vec<u8>,
+) -> Option<Box<super::cache::Job>> {
+    if !settings.cache.caches(req.head().method_str()) {
+        return None;
+    }
+    let key = match &settings.cache.key {
+        Some(k) => req.eval(k),
+        None => default_key(),
+    };
+    asking(req, |ask| super::cache::Job::new(ask, settings, key)).map(Box::new)
+}
+
+fn asking<T>(req: &Request<'_>, f: impl FnOnce(&Ask<'_>) -> T) -> T {
     let eval = |t: &crate::vars::Template| req.eval(t);
     let log = |m: &str| req.log(Level::Crit, m);
     let upstreams = req.worker().upstreams.borrow();

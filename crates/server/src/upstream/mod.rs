@@ -18,6 +18,7 @@ mod encoded;
 mod exchange;
 pub(crate) mod fastcgi;
 mod filtered;
+pub(crate) mod group;
 mod params;
 pub(crate) mod resolve;
 mod settings;
@@ -29,48 +30,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use portcullis_config::{ConfigError, Directive};
-use portcullis_proxy::upstream::{KeyKind, LocalState, Upstream};
+use portcullis_proxy::upstream::{LocalState, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
 
-use crate::vars::Template;
 pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoConnection};
-pub(crate) use exchange::{asking, collect_body};
+pub(crate) use exchange::{cache_job, collect_body};
 pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
+pub(crate) use group::{Group, Groups};
 pub(crate) use settings::{
     directive, finish_tls, proxy_pass, split_host_port, unix_target, unix_url, CookieName,
     CookieRule, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
 };
-
-/// The upstream groups of a configuration, by name.
-pub(crate) type Groups = HashMap<String, Group>;
-
-/// An upstream group with what the server adds to it: its `hash` key compiled.
-#[derive(Clone)]
-pub(crate) struct Group {
-    pub upstream: Arc<Upstream>,
-    /// The key of `hash $key`, evaluated per request.
-    pub key: Option<Arc<Template>>,
-}
-
-impl Group {
-    /// Compiles an `upstream` block.
-    pub(crate) fn compile(d: &Directive, names: &crate::vars::Names) -> Result<Group, ConfigError> {
-        let upstream = Upstream::compile(d)?;
-        let key = match upstream.key_kind() {
-            KeyKind::Hash(text) => {
-                // The error names the `hash` line when the key's variables are wrong.
-                let at = d.children().iter().find(|c| c.name == "hash").unwrap_or(d);
-                Some(Arc::new(Template::compile(text, at, names)?))
-            }
-            _ => None,
-        };
-        Ok(Group {
-            upstream: Arc::new(upstream),
-            key,
-        })
-    }
-}
 
 /// Everything the exchange needs, evaluated by the request in the content phase.
 pub(crate) struct Plan {
@@ -312,6 +282,7 @@ pub(crate) fn resolve(host: &str, port: u16) -> Option<Vec<SocketAddr>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use portcullis_config::ConfigError;
 
     /// Compiles the one `upstream` block of `upstream`, put in an http block from line 3.
     fn group(upstream: &str) -> Result<Group, ConfigError> {

@@ -16,7 +16,7 @@ use crate::module::Opened;
 /// State shared by all workers: the error log, the connection counter behind `*N`, and
 /// every worker's `stub_status` counters.
 pub(crate) struct Shared {
-    pub error_log: ErrorLog,
+    pub error_log: Arc<ErrorLog>,
     connections: AtomicU64,
     pub stats: crate::stats::Registry,
 }
@@ -24,7 +24,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn new(error_log: ErrorLog) -> Shared {
         Shared {
-            error_log,
+            error_log: Arc::new(error_log),
             connections: AtomicU64::new(0),
             stats: crate::stats::Registry::default(),
         }

@@ -348,48 +348,33 @@ pub(crate) fn directive(
 /// name, size and path. Read before the level's other directives, since a `proxy_cache`
 /// may name a zone defined below it; the directories become `user`'s, the workers', as
 /// nginx makes the paths it creates.
+/// `declared` holds the configuration's zones and directories of every module.
 pub(crate) fn paths(
     http: &[Directive],
     directive: &'static str,
-    cx: &mut crate::module::Load<'_>,
+    (prefix, user): (&std::path::Path, Option<libc::uid_t>),
+    declared: &mut crate::zone::Declared,
 ) -> Result<Caches, ConfigError> {
     let mut caches = Caches::new();
     for d in http.iter().filter(|d| d.name == directive) {
-        cx.declared.path(d, &cx.prefix.join(d.arg(0)))?;
+        declared.path(d, &prefix.join(d.arg(0)))?;
         let zone = d.args.iter().find_map(|a| {
             let (name, _) = a.value.strip_prefix("keys_zone=")?.split_once(':')?;
             Some(name)
         });
         if let Some(name) = zone {
-            cx.declared.zone(d, name, directive)?;
+            declared.zone(d, name, directive)?;
             if caches.contains_key(name) {
                 return Err(ConfigError::at(d, format!("duplicate zone \"{name}\"")));
             }
         }
-        let cache = store::CachePath::configure(d, cx.prefix)?;
-        if let Some(uid) = cx.user {
+        let cache = store::CachePath::configure(d, prefix)?;
+        if let Some(uid) = user {
             cache.give_to(uid);
         }
         caches.insert(cache.name.clone(), cache);
     }
     Ok(caches)
-}
-
-/// The cache's work for `req` when `settings` cache its method: its key
-/// (`proxy_cache_key`, else `default_key`), to look up in the request's worker.
-pub(crate) fn job(
-    req: &crate::request::Request<'_>,
-    settings: &Arc<super::ProxySettings>,
-    default_key: impl FnOnce() -> Vec<u8>,
-) -> Option<Box<Job>> {
-    if !settings.cache.caches(req.head().method_str()) {
-        return None;
-    }
-    let key = match &settings.cache.key {
-        Some(k) => req.eval(k),
-        None => default_key(),
-    };
-    super::asking(req, |ask| Job::new(ask, settings, key)).map(Box::new)
 }
 
 /// What the location's cache does for one request: its key, and what the lookup found.
