@@ -28,7 +28,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
+use portcullis_http::{parse_response_head, Framing, ResponseHead};
 use portcullis_proxy::upstream::PeerId;
 use portcullis_proxy::upstream::Upstream;
 use portcullis_proxy::PeerAddr;
@@ -395,64 +397,52 @@ async fn check(addr: &PeerAddr, host: &str, spec: &Spec) -> Result<(), String> {
             exchange(s, request.as_bytes()).await
         }
     };
-    let answer = answer.ok_or("upstream prematurely closed connection")?;
-    match passes(&answer, spec.expect.as_deref()) {
+    let (head, body) = answer?;
+    match passes(&head, &body, spec.expect.as_deref()) {
         true => Ok(()),
         false => Err("peer is unhealthy while checking status code of upstream".into()),
     }
 }
 
-/// Sends `request` and reads the answer: until its `Content-Length` is read, or else until
-/// the server closes (at most `MAX_ANSWER`).
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, request: &[u8]) -> Option<Vec<u8>> {
-    s.write_all(request).await.ok()?;
-    let mut answer = Vec::new();
+/// Sends `request` and reads the answer: its head (as the proxy reads an upstream's), then
+/// the body its `Content-Length` announces, or else what comes until the server closes (at
+/// most `MAX_ANSWER`).
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    request: &[u8],
+) -> Result<(ResponseHead, BytesMut), String> {
+    let closed = || "upstream prematurely closed connection".to_string();
+    s.write_all(request).await.map_err(|_| closed())?;
+    let mut buf = BytesMut::new();
     let mut chunk = [0u8; 16 * 1024];
-    while answer.len() < MAX_ANSWER && !whole(&answer) {
-        match s.read(&mut chunk).await.ok()? {
-            0 => break,
-            n => answer.extend_from_slice(&chunk[..n]),
+    let head = loop {
+        match parse_response_head(&mut buf, MAX_ANSWER) {
+            Ok(Some(head)) => break head,
+            Ok(None) => {}
+            Err(_) => return Err("upstream sent invalid header".into()),
+        }
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Err(closed()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let want = match head.framing() {
+        Framing::Length(n) => usize::try_from(n).unwrap_or(MAX_ANSWER).min(MAX_ANSWER),
+        _ => MAX_ANSWER,
+    };
+    while buf.len() < want {
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    Some(answer)
-}
-
-/// Whether `answer` holds a whole head and the body its `Content-Length` announces.
-fn whole(answer: &[u8]) -> bool {
-    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&answer[..end]);
-    let length = head.split("\r\n").skip(1).find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.trim()
-            .eq_ignore_ascii_case("content-length")
-            .then(|| value.trim().parse::<usize>().ok())?
-    });
-    length.is_some_and(|n| answer.len() - (end + 4) >= n)
+    Ok((head, buf))
 }
 
 /// Whether an answer passes: its status, fields and body as `expect` asks, else a status
 /// of 2xx or 3xx.
-fn passes(answer: &[u8], expect: Option<&Match>) -> bool {
-    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return false;
-    };
-    let head = String::from_utf8_lossy(&answer[..end]);
-    let body = &answer[end + 4..];
-    let mut lines = head.split("\r\n");
-    let status = lines
-        .next()
-        .filter(|l| l.starts_with("HTTP/1."))
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse::<u16>().ok());
-    let Some(status) = status else {
-        return false;
-    };
-    let fields: Vec<(String, &str)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim()))
-        .collect();
+fn passes(head: &ResponseHead, body: &[u8], expect: Option<&Match>) -> bool {
+    let status = head.status();
     let Some(m) = expect else {
         return (200..400).contains(&status);
     };
@@ -460,10 +450,7 @@ fn passes(answer: &[u8], expect: Option<&Match>) -> bool {
         ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&status)) != *negated
     });
     let headers_ok = m.headers.iter().all(|(name, test)| {
-        let value = fields
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_bytes());
+        let value = head.header(name);
         match test {
             HeaderTest::Present => value.is_some(),
             HeaderTest::Absent => value.is_none(),
@@ -622,23 +609,31 @@ mod tests {
         let answer = |status: u16, fields: &str, body: &str| {
             format!("HTTP/1.1 {status} X\r\n{fields}\r\n{body}").into_bytes()
         };
+        // The answer as a check reads it, then judged.
+        let passes = |raw: Vec<u8>, m: Option<&Match>| {
+            let mut buf = BytesMut::from(&raw[..]);
+            match parse_response_head(&mut buf, MAX_ANSWER) {
+                Ok(Some(head)) => passes(&head, &buf, m),
+                _ => false,
+            }
+        };
         let html = "Content-Type: text/html\r\n";
-        assert!(passes(&answer(200, html, "all ok"), Some(&m)));
-        assert!(!passes(&answer(204, html, "all ok"), Some(&m)));
-        assert!(!passes(&answer(500, html, "all ok"), Some(&m)));
+        assert!(passes(answer(200, html, "all ok"), Some(&m)));
+        assert!(!passes(answer(204, html, "all ok"), Some(&m)));
+        assert!(!passes(answer(500, html, "all ok"), Some(&m)));
         assert!(!passes(
-            &answer(200, "Content-Type: image/png\r\n", "ok"),
+            answer(200, "Content-Type: image/png\r\n", "ok"),
             Some(&m)
         ));
         assert!(!passes(
-            &answer(200, "Content-Type: text/x\r\nX-Bad: 1\r\n", "ok"),
+            answer(200, "Content-Type: text/x\r\nX-Bad: 1\r\n", "ok"),
             Some(&m)
         ));
-        assert!(!passes(&answer(200, html, "ok, then an error"), Some(&m)));
+        assert!(!passes(answer(200, html, "ok, then an error"), Some(&m)));
         // Without a match: 2xx and 3xx pass.
-        assert!(passes(&answer(302, "", ""), None));
-        assert!(!passes(&answer(404, "", ""), None));
-        assert!(!passes(b"garbage", None));
+        assert!(passes(answer(302, "", ""), None));
+        assert!(!passes(answer(404, "", ""), None));
+        assert!(!passes(b"garbage\r\n\r\n".to_vec(), None));
     }
 
     #[test]

@@ -2765,6 +2765,12 @@ impl<'a> Request<'a> {
     }
 
     pub(crate) fn log(&self, level: Level, message: &str) {
+        self.log_line(level, message, None);
+    }
+
+    /// An error-log line in nginx's form: the message, then the client, server, request,
+    /// `upstream` when there is one, and host.
+    fn log_line(&self, level: Level, message: &str, upstream: Option<&dyn std::fmt::Display>) {
         let log = self.loc.error_log(&self.worker.shared.error_log);
         if !log.enabled(level) {
             return;
@@ -2775,6 +2781,9 @@ impl<'a> Request<'a> {
             self.server.name,
             self.request_line()
         );
+        if let Some(upstream) = upstream {
+            m.push_str(&format!(", upstream: \"{upstream}\""));
+        }
         if let Some(h) = self.head.header("host") {
             m.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
         }

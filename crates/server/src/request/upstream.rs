@@ -135,20 +135,7 @@ impl Request<'_> {
         message: &str,
         upstream: &dyn std::fmt::Display,
     ) {
-        let log = self.loc.error_log(&self.worker.shared.error_log);
-        if !log.enabled(level) {
-            return;
-        }
-        let mut m = format!(
-            "{message}, client: {}, server: {}, request: \"{}\", upstream: \"{upstream}\"",
-            self.peer.ip(),
-            self.server.name,
-            self.request_line()
-        );
-        if let Some(h) = self.head.header("host") {
-            m.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
-        }
-        log.write(level, Some(self.conn.id), &m);
+        self.log_line(level, message, Some(upstream));
     }
 
     /// The group a `proxy_pass` (or `fastcgi_pass`) sends a request to, with `$proxy_host`
