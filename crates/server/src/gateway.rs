@@ -381,6 +381,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         cache,
         ssl_name: None,
         client_cert: None,
+        grpc: None,
         gateway: Some(Gateway {
             protocol: c.protocol,
             params: c.params.clone(),

@@ -29,6 +29,7 @@ pub mod files;
 pub mod fuzz;
 mod gateway;
 mod geo;
+mod grpc;
 mod gzip;
 mod h2;
 mod headers;

@@ -26,6 +26,7 @@ pub(crate) static ALL: Registry = &[
     &crate::gateway::UWSGI,
     &crate::gateway::SCGI,
     &crate::proxy::MODULE,
+    &crate::grpc::MODULE,
     &crate::health_check::MODULE,
     &crate::sub_filter::MODULE,
     &crate::charset::MODULE,

@@ -366,6 +366,7 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
             }),
         settings,
         gateway: None,
+        grpc: None,
     }));
     Step::Done(r)
 }

@@ -65,6 +65,8 @@ pub struct ClientSpec {
     pub crl: Option<PathBuf>,
     /// `proxy_ssl_password_file`, for an encrypted `proxy_ssl_certificate_key`.
     pub password_file: Option<PathBuf>,
+    /// The protocols offered by ALPN: none for the proxy's HTTP/1.x, `h2` for gRPC.
+    pub alpn: Vec<Vec<u8>>,
 }
 
 impl Default for ClientSpec {
@@ -81,6 +83,7 @@ impl Default for ClientSpec {
             server_name: false,
             crl: None,
             password_file: None,
+            alpn: Vec::new(),
         }
     }
 }
@@ -373,6 +376,7 @@ pub fn build(spec: &ClientSpec) -> Result<Arc<ClientConfig>, TlsError> {
         None => builder.with_no_client_auth(),
     };
     config.enable_sni = spec.server_name;
+    config.alpn_protocols.clone_from(&spec.alpn);
     config.resumption = if spec.session_reuse {
         Resumption::in_memory_sessions(CLIENT_SESSIONS)
     } else {

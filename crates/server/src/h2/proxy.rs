@@ -41,6 +41,10 @@ pub(crate) async fn serve(
     respond: SendResponse<Bytes>,
 ) -> Proxied {
     let body = match body {
+        // gRPC's calls stream both ways: the frames go as they come.
+        Some(body) if plan.pass_body && plan.grpc.is_some() && !req.copies_body() => {
+            ReqBody::Http2(body)
+        }
         Some(body) if plan.pass_body => match read_body(req, body).await {
             Ok(b) => b,
             Err(code) => return Proxied::Answer(req.finalize_error(code), respond),

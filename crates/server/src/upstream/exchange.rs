@@ -87,6 +87,9 @@ pub(crate) enum ReqBody {
     /// Read from the client while it is sent (`proxy_request_buffering off`): sent once, so
     /// no other peer is tried after the request went out.
     Streamed(Streamed),
+    /// An HTTP/2 client's DATA frames, relayed as they come while the response comes back
+    /// (gRPC's streaming calls): sent once, as a streamed body.
+    Http2(::h2::RecvStream),
 }
 
 /// How a streamed body is read from the client.
@@ -120,7 +123,7 @@ pub(crate) fn preread_whole(kind: BodyKind, buf: &BytesMut) -> bool {
 
 /// Why an attempt failed, as `proxy_next_upstream` names it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Failure {
+pub(super) enum Failure {
     Error,
     Timeout,
     InvalidHeader,
@@ -152,7 +155,7 @@ impl Failed {
 }
 
 impl Failure {
-    fn bit(self) -> u16 {
+    pub(super) fn bit(self) -> u16 {
         match self {
             Failure::Error => next::ERROR,
             Failure::Timeout => next::TIMEOUT,
@@ -160,7 +163,7 @@ impl Failure {
             Failure::Client(_) => 0,
         }
     }
-    fn status(self) -> u16 {
+    pub(super) fn status(self) -> u16 {
         match self {
             Failure::Timeout => 504,
             Failure::Client(code) => code,
@@ -176,6 +179,9 @@ pub(crate) async fn serve<D: Downstream>(
     mut plan: Plan,
     body: ReqBody,
 ) -> Finish {
+    if plan.grpc.is_some() {
+        return super::grpc::serve(down, req, plan, body).await;
+    }
     let mut attempts = Vec::new();
     // The cache's conditions of a revalidation, for an application server's params.
     let mut conditions = None;
@@ -274,7 +280,7 @@ pub(crate) async fn serve<D: Downstream>(
     let length = match &body {
         // An application server's request carries its own lengths.
         _ if gateway => None,
-        ReqBody::None => None,
+        ReqBody::None | ReqBody::Http2(_) => None,
         ReqBody::Whole(b) => Some(b.len() as u64),
         ReqBody::Streamed(s) => match s.kind {
             BodyKind::Length(n) => Some(n),
@@ -297,7 +303,8 @@ pub(crate) async fn serve<D: Downstream>(
     let (whole, mut streamed) = match body {
         ReqBody::Whole(b) => (b, None),
         ReqBody::Streamed(s) => (Bytes::new(), Some(s)),
-        ReqBody::None => (Bytes::new(), None),
+        // Only gRPC's exchange takes an HTTP/2 stream.
+        ReqBody::None | ReqBody::Http2(_) => (Bytes::new(), None),
     };
     // The body as `STDIN` records, ended by an empty one even without a body.
     let whole = if fastcgi {
@@ -712,7 +719,7 @@ pub(crate) async fn serve<D: Downstream>(
 
 /// Whether another peer may be tried after a failure of kind `bit`; `sent` says whether the
 /// request reached the failed peer.
-fn may_retry(
+pub(super) fn may_retry(
     plan: &Plan,
     bit: u16,
     sent: bool,
@@ -742,20 +749,25 @@ fn put_back(
 
 /// `http://peer/uri` for the error log, formatted only when a line is written.
 #[derive(Clone, Copy)]
-struct Url<'a> {
+pub(super) struct Url<'a> {
     https: bool,
-    /// An application server's protocol: its name, and no URI, in the log.
-    gateway: Option<Protocol>,
+    /// An application server's protocol (or gRPC's): its name, and no URI, in the log.
+    gateway: Option<&'static str>,
     peer: &'a str,
     uri: &'a [u8],
 }
 
 impl<'a> Url<'a> {
     /// The URL of `plan` on `peer`; `head` is the request head sent, which holds the URI.
-    fn new(plan: &Plan, head: &'a [u8], peer: &'a str) -> Url<'a> {
+    pub(super) fn new(plan: &Plan, head: &'a [u8], peer: &'a str) -> Url<'a> {
         Url {
             https: plan.https,
-            gateway: plan.gateway.as_ref().map(|g| g.protocol),
+            gateway: match (&plan.gateway, &plan.grpc) {
+                (Some(g), _) => Some(g.protocol.scheme()),
+                (None, Some(_)) if plan.https => Some("grpcs"),
+                (None, Some(_)) => Some("grpc"),
+                (None, None) => None,
+            },
             peer,
             uri: head.get(plan.uri.clone()).unwrap_or_default(),
         }
@@ -765,7 +777,7 @@ impl<'a> Url<'a> {
 impl std::fmt::Display for Url<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let scheme = match (self.gateway, self.https) {
-            (Some(p), _) => p.scheme(),
+            (Some(p), _) => p,
             (None, true) => "https",
             (None, false) => "http",
         };
@@ -1136,7 +1148,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
     }
 }
 
-async fn connect(
+pub(super) async fn connect(
     plan: &Plan,
     addr: &PeerAddr,
     timeout: Duration,
@@ -1261,7 +1273,7 @@ async fn handshake(
     }
 }
 
-fn io_failure(e: &std::io::Error) -> Failure {
+pub(super) fn io_failure(e: &std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::TimedOut {
         Failure::Timeout
     } else {
@@ -1269,7 +1281,7 @@ fn io_failure(e: &std::io::Error) -> Failure {
     }
 }
 
-fn describe(e: &std::io::Error, call: &str) -> String {
+pub(super) fn describe(e: &std::io::Error, call: &str) -> String {
     if e.kind() == std::io::ErrorKind::TimedOut {
         "upstream timed out (110: Connection timed out)".to_string()
     } else {

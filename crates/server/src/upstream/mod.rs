@@ -1,6 +1,7 @@
 //! The upstream machinery, which nginx keeps in its http core (`ngx_http_upstream.c`) and
-//! the modules that pass requests to servers share: the proxy (`proxy.rs`) and the
-//! application servers' (`gateway.rs`: FastCGI, uwsgi, SCGI).
+//! the modules that pass requests to servers share: the proxy (`proxy.rs`), the
+//! application servers' (`gateway.rs`: FastCGI, uwsgi, SCGI) and gRPC's (`grpc.rs`, whose
+//! HTTP/2 exchange is `grpc`).
 //!
 //! At load, `upstream` blocks become [`Upstream`]s kept by name (read by the core before
 //! any directive that names them), each `proxy_pass` (`fastcgi_pass`) a [`ProxyPass`] (the
@@ -19,6 +20,7 @@ mod exchange;
 pub(crate) mod fastcgi;
 mod filtered;
 pub(crate) mod group;
+mod grpc;
 mod params;
 pub(crate) mod resolve;
 mod settings;
@@ -37,6 +39,7 @@ pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoC
 pub(crate) use exchange::{cache_job, collect_body};
 pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
 pub(crate) use group::{Group, Groups};
+pub(crate) use grpc::GrpcRequest;
 pub(crate) use settings::{
     directive, finish_tls, proxy_pass, split_host_port, unix_target, unix_url, CookieName,
     CookieRule, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
@@ -75,6 +78,8 @@ pub(crate) struct Plan {
     /// The upstream is an application server (`fastcgi_pass`, `uwsgi_pass`, `scgi_pass`):
     /// its protocol, and the params made into the request once its body is read.
     pub gateway: Option<Gateway>,
+    /// The upstream is a gRPC server (`grpc_pass`): the HTTP/2 request to send.
+    pub grpc: Option<Box<GrpcRequest>>,
     /// `proxy_ssl_name` with variables, evaluated for this request.
     pub ssl_name: Option<String>,
     /// `proxy_ssl_certificate` and `_key` with variables: the files for this request.
@@ -132,6 +137,7 @@ impl Plan {
     /// which needs its length first, as in nginx.
     pub fn streams_body(&self, kind: portcullis_http::BodyKind) -> bool {
         !self.is_gateway()
+            && self.grpc.is_none()
             && !self.settings.request_buffering
             && self.set_body.is_none()
             && (self.settings.http11 || !matches!(kind, portcullis_http::BodyKind::Chunked))
