@@ -71,11 +71,12 @@ impl echo::echo_server::Echo for Echo {
         let seen = seen(&req);
         let msg = req.into_inner();
         failure(&msg)?;
+        tokio::time::sleep(std::time::Duration::from_millis(msg.delay_ms.into())).await;
         Ok(self.answer(Msg {
             text: format!("{} {seen}", msg.text),
             count: msg.count,
-            fail: 0,
             blob: msg.blob,
+            ..Msg::default()
         }))
     }
 

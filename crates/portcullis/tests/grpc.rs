@@ -5,7 +5,7 @@
 //! streaming from the server, from the client (with a body larger than HTTP/2's windows),
 //! both ways at once (each answer read before the next message goes, which a proxy that
 //! reads the body whole would hang), a body over client_max_body_size (413), a group
-//! balanced round robin, a server that is down (a 502 page, which the client reads as no
+//! balanced round robin, a server slower than grpc_read_timeout (504), a server that is down (a 502 page, which the client reads as no
 //! gRPC answer), and nginx's `error_page` recipe that answers it with a `grpc-status` of
 //! its own.
 
@@ -37,7 +37,7 @@ fn status(s: &tonic::Status) -> String {
 /// Every call of the transcript, through the proxy on `port` (good upstream), `dead` (a
 /// server that is down), `mapped` (the same, answered by error_page) and `tls` (to the
 /// server through a second proxy, reached by `grpcs://`).
-async fn calls(port: u16, dead: u16, mapped: u16, tls: u16) -> Vec<String> {
+async fn calls(port: u16, dead: u16, mapped: u16, tls: u16, slow: u16) -> Vec<String> {
     let mut lines = Vec::new();
     let channel = |p: u16| async move {
         Channel::from_shared(format!("http://127.0.0.1:{p}"))
@@ -161,6 +161,16 @@ async fn calls(port: u16, dead: u16, mapped: u16, tls: u16) -> Vec<String> {
         }
         Err(s) => lines.push(format!("grpcs: {}", status(&s))),
     }
+    // An answer later than grpc_read_timeout: 504.
+    let mut slowly = EchoClient::new(channel(slow).await);
+    let late = Msg {
+        delay_ms: 3000,
+        ..msg("late")
+    };
+    match slowly.unary(late).await {
+        Ok(_) => lines.push("slow: ok".to_owned()),
+        Err(s) => lines.push(format!("slow: {}", status(&s))),
+    }
     let mut down = EchoClient::new(channel(dead).await);
     match down.unary(msg("x")).await {
         Ok(_) => lines.push("dead: ok".to_owned()),
@@ -227,6 +237,13 @@ fn grpc_calls_pass_as_through_nginx() {
         location / {{ grpc_pass grpc://127.0.0.1:{one}; }}
     }}
     server {{
+        listen 127.0.0.1:{{PORT5}} http2;
+        location / {{
+            grpc_pass grpc://127.0.0.1:{one};
+            grpc_read_timeout 300ms;
+        }}
+    }}
+    server {{
         listen 127.0.0.1:{{PORT4}} http2;
         location / {{
             grpc_pass grpcs://127.0.0.1:{{PORT3}};
@@ -245,7 +262,7 @@ fn grpc_calls_pass_as_through_nginx() {
         .expect("runtime");
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 5, &main_config(&http)) else {
+        let Some(server) = Server::start(kind, 6, &main_config(&http)) else {
             continue;
         };
         let lines = rt.block_on(calls(
@@ -253,6 +270,7 @@ fn grpc_calls_pass_as_through_nginx() {
             server.port(1),
             server.port(2),
             server.port(4),
+            server.port(5),
         ));
         expect_lines(
             &lines,
@@ -267,6 +285,7 @@ fn grpc_calls_pass_as_through_nginx() {
                 "chat: re: ping 0,re: ping 1,re: ping 2,re: ping 3",
                 // nginx's error page is HTML, which the client takes for no gRPC answer.
                 "grpcs: tls 0,tls 1",
+                "status: 504 Gateway Timeout",
                 "dead: Internal",
                 "mapped: status Unavailable \"unavailable\"",
             ],
@@ -325,4 +344,52 @@ fn grpc_directives_are_refused_as_nginx_refuses_them() {
             assert!(stderr.contains(error), "{kind}: {stderr}");
         }
     }
+}
+
+/// The raw answer to a unary call made over HTTP/1.1 (`te` the client's `TE` field), with
+/// the `Date` line left out.
+fn over_http11(port: u16, te: &str) -> String {
+    use std::io::{Read, Write};
+    // `Msg { text: "hi" }` in one gRPC message: no compression, its length, its bytes.
+    let body = [0u8, 0, 0, 0, 4, 0x0a, 2, b'h', b'i'];
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "POST /echo.Echo/Unary HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\n{te}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).expect("send");
+    c.write_all(&body).expect("send");
+    let mut raw = Vec::new();
+    let _ = c.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw)
+        .split("\r\n")
+        .filter(|l| !l.starts_with("Date: ") && !l.starts_with("Server: "))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// An HTTP/1.1 client gets the answer chunked, with its trailers, whether or not it asked
+/// for them (`TE: trailers` is passed only when it did).
+#[test]
+fn http11_clients_get_trailers_as_nginx_sends_them() {
+    let one = Echo::start("one");
+    let http = format!(
+        "server {{ listen 127.0.0.1:{{PORT0}}; location / {{ grpc_pass 127.0.0.1:{}; }} }}",
+        one.addr.port()
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let lines = vec![
+            over_http11(server.port(0), "TE: trailers\r\n"),
+            over_http11(server.port(0), ""),
+        ];
+        expect_lines(&lines, &["HTTP/1.1 200 OK", "grpc-status: 0"]);
+        seen.push((kind, lines));
+    }
+    compare(&seen);
 }
