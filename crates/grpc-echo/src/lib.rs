@@ -67,17 +67,21 @@ fn failure(msg: &Msg) -> Result<(), Status> {
 
 #[tonic::async_trait]
 impl echo::echo_server::Echo for Echo {
+    /// The answer's `x-peer-port` is the port of the connection the call came on.
     async fn unary(&self, req: Request<Msg>) -> Result<Response<Msg>, Status> {
         let seen = seen(&req);
+        let port = req.remote_addr().map_or(0, |a| a.port());
         let msg = req.into_inner();
         failure(&msg)?;
         tokio::time::sleep(std::time::Duration::from_millis(msg.delay_ms.into())).await;
-        Ok(self.answer(Msg {
+        let mut r = self.answer(Msg {
             text: format!("{} {seen}", msg.text),
             count: msg.count,
             blob: msg.blob,
             ..Msg::default()
-        }))
+        });
+        r.metadata_mut().insert("x-peer-port", port.into());
+        Ok(r)
     }
 
     type ServeStream = Messages;

@@ -5,7 +5,7 @@
 //! streaming from the server, from the client (with a body larger than HTTP/2's windows),
 //! both ways at once (each answer read before the next message goes, which a proxy that
 //! reads the body whole would hang), a body over client_max_body_size (413), a group
-//! balanced round robin, a server slower than grpc_read_timeout (504), a server that is down (a 502 page, which the client reads as no
+//! balanced round robin, connections kept with `keepalive`, a server slower than grpc_read_timeout (504), a server that is down (a 502 page, which the client reads as no
 //! gRPC answer), and nginx's `error_page` recipe that answers it with a `grpc-status` of
 //! its own.
 
@@ -35,9 +35,14 @@ fn status(s: &tonic::Status) -> String {
 }
 
 /// Every call of the transcript, through the proxy on `port` (good upstream), `dead` (a
-/// server that is down), `mapped` (the same, answered by error_page) and `tls` (to the
-/// server through a second proxy, reached by `grpcs://`).
-async fn calls(port: u16, dead: u16, mapped: u16, tls: u16, slow: u16) -> Vec<String> {
+/// server that is down), `mapped` (the same, answered by error_page), `tls` (to the server
+/// through a second proxy, reached by `grpcs://`), `slow` (grpc_read_timeout) and `kept` (a
+/// group with `keepalive`).
+async fn calls(ports: &[u16]) -> Vec<String> {
+    let [port, dead, mapped, tls, slow, kept] = ports else {
+        panic!("six ports");
+    };
+    let (port, dead, mapped, tls, slow, kept) = (*port, *dead, *mapped, *tls, *slow, *kept);
     let mut lines = Vec::new();
     let channel = |p: u16| async move {
         Channel::from_shared(format!("http://127.0.0.1:{p}"))
@@ -161,6 +166,22 @@ async fn calls(port: u16, dead: u16, mapped: u16, tls: u16, slow: u16) -> Vec<St
         }
         Err(s) => lines.push(format!("grpcs: {}", status(&s))),
     }
+    // Connections to the server: one per call, or one for all with `keepalive`.
+    for (label, p) in [("new", port), ("kept", kept)] {
+        let mut client = EchoClient::new(channel(p).await);
+        let mut ports = Vec::new();
+        for _ in 0..3 {
+            if let Ok(r) = client.unary(msg("which")).await {
+                ports.push(
+                    r.metadata()
+                        .get("x-peer-port")
+                        .map(|v| v.as_bytes().to_vec()),
+                );
+            }
+        }
+        ports.dedup();
+        lines.push(format!("connections {label}: {}", ports.len()));
+    }
     // An answer later than grpc_read_timeout: 504.
     let mut slowly = EchoClient::new(channel(slow).await);
     let late = Msg {
@@ -236,6 +257,14 @@ fn grpc_calls_pass_as_through_nginx() {
         ssl_certificate_key {key};
         location / {{ grpc_pass grpc://127.0.0.1:{one}; }}
     }}
+    upstream kept {{
+        server 127.0.0.1:{one};
+        keepalive 4;
+    }}
+    server {{
+        listen 127.0.0.1:{{PORT6}} http2;
+        location / {{ grpc_pass grpc://kept; }}
+    }}
     server {{
         listen 127.0.0.1:{{PORT5}} http2;
         location / {{
@@ -262,16 +291,17 @@ fn grpc_calls_pass_as_through_nginx() {
         .expect("runtime");
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 6, &main_config(&http)) else {
+        let Some(server) = Server::start(kind, 7, &main_config(&http)) else {
             continue;
         };
-        let lines = rt.block_on(calls(
+        let lines = rt.block_on(calls(&[
             server.port(0),
             server.port(1),
             server.port(2),
             server.port(4),
             server.port(5),
-        ));
+            server.port(6),
+        ]));
         expect_lines(
             &lines,
             &[
@@ -285,6 +315,8 @@ fn grpc_calls_pass_as_through_nginx() {
                 "chat: re: ping 0,re: ping 1,re: ping 2,re: ping 3",
                 // nginx's error page is HTML, which the client takes for no gRPC answer.
                 "grpcs: tls 0,tls 1",
+                "connections new: 3",
+                "connections kept: 1",
                 "status: 504 Gateway Timeout",
                 "dead: Internal",
                 "mapped: status Unavailable \"unavailable\"",
@@ -346,8 +378,8 @@ fn grpc_directives_are_refused_as_nginx_refuses_them() {
     }
 }
 
-/// The raw answer to a unary call made over HTTP/1.1 (`te` the client's `TE` field), with
-/// the `Date` line left out.
+/// The raw answer to a unary call made over HTTP/1.1 (`te` the client's `TE` field),
+/// without the lines that change from one run to the next.
 fn over_http11(port: u16, te: &str) -> String {
     use std::io::{Read, Write};
     // `Msg { text: "hi" }` in one gRPC message: no compression, its length, its bytes.
@@ -365,7 +397,11 @@ fn over_http11(port: u16, te: &str) -> String {
     let _ = c.read_to_end(&mut raw);
     String::from_utf8_lossy(&raw)
         .split("\r\n")
-        .filter(|l| !l.starts_with("Date: ") && !l.starts_with("Server: "))
+        .filter(|l| {
+            !["Date: ", "Server: ", "x-peer-port: "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
         .collect::<Vec<_>>()
         .join("|")
 }

@@ -62,7 +62,7 @@ pub struct Pool<S> {
     peers: Vec<VecDeque<Idle<S>>>,
 }
 
-impl<S: AsFd> Pool<S> {
+impl<S> Pool<S> {
     pub fn new(limits: PoolLimits, peers: usize) -> Pool<S> {
         Pool {
             limits,
@@ -74,19 +74,13 @@ impl<S: AsFd> Pool<S> {
         &self.limits
     }
 
-    /// The most recently used idle connection to `peer` that has not timed out. With
-    /// `check`, a connection the upstream has closed meanwhile (EOF or unexpected bytes
-    /// waiting) is dropped and the next one tried; without it, the caller must be ready to
-    /// retry a request whose connection turns out closed.
-    pub fn take(&mut self, peer: usize, check: bool, now: Instant) -> Option<Conn<S>> {
+    /// The most recently used idle connection to `peer` that has not timed out, unchecked:
+    /// the caller finds out whether the upstream closed it meanwhile (an HTTP/2 connection
+    /// says so itself).
+    pub fn take_unchecked(&mut self, peer: usize, now: Instant) -> Option<Conn<S>> {
         let list = self.peers.get_mut(peer)?;
         expire(list, self.limits.timeout, now);
-        while let Some(idle) = list.pop_back() {
-            if !check || is_open(&idle.conn.stream) {
-                return Some(idle.conn);
-            }
-        }
-        None
+        list.pop_back().map(|idle| idle.conn)
     }
 
     /// Whether a connection that just finished a request may be kept, by its request count
@@ -124,6 +118,23 @@ impl<S: AsFd> Pool<S> {
     /// Idle connections to `peer`.
     pub fn idle(&self, peer: usize) -> usize {
         self.peers.get(peer).map_or(0, VecDeque::len)
+    }
+}
+
+impl<S: AsFd> Pool<S> {
+    /// The most recently used idle connection to `peer` that has not timed out. With
+    /// `check`, a connection the upstream has closed meanwhile (EOF or unexpected bytes
+    /// waiting) is dropped and the next one tried; without it, the caller must be ready to
+    /// retry a request whose connection turns out closed.
+    pub fn take(&mut self, peer: usize, check: bool, now: Instant) -> Option<Conn<S>> {
+        let list = self.peers.get_mut(peer)?;
+        expire(list, self.limits.timeout, now);
+        while let Some(idle) = list.pop_back() {
+            if !check || is_open(&idle.conn.stream) {
+                return Some(idle.conn);
+            }
+        }
+        None
     }
 }
 

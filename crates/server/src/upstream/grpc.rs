@@ -1,8 +1,9 @@
 //! gRPC's exchange (`grpc_pass`): one request to a gRPC server over its own HTTP/2
 //! connection.
 //!
-//! A peer from the balancer, a connection (TCP, TLS offering `h2` for `grpcs://`, or a
-//! socket), HTTP/2's handshake, then the request the module built. The client's body goes
+//! A peer from the balancer, a connection (an idle one of the group's with `keepalive`, as
+//! nginx keeps them, else a new one: TCP, TLS offering `h2` for `grpcs://`, or a socket, and
+//! HTTP/2's handshake), then the request the module built. The client's body goes
 //! beside the response rather than before it: the DATA frames of an HTTP/2 client are relayed
 //! as they come while the server's come back, so calls that stream both ways work as they do
 //! through nginx. The response's head is passed by the proxy's rules (`write_proxied_head`),
@@ -14,10 +15,12 @@ use std::future::Future;
 use std::pin::{pin, Pin};
 use std::time::{Duration, Instant};
 
+use ::h2::client::SendRequest;
 use ::h2::{Reason, RecvStream, SendStream};
 use bytes::{Bytes, BytesMut};
 use portcullis_http::{parse_response_head, Framing, ResponseHead};
 use portcullis_proxy::upstream::{Key, KeyKind, Outcome};
+use portcullis_proxy::Conn;
 
 use super::downstream::Downstream;
 use super::exchange::{connect, describe, may_retry, Failure, Finish, ReqBody, Url};
@@ -32,6 +35,17 @@ pub(crate) struct GrpcRequest {
     pub method: http::Method,
     pub uri: http::Uri,
     pub fields: http::HeaderMap,
+}
+
+impl GrpcRequest {
+    /// The request for one attempt.
+    fn request(&self) -> http::Request<()> {
+        let mut r = http::Request::new(());
+        *r.method_mut() = self.method.clone();
+        *r.uri_mut() = self.uri.clone();
+        *r.headers_mut() = self.fields.clone();
+        r
+    }
 }
 
 /// The stream and connection windows the exchange opens to the server: a stream's worth of
@@ -121,17 +135,60 @@ pub(super) async fn serve<D: Downstream>(
             upstream.release(peer, outcome, at);
             attempts.push(made.clone());
         };
-        let connected = tokio::select! {
-            biased;
-            r = Box::pin(connect(&plan, &peer_ref.addr, settings.connect_timeout, req, url)) => r,
-            () = down.gone(), if watch => {
-                client_closed(req, url);
-                end(&mut made, Outcome::Ok, None);
-                return Finish::ClientClosed { attempts };
+        let retry = |bit: u16, sent: bool| may_retry(&plan, bit, sent, tries, max_tries, start);
+        // An idle connection of the group's (`keepalive`), else a new one; a kept one the
+        // server closed meanwhile says so before the request goes, and a new one is made.
+        let mut pooled = local
+            .borrow_mut()
+            .h2
+            .as_mut()
+            .and_then(|p| p.take_unchecked(peer.0, now));
+        let sent = loop {
+            let reused = pooled.is_some();
+            let mut conn = match pooled.take() {
+                Some(c) => c,
+                None => {
+                    let opened = tokio::select! {
+                        biased;
+                        r = Box::pin(open(&plan, &peer_ref.addr, req, url)) => r,
+                        () = down.gone(), if watch => {
+                            client_closed(req, url);
+                            end(&mut made, Outcome::Ok, None);
+                            return Finish::ClientClosed { attempts };
+                        }
+                    };
+                    match opened {
+                        Ok(sender) => Conn::new(sender, Instant::now()),
+                        Err(why) => break Err(why),
+                    }
+                }
+            };
+            made.connect = Some(if reused {
+                Duration::ZERO
+            } else {
+                now.elapsed()
+            });
+            if reused && !ready_now(&mut conn.stream).await {
+                continue;
+            }
+            conn.requests += 1;
+            match conn
+                .stream
+                .send_request(grpc.request(), matches!(body, Up::None))
+            {
+                Ok(r) => break Ok((conn, r)),
+                Err(_) if reused => continue,
+                Err(e) => {
+                    req.log_upstream(
+                        Level::Error,
+                        &format!("{e} while sending request to upstream"),
+                        &url,
+                    );
+                    break Err(Failure::Error);
+                }
             }
         };
-        let retry = |bit: u16, sent: bool| may_retry(&plan, bit, sent, tries, max_tries, start);
-        let stream = match connected {
+        let (conn, (response, up)) = match sent {
             Ok(s) => s,
             Err(why) => {
                 end(&mut made, Outcome::Failed, Some(why.status()));
@@ -139,46 +196,6 @@ pub(super) async fn serve<D: Downstream>(
                     continue;
                 }
                 return status(why.status(), attempts);
-            }
-        };
-        made.connect = Some(now.elapsed());
-        let sender = match handshake(stream, settings.connect_timeout).await {
-            Ok(s) => s,
-            Err(e) => {
-                let what = describe(&e, "send()");
-                req.log_upstream(
-                    Level::Error,
-                    &format!("{what} while sending request to upstream"),
-                    &url,
-                );
-                end(&mut made, Outcome::Failed, Some(502));
-                if retry(next::ERROR, false) {
-                    continue;
-                }
-                return status(502, attempts);
-            }
-        };
-        let mut request = http::Request::new(());
-        *request.method_mut() = grpc.method.clone();
-        *request.uri_mut() = grpc.uri.clone();
-        *request.headers_mut() = grpc.fields.clone();
-        let sent = {
-            let mut sender = sender;
-            sender.send_request(request, matches!(body, Up::None))
-        };
-        let (response, up) = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                req.log_upstream(
-                    Level::Error,
-                    &format!("{e} while sending request to upstream"),
-                    &url,
-                );
-                end(&mut made, Outcome::Failed, Some(502));
-                if retry(next::ERROR, false) {
-                    continue;
-                }
-                return status(502, attempts);
             }
         };
         let source = match std::mem::replace(&mut body, Up::Taken) {
@@ -298,10 +315,16 @@ pub(super) async fn serve<D: Downstream>(
             end(&mut made, Outcome::Ok, Some(code));
             return status(code, attempts);
         }
-        let forwarded = forward(down, req, &plan, &head, recv, pump, &mut pumped, url).await;
-        made.length = forwarded.0;
-        made.bytes_received = forwarded.0;
+        let (length, whole) = forward(down, req, &plan, &head, recv, pump, &mut pumped, url).await;
+        made.length = length;
+        made.bytes_received = length;
         end(&mut made, outcome, Some(code));
+        // The connection carries the next request when this one's answer ended whole.
+        if whole {
+            if let Some(p) = local.borrow_mut().h2.as_mut() {
+                p.put(peer.0, conn, Instant::now());
+            }
+        }
         let (sent, body) = down.sent();
         return Finish::Sent {
             status: code,
@@ -344,12 +367,45 @@ fn client_closed(req: &Request<'_>, url: Url<'_>) {
     );
 }
 
+/// A new connection to `addr` ready for a request: connected (TLS for `grpcs://`), with
+/// HTTP/2's handshake made. Failures are logged as nginx logs them.
+async fn open(
+    plan: &Plan,
+    addr: &portcullis_proxy::PeerAddr,
+    req: &Request<'_>,
+    url: Url<'_>,
+) -> Result<SendRequest<Bytes>, Failure> {
+    let timeout = plan.settings.connect_timeout;
+    let stream = connect(plan, addr, timeout, req, url).await?;
+    handshake(stream, timeout).await.map_err(|e| {
+        let what = describe(&e, "send()");
+        req.log_upstream(
+            Level::Error,
+            &format!("{what} while sending request to upstream"),
+            &url,
+        );
+        Failure::Error
+    })
+}
+
+/// Whether a kept connection takes a request now: one the server closed (or sent GOAWAY
+/// on) does not.
+async fn ready_now(sender: &mut SendRequest<Bytes>) -> bool {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(matches!(
+            sender.poll_ready(cx),
+            std::task::Poll::Ready(Ok(()))
+        ))
+    })
+    .await
+}
+
 /// HTTP/2's handshake on a new connection, whose frames a task of the worker then reads and
-/// writes until the exchange lets go of it.
+/// writes until the exchange and the group's idle connections let go of it.
 async fn handshake(
     stream: portcullis_proxy::Stream,
     timeout: Duration,
-) -> std::io::Result<::h2::client::SendRequest<Bytes>> {
+) -> std::io::Result<SendRequest<Bytes>> {
     let shake = ::h2::client::Builder::new()
         .initial_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
@@ -497,7 +553,8 @@ async fn send_all(
 }
 
 /// Sends the server's response on: the head by the proxy's rules, the DATA frames as they
-/// come, the trailers at the end. Returns the body bytes read.
+/// come, the trailers at the end. Returns the body bytes read, and whether the answer
+/// ended whole.
 #[allow(clippy::too_many_arguments)]
 async fn forward<D: Downstream, P: Future<Output = Pumped>>(
     down: &mut D,
@@ -508,7 +565,7 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
     mut pump: Pin<&mut P>,
     pumped: &mut Option<Pumped>,
     url: Url<'_>,
-) -> (u64,) {
+) -> (u64, bool) {
     let code = head.status();
     let no_body = plan.head_request || code == 204 || code == 304 || recv.is_end_stream();
     let framing = match head.framing() {
@@ -534,13 +591,13 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
                 Err(_) => {
                     failure("upstream timed out (110: Connection timed out)");
                     down.broken();
-                    return (length,);
+                    return (length, false);
                 }
                 Ok(None) => break,
                 Ok(Some(Err(e))) => {
                     failure(&body_error(&e));
                     down.broken();
-                    return (length,);
+                    return (length, false);
                 }
                 Ok(Some(Ok(data))) => {
                     let _ = recv.flow_control().release_capacity(data.len());
@@ -549,7 +606,7 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
                         .await
                         .is_err()
                     {
-                        return (length,);
+                        return (length, false);
                     }
                 }
             }
@@ -564,12 +621,12 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
             Ok(Err(e)) => {
                 failure(&body_error(&e));
                 down.broken();
-                return (length,);
+                return (length, false);
             }
             Err(_) => {
                 failure("upstream timed out (110: Connection timed out)");
                 down.broken();
-                return (length,);
+                return (length, false);
             }
         }
     };
@@ -584,8 +641,8 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
     if !fields.is_empty() {
         down.end_with(fields);
     }
-    let _ = down.finish().await;
-    (length,)
+    let finished = down.finish().await.is_ok();
+    (length, finished)
 }
 
 /// How a failure of the server's stream is logged.

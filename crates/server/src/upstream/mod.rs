@@ -166,6 +166,8 @@ pub(crate) struct Local {
     _upstream: Arc<Upstream>,
     pub state: LocalState,
     pub pool: Option<Pool<Stream>>,
+    /// The idle HTTP/2 connections of gRPC's exchange, with the same limits.
+    pub h2: Option<Pool<::h2::client::SendRequest<bytes::Bytes>>>,
 }
 
 /// Per-worker state of every upstream group met, keyed by the group's address.
@@ -229,21 +231,18 @@ impl WorkerUpstreams {
         self.groups
             .entry(key)
             .or_insert_with(|| {
-                let pool = upstream.keepalive().map(|k| {
-                    Pool::new(
-                        PoolLimits {
-                            max_idle: k.max_idle,
-                            requests: k.requests,
-                            timeout: k.timeout,
-                            time: k.time,
-                        },
-                        upstream.peers().len(),
-                    )
+                let limits = upstream.keepalive().map(|k| PoolLimits {
+                    max_idle: k.max_idle,
+                    requests: k.requests,
+                    timeout: k.timeout,
+                    time: k.time,
                 });
+                let peers = upstream.peers().len();
                 Rc::new(std::cell::RefCell::new(Local {
                     _upstream: upstream.clone(),
                     state: upstream.local_state(),
-                    pool,
+                    pool: limits.map(|l| Pool::new(l, peers)),
+                    h2: limits.map(|l| Pool::new(l, peers)),
                 }))
             })
             .clone()
@@ -269,6 +268,9 @@ impl WorkerUpstreams {
         for local in self.groups.values() {
             if let Ok(mut l) = local.try_borrow_mut() {
                 if let Some(p) = l.pool.as_mut() {
+                    p.sweep(now);
+                }
+                if let Some(p) = l.h2.as_mut() {
                     p.sweep(now);
                 }
             }
