@@ -657,6 +657,16 @@ pub static MODULES: &[Module] = &[
         directives: &[d("zone", UPS, TAKE12)],
     },
     // Active health checks of upstream servers, as NGINX Plus has them (no configure flag).
+    // portcullis's own: Prometheus metrics, and NGINX Plus's `status_zone`, which names what
+    // they count.
+    Module {
+        name: "http_prometheus_module",
+        flag: Flag::None,
+        directives: &[
+            once("status_zone", SRV | LOC | LIF, TAKE1),
+            once("prometheus_metrics", LOC, NOARGS),
+        ],
+    },
     Module {
         name: "http_upstream_hc_module",
         flag: Flag::None,

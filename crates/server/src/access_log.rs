@@ -228,6 +228,7 @@ fn files(opened: &Opened) -> Arc<Files> {
 fn log(
     conf: &Slot,
     state: &dyn Any,
+    _logged: Option<&crate::request::Logged<'_, '_>>,
     lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
     has: &dyn Fn(&Var) -> bool,
 ) {

@@ -584,6 +584,7 @@ impl Connection<'_> {
         phases.log(
             &self.worker,
             &server.conf.modules,
+            None,
             &mut lookup,
             &|v: &Var| v.empty_is_a_value(),
         );

@@ -592,9 +592,13 @@ async fn refuse(
         Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
         other => crate::request::connection_var(other, info, out),
     };
-    phases.log(worker, &server.conf.modules, &mut lookup, &|v: &Var| {
-        v.empty_is_a_value()
-    });
+    phases.log(
+        worker,
+        &server.conf.modules,
+        None,
+        &mut lookup,
+        &|v: &Var| v.empty_is_a_value(),
+    );
 }
 
 /// Sends `resp` on a stream: a HEADERS frame, then the body as flow control allows. Returns

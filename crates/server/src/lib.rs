@@ -40,6 +40,7 @@ mod limit_req;
 mod location;
 mod log;
 mod map;
+mod metrics;
 mod mirror;
 mod module;
 mod modules;

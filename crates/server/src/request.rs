@@ -491,8 +491,21 @@ pub(crate) struct NewConnection {
     /// Plain HTTP on a TLS address, which the HTTP/1.1 loop answers with a refusal.
     pub refused: bool,
 }
-type LogHandler =
-    fn(&Slot, &dyn std::any::Any, &mut dyn FnMut(&Var, &mut Vec<u8>), &dyn Fn(&Var) -> bool);
+type LogHandler = fn(
+    &Slot,
+    &dyn std::any::Any,
+    Option<&Logged<'_, '_>>,
+    &mut dyn FnMut(&Var, &mut Vec<u8>),
+    &dyn Fn(&Var) -> bool,
+);
+
+/// A finished request as the log phase sees it: the request, the response it got, and the
+/// bytes sent in all (none for one refused before its head was read).
+pub(crate) struct Logged<'r, 'a> {
+    pub req: &'r Request<'a>,
+    pub resp: &'r Response,
+    pub sent: u64,
+}
 
 impl Handlers {
     /// No handler: what a module starts from.
@@ -637,11 +650,12 @@ impl Phases {
         &self,
         worker: &Worker,
         confs: &Confs,
+        logged: Option<&Logged<'_, '_>>,
         lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
         has: &dyn Fn(&Var) -> bool,
     ) {
         for (i, log, conf) in self.log.at(confs) {
-            log(conf, &*worker.modules[i], lookup, has);
+            log(conf, &*worker.modules[i], logged, lookup, has);
         }
     }
 }
@@ -1179,6 +1193,11 @@ impl<'a> Request<'a> {
     }
 
     /// What the upstream exchange tried, for `$upstream_*` and the access log.
+    /// The attempts of the request's exchanges with upstreams, as `$upstream_*` show them.
+    pub(crate) fn upstream_attempts(&self) -> &[crate::upstream::Attempt] {
+        &self.upstream_attempts
+    }
+
     pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::upstream::Attempt>) {
         self.upstream_attempts = attempts;
     }
@@ -2755,8 +2774,15 @@ impl<'a> Request<'a> {
             return;
         }
         let mut lookup = |v: &Var, out: &mut Vec<u8>| self.var(v, out, Some((resp, sent)));
+        let logged = Logged {
+            req: self,
+            resp,
+            sent,
+        };
         self.phases
-            .log(self.worker, confs, &mut lookup, &|v| self.has_var(v));
+            .log(self.worker, confs, Some(&logged), &mut lookup, &|v| {
+                self.has_var(v)
+            });
     }
 
     /// A client's mistake found by the connection loop, logged at info as nginx does.

@@ -355,14 +355,8 @@ pub(crate) async fn serve<D: Downstream>(
                 &Url::new(&plan, &head, upstream.name()),
             );
             attempts.push(Attempt {
-                addr: Arc::from(upstream.name()),
                 status: Some(502),
-                connect: None,
-                header: None,
-                response: Duration::ZERO,
-                length: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
+                ..Attempt::new(Arc::from(upstream.name()), None)
             });
             return Finish::Status {
                 code: 502,
@@ -374,16 +368,7 @@ pub(crate) async fn serve<D: Downstream>(
         let peer_ref = upstream.peer(peer);
         let url = Url::new(&plan, &head, &peer_ref.name);
         let attempt_start = now;
-        let mut attempt = Attempt {
-            addr: peer_ref.name.clone(),
-            status: None,
-            connect: None,
-            header: None,
-            response: Duration::ZERO,
-            length: 0,
-            bytes_sent: 0,
-            bytes_received: 0,
-        };
+        let mut attempt = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer.0)));
         let result = if let Some(s) = streamed.as_mut() {
             // A streamed body is read from the client during the attempt, which sees it close.
             // Only an HTTP/1 connection streams one.

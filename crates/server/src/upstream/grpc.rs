@@ -121,12 +121,15 @@ pub(super) async fn serve<D: Downstream>(
                 "no live upstreams while connecting to upstream",
                 &Url::new(&plan, &[], upstream.name()),
             );
-            attempts.push(attempt(upstream.name().into(), Some(502)));
+            attempts.push(Attempt {
+                status: Some(502),
+                ..Attempt::new(upstream.name().into(), None)
+            });
             return status(502, attempts);
         };
         let peer_ref = upstream.peer(peer);
         let url = Url::new(&plan, &[], &peer_ref.name);
-        let mut made = attempt(peer_ref.name.clone(), None);
+        let mut made = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer.0)));
         // Ends the attempt: the peer released, the attempt kept for `$upstream_*`.
         let mut end = |made: &mut Attempt, outcome: Outcome, status: Option<u16>| {
             let at = Instant::now();
@@ -333,20 +336,6 @@ pub(super) async fn serve<D: Downstream>(
             keep_alive: down.keep_alive(),
             attempts,
         };
-    }
-}
-
-/// An attempt on `addr` as the `$upstream_*` variables show it, before it ends.
-fn attempt(addr: std::sync::Arc<str>, status: Option<u16>) -> Attempt {
-    Attempt {
-        addr,
-        status,
-        connect: None,
-        header: None,
-        response: Duration::ZERO,
-        length: 0,
-        bytes_sent: 0,
-        bytes_received: 0,
     }
 }
 

@@ -158,6 +158,27 @@ pub(crate) struct Attempt {
     pub bytes_sent: u64,
     /// Bytes read from it, heads of interim responses included (`$upstream_bytes_received`).
     pub bytes_received: u64,
+    /// The peer, for the metrics kept per peer: its group (the group's address, which
+    /// stays for as long as the configuration) and its place in the group. `None` when no
+    /// peer was chosen.
+    pub peer: Option<(usize, usize)>,
+}
+
+impl Attempt {
+    /// An attempt on `addr` (peer `peer` of `upstream`), before it ends.
+    pub fn new(addr: Arc<str>, peer: Option<(&Arc<Upstream>, usize)>) -> Attempt {
+        Attempt {
+            addr,
+            status: None,
+            connect: None,
+            header: None,
+            response: std::time::Duration::ZERO,
+            length: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            peer: peer.map(|(u, i)| (Arc::as_ptr(u) as usize, i)),
+        }
+    }
 }
 
 /// A worker's state for one upstream group: the balancer's and the idle connections.
