@@ -5,7 +5,9 @@
 //! streaming from the server, from the client (with a body larger than HTTP/2's windows),
 //! both ways at once (each answer read before the next message goes, which a proxy that
 //! reads the body whole would hang), a body over client_max_body_size (413), a group
-//! balanced round robin, connections kept with `keepalive`, a server slower than grpc_read_timeout (504), a server that is down (a 502 page, which the client reads as no
+//! balanced round robin, connections kept with `keepalive`, `grpc_pass $variable` naming the
+//! scheme, a client streaming for longer than grpc_read_timeout (which runs once its body
+//! went out whole), a server slower than grpc_read_timeout (504), a server that is down (a 502 page, which the client reads as no
 //! gRPC answer), and nginx's `error_page` recipe that answers it with a `grpc-status` of
 //! its own.
 
@@ -29,6 +31,20 @@ fn msg(text: &str) -> Msg {
     }
 }
 
+/// `n` messages, one every `every`.
+fn async_stream_of(n: usize, every: Duration) -> impl tokio_stream::Stream<Item = Msg> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        for i in 0..n {
+            tokio::time::sleep(every).await;
+            if tx.send(msg(&format!("m{i}"))).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
 /// A status as the client sees it.
 fn status(s: &tonic::Status) -> String {
     format!("status {:?} {:?}", s.code(), s.message())
@@ -39,10 +55,11 @@ fn status(s: &tonic::Status) -> String {
 /// through a second proxy, reached by `grpcs://`), `slow` (grpc_read_timeout) and `kept` (a
 /// group with `keepalive`).
 async fn calls(ports: &[u16]) -> Vec<String> {
-    let [port, dead, mapped, tls, slow, kept] = ports else {
-        panic!("six ports");
+    let [port, dead, mapped, tls, slow, kept, by_variable] = ports else {
+        panic!("seven ports");
     };
-    let (port, dead, mapped, tls, slow, kept) = (*port, *dead, *mapped, *tls, *slow, *kept);
+    let (port, dead, mapped, tls, slow, kept, by_variable) =
+        (*port, *dead, *mapped, *tls, *slow, *kept, *by_variable);
     let mut lines = Vec::new();
     let channel = |p: u16| async move {
         Channel::from_shared(format!("http://127.0.0.1:{p}"))
@@ -192,6 +209,19 @@ async fn calls(ports: &[u16]) -> Vec<String> {
         Ok(_) => lines.push("slow: ok".to_owned()),
         Err(s) => lines.push(format!("slow: {}", status(&s))),
     }
+    // A client that streams for longer than grpc_read_timeout: the timeout runs once its
+    // body went out whole.
+    let paced = async_stream_of(3, Duration::from_millis(400));
+    match slowly.collect(paced).await {
+        Ok(r) => lines.push(format!("slow client: {}", r.into_inner().text)),
+        Err(s) => lines.push(format!("slow client: {}", status(&s))),
+    }
+    // `grpc_pass $backend`, the variable naming the scheme.
+    let mut named = EchoClient::new(channel(by_variable).await);
+    match named.unary(msg("named")).await {
+        Ok(r) => lines.push(format!("variable: {}", r.into_inner().text)),
+        Err(s) => lines.push(format!("variable: {}", status(&s))),
+    }
     let mut down = EchoClient::new(channel(dead).await);
     match down.unary(msg("x")).await {
         Ok(_) => lines.push("dead: ok".to_owned()),
@@ -273,6 +303,11 @@ fn grpc_calls_pass_as_through_nginx() {
         }}
     }}
     server {{
+        listen 127.0.0.1:{{PORT7}} http2;
+        set $backend "grpc://127.0.0.1:{one}";
+        location / {{ grpc_pass $backend; }}
+    }}
+    server {{
         listen 127.0.0.1:{{PORT4}} http2;
         location / {{
             grpc_pass grpcs://127.0.0.1:{{PORT3}};
@@ -291,7 +326,7 @@ fn grpc_calls_pass_as_through_nginx() {
         .expect("runtime");
     let mut seen = Vec::new();
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 7, &main_config(&http)) else {
+        let Some(server) = Server::start(kind, 8, &main_config(&http)) else {
             continue;
         };
         let lines = rt.block_on(calls(&[
@@ -301,6 +336,7 @@ fn grpc_calls_pass_as_through_nginx() {
             server.port(4),
             server.port(5),
             server.port(6),
+            server.port(7),
         ]));
         expect_lines(
             &lines,
@@ -317,6 +353,8 @@ fn grpc_calls_pass_as_through_nginx() {
                 "grpcs: tls 0,tls 1",
                 "connections new: 3",
                 "connections kept: 1",
+                "slow client: m0,m1,m2 blob=0",
+                "variable: named x-id=-",
                 "status: 504 Gateway Timeout",
                 "dead: Internal",
                 "mapped: status Unavailable \"unavailable\"",
@@ -380,7 +418,7 @@ fn grpc_directives_are_refused_as_nginx_refuses_them() {
 
 /// The raw answer to a unary call made over HTTP/1.1 (`te` the client's `TE` field),
 /// without the lines that change from one run to the next.
-fn over_http11(port: u16, te: &str) -> String {
+fn over_http11(port: u16, method: &str, te: &str) -> String {
     use std::io::{Read, Write};
     // `Msg { text: "hi" }` in one gRPC message: no compression, its length, its bytes.
     let body = [0u8, 0, 0, 0, 4, 0x0a, 2, b'h', b'i'];
@@ -388,7 +426,7 @@ fn over_http11(port: u16, te: &str) -> String {
     c.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
     let head = format!(
-        "POST /echo.Echo/Unary HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\n{te}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} /echo.Echo/Unary HTTP/1.1\r\nHost: x\r\nContent-Type: application/grpc\r\n{te}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     c.write_all(head.as_bytes()).expect("send");
@@ -407,7 +445,7 @@ fn over_http11(port: u16, te: &str) -> String {
 }
 
 /// An HTTP/1.1 client gets the answer chunked, with its trailers, whether or not it asked
-/// for them (`TE: trailers` is passed only when it did).
+/// for them (`TE: trailers` is passed only when it did); a HEAD gets the head alone.
 #[test]
 fn http11_clients_get_trailers_as_nginx_sends_them() {
     let one = Echo::start("one");
@@ -421,8 +459,10 @@ fn http11_clients_get_trailers_as_nginx_sends_them() {
             continue;
         };
         let lines = vec![
-            over_http11(server.port(0), "TE: trailers\r\n"),
-            over_http11(server.port(0), ""),
+            over_http11(server.port(0), "POST", "TE: trailers\r\n"),
+            over_http11(server.port(0), "POST", ""),
+            // HEAD: the head alone.
+            over_http11(server.port(0), "HEAD", ""),
         ];
         expect_lines(&lines, &["HTTP/1.1 200 OK", "grpc-status: 0"]);
         seen.push((kind, lines));

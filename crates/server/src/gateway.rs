@@ -190,6 +190,7 @@ impl Module for GatewayModule {
                         uri: None,
                         location: String::new(),
                         url: String::new(),
+                        grpc: false,
                     }));
                     return Ok(());
                 }
@@ -371,7 +372,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
             && !matches!(req.head().body(), portcullis_http::BodyKind::None),
         set_body: None,
         hash_key: key.map_or_else(Vec::new, |k| req.eval(&k)),
-        idempotent: !matches!(method, "POST" | "LOCK" | "PATCH"),
+        idempotent: crate::upstream::idempotent(method.as_bytes()),
         head_request: method == "HEAD",
         // uwsgi and SCGI servers may switch protocols (WebSocket), FastCGI ones not.
         upgrade: c.protocol != Protocol::FastCgi && req.head().header("upgrade").is_some(),

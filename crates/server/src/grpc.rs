@@ -6,7 +6,7 @@
 //! The request goes as nginx's module builds it: `:method`, `:scheme`, `:path` (the client's
 //! target, or the URI after a rewrite), `:authority` (the address as `grpc_pass` names it,
 //! `localhost` for a socket, or `grpc_set_header Host`), the `grpc_set_header` fields, then
-//! the client's (`grpc_pass_request_headers`) without the ones HTTP/2 has no place for;
+//! the client's without the ones HTTP/2 has no place for;
 //! `TE: trailers` when the client asked for trailers, and the client's `Content-Length`.
 //! The body goes as it arrives: from an HTTP/2 client frame by frame in both directions at
 //! once (streaming calls), from an HTTP/1.x one once read. The response streams back with
@@ -183,17 +183,23 @@ fn pass(d: &Directive, cx: &mut Load<'_>) -> Result<ProxyPass, ConfigError> {
             uri: None,
             location: String::new(),
             url: String::new(),
+            grpc: true,
         });
     }
     let mut url = d.clone();
     url.args[0].value = format!("{}://{addr}", if https { "https" } else { "http" });
-    crate::upstream::proxy_pass(&url, "", false, cx.upstreams, cx.names).map_err(|e| ConfigError {
-        message: e
-            .message
-            .replace("https://", "grpcs://")
-            .replace("http://", "grpc://"),
-        span: e.span,
-    })
+    let mut pass =
+        crate::upstream::proxy_pass(&url, "", false, cx.upstreams, cx.names).map_err(|e| {
+            ConfigError {
+                message: e
+                    .message
+                    .replace("https://", "grpcs://")
+                    .replace("http://", "grpc://"),
+                span: e.span,
+            }
+        })?;
+    pass.grpc = true;
+    Ok(pass)
 }
 
 /// The content phase of a `grpc_pass` location: a response whose body is the plan.
@@ -213,7 +219,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     };
     let crate::upstream::Group { upstream, key } = group;
     let method = req.head().method_str();
-    let s = &c.settings;
+    let (ssl_name, client_cert) = req.upstream_tls(&c.settings, https);
     let plan = Plan {
         upstream,
         https,
@@ -223,26 +229,14 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         pass_body: !matches!(req.head().body(), portcullis_http::BodyKind::None),
         set_body: None,
         hash_key: key.map_or_else(Vec::new, |k| req.eval(&k)),
-        idempotent: !matches!(method, "POST" | "LOCK" | "PATCH"),
+        idempotent: crate::upstream::idempotent(method.as_bytes()),
         head_request: method == "HEAD",
         upgrade: false,
         keepalive: false,
         pass,
         cache: None,
-        ssl_name: s
-            .ssl
-            .name_template
-            .as_ref()
-            .filter(|_| https)
-            .map(|t| String::from_utf8_lossy(&req.eval(t)).into_owned()),
-        client_cert: s
-            .client_cert
-            .as_ref()
-            .filter(|_| https)
-            .map(|(c, k, prefix)| {
-                let path = |t| prefix.join(String::from_utf8_lossy(&req.eval(t)).as_ref());
-                (path(c), path(k))
-            }),
+        ssl_name,
+        client_cert,
         gateway: None,
         grpc: Some(Box::new(request)),
         settings: c.settings.clone(),

@@ -55,6 +55,7 @@ use proxy::Proxied;
 
 pub(crate) mod conf;
 mod proxy;
+pub(crate) use proxy::next_frame;
 
 /// The client connection preface of RFC 9113 3.4.
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

@@ -328,8 +328,8 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
             }
         }
     }
-    // nginx's non-idempotent methods; any other may be sent again to another peer.
-    let idempotent = !matches!(&*method_token, b"POST" | b"LOCK" | b"PATCH");
+    let idempotent = crate::upstream::idempotent(&method_token);
+    let (ssl_name, client_cert) = req.upstream_tls(&settings, https);
     let set_body = settings.set_body.as_ref().map(|t| req.eval(t));
     let keepalive = settings.http11 && !connection_close;
     // As nginx, a 101 becomes a tunnel when the client asked for an upgrade.
@@ -350,20 +350,8 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
         keepalive,
         pass: pass.clone(),
         cache,
-        ssl_name: settings
-            .ssl
-            .name_template
-            .as_ref()
-            .filter(|_| https)
-            .map(|t| String::from_utf8_lossy(&req.eval(t)).into_owned()),
-        client_cert: settings
-            .client_cert
-            .as_ref()
-            .filter(|_| https)
-            .map(|(c, k, prefix)| {
-                let path = |t| prefix.join(String::from_utf8_lossy(&req.eval(t)).as_ref());
-                (path(c), path(k))
-            }),
+        ssl_name,
+        client_cert,
         settings,
         gateway: None,
         grpc: None,

@@ -138,6 +138,31 @@ impl Request<'_> {
         self.log_line(level, message, Some(upstream));
     }
 
+    /// `proxy_ssl_name` (`grpc_ssl_name`) and the client certificate's files when they are
+    /// named by variables, evaluated for a request to an `https` upstream.
+    pub(crate) fn upstream_tls(
+        &self,
+        settings: &crate::upstream::ProxySettings,
+        https: bool,
+    ) -> (
+        Option<String>,
+        Option<(std::path::PathBuf, std::path::PathBuf)>,
+    ) {
+        if !https {
+            return (None, None);
+        }
+        let name = settings
+            .ssl
+            .name_template
+            .as_ref()
+            .map(|t| String::from_utf8_lossy(&self.eval(t)).into_owned());
+        let cert = settings.client_cert.as_ref().map(|(c, k, prefix)| {
+            let path = |t| prefix.join(String::from_utf8_lossy(&self.eval(t)).as_ref());
+            (path(c), path(k))
+        });
+        (name, cert)
+    }
+
     /// The group a `proxy_pass` (or `fastcgi_pass`) sends a request to, with `$proxy_host`
     /// and `$proxy_port` set: known at load, or made of variables (a group's name, an address,
     /// a unix-domain socket, a name the resolver looks up); for a URL of variables, its URI
@@ -171,6 +196,11 @@ impl Request<'_> {
                         );
                         return Err(Step::Status(500));
                     }
+                };
+                // `grpc_pass $target`: the value may name gRPC's schemes itself.
+                let (https, rest) = match grpc_scheme(rest).filter(|_| pass.grpc) {
+                    Some((tls, after)) => (https || tls, after),
+                    None => (https, rest),
                 };
                 let default_port = if https { 443 } else { 80 };
                 if let Some((path, uri)) = crate::upstream::unix_url(rest) {
@@ -824,5 +854,20 @@ impl super::Suspension for Resolving {
             let answered = self.0.run().await;
             req.worker().resolvers.borrow_mut().put(answered);
         })
+    }
+}
+
+/// `grpc://` or `grpcs://` (any case) at the start of `url`: whether it is TLS, and the rest.
+fn grpc_scheme(url: &[u8]) -> Option<(bool, &[u8])> {
+    let has = |scheme: &[u8]| {
+        url.get(..scheme.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(scheme))
+    };
+    if has(b"grpcs://") {
+        Some((true, &url[8..]))
+    } else if has(b"grpc://") {
+        Some((false, &url[7..]))
+    } else {
+        None
     }
 }

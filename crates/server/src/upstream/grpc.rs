@@ -23,7 +23,7 @@ use portcullis_proxy::upstream::{Key, KeyKind, Outcome};
 use portcullis_proxy::Conn;
 
 use super::downstream::Downstream;
-use super::exchange::{connect, describe, may_retry, Failure, Finish, ReqBody, Url};
+use super::exchange::{connect, describe, may_retry, Failure, Finish, ReqBody, Url, CLIENT_CLOSED};
 use super::settings::next;
 use super::{Attempt, Plan};
 use crate::request::Request;
@@ -66,10 +66,12 @@ enum Up {
 /// How relaying the client's body ended.
 enum Pumped {
     Done,
-    /// The client's body failed: its status (400, 408, 413).
+    /// The client's body failed: its status (400, 408, 413, or 499 when the client reset
+    /// its stream).
     Client(u16),
-    /// The server's stream or connection failed while the body went to it.
-    Upstream,
+    /// The server's stream or connection failed, or its window stayed shut past
+    /// grpc_send_timeout, while the body went to it.
+    Upstream(std::io::Error),
 }
 
 pub(super) async fn serve<D: Downstream>(
@@ -139,8 +141,9 @@ pub(super) async fn serve<D: Downstream>(
             attempts.push(made.clone());
         };
         let retry = |bit: u16, sent: bool| may_retry(&plan, bit, sent, tries, max_tries, start);
-        // An idle connection of the group's (`keepalive`), else a new one; a kept one the
-        // server closed meanwhile says so before the request goes, and a new one is made.
+        // An idle connection of the group's (`keepalive`), else a new one; a kept one that
+        // cannot take a request now (the server closed it, or sent GOAWAY) is dropped before
+        // the request goes, and a new one is made.
         let mut pooled = local
             .borrow_mut()
             .h2
@@ -214,35 +217,58 @@ pub(super) async fn serve<D: Downstream>(
         };
         // A body streamed to this peer cannot go to another.
         let once = matches!(body, Up::Taken);
-        let loc = req.loc();
-        let mut pump = pin!(pump(
-            up,
-            source,
-            (loc.client_body_timeout, settings.send_timeout),
-            loc.client_max_body_size,
-        ));
+        let mut pump = pin!(pump(req, up, source, settings.send_timeout));
         let mut pumped = None;
         let mut response = pin!(response);
+        // grpc_read_timeout runs once the request went out whole, as nginx sets its timer.
         let head = tokio::select! {
             biased;
-            r = beside(
-                tokio::time::timeout(settings.read_timeout, response.as_mut()),
-                pump.as_mut(),
-                &mut pumped,
-            ) => r,
+            r = after_body(response.as_mut(), pump.as_mut(), &mut pumped, settings.read_timeout) => r,
             () = down.gone(), if watch => {
                 client_closed(req, url);
                 end(&mut made, Outcome::Ok, None);
                 return Finish::ClientClosed { attempts };
             }
         };
-        if let Some(Pumped::Client(code)) = pumped {
-            end(&mut made, Outcome::Ok, None);
-            return status(code, attempts);
-        }
+        let head = match (head, pumped.take()) {
+            (_, Some(Pumped::Client(code))) => {
+                end(&mut made, Outcome::Ok, None);
+                return match code {
+                    CLIENT_CLOSED => Finish::ClientClosed { attempts },
+                    _ => status(code, attempts),
+                };
+            }
+            (_, Some(Pumped::Upstream(e))) => {
+                let timed_out = e.kind() == std::io::ErrorKind::TimedOut;
+                let what = if timed_out {
+                    "upstream timed out (110: Connection timed out)".to_owned()
+                } else {
+                    describe(&e, "send()")
+                };
+                req.log_upstream(
+                    Level::Error,
+                    &format!("{what} while sending request to upstream"),
+                    &url,
+                );
+                let why = if timed_out {
+                    Failure::Timeout
+                } else {
+                    Failure::Error
+                };
+                end(&mut made, Outcome::Failed, Some(why.status()));
+                if !once && retry(why.bit(), true) {
+                    continue;
+                }
+                return status(why.status(), attempts);
+            }
+            (head, done) => {
+                pumped = done;
+                head
+            }
+        };
         let why = match head {
-            Ok(Ok(r)) => Ok(r),
-            Err(_) => {
+            Some(Ok(r)) => Ok(r),
+            None => {
                 req.log_upstream(
                     Level::Error,
                     "upstream timed out (110: Connection timed out) while reading response header from upstream",
@@ -250,7 +276,7 @@ pub(super) async fn serve<D: Downstream>(
                 );
                 Err(Failure::Timeout)
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 let what = match e.reason() {
                     Some(r) if e.is_remote() && e.is_reset() => {
                         format!("upstream rejected request with error {}", u32::from(r))
@@ -366,15 +392,17 @@ async fn open(
 ) -> Result<SendRequest<Bytes>, Failure> {
     let timeout = plan.settings.connect_timeout;
     let stream = connect(plan, addr, timeout, req, url).await?;
-    handshake(stream, timeout).await.map_err(|e| {
-        let what = describe(&e, "send()");
-        req.log_upstream(
-            Level::Error,
-            &format!("{what} while sending request to upstream"),
-            &url,
-        );
-        Failure::Error
-    })
+    handshake(stream, timeout, plan.settings.buffer_size)
+        .await
+        .map_err(|e| {
+            let what = describe(&e, "send()");
+            req.log_upstream(
+                Level::Error,
+                &format!("{what} while sending request to upstream"),
+                &url,
+            );
+            Failure::Error
+        })
 }
 
 /// Whether a kept connection takes a request now: one the server closed (or sent GOAWAY
@@ -389,13 +417,17 @@ async fn ready_now(sender: &mut SendRequest<Bytes>) -> bool {
     .await
 }
 
-/// HTTP/2's handshake on a new connection, whose frames a task of the worker then reads and
-/// writes until the exchange and the group's idle connections let go of it.
+/// HTTP/2's handshake on a new connection (the server's heads limited to `head_max`), whose
+/// frames a task of the worker then reads and writes until the exchange and the group's
+/// idle connections let go of it.
 async fn handshake(
     stream: portcullis_proxy::Stream,
     timeout: Duration,
+    head_max: usize,
 ) -> std::io::Result<SendRequest<Bytes>> {
     let shake = ::h2::client::Builder::new()
+        // grpc_buffer_size bounds the server's head, as nginx's buffer does.
+        .max_header_list_size(u32::try_from(head_max).unwrap_or(u32::MAX))
         .initial_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
         .enable_push(false)
@@ -455,47 +487,65 @@ async fn beside<F: Future, P: Future<Output = Pumped>>(
     }
 }
 
+/// Runs `f` while the client's body is relayed, then within `timeout` once the body went
+/// out whole; `None` when the time ran out or relaying the body failed (`done` says how).
+async fn after_body<F: Future, P: Future<Output = Pumped>>(
+    f: F,
+    mut pump: Pin<&mut P>,
+    done: &mut Option<Pumped>,
+    timeout: Duration,
+) -> Option<F::Output> {
+    let mut f = pin!(f);
+    while done.is_none() {
+        tokio::select! {
+            biased;
+            r = f.as_mut() => return Some(r),
+            p = pump.as_mut() => *done = Some(p),
+        }
+    }
+    match done {
+        Some(Pumped::Done) => tokio::time::timeout(timeout, f).await.ok(),
+        _ => None,
+    }
+}
+
 /// Relays the client's body to the server's stream: whole, or frame by frame as the client
-/// sends it, with `client_body_timeout` between two frames and `client_max_body_size` over
-/// all; the server's window paces it, at most `send_timeout` per wait.
+/// sends it, read as a body read whole is (client_body_timeout between two frames,
+/// client_max_body_size over all, logged alike); the server's window paces it, at most
+/// `send_timeout` per wait. A failure resets the server's stream.
 async fn pump(
+    req: &Request<'_>,
     mut up: SendStream<Bytes>,
     source: Up,
-    (body_timeout, send_timeout): (Duration, Duration),
-    max: u64,
+    send_timeout: Duration,
 ) -> Pumped {
     let mut client = match source {
         Up::None | Up::Taken => return Pumped::Done,
         Up::Whole(b) => {
             return match send_all(&mut up, b, true, send_timeout).await {
                 Ok(()) => Pumped::Done,
-                Err(_) => Pumped::Upstream,
+                Err(e) => {
+                    up.send_reset(Reason::CANCEL);
+                    Pumped::Upstream(e)
+                }
             };
         }
         Up::Stream(s) => s,
     };
     let mut total = 0u64;
     loop {
-        let data = match tokio::time::timeout(body_timeout, client.data()).await {
-            Err(_) => {
-                up.send_reset(Reason::CANCEL);
-                return Pumped::Client(408);
-            }
+        let data = match crate::h2::next_frame(req, &mut client, &mut total).await {
+            Ok(Some(d)) => d,
             Ok(None) => break,
-            Ok(Some(Err(_))) => {
+            Err(code) => {
                 up.send_reset(Reason::CANCEL);
-                return Pumped::Client(400);
+                return Pumped::Client(code);
             }
-            Ok(Some(Ok(d))) => d,
         };
         let n = data.len();
-        total += n as u64;
-        if max != 0 && total > max {
+        if let Err(e) = send_all(&mut up, data, false, send_timeout).await {
             up.send_reset(Reason::CANCEL);
-            return Pumped::Client(413);
-        }
-        if send_all(&mut up, data, false, send_timeout).await.is_err() {
-            return Pumped::Upstream;
+            return Pumped::Upstream(e);
         }
         let _ = client.flow_control().release_capacity(n);
     }
@@ -505,7 +555,7 @@ async fn pump(
     };
     match ended {
         Ok(()) => Pumped::Done,
-        Err(_) => Pumped::Upstream,
+        Err(e) => Pumped::Upstream(std::io::Error::other(e)),
     }
 }
 
@@ -564,6 +614,12 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
         _ => Framing::Chunked,
     };
     req.write_proxied_head(down.begin(framing), plan, head);
+    if no_body {
+        // Nothing follows the head: what the server sends after it is not read, and its
+        // stream, unless it ended, is reset when dropped.
+        let finished = down.finish().await.is_ok();
+        return (0, finished && recv.is_end_stream());
+    }
     let read_timeout = plan.settings.read_timeout;
     let mut length = 0u64;
     let failure = |what: &str| {
@@ -573,50 +629,72 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
             &url,
         );
     };
-    if !no_body {
-        loop {
-            let read = tokio::time::timeout(read_timeout, recv.data());
-            match beside(read, pump.as_mut(), pumped).await {
-                Err(_) => {
-                    failure("upstream timed out (110: Connection timed out)");
-                    down.broken();
-                    return (length, false);
+    // The client's body failed after the head went out: the response cannot end well.
+    let body_failed = |pumped: &Option<Pumped>| match pumped {
+        Some(Pumped::Upstream(e)) => {
+            let what = match e.kind() {
+                std::io::ErrorKind::TimedOut => {
+                    "upstream timed out (110: Connection timed out)".to_owned()
                 }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
-                    failure(&body_error(&e));
-                    down.broken();
-                    return (length, false);
-                }
-                Ok(Some(Ok(data))) => {
-                    let _ = recv.flow_control().release_capacity(data.len());
-                    length += data.len() as u64;
-                    if beside(down.send(&data), pump.as_mut(), pumped)
-                        .await
-                        .is_err()
-                    {
-                        return (length, false);
-                    }
-                }
-            }
+                _ => describe(e, "send()"),
+            };
+            req.log_upstream(
+                Level::Error,
+                &format!("{what} while sending request to upstream"),
+                &url,
+            );
+            true
         }
-    }
-    let trailers = if recv.is_end_stream() && no_body {
-        None
-    } else {
-        let read = tokio::time::timeout(read_timeout, recv.trailers());
-        match beside(read, pump.as_mut(), pumped).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => {
-                failure(&body_error(&e));
-                down.broken();
-                return (length, false);
-            }
+        Some(Pumped::Client(_)) => true,
+        _ => false,
+    };
+    loop {
+        let read = tokio::time::timeout(read_timeout, recv.data());
+        let got = beside(read, pump.as_mut(), pumped).await;
+        if body_failed(pumped) {
+            down.broken();
+            return (length, false);
+        }
+        match got {
             Err(_) => {
                 failure("upstream timed out (110: Connection timed out)");
                 down.broken();
                 return (length, false);
             }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                if let Some(what) = body_error(&e) {
+                    failure(&what);
+                }
+                down.broken();
+                return (length, false);
+            }
+            Ok(Some(Ok(data))) => {
+                let _ = recv.flow_control().release_capacity(data.len());
+                length += data.len() as u64;
+                if beside(down.send(&data), pump.as_mut(), pumped)
+                    .await
+                    .is_err()
+                {
+                    return (length, false);
+                }
+            }
+        }
+    }
+    let read = tokio::time::timeout(read_timeout, recv.trailers());
+    let trailers = match beside(read, pump.as_mut(), pumped).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            if let Some(what) = body_error(&e) {
+                failure(&what);
+            }
+            down.broken();
+            return (length, false);
+        }
+        Err(_) => {
+            failure("upstream timed out (110: Connection timed out)");
+            down.broken();
+            return (length, false);
         }
     };
     let mut fields: Vec<(String, Vec<u8>)> = trailers
@@ -634,11 +712,15 @@ async fn forward<D: Downstream, P: Future<Output = Pumped>>(
     (length, finished)
 }
 
-/// How a failure of the server's stream is logged.
-fn body_error(e: &::h2::Error) -> String {
-    match e.reason() {
+/// How a failure of the server's stream is logged: `None` for one of this side's own (a
+/// reset sent because the client's body failed), which the client's side logged.
+fn body_error(e: &::h2::Error) -> Option<String> {
+    if !e.is_remote() && !e.is_io() {
+        return None;
+    }
+    Some(match e.reason() {
         Some(r) if e.is_reset() => format!("upstream sent RST_STREAM with error {}", u32::from(r)),
         Some(r) if e.is_go_away() => format!("upstream sent goaway with error {}", u32::from(r)),
         _ => "upstream prematurely closed stream".to_string(),
-    }
+    })
 }

@@ -119,6 +119,12 @@ impl Protocol {
     }
 }
 
+/// Whether nginx may send a request of `method` again to another peer after it went out:
+/// every method but its non-idempotent ones.
+pub(crate) fn idempotent(method: &[u8]) -> bool {
+    !matches!(method, b"POST" | b"LOCK" | b"PATCH")
+}
+
 impl Plan {
     /// Whether the upstream speaks FastCGI.
     pub fn is_fastcgi(&self) -> bool {

@@ -231,6 +231,8 @@ pub(crate) struct ProxyPass {
     pub location: String,
     /// The URL as written up to the URI part, for `proxy_redirect default`.
     pub url: String,
+    /// A URL of variables may name gRPC's schemes, `grpc://` and `grpcs://` (`grpc_pass`).
+    pub grpc: bool,
 }
 
 /// The regex of a `~regex` argument (`pattern` after the `~`): `*` first makes it
@@ -614,6 +616,7 @@ pub(crate) fn proxy_pass(
             uri: None,
             location: location.to_string(),
             url: String::new(),
+            grpc: false,
         });
     }
     let (https, rest) = if let Some(r) = url.strip_prefix("http://") {
@@ -642,6 +645,7 @@ pub(crate) fn proxy_pass(
         return Ok(ProxyPass {
             https,
             url: format!("http://{addr}:"),
+            grpc: false,
             target: unix_target(addr, default_port),
             uri,
             location: location.to_string(),
@@ -698,6 +702,7 @@ pub(crate) fn proxy_pass(
         uri,
         location: location.to_string(),
         url: format!("{}://{authority}", if https { "https" } else { "http" }),
+        grpc: false,
     })
 }
 
