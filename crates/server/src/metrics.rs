@@ -295,19 +295,19 @@ impl Module for Metrics {
     }
 }
 
-/// The worker's counters for `layout`, made on its first request.
-fn slab(state: &dyn Any, layout: &Arc<Layout>) -> Arc<Slab> {
+/// Runs `f` on the worker's counters for `layout`, made on its first request.
+fn with_slab(state: &dyn Any, layout: &Arc<Layout>, f: impl FnOnce(&Slab)) {
     let slabs: &WorkerSlabs = state.downcast_ref().expect("the module's worker state");
     let mut slabs = slabs.borrow_mut();
     let me = Arc::as_ptr(layout);
     if let Some((_, s)) = slabs.iter().find(|(l, _)| l.as_ptr() == me) {
-        return s.clone();
+        return f(s);
     }
     // Configurations no request runs with any more are let go.
     slabs.retain(|(l, _)| l.strong_count() > 0);
     let s = layout.new_slab();
-    slabs.push((Arc::downgrade(layout), s.clone()));
-    s
+    f(&s);
+    slabs.push((Arc::downgrade(layout), s));
 }
 
 /// The log phase: the request in its zones, and its attempts in their peers.
@@ -322,7 +322,11 @@ fn log(
         return;
     };
     let c = module::get::<Conf>(conf);
-    let slab = slab(state, layout);
+    with_slab(state, layout, |slab| record(slab, c, l));
+}
+
+/// Counts a finished request in `slab`.
+fn record(slab: &Slab, c: &Conf, l: &Logged<'_, '_>) {
     let us = u64::try_from(l.req.started().elapsed().as_micros()).unwrap_or(u64::MAX);
     for zone in [c.server_zone, c.location_zone].into_iter().flatten() {
         let Some(z) = slab.zones.get(zone) else {
