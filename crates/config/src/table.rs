@@ -657,14 +657,16 @@ pub static MODULES: &[Module] = &[
         directives: &[d("zone", UPS, TAKE12)],
     },
     // Active health checks of upstream servers, as NGINX Plus has them (no configure flag).
-    // portcullis's own: Prometheus metrics, and NGINX Plus's `status_zone`, which names what
-    // they count.
+    // NGINX Plus's API module, read only (`api`, `status_zone`), with portcullis's own
+    // Prometheus metrics and dashboard.
     Module {
-        name: "http_prometheus_module",
+        name: "http_api_module",
         flag: Flag::None,
         directives: &[
             once("status_zone", SRV | LOC | LIF, TAKE1),
+            once("api", LOC, NOARGS | TAKE1),
             once("prometheus_metrics", LOC, NOARGS),
+            once("dashboard", LOC, NOARGS | TAKE1),
         ],
     },
     Module {

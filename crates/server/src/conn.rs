@@ -97,17 +97,20 @@ pub(crate) async fn serve(
         guard.1.set(State::Busy);
         match Box::pin(crate::tls::accept(stream, listen, timeout)).await {
             Start::Tls(s, info) => {
+                guard.1.handshake(Some(info.reused));
                 let refuse = info.refuse;
                 (s, Some(info), refuse)
             }
             Start::PlainHttp(s) => (Stream::Plain(s), None, Some(TO_HTTPS)),
             Start::Closed(why) => {
                 if let Some(why) = why {
+                    guard.1.handshake(None);
                     log_unserved(&worker, listen, peer, Level::Info, &why);
                 }
                 return;
             }
             Start::Failed(why) => {
+                guard.1.handshake(None);
                 log_unserved(&worker, listen, peer, Level::Error, &why);
                 return;
             }

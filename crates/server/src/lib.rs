@@ -15,6 +15,7 @@
 
 mod access;
 mod access_log;
+mod api;
 mod auth_basic;
 mod auth_jwt;
 mod auth_request;
@@ -40,7 +41,6 @@ mod limit_req;
 mod location;
 mod log;
 mod map;
-mod metrics;
 mod mirror;
 mod module;
 mod modules;

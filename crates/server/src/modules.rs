@@ -32,7 +32,7 @@ pub(crate) static ALL: Registry = &[
     &crate::charset::MODULE,
     &crate::ssi::MODULE,
     &crate::gzip::MODULE,
-    &crate::metrics::MODULE,
+    &crate::api::MODULE,
     &crate::access_log::MODULE,
     &crate::h2::MODULE,
     &crate::tls_conf::MODULE,

@@ -1193,6 +1193,11 @@ impl<'a> Request<'a> {
     }
 
     /// What the upstream exchange tried, for `$upstream_*` and the access log.
+    /// The address the request came to (`$server_addr`).
+    pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
+        self.conn.local
+    }
+
     /// The attempts of the request's exchanges with upstreams, as `$upstream_*` show them.
     pub(crate) fn upstream_attempts(&self) -> &[crate::upstream::Attempt] {
         &self.upstream_attempts

@@ -24,6 +24,9 @@ pub(crate) struct Counters {
     reading: AtomicU64,
     writing: AtomicU64,
     waiting: AtomicU64,
+    ssl_handshakes: AtomicU64,
+    ssl_failed: AtomicU64,
+    ssl_reuses: AtomicU64,
 }
 
 /// Adds `by` (which may be `u64::MAX`, that is -1) to a counter only this thread writes.
@@ -47,6 +50,11 @@ pub(crate) struct Totals {
     pub reading: u64,
     pub writing: u64,
     pub waiting: u64,
+    /// TLS handshakes made, failed, and made by resuming a session (the NGINX Plus API's
+    /// `/ssl`).
+    pub ssl_handshakes: u64,
+    pub ssl_failed: u64,
+    pub ssl_reuses: u64,
 }
 
 /// Every worker's counters, kept by the server.
@@ -74,6 +82,9 @@ impl Registry {
             t.reading = t.reading.wrapping_add(get(&c.reading));
             t.writing = t.writing.wrapping_add(get(&c.writing));
             t.waiting = t.waiting.wrapping_add(get(&c.waiting));
+            t.ssl_handshakes += get(&c.ssl_handshakes);
+            t.ssl_failed += get(&c.ssl_failed);
+            t.ssl_reuses += get(&c.ssl_reuses);
         }
         t
     }
@@ -149,6 +160,19 @@ impl Connection {
         }
         if let Some(c) = state.counter(&self.counters) {
             bump(c, 1);
+        }
+    }
+
+    /// A TLS handshake ended: made (`Some`, and whether it resumed a session) or failed.
+    pub fn handshake(&self, made: Option<bool>) {
+        match made {
+            Some(reused) => {
+                bump(&self.counters.ssl_handshakes, 1);
+                if reused {
+                    bump(&self.counters.ssl_reuses, 1);
+                }
+            }
+            None => bump(&self.counters.ssl_failed, 1),
         }
     }
 

@@ -108,6 +108,7 @@ mod tests {
             reading: 6,
             writing: 179,
             waiting: 106,
+            ..Totals::default()
         };
         assert_eq!(
             render(&t),

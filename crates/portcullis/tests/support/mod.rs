@@ -113,6 +113,15 @@ pub fn wrk_binary() -> Option<PathBuf> {
     find_tool("wrk", WRK_FALLBACK, "wrk not found: apt-get install wrk")
 }
 
+/// Finds Debian's headless Chromium (`chromium-headless-shell`), with the same rule.
+pub fn chromium_binary() -> Option<PathBuf> {
+    find_tool(
+        "chromium-headless-shell",
+        "/usr/bin/chromium-headless-shell",
+        "chromium-headless-shell not found: apt-get install chromium-headless-shell",
+    )
+}
+
 fn find_tool(name: &str, fallback: &str, missing: &str) -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
