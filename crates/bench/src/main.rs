@@ -221,7 +221,9 @@ fn size(args: SizeArgs) -> anyhow::Result<String> {
                 sweep.system,
                 sweep.scenario
             );
-            (title, estimate(&sweep, &catalog))
+            let (instances, said) = estimate(&sweep, &catalog, std::env::consts::ARCH);
+            notes.extend(said);
+            (title, instances)
         }
         (None, None) => bail!("one of --measured or --from-run is required"),
     };
@@ -240,9 +242,38 @@ fn size(args: SizeArgs) -> anyhow::Result<String> {
     Ok(size::report(title, notes, &instances, &options).render(args.format))
 }
 
-/// Every catalog instance, its max RPS estimated from the sweep.
-fn estimate(sweep: &run::Sweep, catalog: &[Priced]) -> Vec<Instance> {
-    catalog
+/// The catalog's instances of the architecture the sweep ran on (`arch`, this machine's),
+/// their max RPS estimated from it, and the notes that say what was left out and which
+/// estimates lie past what the sweep measured.
+fn estimate(sweep: &run::Sweep, catalog: &[Priced], arch: &str) -> (Vec<Instance>, Vec<String>) {
+    let arm = matches!(arch, "aarch64" | "arm");
+    let (kept, other): (Vec<&Priced>, Vec<&Priced>) = catalog
+        .iter()
+        .partition(|p| run::is_arm_family(data::family(&p.instance)) == arm);
+    let mut notes = Vec::new();
+    let mut families: Vec<&str> = other.iter().map(|p| data::family(&p.instance)).collect();
+    families.dedup();
+    if !families.is_empty() {
+        notes.push(format!(
+            "Left out: {} ({}), whose CPUs are of another architecture than the {arch} cores \
+             the run measured.",
+            families.join(", "),
+            if arm { "x86" } else { "Arm" },
+        ));
+    }
+    let past: Vec<&str> = kept
+        .iter()
+        .filter(|p| p.vcpus > sweep.top())
+        .map(|p| p.instance.as_str())
+        .collect();
+    if !past.is_empty() {
+        notes.push(format!(
+            "WARNING: extrapolated past the sweep's {} workers (see above): {}.",
+            sweep.top(),
+            past.join(", ")
+        ));
+    }
+    let instances = kept
         .iter()
         .map(|p| Instance {
             name: p.instance.clone(),
@@ -250,7 +281,8 @@ fn estimate(sweep: &run::Sweep, catalog: &[Priced]) -> Vec<Instance> {
             max_rps: sweep.max_rps(p.vcpus),
             usd_per_hour: p.usd_per_hour,
         })
-        .collect()
+        .collect();
+    (instances, notes)
 }
 
 /// Limits of the run options: beyond them a run is a mistake rather than a benchmark.

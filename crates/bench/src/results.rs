@@ -408,14 +408,20 @@ pub fn cpu_chart(summaries: &[Summary]) -> String {
     bar_chart(&groups, &systems, "CPU µs per request")
 }
 
-/// Estimated max requests/s per dollar-hour of each catalog instance, per system, for one
-/// scenario, from the sweep of its records.
+/// Estimated max requests/s per dollar-hour of each catalog instance of this machine's
+/// architecture, per system, for one scenario, from the sweep of its records.
 pub fn per_dollar_chart(
     records: &[RunRecord],
     scenario: &str,
     catalog: &[Priced],
 ) -> Option<String> {
     let systems: Vec<String> = systems_of(&summarize(records));
+    // The families of this machine's architecture: a run says nothing of another's cores.
+    let arm = matches!(std::env::consts::ARCH, "aarch64" | "arm");
+    let catalog: Vec<&Priced> = catalog
+        .iter()
+        .filter(|p| crate::run::is_arm_family(crate::data::family(&p.instance)) == arm)
+        .collect();
     let mut groups: Vec<(String, Vec<(String, f64)>)> = catalog
         .iter()
         .map(|p| (p.instance.clone(), Vec::new()))

@@ -176,12 +176,48 @@ fn from_run_estimates_every_catalog_instance() {
         "{out}"
     );
     assert!(
-        out.contains("c5.large       2    160,000     105,600   0.085\n"),
+        out.contains("c5.large       2  160,000     105,600   0.085\n"),
+        "{out}"
+    );
+    // Past the sweep's two workers, the shape of seed 003's RPS against CPUs (80,000 at 2,
+    // 237,000 at 16), not a line: 160,000 x 237 / 80, where a line would give 1,280,000.
+    assert!(
+        out.contains("c5.4xlarge    16  474,000     312,840    0.68\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("WARNING: extrapolated past the sweep's 2 workers (see above): c5.xlarge, c5.2xlarge, c5.4xlarge."),
         "{out}"
     );
     assert!(!out.contains("a1.large"), "{out}");
     // 3 x 0.66 x 160,000 = 316,800 >= 300,000.
     assert!(out.contains(" 300,000       100,000    0.255*\n"), "{out}");
+}
+
+/// A run on x86 cores says nothing of Arm ones: their families are left out, and said so.
+#[test]
+fn from_run_leaves_out_another_architecture() {
+    let run = TempFile::new(
+        "arm-run.jsonl",
+        r#"{"scenario":"static-1k","system":"portcullis","workers":2,"duration_s":10,"requests":1000000,"cpu_s":12.5}"#,
+    );
+    let out = stdout(&bench(&[
+        "size",
+        "--from-run",
+        run.path(),
+        "--families",
+        "c5,m6g,a1",
+        "--targets",
+        "300000",
+    ]));
+    if std::env::consts::ARCH == "x86_64" {
+        assert!(
+            out.contains("Left out: m6g, a1 (Arm)") || out.contains("Left out: a1, m6g (Arm)"),
+            "{out}"
+        );
+        assert!(!out.contains("m6g.large "), "{out}");
+        assert!(out.contains("c5.large "), "{out}");
+    }
 }
 
 #[test]
