@@ -53,9 +53,9 @@ use crate::Level;
 use conf::{Http2Conf, DEFAULT_CHUNK_SIZE};
 use proxy::Proxied;
 
+pub(crate) mod body;
 pub(crate) mod conf;
 mod proxy;
-pub(crate) use proxy::next_frame;
 
 /// The client connection preface of RFC 9113 3.4.
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

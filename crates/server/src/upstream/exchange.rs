@@ -179,9 +179,6 @@ pub(crate) async fn serve<D: Downstream>(
     mut plan: Plan,
     body: ReqBody,
 ) -> Finish {
-    if plan.grpc.is_some() {
-        return super::grpc::serve(down, req, plan, body).await;
-    }
     let mut attempts = Vec::new();
     // The cache's conditions of a revalidation, for an application server's params.
     let mut conditions = None;

@@ -534,7 +534,7 @@ async fn pump(
     };
     let mut total = 0u64;
     loop {
-        let data = match crate::h2::next_frame(req, &mut client, &mut total).await {
+        let data = match crate::h2::body::next_frame(req, &mut client, &mut total).await {
             Ok(Some(d)) => d,
             Ok(None) => break,
             Err(code) => {

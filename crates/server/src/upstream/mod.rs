@@ -23,6 +23,7 @@ pub(crate) mod group;
 mod grpc;
 mod params;
 pub(crate) mod resolve;
+mod serve;
 mod settings;
 
 use std::collections::HashMap;
@@ -37,9 +38,10 @@ use portcullis_proxy::{Pool, PoolLimits, Stream};
 
 pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoConnection};
 pub(crate) use exchange::{cache_job, collect_body};
-pub(crate) use exchange::{preread_whole, serve, Finish, ReqBody, Streamed, CLIENT_CLOSED};
+pub(crate) use exchange::{preread_whole, Finish, ReqBody, Streamed, CLIENT_CLOSED};
 pub(crate) use group::{Group, Groups};
 pub(crate) use grpc::GrpcRequest;
+pub(crate) use serve::serve;
 pub(crate) use settings::{
     directive, finish_tls, proxy_pass, split_host_port, unix_target, unix_url, CookieName,
     CookieRule, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
