@@ -26,6 +26,8 @@ const CONFIG: &str = r#"
     }
     server {
         listen 127.0.0.1:{PORT0};
+        # The load below reconnects as a client must.
+        keepalive_requests 100;
         status_zone front;
         location /p/ {
             status_zone proxied;
@@ -142,18 +144,22 @@ fn writes_are_refused_at_load() {
     );
 }
 
-/// Requests, one connection kept, until `stop`: a load for the dashboard to show.
+/// Requests until `stop`, on a kept connection (a new one when the server closes it, as
+/// after keepalive_requests): a load for the dashboard to show.
 fn keep_asking(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
+        let connect = || std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
         let mut n = 0;
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let mut c = connect();
         let mut buf = [0u8; 4096];
         while !stop.load(Ordering::Relaxed) {
-            c.write_all(b"GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n")
-                .expect("send");
-            let got = c.read(&mut buf).expect("read");
-            assert!(got > 0);
-            n += 1;
+            let answered = c
+                .write_all(b"GET /p/x HTTP/1.1\r\nHost: x\r\n\r\n")
+                .and_then(|()| c.read(&mut buf));
+            match answered {
+                Ok(got) if got > 0 => n += 1,
+                _ => c = connect(),
+            }
         }
         n
     })
