@@ -304,6 +304,11 @@ const BUILT_IN: &[(&str, &str, &str)] = &[
     ),
     ("http_scgi_module", "location", "scgi_pass u; scgi_param A $uri;"),
     (
+        "http_grpc_module",
+        "location",
+        "grpc_pass grpc://u; grpc_set_header X-A $uri; grpc_read_timeout 5s;",
+    ),
+    (
         "http_ssl_module",
         "server",
         "ssl_protocols TLSv1.2 TLSv1.3;",

@@ -267,26 +267,17 @@ impl Module for GatewayModule {
             }
             _ => {
                 // The settings the proxy's share, read as its directive of the same name.
-                let mut as_proxy = d.clone();
-                as_proxy.name = format!("proxy_{what}");
-                let settings = Arc::make_mut(&mut c.settings);
-                let mut warnings = Vec::new();
                 let state = cx
                     .state
                     .downcast_ref::<State>()
                     .expect("the module's state");
-                crate::upstream::directive(
-                    settings,
-                    &as_proxy,
-                    cx.first,
-                    &mut warnings,
-                    cx.names,
+                crate::upstream::directive_as_proxy(
+                    Arc::make_mut(&mut c.settings),
+                    d,
+                    self.prefix,
+                    (cx.first, cx.warnings, cx.names),
                     &state.caches,
-                )
-                .map_err(|e| ConfigError {
-                    message: e.message.replace("\"proxy_", &format!("\"{}", self.prefix)),
-                    span: e.span,
-                })?;
+                )?;
             }
         }
         Ok(())

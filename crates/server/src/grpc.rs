@@ -72,36 +72,18 @@ impl Module for Grpc {
         cx: &mut Load<'_>,
     ) -> Result<(), ConfigError> {
         let c = module::edit::<Conf>(conf);
-        let what = d.name.strip_prefix("grpc_").unwrap_or_default();
-        if what == "pass" {
+        if d.name == "grpc_pass" {
             c.pass = Some(Arc::new(pass(d, cx)?));
             return Ok(());
         }
         // The settings shared with the proxy, read as its directive of the same name.
-        let mut as_proxy = d.clone();
-        as_proxy.name = format!("proxy_{what}");
-        let settings = Arc::make_mut(&mut c.settings);
-        let no_caches = crate::upstream::cache::Caches::default();
-        let read = crate::upstream::directive(
-            settings,
-            &as_proxy,
-            cx.first,
-            cx.warnings,
-            cx.names,
-            &no_caches,
+        crate::upstream::directive_as_proxy(
+            Arc::make_mut(&mut c.settings),
+            d,
+            "grpc_",
+            (cx.first, cx.warnings, cx.names),
+            &crate::upstream::cache::Caches::default(),
         )
-        .map_err(|e| ConfigError {
-            message: e.message.replace("\"proxy_", "\"grpc_"),
-            span: e.span,
-        })?;
-        // A directive the table says is implemented is never left unread.
-        if !read {
-            return Err(ConfigError::at(
-                d,
-                format!("\"{}\" directive is not implemented", d.name),
-            ));
-        }
-        Ok(())
     }
 
     fn enter_location(&self, conf: &mut Slot) {

@@ -43,8 +43,8 @@ pub(crate) use group::{Group, Groups};
 pub(crate) use grpc::GrpcRequest;
 pub(crate) use serve::serve;
 pub(crate) use settings::{
-    directive, finish_tls, proxy_pass, split_host_port, unix_target, unix_url, CookieName,
-    CookieRule, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
+    directive, directive_as_proxy, finish_tls, proxy_pass, split_host_port, unix_target, unix_url,
+    CookieName, CookieRule, ProxyPass, ProxySettings, Redirect, RedirectRule, Target,
 };
 
 /// Everything the exchange needs, evaluated by the request in the content phase.

@@ -257,6 +257,32 @@ fn tilde_regex(
 /// Applies one `proxy_*` directive to `s`; `first` says whether this is the directive's
 /// first occurrence at this level (lists then replace the inherited ones). Returns false for
 /// a directive this module does not own.
+/// A directive of a module that shares the proxy's settings under its own `prefix`
+/// (`fastcgi_read_timeout`, `grpc_hide_header`), read as the proxy's directive of the same
+/// name, with errors that name it as written. One the directive table says is implemented
+/// is never left unread.
+pub(crate) fn directive_as_proxy(
+    s: &mut ProxySettings,
+    d: &Directive,
+    prefix: &str,
+    (first, warnings, vars): (bool, &mut Vec<String>, &Names),
+    caches: &super::cache::Caches,
+) -> Result<(), ConfigError> {
+    let mut as_proxy = d.clone();
+    as_proxy.name = format!("proxy_{}", d.name.strip_prefix(prefix).unwrap_or(&d.name));
+    let read = directive(s, &as_proxy, first, warnings, vars, caches).map_err(|e| ConfigError {
+        message: e.message.replace("\"proxy_", &format!("\"{prefix}")),
+        span: e.span,
+    })?;
+    if !read {
+        return Err(ConfigError::at(
+            d,
+            format!("\"{}\" directive is not implemented", d.name),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn directive(
     s: &mut ProxySettings,
     d: &Directive,
