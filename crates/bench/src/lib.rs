@@ -22,6 +22,7 @@
 //! - [`report`]: tables rendered as text, CSV, Markdown or HTML.
 
 pub mod assets;
+pub mod charts;
 pub mod data;
 pub mod model;
 pub mod procfs;

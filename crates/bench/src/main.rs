@@ -43,6 +43,25 @@ enum Command {
     Size(SizeArgs),
     /// Measure the systems on the seeds' scenarios: RPS, latency, CPU per request.
     Run(RunArgs),
+    /// Make a run's report.html again from its results.jsonl.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The run's records (results.jsonl).
+    #[arg(value_name = "RESULTS")]
+    from_run: PathBuf,
+    /// Instance catalog (CSV as for `size`): adds requests/s per dollar and the price per
+    /// target.
+    #[arg(long, value_name = "FILE")]
+    catalog: Option<PathBuf>,
+    /// Where the report goes.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// The method paragraph at the top (the run's own, which `run` wrote there).
+    #[arg(long, value_name = "TEXT")]
+    method: Option<String>,
 }
 
 #[derive(Args)]
@@ -156,6 +175,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Size(args) => size(args),
         Command::Run(args) => run_command(args),
+        Command::Report(args) => report_command(args),
     };
     match result {
         Ok(text) => {
@@ -294,6 +314,26 @@ const MAX_JWT_TOKENS: usize = 1 << 16;
 /// Verified tokens portcullis caches per worker when `auth_jwt_verified_cache` does not
 /// say, which the generated configs do not.
 const PORTCULLIS_VERIFIED_CACHE: usize = 1024;
+
+fn report_command(args: ReportArgs) -> anyhow::Result<String> {
+    let records = run::parse(&data::read(&args.from_run)?, &name(&args.from_run))?;
+    let catalog = match &args.catalog {
+        Some(path) => Some(data::parse_catalog(&data::read(path)?, &name(path))?),
+        None => None,
+    };
+    let method = args.method.clone().unwrap_or_else(|| {
+        format!(
+            "Made from {} by portcullis-bench report; the run's command and machine are in \
+             the README beside it.",
+            name(&args.from_run)
+        )
+    });
+    fs::write(
+        &args.out,
+        results::html(&records, catalog.as_deref(), &method),
+    )?;
+    Ok(format!("{}\n", args.out.display()))
+}
 
 fn run_command(args: RunArgs) -> anyhow::Result<String> {
     if args.scenarios.iter().any(|s| s == "list") {

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::charts::{self, escape, Bar, Group};
 use crate::data::Priced;
 use crate::run::{RunRecord, Sweep};
 use crate::stats::Spread;
@@ -189,21 +190,6 @@ pub fn text_table(summaries: &[Summary]) -> String {
     out
 }
 
-/// Colours of the systems in the charts, in order of appearance.
-const COLOURS: [&str; 4] = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
-const CHART_W: f64 = 560.0;
-const CHART_H: f64 = 280.0;
-/// Room for axis labels left and below, and the legend on top.
-const MARGIN_L: f64 = 70.0;
-const MARGIN_B: f64 = 40.0;
-const MARGIN_T: f64 = 30.0;
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 fn systems_of(summaries: &[Summary]) -> Vec<String> {
     let mut systems: Vec<String> = Vec::new();
     for s in summaries {
@@ -214,229 +200,278 @@ fn systems_of(summaries: &[Summary]) -> Vec<String> {
     systems
 }
 
-fn legend(out: &mut String, systems: &[String]) {
-    for (i, system) in systems.iter().enumerate() {
-        let x = MARGIN_L + i as f64 * 120.0;
-        let _ = write!(
-            out,
-            r#"<rect x="{x}" y="8" width="12" height="12" fill="{}"/><text x="{}" y="19" font-size="12">{}</text>"#,
-            COLOURS[i % COLOURS.len()],
-            x + 16.0,
-            escape(system)
-        );
+/// Why a system has no figures in a scenario that does not apply to it (`None`: a failure).
+/// The run says so itself (`not applicable: ...`); older runs said it as a failure.
+pub fn not_applicable(failure: &str) -> Option<String> {
+    if let Some(why) = failure.strip_prefix(crate::run::NOT_APPLICABLE) {
+        return Some(why.to_owned());
     }
+    if failure.starts_with("HAProxy does not serve files") {
+        return Some("HAProxy serves no files".to_owned());
+    }
+    if failure.contains("unknown directive \"auth_jwt\"") {
+        return Some("auth_jwt is NGINX Plus's, not in open source nginx".to_owned());
+    }
+    None
 }
 
-/// Axes with a few labelled ticks on y from 0 to `top`.
-fn axes(out: &mut String, top: f64, y_label: &str) {
-    let bottom = CHART_H - MARGIN_B;
-    let _ = write!(
-        out,
-        r##"<line x1="{MARGIN_L}" y1="{MARGIN_T}" x2="{MARGIN_L}" y2="{bottom}" stroke="#333"/><line x1="{MARGIN_L}" y1="{bottom}" x2="{CHART_W}" y2="{bottom}" stroke="#333"/>"##
-    );
-    for i in 0..=4 {
-        let value = top * f64::from(i) / 4.0;
-        let y = bottom - (bottom - MARGIN_T) * f64::from(i) / 4.0;
-        let _ = write!(
-            out,
-            r##"<text x="{}" y="{}" font-size="11" text-anchor="end">{}</text><line x1="{MARGIN_L}" y1="{y}" x2="{CHART_W}" y2="{y}" stroke="#eee"/>"##,
-            MARGIN_L - 6.0,
-            y + 4.0,
-            compact(value)
-        );
+/// The scenarios of `summaries`, in first-seen order.
+fn scenarios_of(summaries: &[Summary]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in summaries {
+        if !out.contains(&s.scenario.as_str()) {
+            out.push(&s.scenario);
+        }
     }
-    let _ = write!(
-        out,
-        r#"<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text>"#,
-        CHART_H / 2.0,
-        CHART_H / 2.0,
-        escape(y_label)
-    );
+    out
 }
 
-fn compact(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.0}k", v / 1e3)
-    } else if v >= 10.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
+/// The summaries at each scenario's smallest worker count.
+fn at_fewest_workers(summaries: &[Summary]) -> Vec<&Summary> {
+    summaries
+        .iter()
+        .filter(|s| {
+            let fewest = summaries
+                .iter()
+                .filter(|o| o.scenario == s.scenario)
+                .map(|o| o.workers)
+                .min();
+            Some(s.workers) == fewest
+        })
+        .collect()
 }
 
-/// Requests/s against workers, one line per system (as seed 004's charts).
-pub fn sweep_chart(summaries: &[Summary], scenario: &str) -> String {
+/// A summary's bar: its value, or why it has none.
+fn bar(s: &Summary, value: Option<f64>) -> Bar {
+    let value = value.ok_or_else(|| {
+        s.failure
+            .as_deref()
+            .and_then(not_applicable)
+            .unwrap_or_else(|| "failed".to_owned())
+    });
+    (s.system.clone(), value)
+}
+
+/// Requests/s against workers, one line per system (as seed 004's charts): only where more
+/// than one worker count was run.
+pub fn sweep_chart(summaries: &[Summary], scenario: &str) -> Option<String> {
     let rows: Vec<&Summary> = summaries
         .iter()
         .filter(|s| s.scenario == scenario)
         .collect();
-    let systems = systems_of(summaries);
-    let max_workers = rows.iter().map(|s| s.workers).max().unwrap_or(1).max(1);
-    let top = rows
-        .iter()
-        .filter_map(|s| s.requests_per_s.map(|r| r.max))
-        .fold(0.0, f64::max)
-        .max(1.0)
-        * 1.1;
-    let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_W}" height="{CHART_H}" role="img" aria-label="requests per second against workers, {}">"#,
-        escape(scenario)
-    );
-    axes(&mut out, top, "requests/s");
-    let bottom = CHART_H - MARGIN_B;
-    let x_of = |w: u32| {
-        MARGIN_L + 20.0 + (CHART_W - MARGIN_L - 40.0) * f64::from(w) / f64::from(max_workers)
-    };
-    let y_of = |v: f64| bottom - (bottom - MARGIN_T) * v / top;
     let mut workers: Vec<u32> = rows.iter().map(|s| s.workers).collect();
     workers.sort_unstable();
     workers.dedup();
-    for w in &workers {
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{}" font-size="11" text-anchor="middle">{w}</text>"#,
-            x_of(*w),
-            bottom + 16.0
-        );
+    if workers.len() < 2 {
+        return None;
     }
-    let _ = write!(
-        out,
-        r#"<text x="{}" y="{}" font-size="12" text-anchor="middle">workers</text>"#,
-        (CHART_W + MARGIN_L) / 2.0,
-        CHART_H - 6.0
-    );
-    for (i, system) in systems.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let mut points: Vec<(u32, f64)> = rows
-            .iter()
-            .filter(|s| &s.system == system)
-            .filter_map(|s| Some((s.workers, s.requests_per_s?.median)))
-            .collect();
-        points.sort_by_key(|p| p.0);
-        let path: Vec<String> = points
-            .iter()
-            .map(|&(w, v)| format!("{:.1},{:.1}", x_of(w), y_of(v)))
-            .collect();
-        if path.len() > 1 {
-            let _ = write!(
-                out,
-                r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
-                path.join(" ")
-            );
-        }
-        for &(w, v) in &points {
-            let _ = write!(
-                out,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{colour}"><title>{} {w} workers: {v:.0} req/s</title></circle>"#,
-                x_of(w),
-                y_of(v),
-                escape(system)
-            );
-        }
-    }
-    legend(&mut out, &systems);
-    out.push_str("</svg>");
-    out
-}
-
-/// Grouped bars: one group per label, one bar per system.
-fn bar_chart(groups: &[(String, Vec<(String, f64)>)], systems: &[String], y_label: &str) -> String {
-    let top = groups
-        .iter()
-        .flat_map(|(_, bars)| bars.iter().map(|b| b.1))
-        .fold(0.0, f64::max)
-        .max(1e-9)
-        * 1.1;
-    let width = (MARGIN_L + 40.0 + groups.len() as f64 * 110.0).max(CHART_W);
-    let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{CHART_H}" role="img" aria-label="{}">"#,
-        escape(y_label)
-    );
-    axes(&mut out, top, y_label);
-    let bottom = CHART_H - MARGIN_B;
-    let bar_w = 90.0 / systems.len().max(1) as f64;
-    for (g, (label, bars)) in groups.iter().enumerate() {
-        let x0 = MARGIN_L + 20.0 + g as f64 * 110.0;
-        for (system, value) in bars {
-            let i = systems.iter().position(|s| s == system).unwrap_or(0);
-            let h = (bottom - MARGIN_T) * value / top;
-            let _ = write!(
-                out,
-                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{} {}: {}</title></rect>"#,
-                x0 + i as f64 * bar_w,
-                bottom - h,
-                bar_w - 2.0,
-                COLOURS[i % COLOURS.len()],
-                escape(label),
-                escape(system),
-                compact(*value)
-            );
-        }
-        let _ = write!(
-            out,
-            r#"<text x="{:.1}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
-            x0 + 45.0,
-            bottom + 16.0,
-            escape(label)
-        );
-    }
-    legend(&mut out, systems);
-    out.push_str("</svg>");
-    out
-}
-
-/// CPU µs per request by scenario, the systems side by side, at the smallest worker count.
-pub fn cpu_chart(summaries: &[Summary]) -> String {
     let systems = systems_of(summaries);
-    let mut groups: Vec<(String, Vec<(String, f64)>)> = Vec::new();
-    for s in summaries {
-        let least = summaries
-            .iter()
-            .filter(|o| o.scenario == s.scenario)
-            .map(|o| o.workers)
-            .min();
-        let Some(cpu) = s.cpu_us.filter(|_| Some(s.workers) == least) else {
-            continue;
-        };
-        match groups.iter_mut().find(|(label, _)| *label == s.scenario) {
-            Some((_, bars)) => bars.push((s.system.clone(), cpu.median)),
-            None => groups.push((s.scenario.clone(), vec![(s.system.clone(), cpu.median)])),
-        }
-    }
-    bar_chart(&groups, &systems, "CPU µs per request")
+    let series: Vec<(String, Vec<(f64, f64)>)> = systems
+        .iter()
+        .map(|system| {
+            let mut points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|s| &s.system == system)
+                .filter_map(|s| Some((f64::from(s.workers), s.requests_per_s?.median)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (system.clone(), points)
+        })
+        .collect();
+    let xs: Vec<(f64, String)> = workers
+        .iter()
+        .map(|w| (f64::from(*w), w.to_string()))
+        .collect();
+    let aria = format!("requests per second against workers, {scenario}");
+    Some(charts::lines(
+        &series,
+        &systems,
+        ("workers", "requests/s"),
+        &xs,
+        &aria,
+    ))
 }
 
-/// Estimated max requests/s per dollar-hour of each catalog instance of this machine's
-/// architecture, per system, for one scenario, from the sweep of its records.
+/// CPU µs per request by scenario, the systems side by side, at the smallest worker count:
+/// one chart per decade of CPU per request, so that a scenario of a millisecond does not
+/// flatten those of microseconds. Returns each chart's title and SVG.
+pub fn cpu_charts(summaries: &[Summary]) -> Vec<(String, String)> {
+    let systems = systems_of(summaries);
+    let fewest = at_fewest_workers(summaries);
+    let mut decades: Vec<(i32, Vec<Group>)> = Vec::new();
+    for scenario in scenarios_of(summaries) {
+        let rows: Vec<&&Summary> = fewest.iter().filter(|s| s.scenario == scenario).collect();
+        let largest = rows
+            .iter()
+            .filter_map(|s| s.cpu_us.map(|c| c.median))
+            .fold(0.0, f64::max);
+        if largest <= 0.0 {
+            continue;
+        }
+        let decade = largest.log10().floor() as i32;
+        let bars: Vec<Bar> = rows
+            .iter()
+            .map(|s| bar(s, s.cpu_us.map(|c| c.median)))
+            .collect();
+        match decades.iter_mut().find(|(d, _)| *d == decade) {
+            Some((_, groups)) => groups.push((scenario.to_owned(), bars)),
+            None => decades.push((decade, vec![(scenario.to_owned(), bars)])),
+        }
+    }
+    decades.sort_by_key(|(d, _)| *d);
+    decades
+        .into_iter()
+        .map(|(decade, groups)| {
+            let (low, high) = (10f64.powi(decade), 10f64.powi(decade + 1));
+            let title = format!("scenarios of {low} to {high} µs per request");
+            let svg = charts::bars(&groups, &systems, "CPU µs per request", None);
+            (title, svg)
+        })
+        .collect()
+}
+
+/// Each system's CPU per request over nginx's by scenario (the bar the performance work is
+/// measured by), with nginx's 1.0 drawn.
+pub fn ratio_chart(summaries: &[Summary]) -> Option<String> {
+    let systems: Vec<String> = systems_of(summaries)
+        .into_iter()
+        .filter(|s| s != "nginx")
+        .collect();
+    let fewest = at_fewest_workers(summaries);
+    let groups: Vec<Group> = scenarios_of(summaries)
+        .into_iter()
+        .map(|scenario| {
+            let nginx = fewest
+                .iter()
+                .find(|s| s.scenario == scenario && s.system == "nginx");
+            let bars = fewest
+                .iter()
+                .filter(|s| s.scenario == scenario && s.system != "nginx")
+                .map(|s| match nginx.and_then(|n| n.cpu_us) {
+                    Some(_) => bar(s, ratio_to_nginx(summaries, s)),
+                    None => {
+                        let why = nginx
+                            .and_then(|n| n.failure.as_deref())
+                            .and_then(not_applicable)
+                            .map_or_else(
+                                || "no nginx figure".to_owned(),
+                                |w| format!("nginx: {w}"),
+                            );
+                        (s.system.clone(), Err(why))
+                    }
+                })
+                .collect();
+            (scenario.to_owned(), bars)
+        })
+        .collect();
+    (!systems.is_empty() && summaries.iter().any(|s| s.system == "nginx")).then(|| {
+        charts::bars(
+            &groups,
+            &systems,
+            "CPU per request / nginx's",
+            Some((1.0, "nginx = 1.0")),
+        )
+    })
+}
+
+/// Estimated max requests/s per dollar-hour per instance family (its best size) of this
+/// machine's architecture, per system, for one scenario, from the sweep of its records.
 pub fn per_dollar_chart(
     records: &[RunRecord],
     scenario: &str,
     catalog: &[Priced],
 ) -> Option<String> {
     let systems: Vec<String> = systems_of(&summarize(records));
-    // The families of this machine's architecture: a run says nothing of another's cores.
-    let arm = matches!(std::env::consts::ARCH, "aarch64" | "arm");
-    let catalog: Vec<&Priced> = catalog
+    let catalog = same_architecture(catalog);
+    let mut families: Vec<&str> = catalog
         .iter()
-        .filter(|p| crate::run::is_arm_family(crate::data::family(&p.instance)) == arm)
+        .map(|p| crate::data::family(&p.instance))
         .collect();
-    let mut groups: Vec<(String, Vec<(String, f64)>)> = catalog
+    families.dedup();
+    let mut groups: Vec<Group> = families
         .iter()
-        .map(|p| (p.instance.clone(), Vec::new()))
+        .map(|f| ((*f).to_owned(), Vec::new()))
         .collect();
     let mut any = false;
     for system in &systems {
         let Ok(sweep) = Sweep::from_records(records, Some(system), Some(scenario)) else {
             continue;
         };
-        for (p, (_, bars)) in catalog.iter().zip(groups.iter_mut()) {
-            bars.push((system.clone(), sweep.max_rps(p.vcpus) / p.usd_per_hour));
+        for (family, bars) in groups.iter_mut() {
+            let best = catalog
+                .iter()
+                .filter(|p| crate::data::family(&p.instance) == family)
+                .map(|p| sweep.max_rps(p.vcpus) / p.usd_per_hour)
+                .fold(0.0, f64::max);
+            bars.push((system.clone(), Ok(best)));
             any = true;
         }
     }
-    any.then(|| bar_chart(&groups, &systems, "max requests/s per $/hour"))
+    any.then(|| charts::bars(&groups, &systems, "max requests/s per $/hour", None))
+}
+
+/// The seeds' own chart: the cheapest fleet's price per hour (any family, the seeds' three
+/// nodes at 66%) against the target total requests/s, per system, for one scenario.
+pub fn price_per_target_chart(
+    records: &[RunRecord],
+    scenario: &str,
+    catalog: &[Priced],
+) -> Option<String> {
+    use crate::model::{cheapest, families, Instance, Nodes, Policy};
+    let systems: Vec<String> = systems_of(&summarize(records));
+    let catalog = same_architecture(catalog);
+    let targets = crate::size::SEED_TARGETS;
+    let mut series = Vec::new();
+    for system in &systems {
+        let Ok(sweep) = Sweep::from_records(records, Some(system), Some(scenario)) else {
+            continue;
+        };
+        let instances: Vec<Instance> = catalog
+            .iter()
+            .map(|p| Instance {
+                name: p.instance.clone(),
+                vcpus: p.vcpus,
+                max_rps: sweep.max_rps(p.vcpus),
+                usd_per_hour: p.usd_per_hour,
+            })
+            .collect();
+        let points: Vec<(f64, f64)> = targets
+            .iter()
+            .filter_map(|&t| {
+                families(&instances)
+                    .iter()
+                    .filter_map(|f| cheapest(&instances, f, &Policy::SEEDS, Nodes::Fixed, t))
+                    .map(|fleet| fleet.usd_per_hour)
+                    .reduce(f64::min)
+                    .map(|usd| (t, usd))
+            })
+            .collect();
+        series.push((system.clone(), points));
+    }
+    if series.iter().all(|(_, p)| p.is_empty()) {
+        return None;
+    }
+    let xs: Vec<(f64, String)> = [25_000.0, 100_000.0, 200_000.0, 320_000.0]
+        .into_iter()
+        .map(|t| (t, charts::tick(t, 1000.0)))
+        .collect();
+    let aria = format!("cheapest fleet per hour against target requests/s, {scenario}");
+    Some(charts::lines(
+        &series,
+        &systems,
+        ("target requests/s (3 nodes at 66%)", "$ per hour"),
+        &xs,
+        &aria,
+    ))
+}
+
+/// The catalog's instances of this machine's architecture: a run says nothing of another's.
+fn same_architecture(catalog: &[Priced]) -> Vec<&Priced> {
+    let arm = matches!(std::env::consts::ARCH, "aarch64" | "arm");
+    catalog
+        .iter()
+        .filter(|p| crate::run::is_arm_family(crate::data::family(&p.instance)) == arm)
+        .collect()
 }
 
 /// The whole report: summary table, the charts, and the method.
@@ -446,7 +481,8 @@ pub fn html(records: &[RunRecord], catalog: Option<&[Priced]>, method: &str) -> 
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>portcullis-bench run</title>\
          <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
          td,th{border:1px solid #ccc;padding:3px 8px}td.n{text-align:right}\
-         td.bad{background:#fdd}</style></head><body>\n<h1>portcullis-bench run</h1>\n",
+         td.bad{background:#fdd}td.na{color:#777}svg{display:block;margin:0.5em 0 1.5em}\
+         </style></head><body>\n<h1>portcullis-bench run</h1>\n",
     );
     let _ = writeln!(out, "<p>{}</p>", escape(method));
     out.push_str(
@@ -455,20 +491,20 @@ pub fn html(records: &[RunRecord], catalog: Option<&[Priced]>, method: &str) -> 
          <th>vs nginx</th><th>errors</th></tr>\n",
     );
     for s in &summaries {
-        let errors = match &s.failure {
-            Some(f) if s.good_runs == 0 => format!("failed: {f}"),
-            _ => s.errors.to_string(),
-        };
-        let bad = if s.errors > 0 || s.good_runs == 0 {
-            " class=\"bad\""
-        } else {
-            ""
+        let na = s.failure.as_deref().and_then(not_applicable);
+        let (class, errors) = match (&na, &s.failure) {
+            (Some(why), _) if s.good_runs == 0 => {
+                (" class=\"na\"", format!("not applicable: {why}"))
+            }
+            (_, Some(f)) if s.good_runs == 0 => (" class=\"bad\"", format!("failed: {f}")),
+            _ if s.errors > 0 => (" class=\"bad\"", s.errors.to_string()),
+            _ => ("", s.errors.to_string()),
         };
         let _ = writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td{bad}>{}</td></tr>",
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td{class}>{}</td></tr>",
             escape(&s.scenario),
             escape(&s.system),
             s.workers,
@@ -483,30 +519,42 @@ pub fn html(records: &[RunRecord], catalog: Option<&[Priced]>, method: &str) -> 
             escape(&errors)
         );
     }
-    out.push_str("</table>\n<h2>CPU per request</h2>\n");
-    out.push_str(&cpu_chart(&summaries));
-    let mut scenarios: Vec<&str> = Vec::new();
-    for s in &summaries {
-        if !scenarios.contains(&s.scenario.as_str()) {
-            scenarios.push(&s.scenario);
-        }
+    out.push_str("</table>\n");
+    if let Some(chart) = ratio_chart(&summaries) {
+        out.push_str("<h2>CPU per request against nginx's</h2>\n");
+        out.push_str(&chart);
     }
-    for scenario in &scenarios {
-        let _ = writeln!(
-            out,
-            "\n<h2>{}: requests/s against workers</h2>",
-            escape(scenario)
-        );
-        out.push_str(&sweep_chart(&summaries, scenario));
-        if let Some(catalog) = catalog {
-            if let Some(chart) = per_dollar_chart(records, scenario, catalog) {
-                let _ = writeln!(
-                    out,
-                    "\n<h3>{}: requests/s per dollar</h3>",
-                    escape(scenario)
-                );
-                out.push_str(&chart);
-            }
+    for (title, chart) in cpu_charts(&summaries) {
+        let _ = writeln!(out, "<h2>CPU per request: {}</h2>", escape(&title));
+        out.push_str(&chart);
+    }
+    for scenario in scenarios_of(&summaries) {
+        if let Some(chart) = sweep_chart(&summaries, scenario) {
+            let _ = writeln!(
+                out,
+                "\n<h2>{}: requests/s against workers</h2>",
+                escape(scenario)
+            );
+            out.push_str(&chart);
+        }
+        let Some(catalog) = catalog else {
+            continue;
+        };
+        if let Some(chart) = per_dollar_chart(records, scenario, catalog) {
+            let _ = writeln!(
+                out,
+                "\n<h2>{}: requests/s per dollar, by family</h2>",
+                escape(scenario)
+            );
+            out.push_str(&chart);
+        }
+        if let Some(chart) = price_per_target_chart(records, scenario, catalog) {
+            let _ = writeln!(
+                out,
+                "\n<h3>{}: price of the cheapest fleet per target</h3>",
+                escape(scenario)
+            );
+            out.push_str(&chart);
         }
     }
     out.push_str("\n</body></html>\n");
@@ -576,9 +624,12 @@ mod tests {
     fn html_has_the_charts() {
         let page = html(&records(), None, "method <here>");
         assert!(page.contains("method &lt;here&gt;"));
-        assert_eq!(page.matches("<svg").count(), 2);
+        // The ratio to nginx, one CPU chart (one decade), the sweep (two worker counts).
+        assert_eq!(page.matches("<svg").count(), 3, "{page}");
         assert!(page.contains("<polyline"), "the nginx sweep has two points");
         assert!(page.contains("<title>web-1k portcullis:"));
+        assert!(page.contains("class=\"na\">not applicable: HAProxy serves no files"));
+        assert!(page.contains("nginx = 1.0"));
     }
 
     #[test]
@@ -590,6 +641,10 @@ mod tests {
             source: String::new(),
         }];
         let chart = per_dollar_chart(&records(), "web-1k", &catalog).unwrap();
-        assert!(chart.contains("c5.large nginx"), "{chart}");
+        // One bar per family and system.
+        assert!(chart.contains("<title>c5 nginx:"), "{chart}");
+        assert_eq!(chart.matches("<title>c5 ").count(), 2, "{chart}");
+        let prices = price_per_target_chart(&records(), "web-1k", &catalog).unwrap();
+        assert!(prices.contains("<polyline"), "{prices}");
     }
 }

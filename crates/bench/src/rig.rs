@@ -543,13 +543,21 @@ fn measure_into(
 ) -> Result<(), String> {
     let layout = &stage.layout;
     let name = system.kind.name();
+    let na = crate::run::NOT_APPLICABLE;
+    if system.kind == Kind::Nginx && stage.scenario.jwt.is_some() {
+        return Err(format!(
+            "{na}auth_jwt is NGINX Plus's, not in open source nginx"
+        ));
+    }
     let (conf, text) = match system.kind {
         Kind::Haproxy => (
             layout.dir.join("haproxy.cfg"),
             stage
                 .scenario
                 .haproxy_cfg(layout, workers, &stage.secret)
-                .ok_or("HAProxy does not serve files; this scenario has no haproxy.cfg")?,
+                .ok_or_else(|| {
+                    format!("{na}HAProxy has no equivalent (it serves no files, and its cache is of another kind)")
+                })?,
         ),
         Kind::Nginx | Kind::Portcullis => (
             layout.dir.join("nginx.conf"),

@@ -155,6 +155,9 @@ pub fn parse(text: &str, file: &str) -> Result<Vec<RunRecord>, DataError> {
     Ok(out)
 }
 
+/// How a record says that its system does not apply to its scenario (then its `failure`).
+pub const NOT_APPLICABLE: &str = "not applicable: ";
+
 /// CPU seconds per request by worker count, for one system and scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sweep {
