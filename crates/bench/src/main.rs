@@ -259,7 +259,22 @@ fn size(args: SizeArgs) -> anyhow::Result<String> {
         tco: args.tco,
         optimize: args.optimize,
     };
-    Ok(size::report(title, notes, &instances, &options).render(args.format))
+    let mut report = size::report(title, notes, &instances, &options);
+    // A seed's own per-instance table: the cells of its price table that its rule does not
+    // give are named under the table made from it.
+    let seed_file = args
+        .measured
+        .as_deref()
+        .and_then(Path::file_name)
+        .and_then(|f| f.to_str());
+    if let (Some(file), true) = (seed_file, options.policy == Policy::SEEDS) {
+        let families = portcullis_bench::model::families(&instances);
+        let footnotes = size::seed_footnotes(file, &options.targets, &families);
+        if let Some(table) = report.tables.first_mut() {
+            table.footnotes = footnotes;
+        }
+    }
+    Ok(report.render(args.format))
 }
 
 /// The catalog's instances of the architecture the sweep ran on (`arch`, this machine's),

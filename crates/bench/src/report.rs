@@ -113,6 +113,8 @@ pub struct Table {
     pub rows: Vec<Vec<Cell>>,
     /// What a marked cell means (`cheapest in row`), when the table marks any.
     pub mark: Option<String>,
+    /// Sentences printed under the table (cells a source prints otherwise, and why).
+    pub footnotes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -194,6 +196,9 @@ impl Report {
             if let Some(mark) = &table.mark {
                 let _ = writeln!(out, "* {mark}");
             }
+            for note in &table.footnotes {
+                let _ = writeln!(out, "{note}");
+            }
         }
         out
     }
@@ -224,6 +229,9 @@ impl Report {
                     fields.push(&marked);
                 }
                 let _ = writeln!(out, "{}", csv_line(fields));
+            }
+            for note in &table.footnotes {
+                let _ = writeln!(out, "# {note}");
             }
         }
         out
@@ -259,6 +267,9 @@ impl Report {
             }
             if let Some(mark) = &table.mark {
                 let _ = writeln!(out, "\n**Bold**: {mark}.");
+            }
+            for note in &table.footnotes {
+                let _ = writeln!(out, "\n{note}");
             }
             out.push('\n');
         }
@@ -304,6 +315,9 @@ impl Report {
             out.push_str("</table>\n");
             if let Some(mark) = &table.mark {
                 let _ = writeln!(out, "<p>Green: {}.</p>", escape(mark));
+            }
+            for note in &table.footnotes {
+                let _ = writeln!(out, "<p>{}</p>", escape(note));
             }
         }
         out.push_str("</body>\n</html>\n");
@@ -356,6 +370,7 @@ mod tests {
                     ],
                 ],
                 mark: Some("cheapest in row".into()),
+                footnotes: Vec::new(),
             }],
         }
     }

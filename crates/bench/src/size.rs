@@ -16,6 +16,112 @@ pub const SEED_TARGETS: [f64; 25] = [
     125_000.0, 150_000.0, 160_000.0, 175_000.0, 200_000.0, 320_000.0,
 ];
 
+/// A cell of a seed's price table that the seed's own rule and per-instance table do not
+/// give (docs/sizing.md, "Exceptions"): shown under the table `size` makes from that
+/// per-instance table, so a reader comparing the two knows which one to trust.
+pub struct SeedException {
+    /// The per-instance table shipped in data/seeds/ that the price table is made from.
+    pub file: &'static str,
+    pub table: &'static str,
+    pub target: f64,
+    pub family: &'static str,
+    pub seed: &'static str,
+    pub rule: &'static str,
+    pub why: &'static str,
+}
+
+pub const SEED_EXCEPTIONS: [SeedException; 7] = [
+    SeedException {
+        file: "seed000-table5.csv",
+        table: "Seed 000 Table 4",
+        target: 25_000.0,
+        family: "a1",
+        seed: "0.255",
+        rule: "0.153",
+        why: "3 x a1.large serve 31,856, the seed's own example; Table 1 prints 0.153 for the \
+              same cell, and 0.255 is five a1.large, not three nodes of any a1 size",
+    },
+    SeedException {
+        file: "seed000-table5.csv",
+        table: "Seed 000 Tables 1 and 4",
+        target: 25_000.0,
+        family: "c5",
+        seed: "0.288",
+        rule: "0.255",
+        why: "3 x c5.large serve 61,529, the seed's answer at 35,000 and 50,000 too; 0.288 is \
+              three m5.large",
+    },
+    SeedException {
+        file: "seed000-table5.csv",
+        table: "Seed 000 Tables 1 and 4",
+        target: 25_000.0,
+        family: "m5a",
+        seed: "0.2505",
+        rule: "0.258",
+        why: "3 x m5a.large serve 49,512; 0.2505 is three times $0.0835, which is no m5a price",
+    },
+    SeedException {
+        file: "seed001-table5.csv",
+        table: "Seed 001 Table 4",
+        target: 160_000.0,
+        family: "m5",
+        seed: "2.3",
+        rule: "1.15",
+        why: "3 x m5.2xlarge serve 173,628; 2.30 is three m5.4xlarge, the next row's answer",
+    },
+    SeedException {
+        file: "seed001-table5.csv",
+        table: "Seed 001 Table 4",
+        target: 320_000.0,
+        family: "m5",
+        seed: "23",
+        rule: "2.30",
+        why: "the seed's text lost the decimal point: three m5.4xlarge cost 2.304",
+    },
+    SeedException {
+        file: "seed001-table8.csv",
+        table: "Seed 001 Table 7",
+        target: 80_000.0,
+        family: "m5",
+        seed: "1.15",
+        rule: "0.58",
+        why: "3 x m5.xlarge serve 84,015; 1.15 is three m5.2xlarge",
+    },
+    SeedException {
+        file: "seed001-table8.csv",
+        table: "Seed 001 Table 7",
+        target: 320_000.0,
+        family: "m5",
+        seed: "23",
+        rule: "2.30",
+        why: "the seed's text lost the decimal point, as in its Table 4",
+    },
+];
+
+/// The notes that go under a price table made from the seed table `file` (a file name of
+/// data/seeds/): the seed's cells among `targets` and `families` that its own rule does not
+/// give.
+pub fn seed_footnotes(file: &str, targets: &[f64], families: &[String]) -> Vec<String> {
+    SEED_EXCEPTIONS
+        .iter()
+        .filter(|e| e.file == file)
+        .filter(|e| targets.contains(&e.target))
+        .filter(|e| families.iter().any(|f| f == e.family))
+        .map(|e| {
+            format!(
+                "{}: the seed has {} for {} at {} RPS, which its own rule does not give; this \
+                 table's {} is the rule's ({}).",
+                e.table,
+                e.seed,
+                e.family,
+                crate::report::Cell::number(e.target, 0).text,
+                e.rule,
+                e.why
+            )
+        })
+        .collect()
+}
+
 /// What a cell says when no size of the family serves the target.
 pub const NO_FIT: &str = "none fits";
 
@@ -154,6 +260,7 @@ fn price_table(title: String, table: &PriceTable, policy: &Policy, scale: f64) -
         header,
         rows,
         mark: Some("cheapest in row".to_owned()),
+        footnotes: Vec::new(),
     }
 }
 
@@ -207,6 +314,7 @@ fn optimized_table(
         header,
         rows,
         mark: Some("cheapest in row".to_owned()),
+        footnotes: Vec::new(),
     }
 }
 
@@ -242,6 +350,7 @@ fn instance_table(instances: &[Instance], policy: &Policy, tco: bool) -> Table {
         header,
         rows,
         mark: None,
+        footnotes: Vec::new(),
     }
 }
 

@@ -220,6 +220,38 @@ fn from_run_leaves_out_another_architecture() {
     }
 }
 
+/// The cells of a seed's price table that its own rule does not give are named under the
+/// table made from the seed's per-instance table, in every format.
+#[test]
+fn seed_exceptions_are_named_under_the_table() {
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/data/seeds/seed000-table5.csv");
+    let out = stdout(&bench(&["size", "--measured", seed]));
+    let table_end = out.find("* cheapest in row").expect("the price table");
+    let note = out
+        .find("Seed 000 Table 4: the seed has 0.255 for a1 at 25,000 RPS")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(note > table_end, "{out}");
+    assert!(
+        out.contains("Seed 000 Tables 1 and 4: the seed has 0.288 for c5"),
+        "{out}"
+    );
+    assert!(out.contains("0.2505 for m5a"), "{out}");
+    let md = stdout(&bench(&[
+        "size",
+        "--measured",
+        seed,
+        "--format",
+        "markdown",
+    ]));
+    assert!(md.contains("the seed has 0.288 for c5"), "{md}");
+    // Another policy makes another table: the seed's cells are not its to explain.
+    let other = stdout(&bench(&["size", "--measured", seed, "--nodes", "4"]));
+    assert!(!other.contains("the seed has"), "{other}");
+    // Without the row, nothing to say.
+    let row = stdout(&bench(&["size", "--measured", seed, "--targets", "50000"]));
+    assert!(!row.contains("the seed has"), "{row}");
+}
+
 #[test]
 fn errors_name_the_place() {
     let bad = TempFile::new("bad.csv", "# x\ninstance,vcpus,max_rps\na1.large,2,lots\n");
