@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-pub const COLOURS: [&str; 4] = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
+pub const COLOURS: [&str; 6] = [
+    "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b",
+];
 
 /// A system's colour, the same in every chart: portcullis, nginx, HAProxy, then the rest.
 pub fn colour(system: &str, systems: &[String]) -> &'static str {
@@ -26,10 +28,12 @@ const MARGIN_B: f64 = 90.0;
 const MARGIN_T: f64 = 34.0;
 const GROUP_W: f64 = 70.0;
 
+/// Text for SVG and HTML, in elements and in attribute values.
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A round step for about four ticks up to `top`: 1, 2 or 5 times a power of ten.

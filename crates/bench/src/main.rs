@@ -241,7 +241,7 @@ fn size(args: SizeArgs) -> anyhow::Result<String> {
                 sweep.system,
                 sweep.scenario
             );
-            let (instances, said) = estimate(&sweep, &catalog, std::env::consts::ARCH);
+            let (instances, said) = estimate(&sweep, &catalog, run::architecture(&records));
             notes.extend(said);
             (title, instances)
         }
@@ -281,14 +281,10 @@ fn size(args: SizeArgs) -> anyhow::Result<String> {
 /// their max RPS estimated from it, and the notes that say what was left out and which
 /// estimates lie past what the sweep measured.
 fn estimate(sweep: &run::Sweep, catalog: &[Priced], arch: &str) -> (Vec<Instance>, Vec<String>) {
-    let arm = matches!(arch, "aarch64" | "arm");
-    let (kept, other): (Vec<&Priced>, Vec<&Priced>) = catalog
-        .iter()
-        .partition(|p| run::is_arm_family(data::family(&p.instance)) == arm);
+    let (kept, families) = run::of_architecture(catalog, arch);
     let mut notes = Vec::new();
-    let mut families: Vec<&str> = other.iter().map(|p| data::family(&p.instance)).collect();
-    families.dedup();
     if !families.is_empty() {
+        let arm = matches!(arch, "aarch64" | "arm");
         notes.push(format!(
             "Left out: {} ({}), whose CPUs are of another architecture than the {arch} cores \
              the run measured.",

@@ -374,20 +374,23 @@ pub fn ratio_chart(summaries: &[Summary]) -> Option<String> {
     })
 }
 
-/// Estimated max requests/s per dollar-hour per instance family (its best size) of this
-/// machine's architecture, per system, for one scenario, from the sweep of its records.
+/// Estimated max requests/s per dollar-hour per instance family (its best size) of the
+/// architecture the records were measured on, per system, for one scenario, from the sweep
+/// of its records.
 pub fn per_dollar_chart(
     records: &[RunRecord],
     scenario: &str,
     catalog: &[Priced],
 ) -> Option<String> {
     let systems: Vec<String> = systems_of(&summarize(records));
-    let catalog = same_architecture(catalog);
-    let mut families: Vec<&str> = catalog
-        .iter()
-        .map(|p| crate::data::family(&p.instance))
-        .collect();
-    families.dedup();
+    let (catalog, _) = crate::run::of_architecture(catalog, crate::run::architecture(records));
+    let mut families: Vec<&str> = Vec::new();
+    for p in &catalog {
+        let f = crate::data::family(&p.instance);
+        if !families.contains(&f) {
+            families.push(f);
+        }
+    }
     let mut groups: Vec<Group> = families
         .iter()
         .map(|f| ((*f).to_owned(), Vec::new()))
@@ -419,7 +422,7 @@ pub fn price_per_target_chart(
 ) -> Option<String> {
     use crate::model::{cheapest, families, Instance, Nodes, Policy};
     let systems: Vec<String> = systems_of(&summarize(records));
-    let catalog = same_architecture(catalog);
+    let (catalog, _) = crate::run::of_architecture(catalog, crate::run::architecture(records));
     let targets = crate::size::SEED_TARGETS;
     let mut series = Vec::new();
     for system in &systems {
@@ -463,15 +466,6 @@ pub fn price_per_target_chart(
         &xs,
         &aria,
     ))
-}
-
-/// The catalog's instances of this machine's architecture: a run says nothing of another's.
-fn same_architecture(catalog: &[Priced]) -> Vec<&Priced> {
-    let arm = matches!(std::env::consts::ARCH, "aarch64" | "arm");
-    catalog
-        .iter()
-        .filter(|p| crate::run::is_arm_family(crate::data::family(&p.instance)) == arm)
-        .collect()
 }
 
 /// The whole report: summary table, the charts, and the method.

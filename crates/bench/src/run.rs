@@ -344,6 +344,43 @@ pub fn seed_shape(cpus: u32, handshakes: bool) -> f64 {
     value(&SEED_003[SEED_003.len() - 1])
 }
 
+/// The CPU architecture the records were measured on, from the machine they name (Arm
+/// cores name themselves Neoverse, Graviton or ARM), else this machine's.
+pub fn architecture(records: &[RunRecord]) -> &'static str {
+    let named = records.iter().find_map(|r| r.machine.as_deref());
+    match named {
+        Some(m)
+            if ["Neoverse", "Graviton", "ARM", "aarch64"]
+                .iter()
+                .any(|a| m.contains(a)) =>
+        {
+            "aarch64"
+        }
+        Some(_) => "x86_64",
+        None => std::env::consts::ARCH,
+    }
+}
+
+/// The catalog's instances of architecture `arch` (`std::env::consts::ARCH`'s names), and
+/// the families of the others, each once, in catalog order.
+pub fn of_architecture<'a>(
+    catalog: &'a [crate::data::Priced],
+    arch: &str,
+) -> (Vec<&'a crate::data::Priced>, Vec<&'a str>) {
+    let arm = matches!(arch, "aarch64" | "arm");
+    let (kept, other): (Vec<_>, Vec<_>) = catalog
+        .iter()
+        .partition(|p| is_arm_family(crate::data::family(&p.instance)) == arm);
+    let mut families: Vec<&str> = Vec::new();
+    for p in other {
+        let f = crate::data::family(&p.instance);
+        if !families.contains(&f) {
+            families.push(f);
+        }
+    }
+    (kept, families)
+}
+
 /// Whether an instance family's CPUs are Arm (AWS Graviton: `a1`, and families whose
 /// generation digit is followed by `g`, such as `m6g`, `c7gn`, `im4gn`).
 pub fn is_arm_family(family: &str) -> bool {

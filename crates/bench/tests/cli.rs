@@ -152,6 +152,10 @@ fn tco_optimize_and_formats() {
 
 #[test]
 fn from_run_estimates_every_catalog_instance() {
+    // Records that name no machine are taken as this one's: the c5 rows below are x86's.
+    if std::env::consts::ARCH != "x86_64" {
+        return;
+    }
     // 10 us of CPU per request at one worker, 12.5 us at two: 2 vCPUs serve 160,000 RPS.
     let run = TempFile::new(
         "run.jsonl",

@@ -96,6 +96,23 @@ fn the_api_answers_as_nginx_plus_s() {
     assert!(requests["total"].as_u64() >= Some(9), "{requests}");
     let (_, ssl) = json(port, "/api/9/ssl");
     assert_eq!(ssl["handshakes"], 0, "{ssl}");
+    // What clients that read every endpoint ask for (the exporter's Plus mode).
+    let (_, workers) = json(port, "/api/9/workers");
+    let workers = workers.as_array().expect("workers");
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert!(workers[0]["http"]["requests"]["total"].as_u64() >= Some(9));
+    let (_, processes) = json(port, "/api/9/processes");
+    assert_eq!(processes["respawned"], 0);
+    for path in [
+        "slabs",
+        "resolvers",
+        "http/caches",
+        "http/limit_reqs",
+        "http/limit_conns",
+    ] {
+        let (status, _) = json(port, &format!("/api/9/{path}"));
+        assert_eq!(status, 200, "{path}");
+    }
 
     let (status, e) = json(port, "/api/9/http/upstreams/nope");
     assert_eq!(

@@ -153,7 +153,10 @@ impl Module for Api {
         let location = cx.location.map(|p| p.name.clone());
         match d.name.as_str() {
             "status_zone" => {
-                let zone = Some(state.layout.zone(d.arg(0), location.is_some()));
+                // `off`: the locations inside count in no zone of their own.
+                let zone = Some(d.arg(0))
+                    .filter(|name| *name != "off")
+                    .map(|name| state.layout.zone(name, location.is_some()));
                 if location.is_some() {
                     c.location_zone = zone;
                 } else {
@@ -257,6 +260,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
             let path = uri.strip_prefix(prefix.as_str()).unwrap_or(&uri);
             let server = json::Server {
                 totals: req.stats(),
+                workers: req.worker_stats(),
                 snapshot: snapshot.as_ref(),
                 address: req.local_addr().ip().to_string(),
             };
@@ -269,11 +273,17 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
             "text/plain; version=0.0.4; charset=utf-8",
             prometheus::render(&req.stats(), snapshot.as_ref()),
         ),
-        Serve::Dashboard { api } => (
-            200,
-            "text/html; charset=utf-8",
-            DASHBOARD.replace("{{API}}", api),
-        ),
+        Serve::Dashboard { api } => {
+            // The URI as a JavaScript string that cannot end the script.
+            let literal = serde_json::to_string(api)
+                .unwrap_or_else(|_| "\"\"".to_owned())
+                .replace("</", "<\\/");
+            (
+                200,
+                "text/html; charset=utf-8",
+                DASHBOARD.replace("\"{{API}}\"", &literal),
+            )
+        }
     };
     let mut resp = Response::new(status);
     resp.content_type = Some(Arc::from(content_type));

@@ -1166,6 +1166,11 @@ impl<'a> Request<'a> {
         self.worker.shared.stats.totals()
     }
 
+    /// Each worker's `stub_status` counters.
+    pub(crate) fn worker_stats(&self) -> Vec<crate::stats::Totals> {
+        self.worker.shared.stats.per_worker()
+    }
+
     pub(crate) fn started(&self) -> Instant {
         self.start
     }
@@ -1192,7 +1197,6 @@ impl<'a> Request<'a> {
         self.http2 = true;
     }
 
-    /// What the upstream exchange tried, for `$upstream_*` and the access log.
     /// The address the request came to (`$server_addr`).
     pub(crate) fn local_addr(&self) -> std::net::SocketAddr {
         self.conn.local
@@ -1203,6 +1207,7 @@ impl<'a> Request<'a> {
         &self.upstream_attempts
     }
 
+    /// What the upstream exchange tried, for `$upstream_*` and the access log.
     pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::upstream::Attempt>) {
         self.upstream_attempts = attempts;
     }

@@ -73,25 +73,49 @@ impl Registry {
 
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
-        for c in self.lock().iter() {
-            let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            t.accepted += get(&c.accepted);
-            t.handled += get(&c.handled);
-            t.requests += get(&c.requests);
-            t.active = t.active.wrapping_add(get(&c.active));
-            t.reading = t.reading.wrapping_add(get(&c.reading));
-            t.writing = t.writing.wrapping_add(get(&c.writing));
-            t.waiting = t.waiting.wrapping_add(get(&c.waiting));
-            t.ssl_handshakes += get(&c.ssl_handshakes);
-            t.ssl_failed += get(&c.ssl_failed);
-            t.ssl_reuses += get(&c.ssl_reuses);
+        for w in self.per_worker() {
+            t.accepted += w.accepted;
+            t.handled += w.handled;
+            t.requests += w.requests;
+            t.active = t.active.wrapping_add(w.active);
+            t.reading = t.reading.wrapping_add(w.reading);
+            t.writing = t.writing.wrapping_add(w.writing);
+            t.waiting = t.waiting.wrapping_add(w.waiting);
+            t.ssl_handshakes += w.ssl_handshakes;
+            t.ssl_failed += w.ssl_failed;
+            t.ssl_reuses += w.ssl_reuses;
         }
         t
+    }
+
+    /// Each worker's counters, in the order the workers started.
+    pub fn per_worker(&self) -> Vec<Totals> {
+        self.lock().iter().map(|c| c.totals()).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Counters>>> {
         // The list is only pushed to: a panic elsewhere cannot leave it half made.
         self.workers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Counters {
+    /// This worker's counters, read now.
+    fn totals(&self) -> Totals {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let c = self;
+        Totals {
+            accepted: get(&c.accepted),
+            handled: get(&c.handled),
+            requests: get(&c.requests),
+            active: get(&c.active),
+            reading: get(&c.reading),
+            writing: get(&c.writing),
+            waiting: get(&c.waiting),
+            ssl_handshakes: get(&c.ssl_handshakes),
+            ssl_failed: get(&c.ssl_failed),
+            ssl_reuses: get(&c.ssl_reuses),
+        }
     }
 }
 

@@ -235,6 +235,14 @@ impl Upstream {
         &self.peers[id.0]
     }
 
+    /// Whether peer `id` is out for its failures now (`max_fails` within `fail_timeout`):
+    /// NGINX Plus's `unavail`.
+    pub fn is_failed(&self, id: PeerId, now: Instant) -> bool {
+        self.peers
+            .get(id.0)
+            .is_some_and(|p| p.failed(millis_since(self.epoch, now)))
+    }
+
     /// A worker's fresh balancing state for this group.
     pub fn local_state(&self) -> LocalState {
         LocalState {

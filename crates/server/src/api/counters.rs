@@ -66,7 +66,7 @@ struct ZoneCounters {
 struct PeerCounters {
     requests: AtomicU64,
     responses: [AtomicU64; 5],
-    /// Attempts that got no response (an error or a timeout).
+    /// Attempts that got no response (an error or a timeout), not those the client ended.
     fails: AtomicU64,
     /// Bytes sent to the peer and received from it.
     sent: AtomicU64,
@@ -179,6 +179,8 @@ pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>)
         bump(&p.sent, a.bytes_sent);
         bump(&p.received, a.bytes_received);
         match (a.header, a.status) {
+            // A client that went away first: nothing the peer did (nginx does not count it).
+            (None, None) => {}
             (Some(header), Some(status)) => {
                 bump(&p.responses[class(status)], 1);
                 bump(
@@ -313,14 +315,17 @@ impl Layout {
     }
 }
 
-/// NGINX Plus's state of a peer: `up`, `down` (the configuration's), `unavail` (its
-/// failures within `fail_timeout` reached `max_fails`) or `unhealthy` (its health check).
-pub(super) fn state(peer: &portcullis_proxy::upstream::Peer) -> &'static str {
+/// NGINX Plus's state of peer `i` of `upstream`: `up`, `down` (the configuration's),
+/// `unavail` (its failures within `fail_timeout` reached `max_fails`) or `unhealthy` (its
+/// health check).
+pub(super) fn state(upstream: &Upstream, i: usize) -> &'static str {
+    let peer = &upstream.peers()[i];
+    let id = portcullis_proxy::upstream::PeerId(i);
     if peer.is_down() {
         "down"
     } else if !peer.is_healthy() {
         "unhealthy"
-    } else if peer.max_fails() > 0 && peer.fails() >= peer.max_fails() {
+    } else if upstream.is_failed(id, std::time::Instant::now()) {
         "unavail"
     } else {
         "up"

@@ -3,9 +3,11 @@
 //! dashboard) work unchanged.
 //!
 //! `/`: the versions; `/9/`: the endpoints; `/9/nginx`, `/9/connections`, `/9/ssl`,
-//! `/9/http/` (`requests`, `server_zones`, `location_zones`, `upstreams`), one zone or group
-//! by name, and `/9/http/upstreams/{name}/servers`, the group's configured servers. Errors
-//! are Plus's: `{"error": {"status", "text", "code"}, "href"}`.
+//! `/9/workers`, `/9/processes`, `/9/http/` (`requests`, `server_zones`, `location_zones`,
+//! `upstreams`), one zone or group by name, and `/9/http/upstreams/{name}/servers`, the
+//! group's configured servers. `/9/slabs`, `/9/resolvers` and `/9/http/` `caches`,
+//! `limit_reqs`, `limit_conns`, `keyvals` answer empty: they are not counted yet. Errors are
+//! Plus's: `{"error": {"status", "text", "code"}, "href"}`.
 
 use serde_json::{json, Map, Value};
 
@@ -26,6 +28,8 @@ pub(super) struct Answer {
 /// What the API shows of the server itself.
 pub(super) struct Server<'a> {
     pub totals: Totals,
+    /// Each worker's counters.
+    pub workers: Vec<Totals>,
     pub snapshot: Option<&'a Snapshot>,
     /// The address the request came to.
     pub address: String,
@@ -64,7 +68,35 @@ pub(super) fn answer(method: &str, path: &str, server: &Server<'_>) -> Answer {
     }
     let t = &server.totals;
     let found = match rest {
-        [] => Some(json!(["nginx", "connections", "http", "ssl"])),
+        [] => Some(json!([
+            "nginx",
+            "processes",
+            "connections",
+            "slabs",
+            "http",
+            "resolvers",
+            "ssl",
+            "workers"
+        ])),
+        // No worker is respawned by a crash (a worker is a thread of the one process), and
+        // there are no shared memory slabs or resolver zones to show.
+        ["processes"] => Some(json!({"respawned": 0})),
+        ["slabs"] | ["resolvers"] => Some(json!({})),
+        ["workers"] => Some(Value::Array(
+            server
+                .workers
+                .iter()
+                .enumerate()
+                .map(|(id, w)| {
+                    json!({
+                        "id": id,
+                        "pid": std::process::id(),
+                        "connections": connections(w),
+                        "http": {"requests": requests(w)},
+                    })
+                })
+                .collect(),
+        )),
         ["nginx"] => Some(json!({
             "version": env!("CARGO_PKG_VERSION"),
             "build": "portcullis",
@@ -72,12 +104,7 @@ pub(super) fn answer(method: &str, path: &str, server: &Server<'_>) -> Answer {
             "timestamp": now(),
             "pid": std::process::id(),
         })),
-        ["connections"] => Some(json!({
-            "accepted": t.accepted,
-            "dropped": t.accepted.saturating_sub(t.handled),
-            "active": t.active.saturating_sub(t.waiting),
-            "idle": t.waiting,
-        })),
+        ["connections"] => Some(connections(t)),
         ["ssl"] => Some(json!({
             "handshakes": t.ssl_handshakes,
             "handshakes_failed": t.ssl_failed,
@@ -87,12 +114,16 @@ pub(super) fn answer(method: &str, path: &str, server: &Server<'_>) -> Answer {
             "requests",
             "server_zones",
             "location_zones",
-            "upstreams"
+            "upstreams",
+            "caches",
+            "limit_reqs",
+            "limit_conns",
+            "keyvals"
         ])),
-        ["http", "requests"] => Some(json!({
-            "total": t.requests,
-            "current": t.reading + t.writing,
-        })),
+        ["http", "requests"] => Some(requests(t)),
+        // Not counted yet: empty, so that clients that read every endpoint (the exporter's
+        // Plus mode) go on.
+        ["http", "caches" | "limit_reqs" | "limit_conns" | "keyvals"] => Some(json!({})),
         ["http", kind @ ("server_zones" | "location_zones"), name @ ..] => {
             let location = *kind == "location_zones";
             let zones = server.snapshot.map(|s| zones(s, location));
@@ -114,6 +145,19 @@ pub(super) fn answer(method: &str, path: &str, server: &Server<'_>) -> Answer {
         Some(v) => ok(v),
         None => error(404, "path not found", "PathNotFound"),
     }
+}
+
+fn connections(t: &Totals) -> Value {
+    json!({
+        "accepted": t.accepted,
+        "dropped": t.accepted.saturating_sub(t.handled),
+        "active": t.active.saturating_sub(t.waiting),
+        "idle": t.waiting,
+    })
+}
+
+fn requests(t: &Totals) -> Value {
+    json!({"total": t.requests, "current": t.reading + t.writing})
 }
 
 /// The whole map, or one of its entries by name.
@@ -181,7 +225,7 @@ fn zones(s: &Snapshot, location: bool) -> Map<String, Value> {
         .collect()
 }
 
-fn peer(id: usize, p: &portcullis_proxy::upstream::Peer, t: &PeerTotals) -> Value {
+fn peer(id: usize, p: &portcullis_proxy::upstream::Peer, t: &PeerTotals, state: &str) -> Value {
     let (header_time, response_time) = t.average_ms();
     json!({
         "id": id,
@@ -189,7 +233,7 @@ fn peer(id: usize, p: &portcullis_proxy::upstream::Peer, t: &PeerTotals) -> Valu
         "name": p.server(),
         "backup": p.is_backup(),
         "weight": p.weight(),
-        "state": state(p),
+        "state": state,
         "active": p.active(),
         "max_conns": p.max_conns(),
         "requests": t.requests,
@@ -212,7 +256,7 @@ fn upstreams(s: &Snapshot) -> Map<String, Value> {
                 .iter()
                 .zip(&g.peers)
                 .enumerate()
-                .map(|(i, (p, t))| peer(i, p, t))
+                .map(|(i, (p, t))| peer(i, p, t, state(&g.upstream, i)))
                 .collect();
             (g.name.clone(), json!({"peers": peers, "zone": g.name}))
         })
@@ -257,6 +301,7 @@ mod tests {
                 waiting: 1,
                 ..Totals::default()
             },
+            workers: Vec::new(),
             snapshot: None,
             address: "127.0.0.1".into(),
         }

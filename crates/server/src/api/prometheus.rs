@@ -174,13 +174,13 @@ fn state_number(state: &str) -> u8 {
 fn upstreams(out: &mut String, s: &Snapshot) {
     let mut all = Vec::new();
     for g in &s.groups {
-        for (peer, t) in g.upstream.peers().iter().zip(&g.peers) {
+        for (i, (peer, t)) in g.upstream.peers().iter().zip(&g.peers).enumerate() {
             let labels = format!(
                 "server=\"{}\",upstream=\"{}\"",
                 escape(&peer.name),
                 escape(&g.name)
             );
-            all.push((labels, peer, t));
+            all.push((labels, (peer, state(&g.upstream, i)), t));
         }
     }
     if all.is_empty() {
@@ -215,7 +215,7 @@ fn upstreams(out: &mut String, s: &Snapshot) {
     rows(
         out,
         ("nginxplus_upstream_server_state", "gauge", "Current state"),
-        each().map(|(l, p, _)| (l, u64::from(state_number(state(p))))),
+        each().map(|(l, (_, state), _)| (l, u64::from(state_number(state)))),
     );
     rows(
         out,
@@ -224,7 +224,7 @@ fn upstreams(out: &mut String, s: &Snapshot) {
             "gauge",
             "Active connections",
         ),
-        each().map(|(l, p, _)| (l, u64::from(p.active()))),
+        each().map(|(l, (p, _), _)| (l, u64::from(p.active()))),
     );
     rows(
         out,
