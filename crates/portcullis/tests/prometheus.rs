@@ -16,8 +16,15 @@ const CONFIG: &str = r#"
         server 127.0.0.1:{PORT1};
         server 127.0.0.1:DEAD;
     }
+    upstream solo {
+        server 127.0.0.1:{PORT1};
+    }
     server {
+        # The servers the groups send to, and the metrics, scraped from a server of no
+        # zone so that scraping does not change what it reads.
         listen 127.0.0.1:{PORT1};
+        location = /metrics { prometheus_metrics; }
+        location /missing { return 404; }
         location / { return 200 "back\n"; }
     }
     server {
@@ -27,7 +34,23 @@ const CONFIG: &str = r#"
             status_zone proxied;
             proxy_pass http://back/;
         }
-        location = /metrics { prometheus_metrics; }
+        location /auth/ {
+            auth_request /check;
+            proxy_pass http://solo/;
+        }
+        location = /check {
+            internal;
+            proxy_pass http://solo/;
+        }
+        location /twice/ {
+            proxy_pass http://solo/missing;
+            proxy_intercept_errors on;
+            error_page 404 = /again;
+        }
+        location = /again {
+            internal;
+            proxy_pass http://solo/;
+        }
         location / { return 200 "static\n"; }
     }
 "#;
@@ -76,6 +99,24 @@ fn samples(text: &str) -> HashMap<String, f64> {
     out
 }
 
+/// Scrapes `port`'s `/metrics` until the sample `key` reads `want` (within a few seconds),
+/// and returns that scrape's samples.
+fn scrape_until(port: u16, key: &str, want: f64) -> HashMap<String, f64> {
+    let mut last = HashMap::new();
+    let reached = support::wait_until(std::time::Duration::from_secs(5), || {
+        let scrape = get(port, "/metrics").expect("GET /metrics");
+        assert_eq!(scrape.status, 200);
+        assert_eq!(
+            scrape.header("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        last = samples(&scrape.body_text());
+        last.get(key) == Some(&want)
+    });
+    assert!(reached, "{key} never read {want}: {:?}", last.get(key));
+    last
+}
+
 #[test]
 fn a_scrape_counts_what_was_served() {
     // A port nobody listens on.
@@ -86,6 +127,7 @@ fn a_scrape_counts_what_was_served() {
         return;
     };
     let port = server.port(0);
+    let metrics = server.port(1);
     for _ in 0..6 {
         assert_eq!(get(port, "/p/x").expect("GET /p/x").status, 200);
     }
@@ -97,25 +139,15 @@ fn a_scrape_counts_what_was_served() {
         "GET /p/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(closing.expect("GET").status, 200);
-    let scrape = get(port, "/metrics").expect("GET /metrics");
-    assert_eq!(scrape.status, 200);
-    assert_eq!(
-        scrape.header("content-type"),
-        Some("text/plain; version=0.0.4; charset=utf-8")
-    );
-    let s = samples(&scrape.body_text());
-    let v = |key: &str| {
-        *s.get(key)
-            .unwrap_or_else(|| panic!("no {key} in\n{}", scrape.body_text()))
-    };
-    // Ten requests before the scrape, and the scrape itself is counted when its log is.
+    // A request is counted when it is logged, just after its response went out: the
+    // scrape waits for the tenth.
+    let zone = r#"nginxplus_server_zone_requests{server_zone="front"}"#;
+    let s = scrape_until(metrics, zone, 10.0);
+    let v = |key: &str| *s.get(key).unwrap_or_else(|| panic!("no {key} in {s:?}"));
     assert_eq!(v("nginx_up"), 1.0);
     assert!(v("nginx_http_requests_total") >= 11.0);
-    assert_eq!(v("nginx_connections_writing"), 1.0);
-    assert_eq!(
-        v(r#"nginxplus_server_zone_requests{server_zone="front"}"#),
-        10.0
-    );
+    // The scrape's own connection at least (another may still be closing).
+    assert!(v("nginx_connections_writing") >= 1.0);
     assert_eq!(
         v(r#"nginxplus_server_zone_responses{code="2xx",server_zone="front"}"#),
         10.0
@@ -151,41 +183,42 @@ fn a_scrape_counts_what_was_served() {
         last = n;
     }
     // The group's live peer answered every proxied request; the other, nobody listening,
-    // failed once and is unavailable since (max_fails 1).
-    let live = format!(r#"server="127.0.0.1:{}",upstream="back""#, server.port(1));
+    // failed once and is unavailable since (max_fails 1, within fail_timeout).
+    let live = format!(r#"server="127.0.0.1:{metrics}",upstream="back""#);
     let dead = format!(r#"server="127.0.0.1:{dead_port}",upstream="back""#);
+    let at = |name: &str, labels: &str| v(&format!("{name}{{{labels}}}"));
     assert_eq!(
         v(&format!(
             "nginxplus_upstream_server_responses{{code=\"2xx\",{live}}}"
         )),
         7.0
     );
-    assert_eq!(
-        v(&format!("nginxplus_upstream_server_requests{{{live}}}")),
-        7.0
-    );
-    assert_eq!(
-        v(&format!("nginxplus_upstream_server_requests{{{dead}}}")),
-        1.0
-    );
-    assert_eq!(
-        v(&format!("nginxplus_upstream_server_fails{{{dead}}}")),
-        1.0
-    );
-    assert_eq!(
-        v(&format!("nginxplus_upstream_server_state{{{live}}}")),
-        1.0
-    );
-    assert_eq!(
-        v(&format!("nginxplus_upstream_server_state{{{dead}}}")),
-        4.0
-    );
+    assert_eq!(at("nginxplus_upstream_server_requests", &live), 7.0);
+    assert_eq!(at("nginxplus_upstream_server_requests", &dead), 1.0);
+    assert_eq!(at("nginxplus_upstream_server_fails", &dead), 1.0);
+    assert_eq!(at("nginxplus_upstream_server_state", &live), 1.0);
+    assert_eq!(at("nginxplus_upstream_server_state", &dead), 4.0);
     let peer_hist = "portcullis_upstream_server_response_duration_seconds";
-    assert_eq!(v(&format!("{peer_hist}_count{{{live}}}")), 7.0);
-    assert!(v(&format!("{peer_hist}_sum{{{live}}}")) > 0.0);
+    assert_eq!(at(&format!("{peer_hist}_count"), &live), 7.0);
+    assert!(at(&format!("{peer_hist}_sum"), &live) > 0.0);
+
+    // A subrequest's attempts (auth_request) and an earlier round's (the 404 an error_page
+    // answered from another proxied location) count for their peer too: the subrequest's
+    // and the request's own, then the 404 and the error page's.
+    assert_eq!(get(port, "/auth/x").expect("GET /auth/x").status, 200);
+    assert_eq!(get(port, "/twice/x").expect("GET /twice/x").status, 200);
+    let solo = format!(r#"server="127.0.0.1:{metrics}",upstream="solo""#);
+    let requests = format!("nginxplus_upstream_server_requests{{{solo}}}");
+    let again = scrape_until(metrics, &requests, 4.0);
+    let responses = |class: &str| {
+        let key = format!("nginxplus_upstream_server_responses{{code=\"{class}\",{solo}}}");
+        again.get(&key).copied()
+    };
+    assert_eq!(responses("2xx"), Some(3.0));
+    assert_eq!(responses("4xx"), Some(1.0));
     // Other methods are refused, as stub_status refuses them.
     let post = support::request(
-        port,
+        metrics,
         "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(post.expect("POST").status, 405);

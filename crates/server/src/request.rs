@@ -878,6 +878,10 @@ pub(crate) struct Request<'a> {
     upstream_ignores: std::cell::Cell<u8>,
     /// The upstream attempts, for `$upstream_*`.
     upstream_attempts: Vec<crate::upstream::Attempt>,
+    /// The attempts of the request's earlier exchanges (a round an error_page or
+    /// X-Accel-Redirect followed) and of its subrequests', which `$upstream_*` do not show
+    /// but the peers' counters count.
+    other_attempts: std::cell::RefCell<Vec<crate::upstream::Attempt>>,
     /// `$upstream_cache_status`.
     cache_status: std::cell::Cell<Option<&'static str>>,
     /// The `Content-Range` of a proxied response the cache cuts to a range.
@@ -979,6 +983,7 @@ impl<'a> Request<'a> {
             proxy_port: 0,
             upstream_ignores: std::cell::Cell::new(0),
             upstream_attempts: Vec::new(),
+            other_attempts: std::cell::RefCell::default(),
             cache_status: Default::default(),
             range_field: Default::default(),
             cache_ranges: Default::default(),
@@ -1051,6 +1056,7 @@ impl<'a> Request<'a> {
         fresh.ctx = std::mem::take(&mut self.ctx);
         fresh.verdicts = std::mem::take(&mut self.verdicts);
         fresh.request_id = std::mem::take(&mut self.request_id);
+        fresh.other_attempts = std::mem::take(&mut self.other_attempts);
         *self = fresh;
     }
 
@@ -1202,14 +1208,30 @@ impl<'a> Request<'a> {
         self.conn.local
     }
 
-    /// The attempts of the request's exchanges with upstreams, as `$upstream_*` show them.
-    pub(crate) fn upstream_attempts(&self) -> &[crate::upstream::Attempt] {
-        &self.upstream_attempts
+    /// Every attempt the request made of upstreams: its exchanges' (the last one's, which
+    /// `$upstream_*` show, and earlier rounds') and its subrequests'.
+    pub(crate) fn each_attempt(&self, f: &mut dyn FnMut(&crate::upstream::Attempt)) {
+        self.upstream_attempts.iter().for_each(&mut *f);
+        self.other_attempts.borrow().iter().for_each(f);
     }
 
-    /// What the upstream exchange tried, for `$upstream_*` and the access log.
+    /// What the upstream exchange tried, for `$upstream_*` and the access log; an earlier
+    /// round's attempts are kept for the peers' counters.
     pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::upstream::Attempt>) {
-        self.upstream_attempts = attempts;
+        let earlier = std::mem::replace(&mut self.upstream_attempts, attempts);
+        if !earlier.is_empty() {
+            self.other_attempts.get_mut().extend(earlier);
+        }
+    }
+
+    /// A finished subrequest's attempts, counted with the request's.
+    pub(crate) fn keep_subrequest_attempts(&self, sub: &Request<'_>) {
+        if sub.upstream_attempts.is_empty() && sub.other_attempts.borrow().is_empty() {
+            return;
+        }
+        let mut mine = self.other_attempts.borrow_mut();
+        mine.extend(sub.upstream_attempts.iter().cloned());
+        mine.extend(sub.other_attempts.borrow().iter().cloned());
     }
 
     /// The method the request runs with: its own, or GET after an upstream's

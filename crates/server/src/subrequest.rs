@@ -160,6 +160,7 @@ pub(crate) async fn run_as<'a>(
             proxied: false,
         };
     };
+    req.keep_subrequest_attempts(&sub);
     Ok((sub, answer))
 }
 

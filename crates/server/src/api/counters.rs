@@ -150,7 +150,8 @@ impl Layout {
     }
 }
 
-/// Counts a finished request in `slab`: in the zones `zones`, and each attempt in its peer.
+/// Counts a finished request in `slab`: in the zones `zones`, and each attempt it and its
+/// subrequests made in its peer.
 pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>) {
     let us = u64::try_from(l.req.started().elapsed().as_micros()).unwrap_or(u64::MAX);
     for zone in zones.into_iter().flatten() {
@@ -163,9 +164,9 @@ pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>)
         bump(&z.sent, l.sent);
         z.time.observe(us);
     }
-    for a in l.req.upstream_attempts() {
+    l.req.each_attempt(&mut |a| {
         let Some((group, peer)) = a.peer else {
-            continue;
+            return;
         };
         let Some(p) = slab
             .groups
@@ -173,7 +174,7 @@ pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>)
             .find(|(g, _)| *g == group)
             .and_then(|(_, peers)| peers.get(peer))
         else {
-            continue;
+            return;
         };
         bump(&p.requests, 1);
         bump(&p.sent, a.bytes_sent);
@@ -192,7 +193,7 @@ pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>)
             }
             _ => bump(&p.fails, 1),
         }
-    }
+    });
 }
 
 /// A histogram's counts, every worker's added up.
