@@ -346,7 +346,7 @@ impl Connection<'_> {
             let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
                 break;
             };
-            match self.proxy(&mut req, *plan, round).await {
+            match self.proxy(&mut req, plan, round).await {
                 Proxied::Answer(r) => {
                     resp = r;
                     resp.close |= round.close;
@@ -853,7 +853,7 @@ impl Connection<'_> {
     async fn proxy(
         &mut self,
         req: &mut Request<'_>,
-        mut plan: crate::upstream::Plan,
+        mut plan: Box<crate::upstream::Plan>,
         round: Round,
     ) -> Proxied {
         let loc = req.loc().clone();

@@ -463,7 +463,7 @@ async fn respond_to(
         let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
             return;
         };
-        match proxy::serve(req, *plan, body.take(), respond).await {
+        match proxy::serve(req, plan, body.take(), respond).await {
             Proxied::Done => return,
             Proxied::Answer(r, back) => {
                 resp = r;

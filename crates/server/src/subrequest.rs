@@ -137,7 +137,7 @@ pub(crate) async fn run_as<'a>(
                     }
                 }
             },
-            Body::Proxy(plan) => match proxied(&mut sub, *plan, keep, body.clone()).await {
+            Body::Proxy(plan) => match proxied(&mut sub, plan, keep, body.clone()).await {
                 Ok(answer) => break answer,
                 // Nothing came from the upstream: its status goes through error_page, or its
                 // X-Accel-Redirect to another location.
@@ -245,7 +245,7 @@ enum Then {
 /// next when the upstream gave none.
 async fn proxied(
     sub: &mut Request<'_>,
-    plan: Plan,
+    plan: Box<Plan>,
     keep: Keep,
     body: Option<Bytes>,
 ) -> Result<Answer, Then> {

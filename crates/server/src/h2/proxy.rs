@@ -35,7 +35,7 @@ pub(crate) enum Proxied {
 /// earlier round (an error_page target proxied after a failure) has taken it.
 pub(crate) async fn serve(
     req: &mut Request<'_>,
-    plan: Plan,
+    plan: Box<Plan>,
     body: Option<RecvStream>,
     respond: SendResponse<Bytes>,
 ) -> Proxied {

@@ -176,7 +176,7 @@ impl Failure {
 pub(crate) async fn serve<D: Downstream>(
     down: &mut D,
     req: &Request<'_>,
-    mut plan: Plan,
+    mut plan: Box<Plan>,
     body: ReqBody,
 ) -> Finish {
     let mut attempts = Vec::new();

@@ -77,7 +77,7 @@ enum Pumped {
 pub(super) async fn serve<D: Downstream>(
     down: &mut D,
     req: &Request<'_>,
-    plan: Plan,
+    plan: Box<Plan>,
     body: ReqBody,
 ) -> Finish {
     let Some(grpc) = plan.grpc.as_deref() else {

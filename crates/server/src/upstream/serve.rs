@@ -10,11 +10,12 @@ use crate::request::Request;
 pub(crate) async fn serve<D: Downstream>(
     down: &mut D,
     req: &Request<'_>,
-    plan: Plan,
+    plan: Box<Plan>,
     body: ReqBody,
 ) -> Finish {
     if plan.grpc.is_some() {
-        super::grpc::serve(down, req, plan, body).await
+        // Boxed: gRPC's exchange is a large future, which the proxy's should not carry.
+        Box::pin(super::grpc::serve(down, req, plan, body)).await
     } else {
         super::exchange::serve(down, req, plan, body).await
     }
