@@ -57,6 +57,18 @@ pub fn family(instance: &str) -> &str {
     instance.split('.').next().unwrap_or(instance)
 }
 
+/// The families of `instances`, each once, in the order they first appear.
+pub fn families_of<'a>(instances: impl IntoIterator<Item = &'a Priced>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for p in instances {
+        let f = family(&p.instance);
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    out
+}
+
 /// Reads a measured-instances file: header `instance,vcpus,max_rps`.
 pub fn parse_measured(text: &str, file: &str) -> Result<Vec<Measured>, DataError> {
     let rows = Rows::new(text, file, &["instance", "vcpus", "max_rps"])?;

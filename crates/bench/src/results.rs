@@ -384,13 +384,7 @@ pub fn per_dollar_chart(
 ) -> Option<String> {
     let systems: Vec<String> = systems_of(&summarize(records));
     let (catalog, _) = crate::run::of_architecture(catalog, crate::run::architecture(records));
-    let mut families: Vec<&str> = Vec::new();
-    for p in &catalog {
-        let f = crate::data::family(&p.instance);
-        if !families.contains(&f) {
-            families.push(f);
-        }
-    }
+    let families = crate::data::families_of(catalog.iter().copied());
     let mut groups: Vec<Group> = families
         .iter()
         .map(|f| ((*f).to_owned(), Vec::new()))

@@ -371,14 +371,7 @@ pub fn of_architecture<'a>(
     let (kept, other): (Vec<_>, Vec<_>) = catalog
         .iter()
         .partition(|p| is_arm_family(crate::data::family(&p.instance)) == arm);
-    let mut families: Vec<&str> = Vec::new();
-    for p in other {
-        let f = crate::data::family(&p.instance);
-        if !families.contains(&f) {
-            families.push(f);
-        }
-    }
-    (kept, families)
+    (kept, crate::data::families_of(other))
 }
 
 /// Whether an instance family's CPUs are Arm (AWS Graviton: `a1`, and families whose

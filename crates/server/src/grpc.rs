@@ -43,10 +43,23 @@ struct Conf {
 }
 
 /// Request fields nginx's module sets itself (or clears) unless `grpc_set_header` names
-/// them: the body's length and `TE` are written from the client's, the others never go.
+/// them: the body's length and `TE` are written from the client's, the others never go
+/// ([`NEVER_SENT`]).
 const DEFAULT_SET: &[&str] = &[
     "content-length",
     "te",
+    "host",
+    "connection",
+    "proxy-connection",
+    "transfer-encoding",
+    "keep-alive",
+    "expect",
+    "upgrade",
+];
+
+/// The fields of [`DEFAULT_SET`] that never go as fields: HTTP/2 has no place for them
+/// (`host` goes as `:authority`).
+const NEVER_SENT: &[&str] = &[
     "host",
     "connection",
     "proxy-connection",
@@ -316,7 +329,7 @@ fn add_field(fields: &mut http::HeaderMap, name: &[u8], value: &[u8]) -> Result<
             String::from_utf8_lossy(value)
         ));
     };
-    if DEFAULT_SET[2..].contains(&n.as_str()) {
+    if NEVER_SENT.contains(&n.as_str()) {
         return Ok(());
     }
     if n == http::header::TE && v.as_bytes() != b"trailers" {

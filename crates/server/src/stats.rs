@@ -73,7 +73,8 @@ impl Registry {
 
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
-        for w in self.per_worker() {
+        // Read in place: `$connections_*` may ask for this on every log line.
+        for w in self.lock().iter().map(|c| c.totals()) {
             t.accepted += w.accepted;
             t.handled += w.handled;
             t.requests += w.requests;
@@ -117,9 +118,7 @@ impl Counters {
             ssl_reuses: get(&c.ssl_reuses),
         }
     }
-}
 
-impl Counters {
     /// A connection was accepted, and will be refused (`worker_connections` are not
     /// enough): nginx's accepts then exceed its handled.
     pub fn refused(&self) {
