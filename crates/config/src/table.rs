@@ -650,14 +650,15 @@ pub static MODULES: &[Module] = &[
             d("keepalive_time", UPS, TAKE1),
         ],
     },
-    // `zone`: peer state is shared by all workers without it.
+    // `zone`: peer state is shared by all workers without it; with it, the API may change
+    // the group's servers, which NGINX Plus's `state` file keeps.
     Module {
         name: "http_upstream_zone_module",
         flag: Flag::Standard,
-        directives: &[d("zone", UPS, TAKE12)],
+        directives: &[d("zone", UPS, TAKE12), once("state", UPS, TAKE1)],
     },
     // Active health checks of upstream servers, as NGINX Plus has them (no configure flag).
-    // NGINX Plus's API module, read only (`api`, `status_zone`), with portcullis's own
+    // NGINX Plus's API module (`api`, `status_zone`), with portcullis's own
     // Prometheus metrics and dashboard.
     Module {
         name: "http_api_module",

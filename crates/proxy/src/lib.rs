@@ -16,5 +16,6 @@ pub use stream::{try_writev, MaybeTls, OverTcp, Stream, Tcp};
 pub use timer::{TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{
-    Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerAddr, PeerId, Tried, Upstream,
+    Change, ChangeError, Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerAddr,
+    PeerId, ServerParams, Tried, Upstream,
 };

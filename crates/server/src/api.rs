@@ -4,9 +4,10 @@
 //! - `status_zone name` (Plus's) counts a server's requests (in a server block) or a
 //!   location's (in a location) under `name`; every peer of every `upstream` block is
 //!   counted too.
-//! - `api` (Plus's, `write=off`) makes a location answer the NGINX Plus REST API, version 9,
-//!   with these counts and the `stub_status` ones (`api/json.rs`); `write=on` is refused:
-//!   changing upstream servers without a reload is not there yet.
+//! - `api [write=on]` (Plus's) makes a location answer the NGINX Plus REST API, version 9,
+//!   with these counts and the `stub_status` ones (`api/json.rs`), and the servers of the
+//!   groups in a `zone`, which `write=on` lets it change without a reload
+//!   (`api/servers.rs`: a `POST` or `PATCH` is answered once its body is read).
 //! - `prometheus_metrics` makes a location answer a scrape, under the names and labels of
 //!   the nginx Prometheus exporter, with latency histograms of our own (`api/prometheus.rs`).
 //! - `dashboard [api-uri]` makes a location answer with one self-contained HTML page that
@@ -21,15 +22,16 @@
 mod counters;
 mod json;
 mod prometheus;
+mod servers;
 
 use std::any::Any;
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
+use crate::upstream::Group;
 use bytes::Bytes;
 use portcullis_config::{ConfigError, Directive};
 use portcullis_http::Method;
-use portcullis_proxy::upstream::Upstream;
 
 use crate::module::{self, Load, Module, Opened, Slot};
 use crate::request::{Body, Handlers, Logged, Request, Response, Step};
@@ -46,9 +48,11 @@ const DASHBOARD: &str = include_str!("api/dashboard.html");
 /// What a location answers with.
 #[derive(Clone)]
 enum Serve {
-    /// `api`: the API, at the URI past the location's name.
+    /// `api`: the API, at the URI past the location's name; `write=on` lets it change
+    /// upstream groups.
     Api {
         prefix: String,
+        write: bool,
     },
     Prometheus,
     /// `dashboard`: the page, reading the API at this URI.
@@ -112,10 +116,10 @@ impl Module for Api {
             .expect("the module's state");
         state.enabled = names_any(http);
         if state.enabled {
-            let mut groups: Vec<(String, Arc<Upstream>)> = cx
+            let mut groups: Vec<(String, Group)> = cx
                 .upstreams
                 .iter()
-                .map(|(name, g)| (name.clone(), g.upstream.clone()))
+                .map(|(name, g)| (name.clone(), g.clone()))
                 .collect();
             groups.sort_by(|a, b| a.0.cmp(&b.0));
             state.layout.set_groups(groups);
@@ -164,21 +168,16 @@ impl Module for Api {
                 }
             }
             "api" => {
-                match d.args.first().map(|a| a.value.as_str()) {
-                    None | Some("write=off") => {}
-                    Some("write=on") => {
-                        return Err(ConfigError::at(
-                            d,
-                            "\"api write=on\" is not supported: upstream servers cannot be \
-                             changed without a reload",
-                        ))
-                    }
+                let write = match d.args.first().map(|a| a.value.as_str()) {
+                    None | Some("write=off") => false,
+                    Some("write=on") => true,
                     Some(other) => {
                         return Err(ConfigError::at(d, format!("invalid parameter \"{other}\"")))
                     }
-                }
+                };
                 c.serve = Some(Serve::Api {
                     prefix: location.unwrap_or_default(),
+                    write,
                 });
             }
             "dashboard" => {
@@ -217,17 +216,23 @@ impl Module for Api {
     }
 }
 
-/// Runs `f` on the worker's counters for `layout`, made on its first request.
-fn with_slab(state: &dyn Any, layout: &Arc<Layout>, f: impl FnOnce(&Slab)) {
+/// Runs `f` on the worker's counters for `layout`, made on its first request, with room
+/// for the peers `l`'s attempts name.
+fn with_slab(state: &dyn Any, layout: &Arc<Layout>, l: &Logged<'_, '_>, f: impl FnOnce(&Slab)) {
     let slabs: &WorkerSlabs = state.downcast_ref().expect("the module's worker state");
     let mut slabs = slabs.borrow_mut();
     let me = Arc::as_ptr(layout);
-    if let Some((_, s)) = slabs.iter().find(|(l, _)| l.as_ptr() == me) {
+    if let Some((_, s)) = slabs.iter_mut().find(|(l, _)| l.as_ptr() == me) {
+        // A peer the API added since: a larger copy takes the place of the slab.
+        if let Some(grown) = layout.room_for(s, l) {
+            *s = grown;
+        }
         return f(s);
     }
     // Configurations no request runs with any more are let go.
     slabs.retain(|(l, _)| l.strong_count() > 0);
     let s = layout.new_slab();
+    let s = layout.room_for(&s, l).unwrap_or(s);
     f(&s);
     slabs.push((Arc::downgrade(layout), s));
 }
@@ -245,7 +250,7 @@ fn log(
         return;
     };
     let zones = [c.server_zone, c.location_zone];
-    with_slab(state, layout, |slab| counters::record(slab, zones, l));
+    with_slab(state, layout, l, |slab| counters::record(slab, zones, l));
 }
 
 /// The content phase of an `api`, `prometheus_metrics` or `dashboard` location.
@@ -255,16 +260,20 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let method = req.head().method();
     let snapshot = c.layout.as_ref().map(|l| l.snapshot());
     let (status, content_type, body) = match serve {
-        Serve::Api { prefix } => {
+        Serve::Api { prefix, write } => {
             let uri = String::from_utf8_lossy(req.uri()).into_owned();
             let path = uri.strip_prefix(prefix.as_str()).unwrap_or(&uri);
+            if !matches!(method, Method::Get | Method::Head) {
+                return Some(Step::Done(change(req, c.layout.as_ref(), *write, path)));
+            }
             let server = json::Server {
                 totals: req.stats(),
                 workers: req.worker_stats(),
                 snapshot: snapshot.as_ref(),
+                layout: c.layout.as_deref(),
                 address: req.local_addr().ip().to_string(),
             };
-            let a = json::answer(req.head().method_str(), path, &server);
+            let a = json::answer(path, &server);
             (a.status, "application/json", a.body)
         }
         _ if !matches!(method, Method::Get | Method::Head) => return Some(Step::Status(405)),
@@ -285,9 +294,48 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
             )
         }
     };
+    Some(Step::Done(response(status, content_type, body)))
+}
+
+fn response(status: u16, content_type: &str, body: String) -> Response {
     let mut resp = Response::new(status);
     resp.content_type = Some(Arc::from(content_type));
     resp.content_length = Some(body.len() as u64);
     resp.body = Body::Bytes(Bytes::from(body));
-    Some(Step::Done(resp))
+    resp
+}
+
+fn json_response(a: json::Answer) -> Response {
+    response(a.status, "application/json", a.body)
+}
+
+/// A `POST`, `PATCH` or `DELETE` of the API: refused unless `write=on`; one that sends
+/// JSON is answered once the request's body is read.
+fn change(req: &Request<'_>, layout: Option<&Arc<Layout>>, write: bool, path: &str) -> Response {
+    let method = req.head().method_str().to_owned();
+    let disabled = || json::error(405, "write is disabled", "MethodDisabled");
+    let (Some(layout), true) = (layout, write) else {
+        return json_response(disabled());
+    };
+    let Some((group, ask)) = servers::target(path) else {
+        return json_response(json::error(
+            405,
+            "method not supported",
+            "MethodNotSupported",
+        ));
+    };
+    if method == "DELETE" {
+        return json_response(servers::write(layout, &method, group, &ask, b""));
+    }
+    let (layout, group) = (layout.clone(), group.to_owned());
+    let id = match ask {
+        servers::Ask::List => None,
+        servers::Ask::One(id) => Some(id.to_owned()),
+    };
+    let mut resp = Response::new(200);
+    resp.body = Body::MadeOfRequest(Box::new(move |body: Bytes| {
+        let ask = id.as_deref().map_or(servers::Ask::List, servers::Ask::One);
+        json_response(servers::write(&layout, &method, &group, &ask, &body))
+    }));
+    resp
 }

@@ -593,8 +593,9 @@ impl Builder {
         let mut groups = crate::upstream::Groups::new();
         for d in h.children() {
             if d.name == "upstream" {
-                let g = crate::upstream::Group::compile(d, &self.names)?;
-                let name = g.upstream.name();
+                let g = crate::upstream::Group::compile(d, &self.names, &self.prefix)?;
+                let upstream = g.upstream();
+                let name = upstream.name();
                 if groups.contains_key(name) {
                     return Err(ConfigError::at(d, format!("duplicate upstream \"{name}\"")));
                 }

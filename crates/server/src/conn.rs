@@ -389,6 +389,25 @@ impl Connection<'_> {
             }
             proxied = true;
         }
+        // A response made of the request's body (an API write), once it is read.
+        // (What makes it stays in the response while the body is read, so that the request's
+        // future holds nothing more across the read.)
+        if let Body::MadeOfRequest(_) = resp.body {
+            let body = if proxied {
+                Ok(req.read_request_body().unwrap_or_default())
+            } else if !self.ask_for_body(&req).await {
+                return Next::Close;
+            } else {
+                proxied = true;
+                self.read_body_whole(&mut req).await
+            };
+            if let Body::MadeOfRequest(make) = std::mem::replace(&mut resp.body, Body::Empty) {
+                resp = match body {
+                    Ok(b) => make(b),
+                    Err(r) => r,
+                };
+            }
+        }
         let mut discard = match req.head().body() {
             _ if proxied => None,
             BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
@@ -652,7 +671,7 @@ impl Connection<'_> {
                 .await;
         }
         match std::mem::replace(&mut resp.body, Body::Empty) {
-            Body::Empty | Body::Proxy(_) => {
+            Body::Empty | Body::Proxy(_) | Body::MadeOfRequest(_) => {
                 self.write_out(None, timeout).await?;
                 Ok(head_len)
             }
@@ -780,7 +799,7 @@ impl Connection<'_> {
         self.out.clear();
         result?;
         match body {
-            Body::Empty | Body::Proxy(_) => {}
+            Body::Empty | Body::Proxy(_) | Body::MadeOfRequest(_) => {}
             Body::Bytes(b) => {
                 pace.write_all(&mut self.stream, &[&b], timeout).await?;
                 sent += b.len() as u64;

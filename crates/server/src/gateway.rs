@@ -347,7 +347,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         Ok(target) => target,
         Err(step) => return Some(step),
     };
-    let crate::upstream::Group { upstream, key } = group;
+    let (upstream, key) = group.into_parts();
     let method = req.head().method_str();
     let s = &c.settings;
     // No default key: without `fastcgi_cache_key` every request's is empty, as in nginx

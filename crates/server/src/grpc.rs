@@ -212,7 +212,7 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
             return Some(Step::Status(500));
         }
     };
-    let crate::upstream::Group { upstream, key } = group;
+    let (upstream, key) = group.into_parts();
     let method = req.head().method_str();
     let (ssl_name, client_cert) = req.upstream_tls(&c.settings, https);
     let plan = Plan {

@@ -471,6 +471,23 @@ async fn respond_to(
             }
         }
     }
+    // A response made of the request's body (an API write), once it is read.
+    if let Body::MadeOfRequest(_) = resp.body {
+        let read = match body.take() {
+            Some(b) => match proxy::read_body(req, b).await {
+                Ok(crate::upstream::ReqBody::Whole(b)) => Ok(b),
+                Ok(_) => Ok(bytes::Bytes::new()),
+                Err(code) => Err(code),
+            },
+            None => Ok(req.read_request_body().unwrap_or_default()),
+        };
+        if let Body::MadeOfRequest(make) = std::mem::replace(&mut resp.body, Body::Empty) {
+            resp = match read {
+                Ok(b) => make(b),
+                Err(code) => req.finalize_error(code),
+            };
+        }
+    }
     // A copy of the request that takes the body (`mirror`) has it read whole.
     if let Some(b) = body.take_if(|b| !b.is_end_stream() && req.copies_body()) {
         match proxy::read_body(req, b).await {
@@ -639,7 +656,7 @@ async fn send(
             Body::Bytes(b) => b.is_empty(),
             Body::File { len, .. } => *len == 0,
             Body::Parts(parts) => parts.is_empty(),
-            Body::Proxy(_) => true,
+            Body::Proxy(_) | Body::MadeOfRequest(_) => true,
             Body::Stream(_) => false,
         };
     let Ok(mut stream) = respond.send_response(head, empty) else {
@@ -656,7 +673,7 @@ async fn send(
         rate,
     };
     let result = match body {
-        Body::Empty | Body::Proxy(_) => Ok(()),
+        Body::Empty | Body::Proxy(_) | Body::MadeOfRequest(_) => Ok(()),
         Body::Bytes(b) => out.whole(b, true).await,
         Body::Stream(mut source) => {
             let result = loop {

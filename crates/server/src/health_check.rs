@@ -31,14 +31,14 @@ use std::time::Duration;
 use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
 use portcullis_http::{parse_response_head, Framing, ResponseHead};
-use portcullis_proxy::upstream::PeerId;
-use portcullis_proxy::upstream::Upstream;
+use portcullis_proxy::upstream::{PeerId, Upstream};
 use portcullis_proxy::PeerAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::log::ErrorLog;
 use crate::module::{self, Finish, Load, Module, Running, Slot, Start};
 use crate::request::Handlers;
+use crate::upstream::Group;
 use crate::Level;
 
 pub(crate) struct HealthCheck;
@@ -87,8 +87,8 @@ struct Conf(Vec<Spec>);
 #[derive(Default)]
 struct State {
     matches: HashMap<String, Arc<Match>>,
-    /// Each group with a check, and whether each peer starts healthy to it.
-    checks: Vec<(Arc<Upstream>, Spec, Vec<bool>)>,
+    /// Each group with a check, and whether each peer (by ID) starts healthy to it.
+    checks: Vec<(Group, Spec, HashMap<u32, bool>)>,
 }
 
 impl Module for HealthCheck {
@@ -178,7 +178,8 @@ impl Module for HealthCheck {
             .state
             .downcast_mut::<State>()
             .expect("the module's state");
-        let unix = (group.upstream.peers().iter()).any(|p| matches!(p.addr, PeerAddr::Unix(_)));
+        let upstream = group.upstream();
+        let unix = (upstream.peers().iter()).any(|p| matches!(p.addr, PeerAddr::Unix(_)));
         if unix && module::get::<Conf>(conf).0.iter().any(|s| s.port.is_some()) {
             return Err(ConfigError::at(
                 first,
@@ -189,21 +190,20 @@ impl Module for HealthCheck {
             // A mandatory check finds each peer unhealthy until it first passes; a
             // persistent one as the checks of the configuration before found it.
             let last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
-            let healthy: Vec<bool> = (group.upstream.peers().iter())
+            let healthy: HashMap<u32, bool> = (upstream.peers().iter())
                 .map(|peer| {
-                    let known =
-                        last.get(&(group.upstream.name().to_owned(), peer.name.to_string()));
-                    !spec.mandatory || (spec.persistent && known == Some(&true))
+                    let known = last.get(&(upstream.name().to_owned(), peer.name.to_string()));
+                    let healthy = !spec.mandatory || (spec.persistent && known == Some(&true));
+                    if !healthy {
+                        peer.check_changed(false);
+                    }
+                    (peer.id(), healthy)
                 })
                 .collect();
-            for (peer, healthy) in group.upstream.peers().iter().zip(&healthy) {
-                if !healthy {
-                    peer.check_changed(false);
-                }
+            if let Some(live) = group.live().filter(|_| spec.mandatory) {
+                live.add_mandatory_check();
             }
-            state
-                .checks
-                .push((group.upstream.clone(), spec.clone(), healthy));
+            state.checks.push((group.clone(), spec.clone(), healthy));
         }
         Ok(())
     }
@@ -246,18 +246,15 @@ impl Module for HealthCheck {
                 };
                 runtime.block_on(async move {
                     let mut tasks = tokio::task::JoinSet::new();
-                    for (upstream, spec, healthy) in checks {
-                        for (i, healthy) in healthy.into_iter().enumerate() {
-                            let (upstream, spec) = (upstream.clone(), spec.clone());
-                            let mut stopped = stopped.clone();
-                            let error_log = error_log.clone();
-                            tasks.spawn(async move {
-                                tokio::select! {
-                                    () = watch(&upstream, i, &spec, healthy, &error_log) => {}
-                                    _ = stopped.wait_for(|s| *s) => {}
-                                }
-                            });
-                        }
+                    for (group, spec, healthy) in checks {
+                        let mut stopped = stopped.clone();
+                        let error_log = error_log.clone();
+                        tasks.spawn(async move {
+                            tokio::select! {
+                                () = supervise(&group, &spec, healthy, &error_log) => {}
+                                _ = stopped.wait_for(|s| *s) => {}
+                            }
+                        });
                     }
                     while tasks.join_next().await.is_some() {}
                 });
@@ -293,6 +290,51 @@ impl Drop for Checks {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// How often a check of a group the API may change looks for servers added or removed.
+const RESCAN: Duration = Duration::from_millis(250);
+
+/// Runs `spec`'s check of every server of `group`, forever: a task per server, started when
+/// the API adds one (or moves one to another address) and stopped when it removes it.
+/// `healthy`: what the check finds of the configured servers at first (by ID); a server the
+/// API adds starts unhealthy to a `mandatory` check (`Live::change` counted it so), healthy
+/// otherwise.
+async fn supervise(
+    group: &Group,
+    spec: &Spec,
+    mut healthy: HashMap<u32, bool>,
+    error_log: &Arc<ErrorLog>,
+) {
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut watched: HashMap<u32, (PeerAddr, tokio::task::AbortHandle)> = HashMap::new();
+    loop {
+        let upstream = group.upstream();
+        watched.retain(|id, (addr, task)| {
+            let kept = upstream.by_id(*id).is_ok_and(|p| p.addr == *addr);
+            if !kept {
+                task.abort();
+            }
+            kept
+        });
+        for (i, peer) in upstream.peers().iter().enumerate() {
+            if watched.contains_key(&peer.id()) {
+                continue;
+            }
+            let start = healthy.remove(&peer.id()).unwrap_or(!spec.mandatory);
+            let (upstream, spec, log) = (upstream.clone(), spec.clone(), error_log.clone());
+            let task = tasks.spawn(async move { watch(&upstream, i, &spec, start, &log).await });
+            watched.insert(peer.id(), (peer.addr.clone(), task));
+        }
+        if group.live().is_none() {
+            // A group no API changes: its checks run until stopped.
+            while tasks.join_next().await.is_some() {}
+            return;
+        }
+        tokio::time::sleep(RESCAN).await;
+        // Reap the tasks aborted above.
+        while tasks.try_join_next().is_some() {}
     }
 }
 

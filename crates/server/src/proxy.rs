@@ -22,7 +22,7 @@ use portcullis_config::{ConfigError, Directive};
 use crate::module::{self, Finish, Load, Module, Slot};
 use crate::request::{Body, Handlers, Request, Response, Step};
 use crate::upstream::cache::Caches;
-use crate::upstream::{Group, Plan, ProxyPass, ProxySettings};
+use crate::upstream::{Plan, ProxyPass, ProxySettings};
 use crate::vars::Names;
 
 pub(crate) struct Proxy;
@@ -223,7 +223,7 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
         Ok(t) => t,
         Err(step) => return step,
     };
-    let Group { upstream, key } = group;
+    let (upstream, key) = group.into_parts();
     let hash_key = key.map_or_else(Vec::new, |k| req.eval(&k));
     let method = req.head().method_str();
     // A HEAD is sent as a GET, whose response the cache keeps whole.

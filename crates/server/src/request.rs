@@ -62,6 +62,9 @@ pub(crate) enum Body {
     Proxy(Box<crate::upstream::Plan>),
     /// Made as it is sent, of a length not known before (a recoded body, `encode.rs`).
     Stream(Box<dyn crate::encode::Source>),
+    /// The response is made once the request's body is read whole (an API write): the
+    /// connection reads it, then answers with what this makes of it.
+    MadeOfRequest(Box<dyn FnOnce(Bytes) -> Response>),
 }
 
 /// The status of a response that goes out as none: the connection (or HTTP/2 stream)
@@ -1028,6 +1031,11 @@ impl<'a> Request<'a> {
         self.background.iter().any(|(_, with_body)| *with_body)
             && self.request_body.borrow().is_none()
             && !matches!(self.head.body(), portcullis_http::BodyKind::None)
+    }
+
+    /// The body read whole before (for an upstream or a copy of the request), if it was.
+    pub(crate) fn read_request_body(&self) -> Option<Bytes> {
+        self.request_body.borrow().clone()
     }
 
     /// The subrequests [`add_background`](Self::add_background) asked for, each with the

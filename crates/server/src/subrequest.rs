@@ -137,6 +137,11 @@ pub(crate) async fn run_as<'a>(
                     }
                 }
             },
+            // An API write asked of a subrequest: made of the body it was given.
+            Body::MadeOfRequest(make) => {
+                resp = make(body.clone().unwrap_or_default());
+                continue;
+            }
             Body::Proxy(plan) => match proxied(&mut sub, plan, keep, body.clone()).await {
                 Ok(answer) => break answer,
                 // Nothing came from the upstream: its status goes through error_page, or its

@@ -12,8 +12,8 @@ use std::time::Duration;
 use portcullis_config::{value, Arg, ConfigError, Directive};
 
 use super::hash::{Ring, POINTS_PER_WEIGHT};
-use super::peers::{Peer, PeerAddr, PeerConf};
-use super::{random, Balancer, Keepalive, Upstream, DEFAULT_FAIL_TIMEOUT, DEFAULT_MAX_FAILS};
+use super::peers::{PeerAddr, PeerConf, ServerParams};
+use super::{Balancer, Keepalive, Upstream};
 
 /// The port of a `server` written without one.
 const DEFAULT_PORT: u16 = 80;
@@ -32,7 +32,8 @@ const MAX_RING_POINTS: u64 = 1 << 24;
 const MAX_NUMBER: u64 = i64::MAX as u64;
 
 /// The balancer as the directives set it, before the peers are known.
-enum Method {
+#[derive(Debug, Clone)]
+pub(super) enum Method {
     RoundRobin,
     LeastConn,
     Hash { key: String, consistent: bool },
@@ -40,7 +41,8 @@ enum Method {
     Random { two: bool },
 }
 
-pub(super) fn compile(block: &Directive) -> Result<Upstream, ConfigError> {
+/// Compiles `block`; `kept`: the `server` lines of its `state` file, read by the caller.
+pub(super) fn compile(block: &Directive, kept: &[Directive]) -> Result<Upstream, ConfigError> {
     let name = block.args.first().map(|a| a.value.clone()).ok_or_else(|| {
         ConfigError::at(
             block,
@@ -55,12 +57,33 @@ pub(super) fn compile(block: &Directive) -> Result<Upstream, ConfigError> {
     let mut time: Option<Duration> = None;
     let mut servers = 0usize;
     let mut peers: Vec<PeerConf> = Vec::new();
+    let mut zone_name: Option<String> = None;
+    let mut state: Option<&Directive> = None;
 
     for d in block.children() {
         match d.name.as_str() {
             "server" => {
+                if state.is_some() {
+                    return Err(ConfigError::at(
+                        d,
+                        "\"server\" directive cannot be used with \"state\"",
+                    ));
+                }
                 servers += 1;
                 peers.extend(server(d, backup_allowed)?);
+            }
+            "state" => {
+                if servers != 0 {
+                    return Err(ConfigError::at(
+                        d,
+                        "\"state\" directive cannot be used with \"server\"",
+                    ));
+                }
+                not_duplicate(d, state.is_some())?;
+                state = Some(d);
+                for s in kept {
+                    peers.extend(server(s, backup_allowed)?);
+                }
             }
             "least_conn" | "hash" | "ip_hash" | "random" => {
                 method = balancer(d)?;
@@ -93,7 +116,7 @@ pub(super) fn compile(block: &Directive) -> Result<Upstream, ConfigError> {
                 not_duplicate(d, time.is_some())?;
                 time = Some(Duration::from_millis(value::time_ms(d, 0)?));
             }
-            "zone" => zone(d)?,
+            "zone" => zone_name = Some(zone(d)?),
             other => {
                 return Err(ConfigError::at(
                     d,
@@ -103,64 +126,71 @@ pub(super) fn compile(block: &Directive) -> Result<Upstream, ConfigError> {
         }
     }
 
-    if servers == 0 {
+    if let Some(d) = state {
+        if zone_name.is_none() {
+            return Err(ConfigError::at(d, "\"state\" directive requires \"zone\""));
+        }
+    } else if servers == 0 {
         return Err(ConfigError::at(block, "no servers are inside upstream"));
     }
     // `slow_start` above a `hash`, `ip_hash` or `random` that comes after it would do
     // nothing: refused as where the method comes first.
     if !matches!(method, Method::RoundRobin | Method::LeastConn)
-        && peers.iter().any(|p| !p.slow_start.is_zero())
+        && peers.iter().any(|p| !p.params.slow_start.is_zero())
     {
         return Err(ConfigError::at(
             block,
             "balancing method does not support parameter \"slow_start\"",
         ));
     }
-    // Primary peers first, then backup peers, each in configuration order.
-    peers.sort_by_key(|p| p.backup);
-    let primary: Vec<&PeerConf> = peers.iter().filter(|p| !p.backup).collect();
-    if primary.is_empty() {
+    // A group kept in a state file may be empty until the API adds to it.
+    if state.is_none() && !peers.iter().any(|p| !p.params.backup) {
         return Err(ConfigError::at(
             block,
             format!("no servers in upstream \"{name}\""),
         ));
     }
-
-    let balancer = match method {
-        Method::RoundRobin => Balancer::RoundRobin,
-        Method::LeastConn => Balancer::LeastConn,
-        Method::IpHash => Balancer::IpHash,
-        Method::Random { two } => Balancer::Random {
-            two,
-            ranges: random::ranges(primary.iter().map(|p| p.weight)),
-        },
-        Method::Hash { key, consistent } => {
-            let ring = if consistent {
-                let points: u64 = primary
-                    .iter()
-                    .map(|p| u64::from(p.weight) * POINTS_PER_WEIGHT)
-                    .sum();
-                if points > MAX_RING_POINTS {
-                    return Err(ConfigError::at(
-                        block,
-                        format!("weights too large for consistent hash in upstream \"{name}\""),
-                    ));
-                }
-                Some(Ring::new(primary.iter().map(|p| (&*p.server, p.weight))))
-            } else {
-                None
-            };
-            Balancer::Hash { key, ring }
-        }
-    };
     let keepalive = keepalive.map(|max_idle| Keepalive {
         max_idle,
         requests: requests.unwrap_or(DEFAULT_KEEPALIVE_REQUESTS),
         timeout: timeout.unwrap_or(DEFAULT_KEEPALIVE_TIMEOUT),
         time: time.unwrap_or(DEFAULT_KEEPALIVE_TIME),
     });
-    let peers = peers.into_iter().map(Peer::new).collect();
-    Ok(Upstream::new(name, peers, balancer, keepalive))
+    Upstream::build(name, method, peers, keepalive)
+        .map(|u| u.in_zone(zone_name))
+        .map_err(|e| ConfigError::at(block, e))
+}
+
+/// The balancer of `method` over `peers` (primary ones first): the random ranges and the
+/// consistent hash ring are made of their weights.
+pub(super) fn balancer_of(method: &Method, peers: &[super::Peer]) -> Result<Balancer, String> {
+    let primary = || peers.iter().filter(|p| !p.is_backup());
+    Ok(match method {
+        Method::RoundRobin => Balancer::RoundRobin,
+        Method::LeastConn => Balancer::LeastConn,
+        Method::IpHash => Balancer::IpHash,
+        Method::Random { two } => Balancer::Random {
+            two: *two,
+            ranges: super::random::ranges(primary().map(|p| p.weight())),
+        },
+        Method::Hash { key, consistent } => {
+            let ring = if *consistent {
+                let points: u64 = primary()
+                    .map(|p| u64::from(p.weight()) * POINTS_PER_WEIGHT)
+                    .sum();
+                if points > MAX_RING_POINTS {
+                    return Err("weights too large for consistent hash".to_owned());
+                }
+                Some(Ring::new(primary().map(|p| (p.server(), p.weight()))))
+            } else {
+                None
+            };
+            Balancer::Hash {
+                key: key.clone(),
+                ring,
+            }
+        }
+    })
 }
 
 /// `least_conn`, `hash key [consistent]`, `ip_hash`, `random [two [least_conn]]`.
@@ -209,28 +239,21 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
         .first()
         .map(|a| a.value.as_str())
         .ok_or_else(|| arguments(d))?;
-    let mut weight: u32 = 1;
-    let mut max_fails = DEFAULT_MAX_FAILS;
-    let mut fail_timeout = DEFAULT_FAIL_TIMEOUT;
-    let mut max_conns: u32 = 0;
-    let mut backup = false;
-    let mut down = false;
-    let mut slow_start = Duration::ZERO;
-
+    let mut p = ServerParams::default();
     for arg in &d.args[1..] {
         let v = arg.value.as_str();
         let invalid = || ConfigError::at(d, format!("invalid parameter \"{v}\""));
         if let Some(n) = v.strip_prefix("weight=") {
-            weight = atoi(n)
+            p.weight = atoi(n)
                 .filter(|&w| w != 0)
                 .and_then(|w| u32::try_from(w).ok())
                 .ok_or_else(invalid)?;
         } else if let Some(n) = v.strip_prefix("max_fails=") {
-            max_fails = saturate(atoi(n).ok_or_else(invalid)?);
+            p.max_fails = saturate(atoi(n).ok_or_else(invalid)?);
         } else if let Some(t) = v.strip_prefix("fail_timeout=") {
-            fail_timeout = Duration::from_secs(seconds(d, t).ok_or_else(invalid)?);
+            p.fail_timeout = Duration::from_secs(seconds(d, t).ok_or_else(invalid)?);
         } else if let Some(n) = v.strip_prefix("max_conns=") {
-            max_conns = saturate(atoi(n).ok_or_else(invalid)?);
+            p.max_conns = saturate(atoi(n).ok_or_else(invalid)?);
         } else if v == "backup" {
             if !backup_allowed {
                 return Err(ConfigError::at(
@@ -238,7 +261,7 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
                     "balancing method does not support parameter \"backup\"",
                 ));
             }
-            backup = true;
+            p.backup = true;
         } else if let Some(t) = v.strip_prefix("slow_start=") {
             // NGINX Plus's: not with the hash, ip_hash and random methods, whose choice
             // weights do not steer.
@@ -248,9 +271,11 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
                     "balancing method does not support parameter \"slow_start\"",
                 ));
             }
-            slow_start = Duration::from_secs(seconds(d, t).ok_or_else(invalid)?);
+            p.slow_start = Duration::from_secs(seconds(d, t).ok_or_else(invalid)?);
         } else if v == "down" {
-            down = true;
+            p.down = true;
+        } else if v == "drain" {
+            p.drain = true;
         } else {
             return Err(invalid());
         }
@@ -265,13 +290,7 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
             name: Arc::from(addr.to_string()),
             addr,
             server: server.clone(),
-            weight,
-            max_fails,
-            fail_timeout,
-            max_conns,
-            down,
-            backup,
-            slow_start,
+            params: p.clone(),
         })
         .collect())
 }
@@ -279,7 +298,7 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
 /// nginx's `ngx_parse_url` for an upstream server, then its resolution: IPv4 addresses
 /// before IPv6 ones, as nginx orders them; `unix:/path`, a unix-domain socket. The error is
 /// nginx's `u->err` text.
-fn resolve(url: &str) -> Result<Vec<PeerAddr>, &'static str> {
+pub(super) fn resolve(url: &str) -> Result<Vec<PeerAddr>, &'static str> {
     if url.len() >= 5 && url[..5].eq_ignore_ascii_case("unix:") {
         return PeerAddr::unix(&url[5..]).map(|p| vec![p]);
     }
@@ -340,13 +359,13 @@ fn port_number(s: &str) -> Result<u16, &'static str> {
         .ok_or("invalid port")
 }
 
-/// `zone name [size]`: accepted and otherwise ignored (peer state is always shared), with
-/// nginx's checks of the size.
-fn zone(d: &Directive) -> Result<(), ConfigError> {
-    let Some(size) = d.args.get(1) else {
-        return Ok(());
-    };
+/// `zone name [size]`, with nginx's checks of the size: its name (peer state is shared
+/// without it too; with it, the API may change the group's servers).
+fn zone(d: &Directive) -> Result<String, ConfigError> {
     let zone_name = d.arg(0);
+    let Some(size) = d.args.get(1) else {
+        return Ok(zone_name.to_owned());
+    };
     let bytes = value::size(d, 1)
         .map_err(|_| ConfigError::at(d, format!("invalid zone size \"{}\"", size.value)))?;
     if bytes < MIN_ZONE_SIZE {
@@ -355,7 +374,7 @@ fn zone(d: &Directive) -> Result<(), ConfigError> {
             format!("zone \"{zone_name}\" is too small"),
         ));
     }
-    Ok(())
+    Ok(zone_name.to_owned())
 }
 
 /// A `fail_timeout=` value in seconds, read by the configuration's own time parser.

@@ -16,6 +16,7 @@
 //! - `compile`: the block's directives, in nginx's words when they are wrong;
 //! - `round_robin`, `least_conn`, `hash`, `ip_hash`, `random`: the balancers.
 
+mod change;
 mod compile;
 mod hash;
 mod ip_hash;
@@ -24,13 +25,16 @@ mod peers;
 mod random;
 mod round_robin;
 
-pub use peers::{Peer, PeerAddr, PeerId, Tried};
+pub use change::{Change, ChangeError};
+pub use peers::{Peer, PeerAddr, PeerId, ServerParams, Tried};
 
 use std::net::IpAddr;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use compile::Method;
 use peers::{millis_since, PeerConf};
 
 /// nginx's defaults for a `server` line and for the implicit group of `proxy_pass host`.
@@ -134,10 +138,18 @@ enum Balancer {
     },
 }
 
-/// One compiled upstream group.
+/// One compiled upstream group: as the configuration made it, or as the API last changed it
+/// (a new `Upstream` of the same group, whose peers keep their IDs and shared state).
 #[derive(Debug)]
 pub struct Upstream {
     name: String,
+    /// The group's number in this process, kept by the versions the API makes of it.
+    group: u64,
+    /// `zone name`: the group's servers may be changed by the API.
+    zone: Option<String>,
+    /// The ID the next peer added gets.
+    next_id: u32,
+    method: Method,
     /// Primary peers first, then backup peers.
     peers: Vec<Peer>,
     /// `peers[..primary]` are the primary peers.
@@ -160,7 +172,16 @@ impl Upstream {
     pub fn compile(
         block: &portcullis_config::Directive,
     ) -> Result<Upstream, portcullis_config::ConfigError> {
-        compile::compile(block)
+        compile::compile(block, &[])
+    }
+
+    /// Compiles a block with a `state` file, whose `server` lines (read by the caller, with
+    /// their own places) are the group's servers.
+    pub fn compile_with_state(
+        block: &portcullis_config::Directive,
+        kept: &[portcullis_config::Directive],
+    ) -> Result<Upstream, portcullis_config::ConfigError> {
+        compile::compile(block, kept)
     }
 
     /// The group nginx makes for `proxy_pass http://host:port` when no `upstream` block has
@@ -170,43 +191,88 @@ impl Upstream {
         let server: Arc<str> = Arc::from(name);
         let peers = addrs
             .into_iter()
-            .map(|addr| {
-                Peer::new(PeerConf {
-                    name: Arc::from(addr.to_string()),
-                    addr,
-                    server: server.clone(),
-                    weight: 1,
-                    max_fails: DEFAULT_MAX_FAILS,
-                    fail_timeout: DEFAULT_FAIL_TIMEOUT,
-                    max_conns: 0,
-                    down: false,
-                    backup: false,
-                    slow_start: Duration::ZERO,
-                })
+            .map(|addr| PeerConf {
+                name: Arc::from(addr.to_string()),
+                addr,
+                server: server.clone(),
+                params: ServerParams::default(),
             })
             .collect();
-        Upstream::new(name.to_string(), peers, Balancer::RoundRobin, None)
+        Upstream::build(name.to_string(), Method::RoundRobin, peers, None)
+            .expect("round robin takes any peers")
     }
 
-    /// Assembles a group from its peers (primary ones first, then backup ones).
-    fn new(
+    /// Assembles a new group of `peers` (in configuration order), numbered from 0.
+    fn build(
         name: String,
-        peers: Vec<Peer>,
-        balancer: Balancer,
+        method: Method,
+        peers: Vec<PeerConf>,
         keepalive: Option<Keepalive>,
-    ) -> Upstream {
+    ) -> Result<Upstream, String> {
+        static GROUPS: AtomicU64 = AtomicU64::new(1);
+        let peers: Vec<Peer> = (0u32..)
+            .zip(peers)
+            .map(|(id, p)| Peer::new(p, id))
+            .collect();
+        let next_id = u32::try_from(peers.len()).unwrap_or(u32::MAX);
+        let group = GROUPS.fetch_add(1, Ordering::Relaxed);
+        Upstream::assemble(
+            name,
+            group,
+            method,
+            peers,
+            next_id,
+            keepalive,
+            Instant::now(),
+        )
+    }
+
+    /// A group of `peers`: primary ones first, then backup ones, each in the order given.
+    fn assemble(
+        name: String,
+        group: u64,
+        method: Method,
+        mut peers: Vec<Peer>,
+        next_id: u32,
+        keepalive: Option<Keepalive>,
+        epoch: Instant,
+    ) -> Result<Upstream, String> {
+        peers.sort_by_key(Peer::is_backup);
+        let balancer = compile::balancer_of(&method, &peers)
+            .map_err(|e| format!("{e} in upstream \"{name}\""))?;
         let primary = peers.iter().take_while(|p| !p.is_backup()).count();
         let total_weight = peers[..primary].iter().map(|p| u64::from(p.weight())).sum();
-        Upstream {
+        Ok(Upstream {
             name,
+            group,
+            zone: None,
+            next_id,
+            method,
             single: primary == 1 && peers.len() == 1,
             primary,
             total_weight,
             peers,
             balancer,
             keepalive,
-            epoch: Instant::now(),
-        }
+            epoch,
+        })
+    }
+
+    /// The group with `zone`: one the API may change.
+    fn in_zone(mut self, zone: Option<String>) -> Upstream {
+        self.zone = zone;
+        self
+    }
+
+    /// The group's number in this process: the same for every version the API makes of it,
+    /// different for every other group.
+    pub fn group(&self) -> u64 {
+        self.group
+    }
+
+    /// The `zone` the group is in: with one, the API may change its servers.
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
     }
 
     pub fn name(&self) -> &str {
@@ -271,6 +337,9 @@ impl Upstream {
         tried: &mut Tried,
         now: Instant,
     ) -> Result<PeerId, NoLive> {
+        if self.peers.is_empty() {
+            return Err(NoLive);
+        }
         local.fit(self.peers.len());
         let now_ms = millis_since(self.epoch, now);
         let chosen = match &self.balancer {
@@ -855,6 +924,31 @@ mod tests {
             error("zone z x; server 127.0.0.1;"),
             format!("invalid zone size \"x\"{at}2")
         );
+    }
+
+    #[test]
+    fn a_state_file_takes_the_place_of_server_lines() {
+        let at = " in /etc/nginx/nginx.conf:";
+        assert_eq!(
+            error("state /var/lib/u.state;"),
+            format!("\"state\" directive requires \"zone\"{at}2")
+        );
+        assert_eq!(
+            error("zone z; server 127.0.0.1; state /s;"),
+            format!("\"state\" directive cannot be used with \"server\"{at}4")
+        );
+        assert_eq!(
+            error("zone z; state /s; server 127.0.0.1;"),
+            format!("\"server\" directive cannot be used with \"state\"{at}4")
+        );
+        assert_eq!(
+            error("zone z; state /s; state /t;"),
+            format!("\"state\" directive is duplicate{at}4")
+        );
+        // Empty until the API adds to it.
+        let up = compile("zone z; state /s;");
+        assert!(up.peers().is_empty());
+        assert_eq!(up.zone(), Some("z"));
     }
 
     #[test]

@@ -56,6 +56,40 @@ impl From<SocketAddr> for PeerAddr {
     }
 }
 
+/// What a `server` line (or the API's server object) sets for each of its addresses, with
+/// nginx's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerParams {
+    pub weight: u32,
+    /// 0: failures never take the peer out.
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+    /// 0: no limit.
+    pub max_conns: u32,
+    pub down: bool,
+    /// NGINX Plus's `drain`: the peer takes no new request, and says it is draining.
+    pub drain: bool,
+    pub backup: bool,
+    /// NGINX Plus's `slow_start`: how long a peer that comes back takes to reach its
+    /// weight; zero: at once.
+    pub slow_start: Duration,
+}
+
+impl Default for ServerParams {
+    fn default() -> ServerParams {
+        ServerParams {
+            weight: 1,
+            max_fails: super::DEFAULT_MAX_FAILS,
+            fail_timeout: super::DEFAULT_FAIL_TIMEOUT,
+            max_conns: 0,
+            down: false,
+            drain: false,
+            backup: false,
+            slow_start: Duration::ZERO,
+        }
+    }
+}
+
 /// What a `server` line says about one of its addresses.
 #[derive(Debug, Clone)]
 pub(crate) struct PeerConf {
@@ -65,32 +99,13 @@ pub(crate) struct PeerConf {
     /// The `server` argument as written (`backend:8080`, `127.0.0.1`): the consistent hash
     /// ring is built from it, so peers of one host name share their points.
     pub server: Arc<str>,
-    pub weight: u32,
-    /// 0: failures never take the peer out.
-    pub max_fails: u32,
-    pub fail_timeout: Duration,
-    /// 0: no limit.
-    pub max_conns: u32,
-    pub down: bool,
-    pub backup: bool,
-    /// NGINX Plus's `slow_start`: how long a peer that comes back takes to reach its
-    /// weight; zero: at once.
-    pub slow_start: Duration,
+    pub params: ServerParams,
 }
 
-/// One upstream address: its configuration and the state shared by all workers.
+/// The state of a peer every worker shares, kept when the group is changed by the API (the
+/// peer's settings may change; its failures, active attempts and health stay).
 #[derive(Debug)]
-pub struct Peer {
-    pub addr: PeerAddr,
-    /// As nginx prints it in `$upstream_addr` and error logs: `127.0.0.1:8080`.
-    pub name: Arc<str>,
-    server: Arc<str>,
-    weight: u32,
-    max_fails: u32,
-    fail_timeout_ms: u64,
-    max_conns: u32,
-    down: bool,
-    backup: bool,
+struct PeerState {
     /// Failures since the peer was last seen working.
     fails: AtomicU32,
     /// When the last failure happened (ms since the epoch).
@@ -105,39 +120,92 @@ pub struct Peer {
     /// How many of the active health checks (`health_check`) on the peer find it
     /// unhealthy now: any one keeps it out.
     failing_checks: AtomicU32,
-    slow_start_ms: u64,
     /// When the peer last came back (healthy again, or out for failures no more), in ms
     /// since the epoch plus one; 0: never.
     recovered_at: AtomicU64,
 }
 
+/// One upstream address: its configuration and the state shared by all workers.
+#[derive(Debug)]
+pub struct Peer {
+    pub addr: PeerAddr,
+    /// As nginx prints it in `$upstream_addr` and error logs: `127.0.0.1:8080`.
+    pub name: Arc<str>,
+    server: Arc<str>,
+    /// NGINX Plus's server ID: the peer's number in its group, kept while the group is
+    /// changed, never given to another peer.
+    id: u32,
+    params: ServerParams,
+    fail_timeout_ms: u64,
+    slow_start_ms: u64,
+    state: Arc<PeerState>,
+}
+
 impl Peer {
-    pub(crate) fn new(conf: PeerConf) -> Peer {
-        Peer {
-            addr: conf.addr,
-            name: conf.name,
-            server: conf.server,
-            weight: conf.weight,
-            max_fails: conf.max_fails,
-            fail_timeout_ms: u64::try_from(conf.fail_timeout.as_millis()).unwrap_or(u64::MAX),
-            max_conns: conf.max_conns,
-            down: conf.down,
-            backup: conf.backup,
+    pub(crate) fn new(conf: PeerConf, id: u32) -> Peer {
+        let state = Arc::new(PeerState {
             fails: AtomicU32::new(0),
             accessed: AtomicU64::new(0),
             checked: AtomicU64::new(0),
             conns: AtomicU32::new(0),
-            effective_weight: AtomicI64::new(i64::from(conf.weight)),
+            effective_weight: AtomicI64::new(i64::from(conf.params.weight)),
             failing_checks: AtomicU32::new(0),
-            slow_start_ms: u64::try_from(conf.slow_start.as_millis()).unwrap_or(u64::MAX),
             recovered_at: AtomicU64::new(0),
+        });
+        Peer::with_state(conf, id, state)
+    }
+
+    fn with_state(conf: PeerConf, id: u32, state: Arc<PeerState>) -> Peer {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Peer {
+            addr: conf.addr,
+            name: conf.name,
+            server: conf.server,
+            id,
+            fail_timeout_ms: millis(conf.params.fail_timeout),
+            slow_start_ms: millis(conf.params.slow_start),
+            params: conf.params,
+            state,
         }
+    }
+
+    /// The same server with a state of its own, as a new configuration starts it: what the
+    /// checks and failures of the one before found is not carried over.
+    pub(crate) fn renewed(&self) -> Peer {
+        let conf = PeerConf {
+            addr: self.addr.clone(),
+            name: self.name.clone(),
+            server: self.server.clone(),
+            params: self.params.clone(),
+        };
+        Peer::new(conf, self.id)
+    }
+
+    /// The same peer, for another version of its group: its ID and shared state.
+    pub(crate) fn kept(&self) -> Peer {
+        self.changed(self.params.clone())
+    }
+
+    /// The same peer (its ID and shared state) with new settings: a weight changed resets
+    /// the weight round robin lowered after failures.
+    pub(crate) fn changed(&self, params: ServerParams) -> Peer {
+        if params.weight != self.params.weight {
+            let weight = i64::from(params.weight);
+            self.state.effective_weight.store(weight, Ordering::Relaxed);
+        }
+        let conf = PeerConf {
+            addr: self.addr.clone(),
+            name: self.name.clone(),
+            server: self.server.clone(),
+            params,
+        };
+        Peer::with_state(conf, self.id, self.state.clone())
     }
 
     /// The peer came back at `now_ms`: its `slow_start` begins.
     pub(crate) fn recovered(&self, now_ms: u64) {
         if self.slow_start_ms != 0 {
-            self.recovered_at.store(now_ms + 1, Ordering::Relaxed);
+            self.state.recovered_at.store(now_ms + 1, Ordering::Relaxed);
         }
     }
 
@@ -146,7 +214,7 @@ impl Peer {
     /// peer is still chosen now and then).
     pub(crate) fn ramped(&self, weight: i64, now_ms: u64) -> i64 {
         let full = weight * RAMP_SCALE;
-        let from = self.recovered_at.load(Ordering::Relaxed);
+        let from = self.state.recovered_at.load(Ordering::Relaxed);
         if from == 0 {
             return full;
         }
@@ -160,7 +228,7 @@ impl Peer {
 
     /// Whether every active health check lets the peer take requests (true without them).
     pub fn is_healthy(&self) -> bool {
-        self.failing_checks.load(Ordering::Relaxed) == 0
+        self.state.failing_checks.load(Ordering::Relaxed) == 0
     }
 
     /// One health check's conclusion changed: it finds the peer unhealthy (`false`), or no
@@ -168,11 +236,12 @@ impl Peer {
     /// check must report each change once.
     pub fn check_changed(&self, healthy: bool) {
         if healthy {
-            let _ = self
-                .failing_checks
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            let _ =
+                self.state
+                    .failing_checks
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         } else {
-            self.failing_checks.fetch_add(1, Ordering::Relaxed);
+            self.state.failing_checks.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -181,12 +250,22 @@ impl Peer {
         &self.server
     }
 
+    /// NGINX Plus's server ID.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The settings of its `server` line, or the API's.
+    pub fn params(&self) -> &ServerParams {
+        &self.params
+    }
+
     pub fn weight(&self) -> u32 {
-        self.weight
+        self.params.weight
     }
 
     pub fn max_fails(&self) -> u32 {
-        self.max_fails
+        self.params.max_fails
     }
 
     pub fn fail_timeout(&self) -> Duration {
@@ -195,76 +274,92 @@ impl Peer {
 
     /// 0 means no limit.
     pub fn max_conns(&self) -> u32 {
-        self.max_conns
+        self.params.max_conns
     }
 
-    /// Marked `down` in the configuration.
+    /// Marked `down` in the configuration (or by the API).
     pub fn is_down(&self) -> bool {
-        self.down
+        self.params.down
+    }
+
+    /// Draining (NGINX Plus's `drain`): no new request.
+    pub fn is_draining(&self) -> bool {
+        self.params.drain
     }
 
     pub fn is_backup(&self) -> bool {
-        self.backup
+        self.params.backup
+    }
+
+    /// Neither down nor draining: the peer may be chosen when it is usable otherwise.
+    pub(crate) fn admits(&self) -> bool {
+        !self.params.down && !self.params.drain
     }
 
     /// Attempts using this peer now, over all workers.
     pub fn active(&self) -> u32 {
-        self.conns.load(Ordering::Relaxed)
+        self.state.conns.load(Ordering::Relaxed)
     }
 
     /// Failures counted since the peer last worked.
     pub fn fails(&self) -> u32 {
-        self.fails.load(Ordering::Relaxed)
+        self.state.fails.load(Ordering::Relaxed)
     }
 
     pub(crate) fn conns(&self) -> u64 {
-        u64::from(self.conns.load(Ordering::Relaxed))
+        u64::from(self.state.conns.load(Ordering::Relaxed))
     }
 
     pub(crate) fn effective_weight(&self) -> i64 {
-        self.effective_weight.load(Ordering::Relaxed)
+        self.state.effective_weight.load(Ordering::Relaxed)
     }
 
     /// Whether the peer may take an attempt now, before `tried` is considered: not down,
     /// healthy to the active checks, not failed `max_fails` times within `fail_timeout`,
     /// below `max_conns`.
     pub(crate) fn usable(&self, now_ms: u64) -> bool {
-        !self.down && self.is_healthy() && !self.failed(now_ms) && !self.full()
+        self.admits() && self.is_healthy() && !self.failed(now_ms) && !self.full()
     }
 
     /// Out for failures: nginx's `fails >= max_fails && now - checked <= fail_timeout`.
     pub(crate) fn failed(&self, now_ms: u64) -> bool {
-        self.max_fails != 0
-            && self.fails.load(Ordering::Relaxed) >= self.max_fails
-            && now_ms.saturating_sub(self.checked.load(Ordering::Relaxed)) <= self.fail_timeout_ms
+        self.params.max_fails != 0
+            && self.state.fails.load(Ordering::Relaxed) >= self.params.max_fails
+            && now_ms.saturating_sub(self.state.checked.load(Ordering::Relaxed))
+                <= self.fail_timeout_ms
     }
 
     /// At its `max_conns`.
     pub(crate) fn full(&self) -> bool {
-        self.max_conns != 0 && self.conns.load(Ordering::Relaxed) >= self.max_conns
+        self.params.max_conns != 0
+            && self.state.conns.load(Ordering::Relaxed) >= self.params.max_conns
     }
 
     /// nginx's `if (effective_weight < weight) effective_weight++`, done for every peer a
     /// round-robin pass considers.
     pub(crate) fn recover_weight(&self) {
-        let weight = i64::from(self.weight);
+        let weight = i64::from(self.params.weight);
         // Capped at the weight even when workers race.
-        let _ = self
-            .effective_weight
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-                (w < weight).then_some(w + 1)
-            });
+        let _ =
+            self.state
+                .effective_weight
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                    (w < weight).then_some(w + 1)
+                });
     }
 
     /// The peer has been chosen: one more active attempt; if its fail_timeout has run out
     /// since it was last checked, this choice is the new check, so that a success ends the
     /// failures.
     pub(crate) fn take(&self, now_ms: u64) {
-        self.conns.fetch_add(1, Ordering::Relaxed);
-        if now_ms.saturating_sub(self.checked.load(Ordering::Relaxed)) > self.fail_timeout_ms {
-            self.checked.store(now_ms, Ordering::Relaxed);
+        self.state.conns.fetch_add(1, Ordering::Relaxed);
+        if now_ms.saturating_sub(self.state.checked.load(Ordering::Relaxed)) > self.fail_timeout_ms
+        {
+            self.state.checked.store(now_ms, Ordering::Relaxed);
             // Out for its failures until now: it comes back, slowly with `slow_start`.
-            if self.max_fails != 0 && self.fails.load(Ordering::Relaxed) >= self.max_fails {
+            if self.params.max_fails != 0
+                && self.state.fails.load(Ordering::Relaxed) >= self.params.max_fails
+            {
                 self.recovered(now_ms);
             }
         }
@@ -276,12 +371,15 @@ impl Peer {
         if accounting {
             if failed {
                 self.fail(now_ms);
-            } else if self.accessed.load(Ordering::Relaxed) < self.checked.load(Ordering::Relaxed) {
-                self.fails.store(0, Ordering::Relaxed);
+            } else if self.state.accessed.load(Ordering::Relaxed)
+                < self.state.checked.load(Ordering::Relaxed)
+            {
+                self.state.fails.store(0, Ordering::Relaxed);
             }
         }
         // Never below zero, even if an attempt is released twice.
         let _ = self
+            .state
             .conns
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1));
     }
@@ -289,17 +387,17 @@ impl Peer {
     /// nginx's failure accounting: one more fail, both times now, and the effective weight
     /// lowered by `weight / max_fails` (not below zero).
     fn fail(&self, now_ms: u64) {
-        self.fails.fetch_add(1, Ordering::Relaxed);
-        self.accessed.store(now_ms, Ordering::Relaxed);
-        self.checked.store(now_ms, Ordering::Relaxed);
+        self.state.fails.fetch_add(1, Ordering::Relaxed);
+        self.state.accessed.store(now_ms, Ordering::Relaxed);
+        self.state.checked.store(now_ms, Ordering::Relaxed);
         // max_fails=0 never lowers the weight.
-        if let Some(step) = self.weight.checked_div(self.max_fails) {
+        if let Some(step) = self.params.weight.checked_div(self.params.max_fails) {
             let drop = i64::from(step);
-            let _ = self
-                .effective_weight
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-                    Some((w - drop).max(0))
-                });
+            let _ = self.state.effective_weight.fetch_update(
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+                |w| Some((w - drop).max(0)),
+            );
         }
     }
 }
@@ -378,18 +476,21 @@ mod tests {
     use super::*;
 
     fn peer(weight: u32, max_fails: u32, fail_timeout_s: u64, max_conns: u32) -> Peer {
-        Peer::new(PeerConf {
-            addr: PeerAddr::Inet("127.0.0.1:80".parse().unwrap()),
-            name: Arc::from("127.0.0.1:80"),
-            server: Arc::from("127.0.0.1"),
-            weight,
-            max_fails,
-            fail_timeout: Duration::from_secs(fail_timeout_s),
-            max_conns,
-            down: false,
-            backup: false,
-            slow_start: Duration::ZERO,
-        })
+        Peer::new(
+            PeerConf {
+                addr: PeerAddr::Inet("127.0.0.1:80".parse().unwrap()),
+                name: Arc::from("127.0.0.1:80"),
+                server: Arc::from("127.0.0.1"),
+                params: ServerParams {
+                    weight,
+                    max_fails,
+                    fail_timeout: Duration::from_secs(fail_timeout_s),
+                    max_conns,
+                    ..ServerParams::default()
+                },
+            },
+            0,
+        )
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use portcullis_proxy::upstream::Upstream;
 
 use crate::request::Logged;
+use crate::upstream::Group;
 
 /// The histograms' bucket bounds, in microseconds, and as Prometheus's `le` labels.
 pub(super) const BOUNDS_US: [u64; 14] = [
@@ -33,6 +34,58 @@ fn bump(c: &AtomicU64, by: u64) {
 
 fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
+}
+
+/// Counters copied, by the one worker that writes them (a slab grown larger).
+trait Copied {
+    fn copied(&self) -> Self;
+}
+
+impl Copied for AtomicU64 {
+    fn copied(&self) -> AtomicU64 {
+        AtomicU64::new(get(self))
+    }
+}
+
+impl<T: Copied, const N: usize> Copied for [T; N] {
+    fn copied(&self) -> [T; N] {
+        std::array::from_fn(|i| self[i].copied())
+    }
+}
+
+impl Copied for Histogram {
+    fn copied(&self) -> Histogram {
+        Histogram {
+            buckets: self.buckets.copied(),
+            sum_us: self.sum_us.copied(),
+        }
+    }
+}
+
+impl Copied for ZoneCounters {
+    fn copied(&self) -> ZoneCounters {
+        ZoneCounters {
+            requests: self.requests.copied(),
+            responses: self.responses.copied(),
+            received: self.received.copied(),
+            sent: self.sent.copied(),
+            time: self.time.copied(),
+        }
+    }
+}
+
+impl Copied for PeerCounters {
+    fn copied(&self) -> PeerCounters {
+        PeerCounters {
+            requests: self.requests.copied(),
+            responses: self.responses.copied(),
+            fails: self.fails.copied(),
+            sent: self.sent.copied(),
+            received: self.received.copied(),
+            header_us: self.header_us.copied(),
+            time: self.time.copied(),
+        }
+    }
 }
 
 /// Durations in buckets (the last one past every bound), and their sum.
@@ -85,8 +138,52 @@ pub(super) fn class(status: u16) -> usize {
 /// One worker's counters for one load of the configuration.
 pub(super) struct Slab {
     zones: Box<[ZoneCounters]>,
-    /// Each group's peers, with the group's address, which attempts name it by.
-    groups: Box<[(usize, Box<[PeerCounters]>)]>,
+    /// Each group's peers by ID, with the group's number, which attempts name it by. The API
+    /// adds peers: a worker whose slab has no room for one makes a larger copy.
+    groups: Box<[(u64, Box<[PeerCounters]>)]>,
+}
+
+impl Slab {
+    /// The counters of peer `id` of group `group`.
+    fn peer(&self, group: u64, id: u32) -> Option<&PeerCounters> {
+        let (_, peers) = self.groups.iter().find(|(g, _)| *g == group)?;
+        peers.get(usize::try_from(id).ok()?)
+    }
+
+    /// Whether there are counters for every peer `l`'s attempts name in a group counted.
+    fn has_room(&self, l: &Logged<'_, '_>) -> bool {
+        let mut room = true;
+        l.req.each_attempt(&mut |a| {
+            if let Some((group, id)) = a.peer {
+                let counted = self.groups.iter().any(|(g, _)| *g == group);
+                room &= !counted || self.peer(group, id).is_some();
+            }
+        });
+        room
+    }
+
+    /// A copy with room for every peer `l`'s attempts name: made by the worker that writes
+    /// this slab, so the copy misses nothing.
+    fn grown(&self, l: &Logged<'_, '_>) -> Slab {
+        let mut groups: Vec<(u64, Vec<PeerCounters>)> = (self.groups.iter())
+            .map(|(g, peers)| (*g, peers.iter().map(Copied::copied).collect()))
+            .collect();
+        l.req.each_attempt(&mut |a| {
+            let Some((group, id)) = a.peer else { return };
+            if let Some((_, peers)) = groups.iter_mut().find(|(g, _)| *g == group) {
+                let need = usize::try_from(id).map_or(0, |i| i + 1);
+                if peers.len() < need {
+                    peers.resize_with(need, PeerCounters::default);
+                }
+            }
+        });
+        Slab {
+            zones: self.zones.iter().map(Copied::copied).collect(),
+            groups: (groups.into_iter())
+                .map(|(g, p)| (g, p.into_boxed_slice()))
+                .collect(),
+        }
+    }
 }
 
 /// A `status_zone`: its name, and whether it is a location's.
@@ -100,7 +197,7 @@ pub(super) struct Zone {
 #[derive(Default)]
 pub(super) struct Layout {
     zones: Mutex<Vec<Zone>>,
-    groups: Mutex<Vec<(String, Arc<Upstream>)>>,
+    groups: Mutex<Vec<(String, Group)>>,
     workers: Mutex<Vec<Arc<Slab>>>,
 }
 
@@ -127,8 +224,29 @@ impl Layout {
     }
 
     /// The upstream groups whose peers are counted, by name.
-    pub(super) fn set_groups(&self, groups: Vec<(String, Arc<Upstream>)>) {
+    pub(super) fn set_groups(&self, groups: Vec<(String, Group)>) {
         *lock(&self.groups) = groups;
+    }
+
+    /// The group `name`, as the configuration has it.
+    pub(super) fn group(&self, name: &str) -> Option<Group> {
+        (lock(&self.groups).iter())
+            .find(|(n, _)| n == name)
+            .map(|(_, g)| g.clone())
+    }
+
+    /// The worker's counters `slab` with room for every peer of `l`'s attempts: `None` when it
+    /// has it, else a larger copy, which replaces it for the readers.
+    pub(super) fn room_for(&self, slab: &Arc<Slab>, l: &Logged<'_, '_>) -> Option<Arc<Slab>> {
+        if slab.has_room(l) {
+            return None;
+        }
+        let grown = Arc::new(slab.grown(l));
+        let mut workers = lock(&self.workers);
+        if let Some(w) = workers.iter_mut().find(|w| Arc::ptr_eq(w, slab)) {
+            *w = grown.clone();
+        }
+        Some(grown)
     }
 
     /// A worker's counters, made once the configuration is whole.
@@ -136,9 +254,11 @@ impl Layout {
         let zones = lock(&self.zones).len();
         let groups = lock(&self.groups)
             .iter()
-            .map(|(_, u)| {
-                let peers = (0..u.peers().len()).map(|_| PeerCounters::default());
-                (Arc::as_ptr(u) as usize, peers.collect())
+            .map(|(_, g)| {
+                let u = g.upstream();
+                let ids = u.peers().iter().map(|p| p.id() as usize + 1).max();
+                let peers = (0..ids.unwrap_or(0)).map(|_| PeerCounters::default());
+                (u.group(), peers.collect())
             })
             .collect();
         let slab = Arc::new(Slab {
@@ -165,15 +285,7 @@ pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>)
         z.time.observe(us);
     }
     l.req.each_attempt(&mut |a| {
-        let Some((group, peer)) = a.peer else {
-            return;
-        };
-        let Some(p) = slab
-            .groups
-            .iter()
-            .find(|(g, _)| *g == group)
-            .and_then(|(_, peers)| peers.get(peer))
-        else {
+        let Some(p) = a.peer.and_then(|(group, id)| slab.peer(group, id)) else {
             return;
         };
         bump(&p.requests, 1);
@@ -197,7 +309,7 @@ pub(super) fn record(slab: &Slab, zones: [Option<usize>; 2], l: &Logged<'_, '_>)
 }
 
 /// A histogram's counts, every worker's added up.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub(super) struct Durations {
     pub buckets: [u64; 15],
     pub sum_us: u64,
@@ -283,14 +395,13 @@ impl Layout {
             .collect();
         let groups = lock(&self.groups)
             .iter()
-            .enumerate()
-            .map(|(gi, (name, upstream))| {
-                let peers = (0..upstream.peers().len())
-                    .map(|pi| {
+            .map(|(name, group)| {
+                let upstream = group.upstream();
+                let peers = (upstream.peers().iter())
+                    .map(|peer| {
                         let mut t = PeerTotals::default();
-                        let counters = workers
-                            .iter()
-                            .filter_map(|w| w.groups.get(gi).and_then(|(_, p)| p.get(pi)));
+                        let counters =
+                            (workers.iter()).filter_map(|w| w.peer(upstream.group(), peer.id()));
                         for c in counters {
                             t.requests += get(&c.requests);
                             for (sum, n) in t.responses.iter_mut().zip(&c.responses) {
@@ -307,7 +418,7 @@ impl Layout {
                     .collect();
                 GroupTotals {
                     name: name.clone(),
-                    upstream: upstream.clone(),
+                    upstream,
                     peers,
                 }
             })
@@ -316,14 +427,16 @@ impl Layout {
     }
 }
 
-/// NGINX Plus's state of peer `i` of `upstream`: `up`, `down` (the configuration's),
-/// `unavail` (its failures within `fail_timeout` reached `max_fails`) or `unhealthy` (its
-/// health check).
+/// NGINX Plus's state of peer `i` of `upstream`: `up`, `down` (the configuration's or the
+/// API's), `draining` (the API's `drain`), `unavail` (its failures within `fail_timeout`
+/// reached `max_fails`) or `unhealthy` (its health check).
 pub(super) fn state(upstream: &Upstream, i: usize) -> &'static str {
     let peer = &upstream.peers()[i];
     let id = portcullis_proxy::upstream::PeerId(i);
     if peer.is_down() {
         "down"
+    } else if peer.is_draining() {
+        "draining"
     } else if !peer.is_healthy() {
         "unhealthy"
     } else if upstream.is_failed(id, std::time::Instant::now()) {

@@ -1,11 +1,11 @@
-//! The NGINX Plus REST API, version 9, read only: the paths and JSON shapes NGINX Plus
+//! The NGINX Plus REST API, version 9, as read: the paths and JSON shapes NGINX Plus
 //! answers with for what portcullis counts, so the tools that read it (the exporter, the
 //! dashboard) work unchanged.
 //!
 //! `/`: the versions; `/9/`: the endpoints; `/9/nginx`, `/9/connections`, `/9/ssl`,
 //! `/9/workers`, `/9/processes`, `/9/http/` (`requests`, `server_zones`, `location_zones`,
-//! `upstreams`), one zone or group by name, and `/9/http/upstreams/{name}/servers`, the
-//! group's configured servers. `/9/slabs`, `/9/resolvers` and `/9/http/` `caches`,
+//! `upstreams`), one zone or group by name; `/9/http/upstreams/{name}/servers` is
+//! `servers.rs`'s. `/9/slabs`, `/9/resolvers` and `/9/http/` `caches`,
 //! `limit_reqs`, `limit_conns`, `keyvals` answer empty: they are not counted yet. Errors are
 //! Plus's: `{"error": {"status", "text", "code"}, "href"}`.
 
@@ -15,7 +15,7 @@ use super::counters::{state, PeerTotals, Snapshot, ZoneTotals, CLASSES};
 use crate::stats::Totals;
 
 /// The API's version, the newest NGINX Plus answers.
-const VERSION: u32 = 9;
+pub(super) const VERSION: u32 = 9;
 
 const HREF: &str = "https://nginx.org/en/docs/http/ngx_http_api_module.html";
 
@@ -31,11 +31,13 @@ pub(super) struct Server<'a> {
     /// Each worker's counters.
     pub workers: Vec<Totals>,
     pub snapshot: Option<&'a Snapshot>,
+    /// The configuration's counters and groups.
+    pub layout: Option<&'a super::counters::Layout>,
     /// The address the request came to.
     pub address: String,
 }
 
-fn error(status: u16, text: &str, code: &str) -> Answer {
+pub(super) fn error(status: u16, text: &str, code: &str) -> Answer {
     let body = json!({
         "error": {"status": status, "text": text, "code": code},
         "href": HREF,
@@ -53,10 +55,10 @@ fn ok(value: Value) -> Answer {
     }
 }
 
-/// Answers `path` (the URI after the API's location), for a method of `method`.
-pub(super) fn answer(method: &str, path: &str, server: &Server<'_>) -> Answer {
-    if !matches!(method, "GET" | "HEAD") {
-        return error(405, "write is disabled", "MethodDisabled");
+/// Answers `path` (the URI after the API's location), for a `GET` (or `HEAD`).
+pub(super) fn answer(path: &str, server: &Server<'_>) -> Answer {
+    if let (Some((group, ask)), Some(layout)) = (super::servers::target(path), server.layout) {
+        return super::servers::read(layout, group, &ask);
     }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let Some((version, rest)) = parts.split_first() else {
@@ -131,13 +133,7 @@ pub(super) fn answer(method: &str, path: &str, server: &Server<'_>) -> Answer {
         }
         ["http", "upstreams", name @ ..] => {
             let groups = server.snapshot.map(upstreams);
-            match name {
-                [group, "servers"] => server
-                    .snapshot
-                    .and_then(|s| s.groups.iter().find(|g| g.name == *group))
-                    .map(|g| servers(&g.upstream)),
-                _ => pick(groups.unwrap_or_default(), name),
-            }
+            pick(groups.unwrap_or_default(), name)
         }
         _ => None,
     };
@@ -225,10 +221,10 @@ fn zones(s: &Snapshot, location: bool) -> Map<String, Value> {
         .collect()
 }
 
-fn peer(id: usize, p: &portcullis_proxy::upstream::Peer, t: &PeerTotals, state: &str) -> Value {
+fn peer(p: &portcullis_proxy::upstream::Peer, t: &PeerTotals, state: &str) -> Value {
     let (header_time, response_time) = t.average_ms();
     json!({
-        "id": id,
+        "id": p.id(),
         "server": p.name.as_ref(),
         "name": p.server(),
         "backup": p.is_backup(),
@@ -256,33 +252,11 @@ fn upstreams(s: &Snapshot) -> Map<String, Value> {
                 .iter()
                 .zip(&g.peers)
                 .enumerate()
-                .map(|(i, (p, t))| peer(i, p, t, state(&g.upstream, i)))
+                .map(|(i, (p, t))| peer(p, t, state(&g.upstream, i)))
                 .collect();
             (g.name.clone(), json!({"peers": peers, "zone": g.name}))
         })
         .collect()
-}
-
-/// The group's servers as configured (`/http/upstreams/{name}/servers`).
-fn servers(upstream: &portcullis_proxy::upstream::Upstream) -> Value {
-    let list: Vec<Value> = upstream
-        .peers()
-        .iter()
-        .enumerate()
-        .map(|(id, p)| {
-            json!({
-                "id": id,
-                "server": p.server(),
-                "weight": p.weight(),
-                "max_conns": p.max_conns(),
-                "max_fails": p.max_fails(),
-                "fail_timeout": format!("{}s", p.fail_timeout().as_secs()),
-                "backup": p.is_backup(),
-                "down": p.is_down(),
-            })
-        })
-        .collect();
-    Value::Array(list)
 }
 
 #[cfg(test)]
@@ -303,6 +277,7 @@ mod tests {
             },
             workers: Vec::new(),
             snapshot: None,
+            layout: None,
             address: "127.0.0.1".into(),
         }
     }
@@ -310,22 +285,19 @@ mod tests {
     #[test]
     fn paths_and_errors_are_plus_s() {
         let s = server();
-        assert_eq!(answer("GET", "/", &s).body, "[1,2,3,4,5,6,7,8,9]");
-        let c: Value = serde_json::from_str(&answer("GET", "/9/connections", &s).body).unwrap();
+        assert_eq!(answer("/", &s).body, "[1,2,3,4,5,6,7,8,9]");
+        let c: Value = serde_json::from_str(&answer("/9/connections", &s).body).unwrap();
         assert_eq!(
             c,
             json!({"accepted": 5, "dropped": 1, "active": 2, "idle": 1})
         );
-        let r: Value = serde_json::from_str(&answer("GET", "/9/http/requests", &s).body).unwrap();
+        let r: Value = serde_json::from_str(&answer("/9/http/requests", &s).body).unwrap();
         assert_eq!(r, json!({"total": 9, "current": 2}));
-        let e = answer("GET", "/10/nginx", &s);
+        let e = answer("/10/nginx", &s);
         assert_eq!(e.status, 404);
         assert!(e.body.contains("\"code\":\"UnknownVersion\""), "{}", e.body);
-        assert_eq!(answer("GET", "/9/nope", &s).status, 404);
-        let w = answer("DELETE", "/9/http/upstreams/u/servers/0", &s);
-        assert_eq!(w.status, 405);
-        assert!(w.body.contains("MethodDisabled"), "{}", w.body);
-        assert_eq!(answer("GET", "/9/http/server_zones", &s).body, "{}");
+        assert_eq!(answer("/9/nope", &s).status, 404);
+        assert_eq!(answer("/9/http/server_zones", &s).body, "{}");
     }
 
     #[test]

@@ -242,13 +242,9 @@ impl Request<'_> {
                                         .map(|ip| std::net::SocketAddr::new(ip, p))
                                 });
                             match addr {
-                                Some(a) => Group {
-                                    upstream: Arc::new(Upstream::implicit(
-                                        &a.to_string(),
-                                        vec![a.into()],
-                                    )),
-                                    key: None,
-                                },
+                                Some(a) => {
+                                    Group::fixed(Upstream::implicit(&a.to_string(), vec![a.into()]))
+                                }
                                 None => self.resolve(&authority, default_port)?,
                             }
                         }
@@ -761,10 +757,7 @@ impl Request<'_> {
                     .into_iter()
                     .map(|ip| std::net::SocketAddr::new(ip, port).into())
                     .collect();
-                Ok(Group {
-                    upstream: Arc::new(Upstream::implicit(authority, addrs)),
-                    key: None,
-                })
+                Ok(Group::fixed(Upstream::implicit(authority, addrs)))
             }
             Found::Failed(why) => {
                 self.log(Level::Error, &format!("{host} could not be resolved {why}"));

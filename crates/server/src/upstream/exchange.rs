@@ -365,7 +365,7 @@ pub(crate) async fn serve<D: Downstream>(
         let peer_ref = upstream.peer(peer);
         let url = Url::new(&plan, &head, &peer_ref.name);
         let attempt_start = now;
-        let mut attempt = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer.0)));
+        let mut attempt = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer)));
         let result = if let Some(s) = streamed.as_mut() {
             // A streamed body is read from the client during the attempt, which sees it close.
             // Only an HTTP/1 connection streams one.

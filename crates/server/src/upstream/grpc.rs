@@ -131,7 +131,7 @@ pub(super) async fn serve<D: Downstream>(
         };
         let peer_ref = upstream.peer(peer);
         let url = Url::new(&plan, &[], &peer_ref.name);
-        let mut made = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer.0)));
+        let mut made = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer)));
         // Ends the attempt: the peer released, the attempt kept for `$upstream_*`.
         let mut end = |made: &mut Attempt, outcome: Outcome, status: Option<u16>| {
             let at = Instant::now();

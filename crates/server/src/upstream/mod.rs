@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use portcullis_proxy::upstream::{LocalState, Upstream};
+use portcullis_proxy::upstream::{LocalState, PeerId, Upstream};
 use portcullis_proxy::{Pool, PoolLimits, Stream};
 
 pub(crate) use downstream::{Client, Collect, Connection, Downstream, Fields, NoConnection};
@@ -166,15 +166,14 @@ pub(crate) struct Attempt {
     pub bytes_sent: u64,
     /// Bytes read from it, heads of interim responses included (`$upstream_bytes_received`).
     pub bytes_received: u64,
-    /// The peer, for the metrics kept per peer: its group (the group's address, which
-    /// stays for as long as the configuration) and its place in the group. `None` when no
-    /// peer was chosen.
-    pub peer: Option<(usize, usize)>,
+    /// The peer, for the metrics kept per peer: its group's number ([`Upstream::group`])
+    /// and its ID in the group. `None` when no peer was chosen.
+    pub peer: Option<(u64, u32)>,
 }
 
 impl Attempt {
     /// An attempt on `addr` (peer `peer` of `upstream`), before it ends.
-    pub fn new(addr: Arc<str>, peer: Option<(&Arc<Upstream>, usize)>) -> Attempt {
+    pub fn new(addr: Arc<str>, peer: Option<(&Upstream, PeerId)>) -> Attempt {
         Attempt {
             addr,
             status: None,
@@ -184,7 +183,7 @@ impl Attempt {
             length: 0,
             bytes_sent: 0,
             bytes_received: 0,
-            peer: peer.map(|(u, i)| (Arc::as_ptr(u) as usize, i)),
+            peer: peer.map(|(u, i)| (u.group(), u.peer(i).id())),
         }
     }
 }
@@ -332,6 +331,7 @@ mod tests {
         Group::compile(
             up.unwrap_or_else(|| panic!("no upstream in {text}")),
             &crate::vars::Names::default(),
+            &dir,
         )
     }
 

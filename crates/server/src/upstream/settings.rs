@@ -710,13 +710,10 @@ pub(crate) fn proxy_pass(
                 name.clone()
             };
             Target::Group {
-                group: Group {
-                    upstream: Arc::new(Upstream::implicit(
-                        &name,
-                        addrs.into_iter().map(PeerAddr::Inet).collect(),
-                    )),
-                    key: None,
-                },
+                group: Group::fixed(Upstream::implicit(
+                    &name,
+                    addrs.into_iter().map(PeerAddr::Inet).collect(),
+                )),
                 host: bytes::Bytes::from(proxy_host),
                 port,
             }
@@ -754,10 +751,7 @@ pub(crate) fn unix_url(rest: &[u8]) -> Option<(&[u8], Option<Vec<u8>>)> {
 pub(crate) fn unix_target(addr: PeerAddr, port: u16) -> Target {
     let name = addr.to_string();
     Target::Group {
-        group: Group {
-            upstream: Arc::new(Upstream::implicit(&name, vec![addr])),
-            key: None,
-        },
+        group: Group::fixed(Upstream::implicit(&name, vec![addr])),
         host: bytes::Bytes::from_static(b"localhost"),
         port,
     }
