@@ -3,9 +3,7 @@
 //! worker shares (failures, active attempts, health), so a change never forgets what the
 //! group knows of the others; a request under way finishes with the version it began with.
 
-use std::sync::Arc;
-
-use super::compile::{resolve, Method};
+use super::compile::{peer_confs, Method};
 use super::peers::{PeerConf, ServerParams};
 use super::{Peer, Upstream};
 
@@ -136,10 +134,11 @@ impl Upstream {
 
     /// This version's balancer and keepalive with the servers of `kept`, an earlier version
     /// of the same group that the API changed: a reload keeps what the API did (the servers,
-    /// their settings and IDs), and starts their state anew, as it does for the others.
-    pub fn with_servers_of(&self, kept: &Upstream) -> Upstream {
+    /// their settings and IDs), and starts their state anew, as it does for the others. If
+    /// this version's balancer cannot take their weights, this version as it is.
+    pub fn with_servers_of(self, kept: &Upstream) -> Upstream {
         let peers = kept.peers.iter().map(Peer::renewed).collect();
-        Upstream::assemble(
+        match Upstream::assemble(
             self.name.clone(),
             self.group,
             self.method.clone(),
@@ -147,10 +146,10 @@ impl Upstream {
             kept.next_id,
             self.keepalive.clone(),
             self.epoch,
-        )
-        .map(|u| u.in_zone(self.zone.clone()))
-        // The kept weights fit another balancer's limits less: the configuration's then.
-        .unwrap_or_else(|_| self.copy())
+        ) {
+            Ok(up) => up.in_zone(self.zone),
+            Err(_) => self,
+        }
     }
 
     /// The server with ID `id`.
@@ -199,6 +198,9 @@ impl Upstream {
 
     /// Whether the group's balancer takes these settings, as the configuration checks them.
     fn allowed(&self, params: &ServerParams) -> Result<(), ChangeError> {
+        if params.weight == 0 {
+            return Err(ChangeError::Weights("invalid \"weight\"".into()));
+        }
         let steered = matches!(self.method, Method::RoundRobin | Method::LeastConn);
         if params.backup && !steered {
             return Err(ChangeError::Unsupported("backup"));
@@ -208,41 +210,12 @@ impl Upstream {
         }
         Ok(())
     }
-
-    /// The same group as a new version with nothing changed.
-    fn copy(&self) -> Upstream {
-        let peers = self.peers.iter().map(Peer::kept).collect();
-        Upstream::assemble(
-            self.name.clone(),
-            self.group,
-            self.method.clone(),
-            peers,
-            self.next_id,
-            self.keepalive.clone(),
-            self.epoch,
-        )
-        .expect("the group was assembled so before")
-        .in_zone(self.zone.clone())
-    }
 }
 
 /// The peers of a new server: one per address of `server`.
 fn confs(server: &str, params: &ServerParams) -> Result<Vec<PeerConf>, ChangeError> {
-    if params.weight == 0 {
-        return Err(ChangeError::BadAddress("invalid \"weight\"".into()));
-    }
-    let addrs = resolve(server)
-        .map_err(|e| ChangeError::BadAddress(format!("{e} in upstream \"{server}\"")))?;
-    let written: Arc<str> = Arc::from(server);
-    Ok(addrs
-        .into_iter()
-        .map(|addr| PeerConf {
-            name: Arc::from(addr.to_string()),
-            addr,
-            server: written.clone(),
-            params: params.clone(),
-        })
-        .collect())
+    peer_confs(server, params)
+        .map_err(|e| ChangeError::BadAddress(format!("{e} in upstream \"{server}\"")))
 }
 
 #[cfg(test)]

@@ -281,16 +281,19 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
         }
     }
 
-    let addrs =
-        resolve(url).map_err(|err| ConfigError::at(d, format!("{err} in upstream \"{url}\"")))?;
-    let server: Arc<str> = Arc::from(url);
-    Ok(addrs
+    peer_confs(url, &p).map_err(|err| ConfigError::at(d, format!("{err} in upstream \"{url}\"")))
+}
+
+/// The peers of `server url` with `params`: one per address the URL resolves to.
+pub(super) fn peer_confs(url: &str, params: &ServerParams) -> Result<Vec<PeerConf>, &'static str> {
+    let written: Arc<str> = Arc::from(url);
+    Ok(resolve(url)?
         .into_iter()
         .map(|addr| PeerConf {
             name: Arc::from(addr.to_string()),
             addr,
-            server: server.clone(),
-            params: p.clone(),
+            server: written.clone(),
+            params: params.clone(),
         })
         .collect())
 }
@@ -298,7 +301,7 @@ fn server(d: &Directive, backup_allowed: bool) -> Result<Vec<PeerConf>, ConfigEr
 /// nginx's `ngx_parse_url` for an upstream server, then its resolution: IPv4 addresses
 /// before IPv6 ones, as nginx orders them; `unix:/path`, a unix-domain socket. The error is
 /// nginx's `u->err` text.
-pub(super) fn resolve(url: &str) -> Result<Vec<PeerAddr>, &'static str> {
+fn resolve(url: &str) -> Result<Vec<PeerAddr>, &'static str> {
     if url.len() >= 5 && url[..5].eq_ignore_ascii_case("unix:") {
         return PeerAddr::unix(&url[5..]).map(|p| vec![p]);
     }
