@@ -462,6 +462,15 @@ fn a_server_added_to_a_checked_group_is_checked() {
     );
     // Out of the rotation: every request goes to the healthy one, none fails over.
     assert_eq!(answers(port, "/checked/", 6), "oooooo");
+    let (_, group) = call(port, "GET", "/api/9/http/upstreams/checked", "");
+    let health = &group["peers"][1]["health_checks"];
+    assert_eq!(health["last_passed"], false, "{group}");
+    assert_eq!(health["unhealthy"], 1, "{group}");
+    assert!(health["fails"].as_u64() >= Some(1), "{group}");
+    assert_eq!(
+        group["peers"][0]["health_checks"]["last_passed"], true,
+        "{group}"
+    );
     let log = support::read_lossy(&s.server.error_log_path());
     assert!(
         log.contains(&format!("of peer 127.0.0.1:{dead} in upstream \"checked\"")),

@@ -370,6 +370,7 @@ async fn watch(
         let checked = tokio::time::timeout(limit, check(&peer.addr, upstream.name(), spec))
             .await
             .unwrap_or_else(|_| Err("upstream timed out (110: Connection timed out)".into()));
+        peer.check_done(checked.is_ok());
         match checked {
             Ok(()) => {
                 fails = 0;

@@ -26,7 +26,7 @@ mod random;
 mod round_robin;
 
 pub use change::{Change, ChangeError};
-pub use peers::{Peer, PeerAddr, PeerId, ServerParams, Tried};
+pub use peers::{HealthChecks, Peer, PeerAddr, PeerId, ServerParams, Tried};
 
 use std::net::IpAddr;
 use std::ops::Range;

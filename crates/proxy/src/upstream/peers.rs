@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,6 +120,13 @@ struct PeerState {
     /// How many of the active health checks (`health_check`) on the peer find it
     /// unhealthy now: any one keeps it out.
     failing_checks: AtomicU32,
+    /// The active health checks made of the peer, and how many failed.
+    checks: AtomicU64,
+    check_fails: AtomicU64,
+    /// How many times a check found it unhealthy.
+    unhealthy: AtomicU64,
+    /// The last check: 0 none yet, 1 passed, 2 failed.
+    last_check: AtomicU8,
     /// When the peer last came back (healthy again, or out for failures no more), in ms
     /// since the epoch plus one; 0: never.
     recovered_at: AtomicU64,
@@ -150,6 +157,10 @@ impl Peer {
             conns: AtomicU32::new(0),
             effective_weight: AtomicI64::new(i64::from(conf.params.weight)),
             failing_checks: AtomicU32::new(0),
+            checks: AtomicU64::new(0),
+            check_fails: AtomicU64::new(0),
+            unhealthy: AtomicU64::new(0),
+            last_check: AtomicU8::new(0),
             recovered_at: AtomicU64::new(0),
         });
         Peer::with_state(conf, id, state)
@@ -241,7 +252,31 @@ impl Peer {
                     .failing_checks
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         } else {
+            self.state.unhealthy.fetch_add(1, Ordering::Relaxed);
             self.state.failing_checks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One active health check of the peer is done: it passed or not.
+    pub fn check_done(&self, passed: bool) {
+        self.state.checks.fetch_add(1, Ordering::Relaxed);
+        if !passed {
+            self.state.check_fails.fetch_add(1, Ordering::Relaxed);
+        }
+        let last = if passed { 1 } else { 2 };
+        self.state.last_check.store(last, Ordering::Relaxed);
+    }
+
+    /// What the active health checks found of the peer, as NGINX Plus's API shows it.
+    pub fn health_checks(&self) -> HealthChecks {
+        HealthChecks {
+            checks: self.state.checks.load(Ordering::Relaxed),
+            fails: self.state.check_fails.load(Ordering::Relaxed),
+            unhealthy: self.state.unhealthy.load(Ordering::Relaxed),
+            last_passed: match self.state.last_check.load(Ordering::Relaxed) {
+                0 => None,
+                n => Some(n == 1),
+            },
         }
     }
 
@@ -400,6 +435,16 @@ impl Peer {
             );
         }
     }
+}
+
+/// A peer's active health checks: how many were made and failed, how many times it became
+/// unhealthy, and whether the last one passed (none yet: `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthChecks {
+    pub checks: u64,
+    pub fails: u64,
+    pub unhealthy: u64,
+    pub last_passed: Option<bool>,
 }
 
 /// The scale of [`Peer::ramped`]'s weights: thousandths.

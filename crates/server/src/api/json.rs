@@ -223,7 +223,7 @@ fn zones(s: &Snapshot, location: bool) -> Map<String, Value> {
 
 fn peer(p: &portcullis_proxy::upstream::Peer, t: &PeerTotals, state: &str) -> Value {
     let (header_time, response_time) = t.average_ms();
-    json!({
+    let mut v = json!({
         "id": p.id(),
         "server": p.name.as_ref(),
         "name": p.server(),
@@ -239,7 +239,17 @@ fn peer(p: &portcullis_proxy::upstream::Peer, t: &PeerTotals, state: &str) -> Va
         "fails": t.fails,
         "header_time": header_time,
         "response_time": response_time,
-    })
+    });
+    // As Plus: only for a peer that is checked.
+    let h = p.health_checks();
+    if h.checks > 0 || h.unhealthy > 0 {
+        let mut checks = json!({"checks": h.checks, "fails": h.fails, "unhealthy": h.unhealthy});
+        if let Some(passed) = h.last_passed {
+            checks["last_passed"] = json!(passed);
+        }
+        v["health_checks"] = checks;
+    }
+    v
 }
 
 fn upstreams(s: &Snapshot) -> Map<String, Value> {
