@@ -80,6 +80,11 @@ const CONFIG: &str = r#"
             health_check interval=1s mandatory;
         }
         location /api { api write=on; }
+        # An error page that lands on the API reads it (as a GET), whatever the method.
+        location = /err {
+            error_page 404 /api/9/http/upstreams/dyn/servers/0;
+            return 404;
+        }
         location /ro { api; }
         location /guarded {
             api write=on;
@@ -305,6 +310,20 @@ fn refusals_are_plus_s() {
         ("POST", servers, "not json", 415, "JsonError"),
         (
             "POST",
+            servers,
+            r#"{"server": "abcd\u00e9"}"#,
+            400,
+            "UpstreamBadAddress",
+        ),
+        (
+            "POST",
+            servers,
+            r#"{"server": "unix:/tmp/a b;"}"#,
+            400,
+            "UpstreamBadAddress",
+        ),
+        (
+            "POST",
             "/ro/9/http/upstreams/dyn/servers",
             good.as_str(),
             405,
@@ -325,6 +344,9 @@ fn refusals_are_plus_s() {
             "{method} {path} {body}: {answer}"
         );
     }
+    // A write that reaches the API by an error page is a read.
+    let (status, server) = call(port, "DELETE", "/err", "");
+    assert_eq!((status, &server["id"]), (404, &json!(0)), "{server}");
     // The location's own access rules guard the writes.
     let (status, _) = call(port, "POST", "/guarded/9/http/upstreams/dyn/servers", &good);
     assert_eq!(status, 403);

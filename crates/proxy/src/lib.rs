@@ -16,6 +16,6 @@ pub use stream::{try_writev, MaybeTls, OverTcp, Stream, Tcp};
 pub use timer::{TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{
-    Change, ChangeError, Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer, PeerAddr,
-    PeerId, ServerParams, Tried, Upstream,
+    Change, ChangeError, CheckedPeer, Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer,
+    PeerAddr, PeerId, ServerParams, Tried, Upstream,
 };

@@ -257,15 +257,19 @@ fn log(
 fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
     let c = module::get::<Conf>(conf);
     let serve = c.serve.as_ref()?;
-    let method = req.head().method();
+    // As the request runs now: an error page or an `X-Accel-Redirect` to the API is a GET.
+    let method = *req.method();
+    let uri = String::from_utf8_lossy(req.uri()).into_owned();
+    if let (Serve::Api { prefix, write }, false) =
+        (serve, matches!(method, Method::Get | Method::Head))
+    {
+        let path = uri.strip_prefix(prefix.as_str()).unwrap_or(&uri);
+        return Some(Step::Done(change(method, c.layout.as_ref(), *write, path)));
+    }
     let snapshot = c.layout.as_ref().map(|l| l.snapshot());
     let (status, content_type, body) = match serve {
-        Serve::Api { prefix, write } => {
-            let uri = String::from_utf8_lossy(req.uri()).into_owned();
+        Serve::Api { prefix, .. } => {
             let path = uri.strip_prefix(prefix.as_str()).unwrap_or(&uri);
-            if !matches!(method, Method::Get | Method::Head) {
-                return Some(Step::Done(change(req, c.layout.as_ref(), *write, path)));
-            }
             let server = json::Server {
                 totals: req.stats(),
                 workers: req.worker_stats(),
@@ -311,11 +315,9 @@ fn json_response(a: json::Answer) -> Response {
 
 /// A `POST`, `PATCH` or `DELETE` of the API: refused unless `write=on`; one that sends
 /// JSON is answered once the request's body is read.
-fn change(req: &Request<'_>, layout: Option<&Arc<Layout>>, write: bool, path: &str) -> Response {
-    let method = req.head().method_str().to_owned();
-    let disabled = || json::error(405, "write is disabled", "MethodDisabled");
+fn change(method: Method, layout: Option<&Arc<Layout>>, write: bool, path: &str) -> Response {
     let (Some(layout), true) = (layout, write) else {
-        return json_response(disabled());
+        return json_response(json::error(405, "write is disabled", "MethodDisabled"));
     };
     let Some((group, ask)) = servers::target(path) else {
         return json_response(json::error(
@@ -324,18 +326,13 @@ fn change(req: &Request<'_>, layout: Option<&Arc<Layout>>, write: bool, path: &s
             "MethodNotSupported",
         ));
     };
-    if method == "DELETE" {
-        return json_response(servers::write(layout, &method, group, &ask, b""));
+    if method == Method::Delete {
+        return json_response(servers::write(layout, method, &group, &ask, b""));
     }
-    let (layout, group) = (layout.clone(), group.to_owned());
-    let id = match ask {
-        servers::Ask::List => None,
-        servers::Ask::One(id) => Some(id.to_owned()),
-    };
+    let layout = layout.clone();
     let mut resp = Response::new(200);
     resp.body = Body::MadeOfRequest(Box::new(move |body: Bytes| {
-        let ask = id.as_deref().map_or(servers::Ask::List, servers::Ask::One);
-        json_response(servers::write(&layout, &method, &group, &ask, &body))
+        json_response(servers::write(&layout, method, &group, &ask, &body))
     }));
     resp
 }

@@ -31,7 +31,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use portcullis_config::{ConfigError, Directive};
 use portcullis_http::{parse_response_head, Framing, ResponseHead};
-use portcullis_proxy::upstream::{PeerId, Upstream};
+use portcullis_proxy::upstream::{CheckedPeer, PeerId};
 use portcullis_proxy::PeerAddr;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -308,24 +308,31 @@ async fn supervise(
     error_log: &Arc<ErrorLog>,
 ) {
     let mut tasks = tokio::task::JoinSet::new();
-    let mut watched: HashMap<u32, (PeerAddr, tokio::task::AbortHandle)> = HashMap::new();
+    // Each server watched, by ID: the peer (its shared state) the task checks.
+    let mut watched: HashMap<u32, (CheckedPeer, tokio::task::AbortHandle)> = HashMap::new();
     loop {
         let upstream = group.upstream();
-        watched.retain(|id, (addr, task)| {
-            let kept = upstream.by_id(*id).is_ok_and(|p| p.addr == *addr);
+        // A server removed, or moved to another address (a peer of its own), is let go.
+        watched.retain(|id, (peer, task)| {
+            let kept = upstream.by_id(*id).is_ok_and(|p| p.is_same(peer.peer()));
             if !kept {
                 task.abort();
             }
             kept
         });
         for (i, peer) in upstream.peers().iter().enumerate() {
-            if watched.contains_key(&peer.id()) {
+            let new = upstream
+                .checked(PeerId(i))
+                .filter(|_| !watched.contains_key(&peer.id()));
+            let Some(checked) = new else {
                 continue;
-            }
+            };
             let start = healthy.remove(&peer.id()).unwrap_or(!spec.mandatory);
-            let (upstream, spec, log) = (upstream.clone(), spec.clone(), error_log.clone());
-            let task = tasks.spawn(async move { watch(&upstream, i, &spec, start, &log).await });
-            watched.insert(peer.id(), (peer.addr.clone(), task));
+            let (name, spec, log) = (upstream.name().to_owned(), spec.clone(), error_log.clone());
+            let peer_of_task = checked.clone();
+            let task =
+                tasks.spawn(async move { watch(&peer_of_task, &name, &spec, start, &log).await });
+            watched.insert(peer.id(), (checked, task));
         }
         if group.live().is_none() {
             // A group no API changes: its checks run until stopped.
@@ -338,22 +345,22 @@ async fn supervise(
     }
 }
 
-/// Checks peer `i` of `upstream` every interval, forever, and tells the peer when this
+/// Checks the peer `watched` (of the group named `group`) every interval, forever, and tells the peer when this
 /// check's conclusion changes (any check finding it unhealthy keeps it out), saying so in
 /// the error log, as NGINX Plus does.
 /// `healthy`: what the check finds of the peer at first (counted at load).
 async fn watch(
-    upstream: &Upstream,
-    i: usize,
+    watched: &CheckedPeer,
+    group: &str,
     spec: &Spec,
     mut healthy: bool,
     error_log: &ErrorLog,
 ) {
-    let peer = &upstream.peers()[i];
+    let peer = watched.peer();
     let (mut fails, mut passes) = (0, 0);
     // What every check of the peer finds now, for the next configuration's `persistent`.
     let remember = || {
-        let key = (upstream.name().to_owned(), peer.name.to_string());
+        let key = (group.to_owned(), peer.name.to_string());
         LAST.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, peer.is_healthy());
@@ -361,13 +368,12 @@ async fn watch(
     let place = |what: &str| {
         format!(
             "{what}, health check \"\" of peer {} in upstream \"{}\"",
-            peer.name,
-            upstream.name()
+            peer.name, group
         )
     };
     loop {
         let limit = spec.interval.max(Duration::from_secs(1));
-        let checked = tokio::time::timeout(limit, check(&peer.addr, upstream.name(), spec))
+        let checked = tokio::time::timeout(limit, check(&peer.addr, group, spec))
             .await
             .unwrap_or_else(|_| Err("upstream timed out (110: Connection timed out)".into()));
         peer.check_done(checked.is_ok());
@@ -377,7 +383,7 @@ async fn watch(
                 passes += 1;
                 if passes >= spec.passes && !healthy {
                     healthy = true;
-                    upstream.check_changed(PeerId(i), true);
+                    watched.check_changed(true);
                     remember();
                     let line = place("peer is healthy while checking status code");
                     error_log.write(Level::Notice, None, &line);
@@ -388,7 +394,7 @@ async fn watch(
                 fails += 1;
                 if fails >= spec.fails && healthy {
                     healthy = false;
-                    upstream.check_changed(PeerId(i), false);
+                    watched.check_changed(false);
                     remember();
                     error_log.write(Level::Warn, None, &place(&why));
                 }

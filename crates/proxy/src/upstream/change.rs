@@ -137,6 +137,9 @@ impl Upstream {
     /// their settings and IDs), and starts their state anew, as it does for the others. If
     /// this version's balancer cannot take their weights, this version as it is.
     pub fn with_servers_of(self, kept: &Upstream) -> Upstream {
+        if kept.peers.iter().any(|p| self.allowed(p.params()).is_err()) {
+            return self;
+        }
         let peers = kept.peers.iter().map(Peer::renewed).collect();
         match Upstream::assemble(
             self.name.clone(),
@@ -214,6 +217,14 @@ impl Upstream {
 
 /// The peers of a new server: one per address of `server`.
 fn confs(server: &str, params: &ServerParams) -> Result<Vec<PeerConf>, ChangeError> {
+    // A state file keeps it as one word of a `server` line.
+    let word =
+        |c: char| !c.is_whitespace() && !matches!(c, ';' | '{' | '}' | '"' | '\'' | '#' | '\\');
+    if server.is_empty() || !server.chars().all(word) {
+        return Err(ChangeError::BadAddress(format!(
+            "invalid \"server\" argument \"{server}\""
+        )));
+    }
     peer_confs(server, params)
         .map_err(|e| ChangeError::BadAddress(format!("{e} in upstream \"{server}\"")))
 }
@@ -315,6 +326,25 @@ mod tests {
         let mut tried = up.tried();
         assert!(up.select(&mut local, Key::None, &mut tried, now).is_err());
         assert!(up.peers().is_empty());
+    }
+
+    #[test]
+    fn a_drained_single_server_takes_nothing() {
+        let up = group("zone z; server 127.0.0.1:1;");
+        let drain = Change::Modify {
+            id: 0,
+            server: None,
+            params: ServerParams {
+                drain: true,
+                ..ServerParams::default()
+            },
+        };
+        let (up, _) = up.changed(&drain).expect("drained");
+        let mut tried = up.tried();
+        let now = Instant::now();
+        assert!(up
+            .select(&mut up.local_state(), Key::None, &mut tried, now)
+            .is_err());
     }
 
     #[test]

@@ -302,7 +302,10 @@ pub(super) fn peer_confs(url: &str, params: &ServerParams) -> Result<Vec<PeerCon
 /// before IPv6 ones, as nginx orders them; `unix:/path`, a unix-domain socket. The error is
 /// nginx's `u->err` text.
 fn resolve(url: &str) -> Result<Vec<PeerAddr>, &'static str> {
-    if url.len() >= 5 && url[..5].eq_ignore_ascii_case("unix:") {
+    if url
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case("unix:"))
+    {
         return PeerAddr::unix(&url[5..]).map(|p| vec![p]);
     }
     Ok(resolve_inet(url)?.into_iter().map(PeerAddr::Inet).collect())

@@ -2,9 +2,10 @@
 //! its balancers make it.
 //!
 //! An [`Upstream`] is one compiled `upstream name { ... }` block (or the group nginx makes
-//! for `proxy_pass http://host:port`). It is immutable after compilation except for the
-//! per-peer state every worker shares (failures, active attempts), which is atomics; it is
-//! held in an `Arc` by all workers. Each worker keeps a [`LocalState`] per group (the smooth
+//! for `proxy_pass http://host:port`), or a version of it the API made (`change`: a group in
+//! a `zone` gets servers added, changed and removed). A version is immutable except for the
+//! per-peer state every worker shares (failures, active attempts, health), which is atomics
+//! that the next versions keep; it is held in an `Arc` by all workers. Each worker keeps a [`LocalState`] per group (the smooth
 //! round-robin weights and the random generator, which nginx keeps per worker without a
 //! `zone`), and each request a [`Tried`] record.
 //!
@@ -13,6 +14,7 @@
 //! and continues the balancer where it stopped, as nginx's per-request peer data does.
 //!
 //! - `peers`: [`Peer`], its shared state and failure rules, [`Tried`];
+//! - `change`: the API's changes, each a new version of the group;
 //! - `compile`: the block's directives, in nginx's words when they are wrong;
 //! - `round_robin`, `least_conn`, `hash`, `ip_hash`, `random`: the balancers.
 
@@ -26,6 +28,7 @@ mod random;
 mod round_robin;
 
 pub use change::{Change, ChangeError};
+
 pub use peers::{HealthChecks, Peer, PeerAddr, PeerId, ServerParams, Tried};
 
 use std::net::IpAddr;
@@ -43,6 +46,38 @@ const DEFAULT_FAIL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Choices hash, ip_hash and random may reject in one request before falling back to round
 /// robin, as nginx bounds them.
 const MAX_HASH_TRIES: u32 = 20;
+
+/// A peer an active health check watches (see [`Upstream::checked`]).
+#[derive(Debug)]
+pub struct CheckedPeer {
+    peer: Peer,
+    epoch: Instant,
+}
+
+impl Clone for CheckedPeer {
+    fn clone(&self) -> CheckedPeer {
+        CheckedPeer {
+            peer: self.peer.kept(),
+            epoch: self.epoch,
+        }
+    }
+}
+
+impl CheckedPeer {
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// The check's conclusion changed (see [`Peer::check_changed`]); a peer no check finds
+    /// unhealthy any more starts its `slow_start`.
+    pub fn check_changed(&self, healthy: bool) {
+        self.peer.check_changed(healthy);
+        if healthy && self.peer.is_healthy() {
+            self.peer
+                .recovered(millis_since(self.epoch, Instant::now()));
+        }
+    }
+}
 
 /// The `keepalive` directives of a group; present only with `keepalive N`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -364,13 +399,19 @@ impl Upstream {
     /// [`Peer::check_changed`]); a peer no check finds unhealthy any more starts its
     /// `slow_start`.
     pub fn check_changed(&self, id: PeerId, healthy: bool) {
-        let Some(peer) = self.peers.get(id.0) else {
-            return;
-        };
-        peer.check_changed(healthy);
-        if healthy && peer.is_healthy() {
-            peer.recovered(millis_since(self.epoch, Instant::now()));
+        if let Some(peer) = self.checked(id) {
+            peer.check_changed(healthy);
         }
+    }
+
+    /// Peer `id` as an active health check holds it: its shared state and the group's
+    /// clock, not the version of the group it was found in.
+    pub fn checked(&self, id: PeerId) -> Option<CheckedPeer> {
+        let peer = self.peers.get(id.0)?;
+        Some(CheckedPeer {
+            peer: peer.kept(),
+            epoch: self.epoch,
+        })
     }
 
     /// Ends an attempt: the active count goes down; a failure counts toward max_fails and

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The index of a peer in its group: primary peers first, in configuration order, then the
-/// backup peers.
+/// The index of a peer in one version of its group: primary peers first, then the backup
+/// peers, each in the order of their IDs (configuration order, then the API's additions).
+/// Not the peer's ID ([`Peer::id`]), which stays when the API changes the group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PeerId(pub usize);
 
@@ -183,13 +184,23 @@ impl Peer {
     /// The same server with a state of its own, as a new configuration starts it: what the
     /// checks and failures of the one before found is not carried over.
     pub(crate) fn renewed(&self) -> Peer {
-        let conf = PeerConf {
+        Peer::new(self.conf(self.params.clone()), self.id)
+    }
+
+    /// The peer's address and names, with `params`.
+    fn conf(&self, params: ServerParams) -> PeerConf {
+        PeerConf {
             addr: self.addr.clone(),
             name: self.name.clone(),
             server: self.server.clone(),
-            params: self.params.clone(),
-        };
-        Peer::new(conf, self.id)
+            params,
+        }
+    }
+
+    /// Whether `other` is this peer with the same shared state (a version of it the API
+    /// made), rather than another one at the same address.
+    pub fn is_same(&self, other: &Peer) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
     }
 
     /// The same peer, for another version of its group: its ID and shared state.
@@ -204,13 +215,7 @@ impl Peer {
             let weight = i64::from(params.weight);
             self.state.effective_weight.store(weight, Ordering::Relaxed);
         }
-        let conf = PeerConf {
-            addr: self.addr.clone(),
-            name: self.name.clone(),
-            server: self.server.clone(),
-            params,
-        };
-        Peer::with_state(conf, self.id, self.state.clone())
+        Peer::with_state(self.conf(params), self.id, self.state.clone())
     }
 
     /// The peer came back at `now_ms`: its `slow_start` begins.

@@ -35,7 +35,7 @@ pub(super) fn select(
 /// A group of one peer: nginx ignores its failures and never retries it.
 fn single(up: &Upstream, tried: &Tried) -> Option<usize> {
     let peer = up.peers.first()?;
-    let usable = !tried.contains(PeerId(0)) && !peer.is_down() && peer.is_healthy() && !peer.full();
+    let usable = !tried.contains(PeerId(0)) && peer.admits() && peer.is_healthy() && !peer.full();
     usable.then_some(0)
 }
 

@@ -58,7 +58,7 @@ fn ok(value: Value) -> Answer {
 /// Answers `path` (the URI after the API's location), for a `GET` (or `HEAD`).
 pub(super) fn answer(path: &str, server: &Server<'_>) -> Answer {
     if let (Some((group, ask)), Some(layout)) = (super::servers::target(path), server.layout) {
-        return super::servers::read(layout, group, &ask);
+        return super::servers::read(layout, &group, &ask);
     }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let Some((version, rest)) = parts.split_first() else {

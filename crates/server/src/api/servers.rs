@@ -5,45 +5,44 @@
 //! Plus's `UpstreamStatic`. The JSON in and out, and every error's status and code, are
 //! Plus's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use portcullis_http::Method;
+use portcullis_proxy::upstream::{Change, ChangeError, Peer, ServerParams, Upstream};
 use serde_json::{json, Map, Value};
 
 use super::counters::Layout;
 use super::json::{error, Answer};
-use crate::upstream::group::LiveError;
-use portcullis_proxy::upstream::{Change, ChangeError, Peer, ServerParams, Upstream};
+use crate::upstream::group::{Changed, Live, LiveError};
 
 /// What a request to a group's servers asks.
-pub(super) enum Ask<'a> {
+pub(super) enum Ask {
     List,
-    One(&'a str),
+    One(String),
 }
 
 /// The group and server a path of the API names (`/9/http/upstreams/{name}/servers[/{id}]`),
 /// if it names one.
-pub(super) fn target(path: &str) -> Option<(&str, Ask<'_>)> {
+pub(super) fn target(path: &str) -> Option<(String, Ask)> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    match parts[..] {
-        [version, "http", "upstreams", group, "servers", ref rest @ ..] => {
-            let known = version
-                .parse::<u32>()
-                .is_ok_and(|v| (1..=super::json::VERSION).contains(&v));
-            match rest {
-                _ if !known => None,
-                [] => Some((group, Ask::List)),
-                [id] => Some((group, Ask::One(id))),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
+    let [version, "http", "upstreams", group, "servers", ref rest @ ..] = parts[..] else {
+        return None;
+    };
+    let known = (version.parse::<u32>()).is_ok_and(|v| (1..=super::json::VERSION).contains(&v));
+    let ask = match rest {
+        _ if !known => return None,
+        [] => Ask::List,
+        [id] => Ask::One((*id).to_owned()),
+        _ => return None,
+    };
+    Some((group.to_owned(), ask))
 }
 
 /// Answers a `GET` of the servers of `group`, or one of them.
-pub(super) fn read(layout: &Layout, group: &str, ask: &Ask<'_>) -> Answer {
+pub(super) fn read(layout: &Layout, group: &str, ask: &Ask) -> Answer {
     let upstream = match live(layout, group) {
-        Ok(u) => u,
+        Ok(l) => l.current(),
         Err(a) => return a,
     };
     match ask {
@@ -56,53 +55,45 @@ pub(super) fn read(layout: &Layout, group: &str, ask: &Ask<'_>) -> Answer {
 }
 
 /// Makes a `POST`, `PATCH` or `DELETE` on the servers of `group`, with the request's `body`.
+/// The change is made of the group as it is when its turn comes, so that two at once both
+/// count.
 pub(super) fn write(
     layout: &Layout,
-    method: &str,
+    method: Method,
     group: &str,
-    ask: &Ask<'_>,
+    ask: &Ask,
     body: &[u8],
 ) -> Answer {
-    let Some(g) = layout.group(group) else {
-        return error(404, "upstream not found", "UpstreamNotFound");
+    let live = match live(layout, group) {
+        Ok(l) => l,
+        Err(a) => return a,
     };
-    let Some(live) = g.live() else {
-        return error(400, "upstream is static", "UpstreamStatic");
-    };
-    let change = match (method, ask) {
-        ("POST", Ask::List) => match fields(body).and_then(|f| added(&f)) {
-            Ok(c) => c,
-            Err(a) => return a,
-        },
-        ("PATCH", Ask::One(id)) => {
-            let current = live.current();
-            let made = id_of(id).and_then(|id| {
-                let peer = found(&current, id)?;
-                modified(peer, &fields(body)?)
-            });
-            match made {
-                Ok(c) => c,
-                Err(a) => return a,
-            }
+    let made = live.change(|current| match (method, ask) {
+        (Method::Post, Ask::List) => added(&fields(body)?),
+        (Method::Patch, Ask::One(id)) => {
+            let peer = found(current, id_of(id)?)?;
+            modified(peer, &fields(body)?)
         }
-        ("DELETE", Ask::One(id)) => match id_of(id) {
-            Ok(id) => Change::Remove { id },
-            Err(a) => return a,
-        },
-        _ => return error(405, "method not supported", "MethodNotSupported"),
-    };
-    match live.change(&change) {
-        Ok((upstream, ids)) => match change {
+        (Method::Delete, Ask::One(id)) => Ok(Change::Remove { id: id_of(id)? }),
+        _ => Err(error(405, "method not supported", "MethodNotSupported")),
+    });
+    match made {
+        Ok(Changed {
+            upstream,
+            ids,
+            change,
+        }) => match change {
             Change::Remove { .. } => ok(200, list(&upstream)),
-            Change::Add { .. } => {
-                let first = ids.first().and_then(|id| upstream.by_id(*id).ok());
-                first.map_or_else(|| ok(200, list(&upstream)), |p| ok(201, server(p)))
-            }
+            Change::Add { .. } => match ids.first().and_then(|id| upstream.by_id(*id).ok()) {
+                Some(p) => ok(201, server(p)),
+                None => ok(200, list(&upstream)),
+            },
             Change::Modify { id, .. } => match upstream.by_id(id) {
                 Ok(p) => ok(200, server(p)),
                 Err(_) => ok(200, list(&upstream)),
             },
         },
+        Err(LiveError::Make(a)) => a,
         Err(LiveError::Change(e)) => refused(&e),
         Err(LiveError::State(text)) => error(500, &text, "UpstreamStateWriteError"),
     }
@@ -115,13 +106,13 @@ fn ok(status: u16, value: Value) -> Answer {
     }
 }
 
-/// The group `name` as it is now, when the API may change it.
-fn live(layout: &Layout, name: &str) -> Result<std::sync::Arc<Upstream>, Answer> {
+/// The group `name`, when the API may change it.
+fn live(layout: &Layout, name: &str) -> Result<Arc<Live>, Answer> {
     let g = layout
         .group(name)
         .ok_or_else(|| error(404, "upstream not found", "UpstreamNotFound"))?;
     g.live()
-        .map(|l| l.current())
+        .cloned()
         .ok_or_else(|| error(400, "upstream is static", "UpstreamStatic"))
 }
 

@@ -123,10 +123,20 @@ pub(crate) struct Live {
 
 /// Why the API could not change a group.
 #[derive(Debug)]
-pub(crate) enum LiveError {
+pub(crate) enum LiveError<E> {
+    /// The change could not be made of the group as it is (the caller's reason).
+    Make(E),
     Change(ChangeError),
     /// The state file could not be written: nothing changed.
     State(String),
+}
+
+/// A change made: the group as it left it, the IDs of the servers it added or changed, and
+/// the change.
+pub(crate) struct Changed {
+    pub upstream: Arc<Upstream>,
+    pub ids: Vec<u32>,
+    pub change: Change,
 }
 
 /// Live groups of the configurations running, which the next one takes its groups from.
@@ -138,7 +148,9 @@ impl Live {
     fn new(upstream: Upstream, configured: String, state_file: Option<PathBuf>) -> Arc<Live> {
         let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
         running.retain(|l| l.strong_count() > 0);
-        let kept = (running.iter().filter_map(Weak::upgrade)).find(|l| {
+        // The newest first: a configuration still finishing requests is older than the
+        // one that replaced it.
+        let kept = (running.iter().rev().filter_map(Weak::upgrade)).find(|l| {
             let old = l.current();
             l.changed.load(Ordering::Relaxed)
                 && l.configured == configured
@@ -171,12 +183,16 @@ impl Live {
         self.mandatory.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Makes `change`: written to the state file first, then seen by the requests that
-    /// begin from now on. The group as changed, and the IDs of the servers added or changed.
-    pub(crate) fn change(&self, change: &Change) -> Result<(Arc<Upstream>, Vec<u32>), LiveError> {
+    /// Makes the change `make` makes of the group as it is, one change at a time: written to
+    /// the state file first, then seen by the requests that begin from now on.
+    pub(crate) fn change<E>(
+        &self,
+        make: impl FnOnce(&Upstream) -> Result<Change, E>,
+    ) -> Result<Changed, LiveError<E>> {
         let _one = self.edit.lock().unwrap_or_else(PoisonError::into_inner);
         let old = self.current();
-        let (new, ids) = old.changed(change).map_err(LiveError::Change)?;
+        let change = make(&old).map_err(LiveError::Make)?;
+        let (new, ids) = old.changed(&change).map_err(LiveError::Change)?;
         if let Some(path) = &self.state_file {
             write_state(path, &new.server_lines()).map_err(LiveError::State)?;
         }
@@ -193,7 +209,11 @@ impl Live {
         let new = Arc::new(new);
         self.current.store(new.clone());
         self.changed.store(true, Ordering::Relaxed);
-        Ok((new, ids))
+        Ok(Changed {
+            upstream: new,
+            ids,
+            change,
+        })
     }
 }
 
@@ -265,8 +285,14 @@ fn write_state(path: &Path, text: &str) -> Result<(), String> {
             crate::log::os_error(&e)
         )
     };
+    // A name of its own: two configurations (one finishing its requests) may write at once.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut temp = path.as_os_str().to_owned();
-    temp.push(".new");
+    temp.push(format!(
+        ".{}.{}",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
+    ));
     let temp = PathBuf::from(temp);
     std::fs::write(&temp, text).map_err(|e| fail("open()", e))?;
     std::fs::rename(&temp, path).map_err(|e| fail("rename()", e))
