@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes API server and etcd the ingress tests run against, once: neither is
+# packaged in a version that works together (Debian's etcd 3.4 lacks the watch progress
+# requests kube-apiserver 1.3x sends). Both come from the Go module proxy as sources and are
+# built here; the binaries are kept in $PORTCULLIS_K8S_CACHE (default ~/.cache/portcullis-k8s)
+# and built again only when missing.
+#
+# Usage: crates/ingress/cluster/build.sh        prints the directory holding the binaries
+set -euo pipefail
+
+readonly KUBERNETES=v1.34.4 ETCD=v3.6.16
+cache=${PORTCULLIS_K8S_CACHE:-$HOME/.cache/portcullis-k8s}
+bin=$cache/bin
+mkdir -p "$bin"
+
+build_etcd() {
+    local work=$cache/etcd-$ETCD
+    mkdir -p "$work"
+    cd "$work"
+    [[ -f go.mod ]] || go mod init portcullis.test/etcd > /dev/null 2>&1
+    go get "go.etcd.io/etcd/server/v3@$ETCD" > /dev/null 2>&1
+    go build -o "$bin/etcd.new" go.etcd.io/etcd/server/v3
+    mv "$bin/etcd.new" "$bin/etcd"
+}
+
+# k8s.io/kubernetes replaces each of its staging modules with a directory of its own tree;
+# outside it, each must be replaced by its published version (v0.<minor>.<patch>).
+build_apiserver() {
+    local work=$cache/kubernetes-$KUBERNETES
+    local staging=v0.${KUBERNETES#v1.}
+    mkdir -p "$work"
+    cd "$work"
+    rm -f go.mod go.sum
+    go mod init portcullis.test/kubernetes > /dev/null 2>&1
+    local gomod
+    gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+    {
+        echo "require k8s.io/kubernetes $KUBERNETES"
+        sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => \./staging/.*#replace \1 => \1 '"$staging"'#p' "$gomod"
+    } >> go.mod
+    go mod tidy > /dev/null 2>&1 || true
+    go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBERNETES" > /dev/null 2>&1 || true
+    go build -o "$bin/kube-apiserver.new" k8s.io/kubernetes/cmd/kube-apiserver
+    mv "$bin/kube-apiserver.new" "$bin/kube-apiserver"
+}
+
+[[ -x $bin/etcd ]] || (build_etcd) >&2
+[[ -x $bin/kube-apiserver ]] || (build_apiserver) >&2
+echo "$bin"

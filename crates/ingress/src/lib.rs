@@ -1,0 +1,10 @@
+//! portcullis as a Kubernetes ingress controller: what the cluster says (Ingress,
+//! IngressClass, Service, EndpointSlice and TLS Secret objects) made into the nginx.conf text
+//! the server runs.
+//!
+//! - `translate`: the configuration of a set of objects, and the Ingresses that could not be
+//!   applied with the reason, while every other one still is.
+
+pub mod translate;
+
+pub use translate::{translate, Cluster, Generated, Problem, Settings};

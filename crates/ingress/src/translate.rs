@@ -1,0 +1,859 @@
+//! The Ingress v1 specification as nginx.conf text.
+//!
+//! - **Class**: an Ingress is this controller's when its `spec.ingressClassName` names an
+//!   IngressClass whose `spec.controller` is this controller's, when its legacy
+//!   `kubernetes.io/ingress.class` annotation names the controller's class, or, with
+//!   neither, when one of the controller's IngressClasses is marked the default
+//!   (`ingressclass.kubernetes.io/is-default-class: "true"`).
+//! - **Hosts**: each host is a `server` block; `*.example.com` matches exactly one label
+//!   before `example.com`, as the API says (a regular expression server name, since nginx's
+//!   own wildcard matches any number). A rule without a host, and `defaultBackend`, go to the
+//!   default server, which answers 404 for what nothing routes.
+//! - **Paths**: `Exact` is `location = /p`; `Prefix` matches element by element (`/foo`
+//!   matches `/foo` and `/foo/bar`, not `/foobar`; a trailing `/` is ignored), as
+//!   `location = /foo` and `location /foo/`; `ImplementationSpecific` is a regular expression
+//!   anchored at the path's start (`location ~ "^/p"`). Where an `Exact` and a `Prefix` path
+//!   are the same, the exact one answers the path itself, as the API prefers it.
+//! - **Conflicts**: two Ingresses claiming the same host, path and path type: the oldest
+//!   (by creation time, then namespace and name) keeps it; the other is reported.
+//! - **Backends**: a Service's port by number or name, its ready endpoints from its
+//!   EndpointSlices (the slice port of the service port's name); each is an `upstream` in a
+//!   `zone`, so its servers can change with no reload. No endpoint: a group whose one
+//!   server is down, which answers 502 as nginx's "no live upstreams".
+//! - **TLS**: each `tls` entry's hosts get HTTPS with its Secret's certificate (SNI), and
+//!   HTTP to those hosts is redirected to HTTPS (301); the default server has the default
+//!   certificate. A Secret that is missing or not a certificate and key is reported, and its
+//!   hosts served with the default certificate.
+//!
+//! Nothing from an object reaches the text unchecked: a host, path or name that could be
+//! read as more than one word of nginx.conf refuses its Ingress, which is reported; the
+//! others are applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The annotation that marks an IngressClass the cluster's default.
+const DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
+/// The annotation that named an Ingress's class before `ingressClassName`.
+const LEGACY_CLASS: &str = "kubernetes.io/ingress.class";
+/// The label that names an EndpointSlice's Service.
+const SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// The size of each group's zone: NGINX Ingress Controller's.
+const ZONE_SIZE: &str = "256k";
+
+/// The objects the controller watches, as they are now.
+#[derive(Debug, Default, Clone)]
+pub struct Cluster {
+    pub ingresses: Vec<Ingress>,
+    pub classes: Vec<IngressClass>,
+    pub services: Vec<Service>,
+    pub slices: Vec<EndpointSlice>,
+    pub secrets: Vec<Secret>,
+}
+
+/// How the controller runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `spec.controller` of the IngressClasses that are this controller's.
+    pub controller: String,
+    /// The class the legacy annotation names.
+    pub class: String,
+    pub http_port: u16,
+    pub https_port: u16,
+    /// Where certificates and keys from Secrets are written.
+    pub files: PathBuf,
+    /// The default server's certificate and key.
+    pub default_certificate: (PathBuf, PathBuf),
+}
+
+/// An Ingress not applied, or applied only in part, and why: what the controller reports as
+/// a Kubernetes Event on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub namespace: String,
+    pub name: String,
+    pub reason: String,
+}
+
+/// What a set of objects comes to.
+#[derive(Debug, Default, Clone)]
+pub struct Generated {
+    /// The `http` block's contents.
+    pub http: String,
+    /// Files the configuration names (certificates and keys), by path.
+    pub files: BTreeMap<PathBuf, Vec<u8>>,
+    pub problems: Vec<Problem>,
+    /// The Ingresses applied, as `namespace/name`: their status gets the address.
+    pub applied: BTreeSet<String>,
+}
+
+/// How a path matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Match {
+    Exact,
+    Prefix,
+    Regex,
+}
+
+/// One path of one host, and where it goes.
+#[derive(Debug, Clone)]
+struct Route {
+    path: String,
+    how: Match,
+    upstream: String,
+}
+
+/// One `server` block.
+#[derive(Debug, Default)]
+struct Host {
+    routes: Vec<Route>,
+    /// Certificate and key files, when the host has TLS.
+    tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// The configuration of `cluster`'s Ingresses that are this controller's.
+pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
+    let mut out = Generated::default();
+    let mut ours: Vec<&Ingress> = (cluster.ingresses.iter())
+        .filter(|i| is_ours(i, cluster, settings))
+        .collect();
+    // The oldest first: it keeps what two claim.
+    ours.sort_by_key(|i| age(&i.metadata));
+
+    let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
+    let mut owners: BTreeMap<(String, Match, String), String> = BTreeMap::new();
+    let mut upstreams: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut default_backend: Option<String> = None;
+    for ingress in ours {
+        let (namespace, name) = names(&ingress.metadata);
+        let who = format!("{namespace}/{name}");
+        let problem = |reason: String| Problem {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            reason,
+        };
+        let planned = match plan(ingress, &namespace, cluster, settings) {
+            Ok(p) => p,
+            Err(reason) => {
+                out.problems.push(problem(reason));
+                continue;
+            }
+        };
+        for (host, route) in planned.routes {
+            let key = (host.clone(), route.how, route.path.clone());
+            if let Some(first) = owners.get(&key) {
+                out.problems.push(problem(format!(
+                    "path \"{}\" of host \"{}\" is already routed by {first}",
+                    route.path,
+                    if host.is_empty() { "*" } else { &host }
+                )));
+                continue;
+            }
+            owners.insert(key, who.clone());
+            hosts.entry(host).or_default().routes.push(route);
+        }
+        if let Some(backend) = planned.default_backend {
+            match &default_backend {
+                Some(_) => out.problems.push(problem(
+                    "the default backend is already set by an older Ingress".into(),
+                )),
+                None => default_backend = Some(backend),
+            }
+        }
+        for (host, files) in planned.tls {
+            let entry = hosts.entry(host).or_default();
+            if entry.tls.is_none() {
+                entry.tls = Some(files);
+            }
+        }
+        out.problems
+            .extend(planned.problems.into_iter().map(problem));
+        out.files.extend(planned.files);
+        upstreams.extend(planned.upstreams);
+        out.applied.insert(who);
+    }
+
+    let mut http = String::new();
+    for (name, servers) in &upstreams {
+        upstream_block(&mut http, name, servers);
+    }
+    default_server(&mut http, settings, hosts.remove(""), default_backend);
+    for (host, h) in &hosts {
+        server_block(&mut http, host, h, settings);
+    }
+    out.http = http;
+    out
+}
+
+/// An Ingress's routes, TLS and backends, before they meet the others'.
+#[derive(Default)]
+struct Planned {
+    /// By host (`""`: every host).
+    routes: Vec<(String, Route)>,
+    default_backend: Option<String>,
+    tls: Vec<(String, (PathBuf, PathBuf))>,
+    files: BTreeMap<PathBuf, Vec<u8>>,
+    upstreams: BTreeMap<String, Vec<String>>,
+    /// What was left out with the rest applied.
+    problems: Vec<String>,
+}
+
+/// What `ingress` asks, checked whole: an error refuses all of it.
+fn plan(
+    ingress: &Ingress,
+    namespace: &str,
+    cluster: &Cluster,
+    settings: &Settings,
+) -> Result<Planned, String> {
+    let mut p = Planned::default();
+    let Some(spec) = &ingress.spec else {
+        return Ok(p);
+    };
+    let backend = |b: &IngressBackend, p: &mut Planned| -> Result<String, String> {
+        let (name, servers) = upstream(b, namespace, cluster)?;
+        p.upstreams.insert(name.clone(), servers);
+        Ok(name)
+    };
+    if let Some(b) = &spec.default_backend {
+        p.default_backend = Some(backend(b, &mut p)?);
+    }
+    for rule in spec.rules.iter().flatten() {
+        let host = rule.host.clone().unwrap_or_default();
+        if !host.is_empty() && !valid_host(&host) {
+            return Err(format!("invalid host \"{host}\""));
+        }
+        for entry in rule.http.iter().flat_map(|h| &h.paths) {
+            let written = entry.path.clone().unwrap_or_else(|| "/".into());
+            let how = match entry.path_type.as_str() {
+                "Exact" => Match::Exact,
+                "Prefix" => Match::Prefix,
+                "ImplementationSpecific" => Match::Regex,
+                other => return Err(format!("unknown pathType \"{other}\"")),
+            };
+            if !valid_path(&written, how) {
+                return Err(format!("invalid path \"{written}\""));
+            }
+            let path = match how {
+                // A trailing `/` is ignored.
+                Match::Prefix if written.len() > 1 => written.trim_end_matches('/').to_owned(),
+                _ => written,
+            };
+            let upstream = backend(&entry.backend, &mut p)?;
+            p.routes.push((
+                host.clone(),
+                Route {
+                    path,
+                    how,
+                    upstream,
+                },
+            ));
+        }
+    }
+    for tls in spec.tls.iter().flatten() {
+        let files = match &tls.secret_name {
+            Some(secret) => match certificate(cluster, namespace, secret, settings) {
+                Ok((files, written)) => {
+                    p.files.extend(written);
+                    files
+                }
+                Err(reason) => {
+                    p.problems.push(reason);
+                    settings.default_certificate.clone()
+                }
+            },
+            None => settings.default_certificate.clone(),
+        };
+        for host in tls.hosts.iter().flatten() {
+            if !valid_host(host) {
+                return Err(format!("invalid TLS host \"{host}\""));
+            }
+            p.tls.push((host.clone(), files.clone()));
+        }
+    }
+    Ok(p)
+}
+
+/// The group of a backend: its name, and its servers (`address:port`) from the Service's
+/// ready endpoints.
+fn upstream(
+    backend: &IngressBackend,
+    namespace: &str,
+    cluster: &Cluster,
+) -> Result<(String, Vec<String>), String> {
+    let Some(service) = &backend.service else {
+        return Err("a backend that is not a Service is not supported".into());
+    };
+    let wanted = service.port.as_ref();
+    let port_number = wanted.and_then(|p| p.number);
+    let port_name = wanted.and_then(|p| p.name.clone());
+    let Some(svc) = (cluster.services.iter()).find(|s| {
+        s.metadata.name.as_deref() == Some(&service.name)
+            && s.metadata.namespace.as_deref() == Some(namespace)
+    }) else {
+        return Err(format!(
+            "service \"{namespace}/{}\" not found",
+            service.name
+        ));
+    };
+    let ports = svc.spec.iter().flat_map(|s| s.ports.iter().flatten());
+    let Some(port) = ports.clone().find(|p| match (&port_name, port_number) {
+        (Some(name), _) => p.name.as_ref() == Some(name),
+        (None, Some(n)) => p.port == n,
+        (None, None) => false,
+    }) else {
+        return Err(format!(
+            "service \"{namespace}/{}\" has no port {}",
+            service.name,
+            port_name.unwrap_or_else(|| port_number.map_or("given".into(), |n| n.to_string()))
+        ));
+    };
+    let name = format!("{namespace}-{}-{}", service.name, port.port);
+    let mut servers = BTreeSet::new();
+    for slice in cluster.slices.iter().filter(|s| {
+        s.metadata.namespace.as_deref() == Some(namespace)
+            && (s.metadata.labels.as_ref())
+                .and_then(|l| l.get(SERVICE_NAME))
+                .is_some_and(|n| *n == service.name)
+    }) {
+        // The slice's port of the same name as the Service's (both unnamed for one port).
+        let Some(target) = (slice.ports.iter().flatten())
+            .find(|p| p.name == port.name)
+            .and_then(|p| p.port)
+        else {
+            continue;
+        };
+        for endpoint in &slice.endpoints {
+            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready);
+            if ready == Some(false) {
+                continue;
+            }
+            for address in &endpoint.addresses {
+                let Ok(ip) = address.parse::<std::net::IpAddr>() else {
+                    continue;
+                };
+                servers.insert(std::net::SocketAddr::new(ip, target_port(target)).to_string());
+            }
+        }
+    }
+    Ok((name, servers.into_iter().collect()))
+}
+
+fn target_port(port: i32) -> u16 {
+    u16::try_from(port).unwrap_or(0)
+}
+
+/// A TLS Secret's certificate and key, as files: their paths, and the files to write.
+#[allow(clippy::type_complexity)]
+fn certificate(
+    cluster: &Cluster,
+    namespace: &str,
+    secret: &str,
+    settings: &Settings,
+) -> Result<((PathBuf, PathBuf), Vec<(PathBuf, Vec<u8>)>), String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let Some(found) = (cluster.secrets.iter()).find(|s| {
+        s.metadata.name.as_deref() == Some(secret)
+            && s.metadata.namespace.as_deref() == Some(namespace)
+    }) else {
+        return Err(format!("secret \"{namespace}/{secret}\" not found"));
+    };
+    let data = found.data.as_ref();
+    let get = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.clone());
+    let (Some(cert), Some(key)) = (get("tls.crt"), get("tls.key")) else {
+        return Err(format!(
+            "secret \"{namespace}/{secret}\" has no tls.crt and tls.key"
+        ));
+    };
+    let certs = CertificateDer::pem_slice_iter(&cert).collect::<Result<Vec<_>, _>>();
+    if !certs.is_ok_and(|c| !c.is_empty()) || PrivateKeyDer::from_pem_slice(&key).is_err() {
+        return Err(format!(
+            "secret \"{namespace}/{secret}\" is not a PEM certificate and key"
+        ));
+    }
+    let base = settings.files.join(format!("{namespace}-{secret}"));
+    let (crt, pem) = (base.with_extension("crt"), base.with_extension("key"));
+    Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
+}
+
+/// Whether the Ingress is this controller's (see the module's text).
+fn is_ours(ingress: &Ingress, cluster: &Cluster, settings: &Settings) -> bool {
+    let mine = |c: &&IngressClass| {
+        c.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(&settings.controller)
+    };
+    let named = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref());
+    if let Some(name) = named {
+        return (cluster.classes.iter().filter(mine))
+            .any(|c| c.metadata.name.as_deref() == Some(name));
+    }
+    let legacy = (ingress.metadata.annotations.as_ref()).and_then(|a| a.get(LEGACY_CLASS));
+    if let Some(class) = legacy {
+        return *class == settings.class;
+    }
+    cluster.classes.iter().filter(mine).any(|c| {
+        (c.metadata.annotations.as_ref())
+            .and_then(|a| a.get(DEFAULT_CLASS))
+            .is_some_and(|v| v == "true")
+    })
+}
+
+/// What orders two Ingresses: creation time, then namespace and name.
+fn age(m: &ObjectMeta) -> (Option<String>, String, String) {
+    let created = m.creation_timestamp.as_ref().map(|t| format!("{:?}", t.0));
+    let (namespace, name) = names(m);
+    (created, namespace, name)
+}
+
+fn names(m: &ObjectMeta) -> (String, String) {
+    (
+        m.namespace.clone().unwrap_or_else(|| "default".into()),
+        m.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A DNS name of lowercase labels, the first of which may be `*`.
+fn valid_host(host: &str) -> bool {
+    let rest = host.strip_prefix("*.").unwrap_or(host);
+    !rest.is_empty()
+        && host.len() <= 253
+        && rest.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// A path that is one word of nginx.conf: it begins with `/` and has no space, quote,
+/// `;`, brace or `$` (a variable in nginx's text); a regular expression may have the rest of
+/// its syntax.
+fn valid_path(path: &str, how: Match) -> bool {
+    let plain = |c: char| {
+        c.is_ascii_graphic() && !matches!(c, '"' | '\'' | ';' | '{' | '}' | '$' | '#' | '\\')
+    };
+    path.starts_with('/')
+        && match how {
+            Match::Regex => path
+                .chars()
+                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\''),
+            _ => path.chars().all(plain),
+        }
+}
+
+fn upstream_block(out: &mut String, name: &str, servers: &[String]) {
+    let _ = writeln!(
+        out,
+        "upstream {name} {{\n    zone {name} {ZONE_SIZE};\n    random two least_conn;"
+    );
+    if servers.is_empty() {
+        // No endpoint: every request is answered 502, "no live upstreams".
+        out.push_str("    server 127.0.0.1:8181 down;\n");
+    }
+    for s in servers {
+        let _ = writeln!(out, "    server {s};");
+    }
+    out.push_str("}\n");
+}
+
+/// What every proxied location says, as NGINX Ingress Controller's template does.
+const PROXY: &str = "proxy_http_version 1.1; proxy_set_header Host $host; \
+proxy_set_header X-Real-IP $remote_addr; \
+proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; \
+proxy_set_header X-Forwarded-Host $host; proxy_set_header X-Forwarded-Port $server_port; \
+proxy_set_header X-Forwarded-Proto $scheme;";
+
+fn default_server(
+    out: &mut String,
+    settings: &Settings,
+    hostless: Option<Host>,
+    backend: Option<String>,
+) {
+    let (crt, key) = &settings.default_certificate;
+    let _ = writeln!(
+        out,
+        "server {{\n    listen {} default_server;\n    listen {} ssl default_server;\n    \
+         server_name _;\n    ssl_certificate {};\n    ssl_certificate_key {};",
+        settings.http_port,
+        settings.https_port,
+        crt.display(),
+        key.display()
+    );
+    let routes = hostless.map(|h| h.routes).unwrap_or_default();
+    locations(out, &routes);
+    if !routes
+        .iter()
+        .any(|r| r.how == Match::Prefix && r.path == "/")
+    {
+        match backend {
+            Some(b) => {
+                let _ = writeln!(out, "    location / {{ {PROXY} proxy_pass http://{b}; }}");
+            }
+            None => out.push_str("    location / { return 404; }\n"),
+        }
+    }
+    out.push_str("}\n");
+}
+
+fn server_block(out: &mut String, host: &str, h: &Host, settings: &Settings) {
+    let _ = writeln!(out, "server {{\n    listen {};", settings.http_port);
+    match host.strip_prefix("*.") {
+        // One label, no more.
+        Some(rest) => {
+            let _ = writeln!(
+                out,
+                "    server_name \"~^[^.]+\\.{}$\";",
+                rest.replace('.', "\\.")
+            );
+        }
+        None => {
+            let _ = writeln!(out, "    server_name {host};");
+        }
+    }
+    if let Some((crt, key)) = &h.tls {
+        let _ = writeln!(
+            out,
+            "    listen {} ssl;\n    ssl_certificate {};\n    ssl_certificate_key {};\n    \
+             if ($scheme = http) {{ return 301 https://$host$request_uri; }}",
+            settings.https_port,
+            crt.display(),
+            key.display()
+        );
+    }
+    locations(out, &h.routes);
+    if !h
+        .routes
+        .iter()
+        .any(|r| r.how == Match::Prefix && r.path == "/")
+    {
+        out.push_str("    location / { return 404; }\n");
+    }
+    out.push_str("}\n");
+}
+
+fn locations(out: &mut String, routes: &[Route]) {
+    let exact: BTreeSet<&str> = (routes.iter())
+        .filter(|r| r.how == Match::Exact)
+        .map(|r| r.path.as_str())
+        .collect();
+    for r in routes {
+        let up = &r.upstream;
+        match r.how {
+            Match::Exact => {
+                let _ = writeln!(
+                    out,
+                    "    location = {} {{ {PROXY} proxy_pass http://{up}; }}",
+                    r.path
+                );
+            }
+            Match::Prefix if r.path == "/" => {
+                let _ = writeln!(out, "    location / {{ {PROXY} proxy_pass http://{up}; }}");
+            }
+            Match::Prefix => {
+                if !exact.contains(r.path.as_str()) {
+                    let _ = writeln!(
+                        out,
+                        "    location = {} {{ {PROXY} proxy_pass http://{up}; }}",
+                        r.path
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "    location {}/ {{ {PROXY} proxy_pass http://{up}; }}",
+                    r.path
+                );
+            }
+            Match::Regex => {
+                let _ = writeln!(
+                    out,
+                    "    location ~ \"^{}\" {{ {PROXY} proxy_pass http://{up}; }}",
+                    r.path
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{from_value, json};
+
+    const CONTROLLER: &str = "portcullis.dev/ingress-controller";
+
+    fn settings(dir: &std::path::Path) -> Settings {
+        Settings {
+            controller: CONTROLLER.into(),
+            class: "portcullis".into(),
+            http_port: 8080,
+            https_port: 8443,
+            files: dir.to_path_buf(),
+            default_certificate: (dir.join("default.crt"), dir.join("default.key")),
+        }
+    }
+
+    fn class(name: &str, default: bool) -> IngressClass {
+        let mut c = json!({"metadata": {"name": name}, "spec": {"controller": CONTROLLER}});
+        if default {
+            c["metadata"]["annotations"] = json!({DEFAULT_CLASS: "true"});
+        }
+        from_value(c).expect("an IngressClass")
+    }
+
+    fn service(name: &str, ports: serde_json::Value) -> Service {
+        from_value(json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"ports": ports},
+        }))
+        .expect("a Service")
+    }
+
+    fn slice(
+        service: &str,
+        port: Option<&str>,
+        target: i32,
+        ready: &[(&str, bool)],
+    ) -> EndpointSlice {
+        let endpoints: Vec<_> = (ready.iter())
+            .map(|(ip, ok)| json!({"addresses": [ip], "conditions": {"ready": ok}}))
+            .collect();
+        from_value(json!({
+            "metadata": {"name": format!("{service}-x"), "namespace": "shop",
+                         "labels": {SERVICE_NAME: service}},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": [{"name": port, "port": target}],
+        }))
+        .expect("an EndpointSlice")
+    }
+
+    fn ingress(name: &str, created: &str, spec: serde_json::Value) -> Ingress {
+        from_value(json!({
+            "metadata": {"name": name, "namespace": "shop", "creationTimestamp": created},
+            "spec": spec,
+        }))
+        .expect("an Ingress")
+    }
+
+    fn tls_secret(name: &str) -> Secret {
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let params = rcgen::CertificateParams::new(vec!["shop.example".into()]).expect("params");
+        let cert = params.self_signed(&key).expect("a certificate");
+        let b64 = |s: String| {
+            use std::io::Write;
+            let mut out = Vec::new();
+            out.write_all(s.as_bytes()).expect("write");
+            serde_json::to_value(k8s_openapi::ByteString(out)).expect("bytes")
+        };
+        from_value(json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": b64(cert.pem()), "tls.key": b64(key.serialize_pem())},
+        }))
+        .expect("a Secret")
+    }
+
+    fn cluster() -> Cluster {
+        Cluster {
+            classes: vec![class("portcullis", true), {
+                let mut other = class("other", false);
+                other.spec.as_mut().expect("spec").controller = Some("example.com/other".into());
+                other
+            }],
+            services: vec![
+                service(
+                    "web",
+                    json!([{"name": "http", "port": 80, "targetPort": 8080}]),
+                ),
+                service("api", json!([{"port": 9000}])),
+            ],
+            slices: vec![
+                slice(
+                    "web",
+                    Some("http"),
+                    8080,
+                    &[
+                        ("10.244.1.1", true),
+                        ("10.244.1.2", true),
+                        ("10.244.1.3", false),
+                    ],
+                ),
+                slice("api", None, 9001, &[("10.244.2.1", true)]),
+            ],
+            secrets: vec![tls_secret("shop-tls")],
+            ingresses: Vec::new(),
+        }
+    }
+
+    /// The generated `http` block in a whole configuration, compiled as the server would.
+    fn compiles(g: &Generated, dir: &std::path::Path) {
+        for (path, bytes) in &g.files {
+            std::fs::write(path, bytes).expect("write a file");
+        }
+        let key = rcgen::KeyPair::generate().expect("a key");
+        let cert = rcgen::CertificateParams::new(vec!["default".into()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("a certificate");
+        std::fs::write(dir.join("default.crt"), cert.pem()).expect("write");
+        std::fs::write(dir.join("default.key"), key.serialize_pem()).expect("write");
+        let text = format!("events {{}}\nhttp {{\n{}}}\n", g.http);
+        let conf = dir.join("nginx.conf");
+        let loaded = portcullis_config::load_str(&text, &conf, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        portcullis_server::compile(&loaded, dir, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+
+    fn temp(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ingress-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("logs")).expect("mkdir");
+        dir
+    }
+
+    #[test]
+    fn hosts_paths_backends_and_tls() {
+        let dir = temp("whole");
+        let mut c = cluster();
+        c.ingresses.push(ingress(
+            "shop",
+            "2026-01-01T00:00:00Z",
+            json!({
+                "ingressClassName": "portcullis",
+                "tls": [{"hosts": ["shop.example"], "secretName": "shop-tls"}],
+                "rules": [{"host": "shop.example", "http": {"paths": [
+                    {"path": "/app/", "pathType": "Prefix",
+                     "backend": {"service": {"name": "web", "port": {"name": "http"}}}},
+                    {"path": "/app", "pathType": "Exact",
+                     "backend": {"service": {"name": "api", "port": {"number": 9000}}}},
+                    {"path": "/v[0-9]+/", "pathType": "ImplementationSpecific",
+                     "backend": {"service": {"name": "api", "port": {"number": 9000}}}},
+                ]}}, {"host": "*.shop.example", "http": {"paths": [
+                    {"path": "/", "pathType": "Prefix",
+                     "backend": {"service": {"name": "web", "port": {"number": 80}}}},
+                ]}}],
+            }),
+        ));
+        let g = translate(&c, &settings(&dir));
+        assert!(g.problems.is_empty(), "{:?}", g.problems);
+        assert!(g.applied.contains("shop/shop"));
+        let h = &g.http;
+        // Ready endpoints only, on the slice's port of the service port's name.
+        assert!(h.contains("upstream shop-web-80 {\n    zone shop-web-80 256k;\n    random two least_conn;\n    server 10.244.1.1:8080;\n    server 10.244.1.2:8080;\n}"), "{h}");
+        assert!(!h.contains("10.244.1.3"), "{h}");
+        assert!(h.contains("server 10.244.2.1:9001;"), "{h}");
+        // Element-wise prefix; the exact path the Exact route's.
+        assert!(h.contains("location /app/ {"), "{h}");
+        assert!(
+            h.contains("location = /app { ") && h.contains("proxy_pass http://shop-api-9000; }"),
+            "{h}"
+        );
+        assert_eq!(h.matches("location = /app ").count(), 1, "{h}");
+        assert!(h.contains("location ~ \"^/v[0-9]+/\" {"), "{h}");
+        // TLS by SNI, HTTP redirected; one label for the wildcard.
+        assert!(h.contains("listen 8443 ssl;"), "{h}");
+        assert!(h.contains("shop-shop-tls.crt"), "{h}");
+        assert!(h.contains("return 301 https://$host$request_uri;"), "{h}");
+        assert!(
+            h.contains("server_name \"~^[^.]+\\.shop\\.example$\";"),
+            "{h}"
+        );
+        compiles(&g, &dir);
+    }
+
+    #[test]
+    fn classes_select_ingresses() {
+        let dir = temp("classes");
+        let route = json!({"rules": [{"host": "a.example", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "api", "port": {"number": 9000}}}}]}}]});
+        let with = |mut spec: serde_json::Value, extra: serde_json::Value| {
+            if let Some(class) = extra.get("class") {
+                spec["ingressClassName"] = class.clone();
+            }
+            let mut i = ingress("i", "2026-01-01T00:00:00Z", spec);
+            if let Some(a) = extra.get("legacy") {
+                i.metadata.annotations = Some(
+                    [(
+                        LEGACY_CLASS.to_owned(),
+                        a.as_str().unwrap_or_default().to_owned(),
+                    )]
+                    .into(),
+                );
+            }
+            i
+        };
+        let cases = [
+            (json!({"class": "portcullis"}), true),
+            (json!({"class": "other"}), false),
+            (json!({"class": "missing"}), false),
+            (json!({"legacy": "portcullis"}), true),
+            (json!({"legacy": "nginx"}), false),
+            (json!({}), true),
+        ];
+        for (extra, expected) in cases {
+            let mut c = cluster();
+            c.ingresses.push(with(route.clone(), extra.clone()));
+            let g = translate(&c, &settings(&dir));
+            assert_eq!(g.applied.contains("shop/i"), expected, "{extra}");
+        }
+        // No default class: an Ingress naming none is nobody's here.
+        let mut c = cluster();
+        c.classes = vec![class("portcullis", false)];
+        c.ingresses.push(with(route, json!({})));
+        assert!(translate(&c, &settings(&dir)).applied.is_empty());
+    }
+
+    #[test]
+    fn the_oldest_keeps_a_path_and_bad_ingresses_are_reported() {
+        let dir = temp("conflicts");
+        let spec = |service: &str, path: &str| {
+            json!({"rules": [{"host": "a.example", "http": {"paths": [
+            {"path": path, "pathType": "Prefix",
+             "backend": {"service": {"name": service, "port": {"number": 9000}}}}]}}]})
+        };
+        let mut c = cluster();
+        c.ingresses = vec![
+            ingress("newer", "2026-02-01T00:00:00Z", spec("api", "/x")),
+            ingress("older", "2026-01-01T00:00:00Z", spec("api", "/x")),
+            ingress(
+                "injected",
+                "2026-01-01T00:00:00Z",
+                spec("api", "/y; return 200"),
+            ),
+            ingress("nosvc", "2026-01-01T00:00:00Z", spec("gone", "/z")),
+        ];
+        let g = translate(&c, &settings(&dir));
+        let reasons: Vec<(&str, &str)> = (g.problems.iter())
+            .map(|p| (p.name.as_str(), p.reason.as_str()))
+            .collect();
+        assert!(
+            reasons.contains(&(
+                "newer",
+                "path \"/x\" of host \"a.example\" is already routed by shop/older"
+            )),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons.contains(&("injected", "invalid path \"/y; return 200\"")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons.contains(&("nosvc", "service \"shop/gone\" not found")),
+            "{reasons:?}"
+        );
+        assert!(!g.http.contains("return 200"), "{}", g.http);
+        assert!(g.applied.contains("shop/older"));
+        compiles(&g, &dir);
+    }
+}
