@@ -407,8 +407,8 @@ fn is_ours(ingress: &Ingress, cluster: &Cluster, settings: &Settings) -> bool {
 }
 
 /// What orders two Ingresses: creation time, then namespace and name.
-fn age(m: &ObjectMeta) -> (Option<String>, String, String) {
-    let created = m.creation_timestamp.as_ref().map(|t| format!("{:?}", t.0));
+fn age(m: &ObjectMeta) -> (Option<k8s_openapi::jiff::Timestamp>, String, String) {
+    let created = m.creation_timestamp.as_ref().map(|t| t.0);
     let (namespace, name) = names(m);
     (created, namespace, name)
 }

@@ -1,0 +1,365 @@
+//! `portcullis-ingress`: portcullis as a Kubernetes ingress controller. It watches the
+//! cluster's IngressClasses, Ingresses, Services, EndpointSlices and Secrets, makes them into
+//! nginx.conf (`translate`), and runs the portcullis server in the same process on that
+//! configuration, swapping in a new one (hitless, as `portcullis -s reload`) whenever what it
+//! watches changes. Each Ingress that cannot be applied gets a Kubernetes Event saying why;
+//! the others keep working.
+//!
+//! ```text
+//! portcullis-ingress [--kubeconfig FILE] [--http-port 80] [--https-port 443]
+//!                    [--class portcullis] [--controller portcullis.dev/ingress-controller]
+//!                    [--dir /var/lib/portcullis-ingress] [--workers N] [--dump]
+//! ```
+//!
+//! In a cluster it uses its service account; with `--kubeconfig` that file. `--dump` prints
+//! the configuration it would run, as nginx.conf text (`portcullis -t` reads it), and exits.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource};
+use portcullis_ingress::{translate, Cluster, Settings};
+use tokio::sync::Notify;
+
+/// What the command line says.
+#[derive(Debug, Clone)]
+struct Options {
+    kubeconfig: Option<PathBuf>,
+    http_port: u16,
+    https_port: u16,
+    class: String,
+    controller: String,
+    dir: PathBuf,
+    workers: usize,
+    dump: bool,
+}
+
+const USAGE: &str = "usage: portcullis-ingress [--kubeconfig FILE] [--http-port N] \
+[--https-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] [--dump]";
+
+fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut o = Options {
+        kubeconfig: None,
+        http_port: 80,
+        https_port: 443,
+        class: "portcullis".into(),
+        controller: "portcullis.dev/ingress-controller".into(),
+        dir: PathBuf::from("/var/lib/portcullis-ingress"),
+        workers: std::thread::available_parallelism().map_or(1, usize::from),
+        dump: false,
+    };
+    while let Some(flag) = args.next() {
+        if flag == "--dump" {
+            o.dump = true;
+            continue;
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        let number = |v: &str| v.parse().map_err(|_| format!("invalid {flag} \"{v}\""));
+        match flag.as_str() {
+            "--kubeconfig" => o.kubeconfig = Some(value.into()),
+            "--http-port" => o.http_port = number(&value)?,
+            "--https-port" => o.https_port = number(&value)?,
+            "--class" => o.class = value,
+            "--controller" => o.controller = value,
+            "--dir" => o.dir = value.into(),
+            "--workers" => {
+                o.workers = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("invalid --workers \"{value}\""))?
+            }
+            _ => return Err(format!("unknown option \"{flag}\"\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> ExitCode {
+    let opts = match options(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("portcullis-ingress: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build();
+    let result = match runtime {
+        Ok(rt) => rt.block_on(run(opts)),
+        Err(e) => Err(format!("cannot start: {e}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("portcullis-ingress: [emerg] {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn client(opts: &Options) -> Result<Client, String> {
+    let config = match &opts.kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no cluster to talk to: {e}"))?,
+    };
+    Client::try_from(config).map_err(|e| format!("cannot make a client: {e}"))
+}
+
+/// The objects watched, each kind a store the watchers keep current.
+struct Watched {
+    ingresses: Store<Ingress>,
+    classes: Store<IngressClass>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    secrets: Store<Secret>,
+    /// Told of every change.
+    changed: Arc<Notify>,
+}
+
+impl Watched {
+    fn start(client: &Client) -> Watched {
+        let changed = Arc::new(Notify::new());
+        Watched {
+            ingresses: watch(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                &changed,
+            ),
+            classes: watch(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                &changed,
+            ),
+            services: watch(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                &changed,
+            ),
+            slices: watch(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                &changed,
+            ),
+            // Only certificates: a cluster's other secrets are none of ours.
+            secrets: watch(
+                Api::all(client.clone()),
+                watcher::Config::default().fields("type=kubernetes.io/tls"),
+                &changed,
+            ),
+            changed,
+        }
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        let lost = |_| "a watch ended before its first list".to_string();
+        self.ingresses.wait_until_ready().await.map_err(lost)?;
+        self.classes.wait_until_ready().await.map_err(lost)?;
+        self.services.wait_until_ready().await.map_err(lost)?;
+        self.slices.wait_until_ready().await.map_err(lost)?;
+        self.secrets.wait_until_ready().await.map_err(lost)
+    }
+
+    fn cluster(&self) -> Cluster {
+        fn all<K>(s: &Store<K>) -> Vec<K>
+        where
+            K: kube::runtime::reflector::Lookup + Clone,
+            K::DynamicType: Eq + std::hash::Hash + Clone,
+        {
+            s.state().iter().map(|k| (**k).clone()).collect()
+        }
+        Cluster {
+            ingresses: all(&self.ingresses),
+            classes: all(&self.classes),
+            services: all(&self.services),
+            slices: all(&self.slices),
+            secrets: all(&self.secrets),
+        }
+    }
+}
+
+/// A store of `api`'s objects, kept current by a task that watches them (and retries with
+/// backoff when the API server goes away), telling `changed` of every change.
+fn watch<K>(api: Api<K>, config: watcher::Config, changed: &Arc<Notify>) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K: serde::de::DeserializeOwned,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    use kube::runtime::WatchStreamExt;
+    let (store, writer) = reflector::store();
+    let changed = changed.clone();
+    let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                eprintln!("portcullis-ingress: [warn] watch: {e}");
+            }
+            changed.notify_one();
+        }
+    });
+    store
+}
+
+async fn run(opts: Options) -> Result<(), String> {
+    let client = client(&opts).await?;
+    let watched = Watched::start(&client);
+    watched.ready().await?;
+    std::fs::create_dir_all(opts.dir.join("secrets"))
+        .and_then(|()| std::fs::create_dir_all(opts.dir.join("logs")))
+        .map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+    let settings = Settings {
+        controller: opts.controller.clone(),
+        class: opts.class.clone(),
+        http_port: opts.http_port,
+        https_port: opts.https_port,
+        files: opts.dir.join("secrets"),
+        default_certificate: default_certificate(&opts.dir)?,
+    };
+    if opts.dump {
+        let generated = translate(&watched.cluster(), &settings);
+        print!("{}", main_config(&opts, &generated.http));
+        return Ok(());
+    }
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "portcullis-ingress".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let mut server: Option<portcullis_server::Server> = None;
+    let mut running = String::new();
+    let mut reported = BTreeSet::new();
+    loop {
+        let cluster = watched.cluster();
+        let generated = translate(&cluster, &settings);
+        let text = main_config(&opts, &generated.http);
+        if text != running {
+            match apply(&opts, &text, &generated.files, &mut server) {
+                Ok(()) => running = text,
+                // The configuration running keeps serving.
+                Err(e) => eprintln!("portcullis-ingress: [error] {e}"),
+            }
+        }
+        for problem in &generated.problems {
+            let key = (
+                problem.namespace.clone(),
+                problem.name.clone(),
+                problem.reason.clone(),
+            );
+            if reported.contains(&key) {
+                continue;
+            }
+            let ingress = (cluster.ingresses.iter()).find(|i| {
+                i.metadata.namespace.as_deref() == Some(&problem.namespace)
+                    && i.metadata.name.as_deref() == Some(&problem.name)
+            });
+            if let Some(ingress) = ingress {
+                let event = Event {
+                    type_: EventType::Warning,
+                    reason: "Rejected".into(),
+                    note: Some(problem.reason.clone()),
+                    action: "AddedOrUpdated".into(),
+                    secondary: None,
+                };
+                match recorder.publish(&event, &ingress.object_ref(&())).await {
+                    Ok(()) => {
+                        reported.insert(key);
+                    }
+                    Err(e) => eprintln!("portcullis-ingress: [warn] event: {e}"),
+                }
+            }
+        }
+        watched.changed.notified().await;
+        // Changes come in bursts (a rollout): one configuration for the burst.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The whole configuration around the `http` block's contents.
+fn main_config(opts: &Options, http: &str) -> String {
+    format!(
+        "worker_processes {};\nerror_log stderr notice;\n\
+         events {{\n    worker_connections 8192;\n}}\n\
+         http {{\n    access_log off;\n{http}}}\n",
+        opts.workers
+    )
+}
+
+/// Writes the files `text` names and starts the server on it, or swaps it in.
+fn apply(
+    opts: &Options,
+    text: &str,
+    files: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
+    server: &mut Option<portcullis_server::Server>,
+) -> Result<(), String> {
+    for (path, bytes) in files {
+        write_file(path, bytes)?;
+    }
+    let conf = opts.dir.join("nginx.conf");
+    write_file(&conf, text.as_bytes())?;
+    let loaded =
+        portcullis_config::load_str(text, &conf, &Default::default()).map_err(|e| e.to_string())?;
+    let compiled =
+        portcullis_server::compile(&loaded, &opts.dir, None).map_err(|e| e.to_string())?;
+    match server {
+        Some(s) => s.reload(compiled).map_err(|e| e.to_string()),
+        None => {
+            *server = Some(portcullis_server::Server::start(compiled).map_err(|e| e.to_string())?);
+            Ok(())
+        }
+    }
+}
+
+/// Writes `bytes` at `path` whole, through a file renamed over it.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".new");
+    std::fs::write(&temp, bytes)
+        .and_then(|()| std::fs::rename(&temp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The default server's certificate: made once, self-signed, as NGINX Ingress Controller's
+/// default is.
+fn default_certificate(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let (crt, key) = (dir.join("default.crt"), dir.join("default.key"));
+    if crt.exists() && key.exists() {
+        return Ok((crt, key));
+    }
+    let made = rcgen::KeyPair::generate().and_then(|k| {
+        let params = rcgen::CertificateParams::new(vec!["portcullis-ingress-default".into()])?;
+        Ok((params.self_signed(&k)?, k))
+    });
+    let (cert, k) = made.map_err(|e| format!("default certificate: {e}"))?;
+    write_file(&key, k.serialize_pem().as_bytes())?;
+    write_file(&crt, cert.pem().as_bytes())?;
+    Ok((crt, key))
+}

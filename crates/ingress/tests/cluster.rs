@@ -1,0 +1,440 @@
+//! The controller against a real Kubernetes API server: etcd and kube-apiserver built by
+//! `cluster/build.sh`, started on addresses of a network namespace the test makes for itself
+//! (`unshare -n`: nothing it does leaves it), with the objects a user would apply. Backend
+//! "pods" are servers of the test named by an EndpointSlice. What is checked is what a
+//! client sees: an Ingress with TLS served by SNI with HTTP redirected, both endpoints
+//! answering, an endpoint scaled away, an Ingress that cannot be applied given a Kubernetes
+//! Event while the others keep serving, and `--dump`'s configuration.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+/// Set in the child that runs inside the namespace: where the cluster's binaries are.
+const INSIDE: &str = "PORTCULLIS_INGRESS_CLUSTER_BIN";
+const API: &str = "10.244.0.1";
+const TOKEN: &str = "test-admin-token";
+
+#[test]
+fn an_ingress_serves_through_the_controller() {
+    match std::env::var_os(INSIDE) {
+        Some(bin) => inside(Path::new(&bin)),
+        None => outside("an_ingress_serves_through_the_controller"),
+    }
+}
+
+/// Builds (or finds) the cluster's binaries, then runs the test again in a network
+/// namespace of its own.
+fn outside(test: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/build.sh");
+    let built = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(
+        built.status.success(),
+        "{} could not build etcd and kube-apiserver (the Go module proxy must be reachable)",
+        script.display()
+    );
+    let bin = String::from_utf8_lossy(&built.stdout).trim().to_owned();
+    let me = std::env::current_exe().expect("the test binary");
+    let status = Command::new("unshare")
+        .arg("-n")
+        .arg(me)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(INSIDE, &bin)
+        .status()
+        .expect("unshare (util-linux) runs");
+    assert!(
+        status.success(),
+        "the test inside its network namespace failed (it needs root for unshare -n)"
+    );
+}
+
+/// Kills what it holds when the test ends, however it ends.
+struct Killed(Vec<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let status = Command::new(cmd).args(args).status().expect(cmd);
+    assert!(status.success(), "{cmd} {args:?}");
+}
+
+fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The test's certificate authority and the API server's certificate, signed by it.
+fn certificates(dir: &Path) {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca = rcgen::CertificateParams::new(Vec::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "test ca");
+    let ca_cert = ca.self_signed(&ca_key).expect("ca");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut server = rcgen::CertificateParams::new(vec!["kubernetes".into()]).expect("params");
+    server
+        .subject_alt_names
+        .push(rcgen::SanType::IpAddress(API.parse().expect("ip")));
+    let cert = server
+        .signed_by(&key, &ca_cert, &ca_key)
+        .expect("server certificate");
+    let sa = rcgen::KeyPair::generate().expect("key");
+    for (name, text) in [
+        ("ca.crt", ca_cert.pem()),
+        ("server.crt", cert.pem()),
+        ("server.key", key.serialize_pem()),
+        ("sa.key", sa.serialize_pem()),
+        ("sa.pub", sa.public_key_pem()),
+        (
+            "tokens.csv",
+            format!("{TOKEN},admin,1,\"system:masters\"\n"),
+        ),
+    ] {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+}
+
+/// A request to the API server: its status and JSON.
+fn api(dir: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method])
+        .arg("--cacert")
+        .arg(dir.join("ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["-H", "Content-Type: application/json"])
+        .arg(format!("https://{API}:6443{path}"));
+    if let Some(b) = body {
+        cmd.args(["--data-binary", &b.to_string()]);
+    }
+    let out = cmd.output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (json, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (
+        code.trim().parse().unwrap_or(0),
+        serde_json::from_str(json).unwrap_or(Value::Null),
+    )
+}
+
+fn create(dir: &Path, path: &str, object: Value) {
+    let (status, answer) = api(dir, "POST", path, Some(&object));
+    assert_eq!(status, 201, "POST {path}: {answer}");
+}
+
+/// A backend "pod" at `addr` that answers `name`.
+fn pod(addr: &str, name: &'static str) {
+    let listener = TcpListener::bind(addr).expect("bind a pod's address");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut c) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+                    name.len()
+                );
+                let _ = c.write_all(answer.as_bytes());
+            });
+        }
+    });
+}
+
+/// A request through the controller, as curl makes it: status and body.
+fn through(url: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-k",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "--max-time",
+            "5",
+        ])
+        .args(["--resolve", "shop.example:80:127.0.0.1"])
+        .args(["--resolve", "shop.example:443:127.0.0.1"])
+        .arg(url)
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+fn slice(endpoints: &[&str]) -> Value {
+    let endpoints: Vec<Value> = (endpoints.iter())
+        .map(|ip| json!({"addresses": [ip], "conditions": {"ready": true}}))
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-1", "namespace": "shop",
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    })
+}
+
+fn inside(bin: &Path) {
+    run("ip", &["link", "set", "lo", "up"]);
+    for addr in [API, "10.244.1.1", "10.244.1.2"] {
+        run("ip", &["addr", "add", &format!("{addr}/32"), "dev", "lo"]);
+    }
+    let dir = PathBuf::from(format!(
+        "/tmp/portcullis-ingress-test-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    certificates(&dir);
+    let mut held = Killed(Vec::new());
+    let log = |name: &str| std::fs::File::create(dir.join(name)).expect("log file");
+    held.0.push(
+        Command::new(bin.join("etcd"))
+            .arg("--data-dir")
+            .arg(dir.join("etcd"))
+            .args(["--listen-client-urls", "http://127.0.0.1:2379"])
+            .args(["--advertise-client-urls", "http://127.0.0.1:2379"])
+            .args(["--listen-peer-urls", "http://127.0.0.1:2380"])
+            .stdout(log("etcd.log"))
+            .stderr(log("etcd.err"))
+            .spawn()
+            .expect("etcd"),
+    );
+    let path = |name: &str| dir.join(name).display().to_string();
+    held.0.push(
+        Command::new(bin.join("kube-apiserver"))
+            .args(["--etcd-servers", "http://127.0.0.1:2379"])
+            .args([
+                "--bind-address",
+                API,
+                "--advertise-address",
+                API,
+                "--secure-port",
+                "6443",
+            ])
+            .args(["--tls-cert-file", &path("server.crt")])
+            .args(["--tls-private-key-file", &path("server.key")])
+            .args(["--client-ca-file", &path("ca.crt")])
+            .args([
+                "--token-auth-file",
+                &path("tokens.csv"),
+                "--authorization-mode",
+                "RBAC",
+            ])
+            .args(["--service-account-key-file", &path("sa.pub")])
+            .args(["--service-account-signing-key-file", &path("sa.key")])
+            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
+            .args(["--service-cluster-ip-range", "10.96.0.0/16"])
+            .args(["--disable-admission-plugins", "ServiceAccount"])
+            .stdout(log("apiserver.log"))
+            .stderr(log("apiserver.err"))
+            .spawn()
+            .expect("kube-apiserver"),
+    );
+    wait_until("the API server ready", Duration::from_secs(60), || {
+        api(&dir, "GET", "/readyz", None).0 == 200
+    });
+
+    // What a user applies.
+    create(
+        &dir,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "shop"}}),
+    );
+    create(
+        &dir,
+        "/apis/networking.k8s.io/v1/ingressclasses",
+        json!({
+            "metadata": {"name": "portcullis",
+                         "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+            "spec": {"controller": "portcullis.dev/ingress-controller"},
+        }),
+    );
+    create(
+        &dir,
+        "/api/v1/namespaces/shop/services",
+        json!({
+            "metadata": {"name": "web"},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+        }),
+    );
+    create(
+        &dir,
+        "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices",
+        slice(&["10.244.1.1", "10.244.1.2"]),
+    );
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["shop.example".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    create(
+        &dir,
+        "/api/v1/namespaces/shop/secrets",
+        json!({
+            "metadata": {"name": "shop-tls"},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert.pem(), "tls.key": key.serialize_pem()},
+        }),
+    );
+    create(
+        &dir,
+        "/apis/networking.k8s.io/v1/namespaces/shop/ingresses",
+        json!({
+            "metadata": {"name": "shop"},
+            "spec": {
+                "tls": [{"hosts": ["shop.example"], "secretName": "shop-tls"}],
+                "rules": [{"host": "shop.example", "http": {"paths": [{
+                    "path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "web", "port": {"name": "http"}}},
+                }]}}],
+            },
+        }),
+    );
+    pod("10.244.1.1:8080", "one");
+    pod("10.244.1.2:8080", "two");
+
+    let kubeconfig = dir.join("kubeconfig");
+    let ca = std::fs::read_to_string(dir.join("ca.crt")).expect("ca");
+    std::fs::write(&kubeconfig, format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://{API}:6443\n    certificate-authority-data: {}\nusers:\n- name: admin\n  user:\n    token: {TOKEN}\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin}}\ncurrent-context: test\n",
+        base64::engine::general_purpose::STANDARD.encode(ca.as_bytes())
+    )).expect("kubeconfig");
+    let controller = env!("CARGO_BIN_EXE_portcullis-ingress");
+    let work = dir.join("controller");
+
+    // --dump: the configuration it would run, as text portcullis reads.
+    let dump = Command::new(controller)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--dir")
+        .arg(&work)
+        .arg("--dump")
+        .output()
+        .expect("--dump");
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    assert!(text.contains("server_name shop.example;"), "{text}");
+    assert!(text.contains("server 10.244.1.1:8080;"), "{text}");
+    portcullis_config::load_str(&text, &work.join("dump.conf"), &Default::default())
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+
+    held.0.push(
+        Command::new(controller)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--dir")
+            .arg(&work)
+            .args(["--workers", "1"])
+            .stdout(log("controller.log"))
+            .stderr(log("controller.err"))
+            .spawn()
+            .expect("the controller"),
+    );
+    let logs = || std::fs::read_to_string(dir.join("controller.err")).unwrap_or_default();
+    wait_until(
+        "the Ingress served over HTTPS",
+        Duration::from_secs(30),
+        || through("https://shop.example/").0 == 200,
+    );
+    // HTTP to a TLS host is redirected.
+    let (status, _) = through("http://shop.example/x");
+    assert_eq!(status, 301, "{}", logs());
+    // Both endpoints take requests.
+    let answers: String = (0..6).map(|_| through("https://shop.example/").1).collect();
+    assert!(
+        answers.contains("one") && answers.contains("two"),
+        "{answers}"
+    );
+
+    // Scaled down to one endpoint: only it answers.
+    let (status, current) = api(
+        &dir,
+        "GET",
+        "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices/web-1",
+        None,
+    );
+    assert_eq!(status, 200);
+    let mut fewer = slice(&["10.244.1.1"]);
+    fewer["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (status, answer) = api(
+        &dir,
+        "PUT",
+        "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices/web-1",
+        Some(&fewer),
+    );
+    assert_eq!(status, 200, "{answer}");
+    wait_until(
+        "the endpoint scaled away gone",
+        Duration::from_secs(10),
+        || (0..4).all(|_| through("https://shop.example/").1 == "one"),
+    );
+
+    // An Ingress naming a Service that is not there: an Event on it, the others serve on.
+    create(
+        &dir,
+        "/apis/networking.k8s.io/v1/namespaces/shop/ingresses",
+        json!({
+            "metadata": {"name": "broken"},
+            "spec": {"rules": [{"host": "broken.example", "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "nowhere", "port": {"number": 80}}},
+            }]}}]},
+        }),
+    );
+    wait_until(
+        "an Event on the broken Ingress",
+        Duration::from_secs(10),
+        || {
+            let (_, events) = api(
+                &dir,
+                "GET",
+                "/apis/events.k8s.io/v1/namespaces/shop/events",
+                None,
+            );
+            events["items"].as_array().is_some_and(|items| {
+                items.iter().any(|e| {
+                    e["regarding"]["name"] == "broken"
+                        && e["type"] == "Warning"
+                        && e["note"]
+                            .as_str()
+                            .is_some_and(|n| n.contains("service \"shop/nowhere\" not found"))
+                })
+            })
+        },
+    );
+    assert_eq!(through("https://shop.example/").1, "one", "{}", logs());
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}
