@@ -259,10 +259,21 @@ async fn run(opts: Options) -> Result<(), String> {
         let generated = translate(&cluster, &settings);
         let text = main_config(&opts, &generated.http);
         if text != running {
-            match apply(&opts, &text, &generated.files, &mut server) {
-                Ok(()) => running = text,
-                // The configuration running keeps serving.
-                Err(e) => eprintln!("portcullis-ingress: [error] {e}"),
+            let endpoints_only = server.is_some() && shape(&text) == shape(&running);
+            if endpoints_only && endpoints(server.as_ref(), &generated.upstreams) {
+                // Only endpoints moved: the groups' servers change in place, no reload.
+                eprintln!("portcullis-ingress: [notice] endpoints updated without a reload");
+                let _ = write_file(&opts.dir.join("nginx.conf"), text.as_bytes());
+                running = text;
+            } else {
+                match apply(&opts, &text, &generated.files, &mut server) {
+                    Ok(()) => {
+                        eprintln!("portcullis-ingress: [notice] configuration applied");
+                        running = text;
+                    }
+                    // The configuration running keeps serving.
+                    Err(e) => eprintln!("portcullis-ingress: [error] {e}"),
+                }
             }
         }
         for problem in &generated.problems {
@@ -298,6 +309,33 @@ async fn run(opts: Options) -> Result<(), String> {
         // Changes come in bursts (a rollout): one configuration for the burst.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A configuration without its groups' `server` lines: two of the same shape differ only in
+/// endpoints.
+fn shape(text: &str) -> String {
+    let server_line = |l: &&str| l.starts_with("    server ") && l.ends_with(';');
+    text.lines()
+        .filter(|l| !server_line(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Gives each group its servers in the running configuration; false if one could not be
+/// (then a reload does it).
+fn endpoints(
+    server: Option<&portcullis_server::Server>,
+    upstreams: &std::collections::BTreeMap<String, Vec<String>>,
+) -> bool {
+    let Some(server) = server else {
+        return false;
+    };
+    upstreams.iter().all(|(name, servers)| {
+        server
+            .set_upstream_servers(name, servers)
+            .map_err(|e| eprintln!("portcullis-ingress: [warn] upstream {name}: {e}"))
+            .is_ok()
+    })
 }
 
 /// The whole configuration around the `http` block's contents.

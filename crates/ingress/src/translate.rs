@@ -91,6 +91,8 @@ pub struct Generated {
     pub problems: Vec<Problem>,
     /// The Ingresses applied, as `namespace/name`: their status gets the address.
     pub applied: BTreeSet<String>,
+    /// Each `upstream` group's servers (`address:port`), by the group's name.
+    pub upstreams: BTreeMap<String, Vec<String>>,
 }
 
 /// How a path matches.
@@ -188,6 +190,7 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
         server_block(&mut http, host, h, settings);
     }
     out.http = http;
+    out.upstreams = upstreams;
     out
 }
 

@@ -3,8 +3,8 @@
 //! (`unshare -n`: nothing it does leaves it), with the objects a user would apply. Backend
 //! "pods" are servers of the test named by an EndpointSlice. What is checked is what a
 //! client sees: an Ingress with TLS served by SNI with HTTP redirected, both endpoints
-//! answering, an endpoint scaled away, an Ingress that cannot be applied given a Kubernetes
-//! Event while the others keep serving, and `--dump`'s configuration.
+//! answering, an endpoint scaled away with no reload, an Ingress that cannot be applied
+//! given a Kubernetes Event while the others keep serving, and `--dump`'s configuration.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -395,10 +395,23 @@ fn inside(bin: &Path) {
         Some(&fewer),
     );
     assert_eq!(status, 200, "{answer}");
+    let applied = logs().matches("configuration applied").count();
     wait_until(
         "the endpoint scaled away gone",
         Duration::from_secs(10),
         || (0..4).all(|_| through("https://shop.example/").1 == "one"),
+    );
+    // With no reload: the group's servers changed in place.
+    assert!(
+        logs().contains("endpoints updated without a reload"),
+        "{}",
+        logs()
+    );
+    assert_eq!(
+        logs().matches("configuration applied").count(),
+        applied,
+        "{}",
+        logs()
     );
 
     // An Ingress naming a Service that is not there: an Event on it, the others serve on.

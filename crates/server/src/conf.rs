@@ -64,6 +64,8 @@ pub(crate) struct HttpConf {
     /// The modules, and what loading this configuration kept for each (in the same order).
     pub modules: Registry,
     pub loaded: Vec<Arc<dyn Any + Send + Sync>>,
+    /// The `upstream` blocks, by name.
+    pub upstreams: Arc<crate::upstream::Groups>,
 }
 
 /// One listening address and the servers reachable through it.
@@ -441,6 +443,7 @@ fn compile_declared(
                 .into_iter()
                 .map(Arc::from)
                 .collect(),
+            upstreams: Arc::default(),
         },
     };
     main.warnings = b.warnings;
@@ -704,6 +707,7 @@ impl Builder {
                 .into_iter()
                 .map(Arc::from)
                 .collect(),
+            upstreams: self.groups.clone(),
         })
     }
 

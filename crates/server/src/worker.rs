@@ -279,6 +279,44 @@ impl Server {
         });
     }
 
+    /// Makes the servers of the running configuration's group `name` (one in a `zone`) be
+    /// `servers` (`address:port` each) with no reload, as NGINX Plus's API would: those no
+    /// longer listed are removed (requests under way finish on them), new ones added with
+    /// the default settings. An error says why nothing more was changed.
+    pub fn set_upstream_servers(&self, name: &str, servers: &[String]) -> Result<(), String> {
+        use portcullis_proxy::upstream::{Change, ServerParams};
+        let generation = match self.state.lock() {
+            Ok(state) => state.generation.clone(),
+            Err(_) => return Err("worker table poisoned".into()),
+        };
+        let group = generation.http.upstreams.get(name);
+        let live = group
+            .and_then(|g| g.live())
+            .ok_or_else(|| format!("no upstream \"{name}\" in a zone"))?;
+        let fail = |e: crate::upstream::group::LiveError<std::convert::Infallible>| match e {
+            crate::upstream::group::LiveError::Change(e) => e.to_string(),
+            crate::upstream::group::LiveError::State(e) => e,
+            crate::upstream::group::LiveError::Make(never) => match never {},
+        };
+        let current = live.current();
+        for peer in current.peers() {
+            if !servers.iter().any(|s| **s == *peer.name) {
+                let id = peer.id();
+                live.change(|_| Ok(Change::Remove { id })).map_err(fail)?;
+            }
+        }
+        for server in servers {
+            if !current.peers().iter().any(|p| *p.name == **server) {
+                let change = Change::Add {
+                    server: server.clone(),
+                    params: ServerParams::default(),
+                };
+                live.change(|_| Ok(change)).map_err(fail)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Stops: `graceful` finishes in-flight requests first (QUIT), else closes at once (TERM).
     /// Access logs are flushed either way. Returns when every worker has exited.
     pub fn stop(self, graceful: bool) {
