@@ -8,11 +8,14 @@
 //! ```text
 //! portcullis-ingress [--kubeconfig FILE] [--http-port 80] [--https-port 443]
 //!                    [--class portcullis] [--controller portcullis.dev/ingress-controller]
-//!                    [--dir /var/lib/portcullis-ingress] [--workers N] [--dump]
+//!                    [--dir /var/lib/portcullis-ingress] [--workers N]
+//!                    [--status-address ADDR] [--dump]
 //! ```
 //!
 //! In a cluster it uses its service account; with `--kubeconfig` that file. `--dump` prints
 //! the configuration it would run, as nginx.conf text (`portcullis -t` reads it), and exits.
+//! Each Ingress it applies gets `status.loadBalancer.ingress` with the address it is reached
+//! at (`--status-address`, else the pod's `POD_IP`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -42,10 +45,14 @@ struct Options {
     dir: PathBuf,
     workers: usize,
     dump: bool,
+    /// What the Ingresses' `status.loadBalancer` says reaches them (an IP address or a
+    /// host name): `--status-address`, else the pod's `POD_IP`; none, no status is written.
+    status_address: Option<String>,
 }
 
 const USAGE: &str = "usage: portcullis-ingress [--kubeconfig FILE] [--http-port N] \
-[--https-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] [--dump]";
+[--https-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] \
+[--status-address ADDR] [--dump]";
 
 fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut o = Options {
@@ -57,6 +64,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         dir: PathBuf::from("/var/lib/portcullis-ingress"),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         dump: false,
+        status_address: std::env::var("POD_IP").ok().filter(|a| !a.is_empty()),
     };
     while let Some(flag) = args.next() {
         if flag == "--dump" {
@@ -74,6 +82,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--class" => o.class = value,
             "--controller" => o.controller = value,
             "--dir" => o.dir = value.into(),
+            "--status-address" => o.status_address = Some(value),
             "--workers" => {
                 o.workers = value
                     .parse()
@@ -276,6 +285,9 @@ async fn run(opts: Options) -> Result<(), String> {
                 }
             }
         }
+        if let Some(address) = &opts.status_address {
+            status(&client, &cluster, &generated.applied, address).await;
+        }
         for problem in &generated.problems {
             let key = (
                 problem.namespace.clone(),
@@ -308,6 +320,39 @@ async fn run(opts: Options) -> Result<(), String> {
         watched.changed.notified().await;
         // Changes come in bursts (a rollout): one configuration for the burst.
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Writes `address` into the status of each Ingress applied that does not say it yet.
+async fn status(client: &Client, cluster: &Cluster, applied: &BTreeSet<String>, address: &str) {
+    let entry = match address.parse::<std::net::IpAddr>() {
+        Ok(_) => serde_json::json!({"ip": address}),
+        Err(_) => serde_json::json!({"hostname": address}),
+    };
+    let want = serde_json::json!([entry]);
+    for ingress in &cluster.ingresses {
+        let (Some(namespace), Some(name)) = (&ingress.metadata.namespace, &ingress.metadata.name)
+        else {
+            continue;
+        };
+        if !applied.contains(&format!("{namespace}/{name}")) {
+            continue;
+        }
+        let now = (ingress.status.as_ref())
+            .and_then(|s| s.load_balancer.as_ref())
+            .map(|lb| serde_json::to_value(&lb.ingress).unwrap_or_default());
+        if now.as_ref() == Some(&want) {
+            continue;
+        }
+        let patch = serde_json::json!({"status": {"loadBalancer": {"ingress": want}}});
+        let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+        let params = kube::api::PatchParams::default();
+        if let Err(e) = api
+            .patch_status(name, &params, &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            eprintln!("portcullis-ingress: [warn] status of {namespace}/{name}: {e}");
+        }
     }
 }
 

@@ -356,7 +356,7 @@ fn inside(bin: &Path) {
             .arg(&kubeconfig)
             .arg("--dir")
             .arg(&work)
-            .args(["--workers", "1"])
+            .args(["--workers", "1", "--status-address", "10.244.0.9"])
             .stdout(log("controller.log"))
             .stderr(log("controller.err"))
             .spawn()
@@ -368,6 +368,11 @@ fn inside(bin: &Path) {
         Duration::from_secs(30),
         || through("https://shop.example/").0 == 200,
     );
+    // The Ingress says where it is reached.
+    wait_until("the Ingress's status", Duration::from_secs(10), || {
+        let path = "/apis/networking.k8s.io/v1/namespaces/shop/ingresses/shop";
+        api(&dir, "GET", path, None).1["status"]["loadBalancer"]["ingress"][0]["ip"] == "10.244.0.9"
+    });
     // HTTP to a TLS host is redirected.
     let (status, _) = through("http://shop.example/x");
     assert_eq!(status, 301, "{}", logs());
