@@ -4,7 +4,9 @@
 //! "pods" are servers of the test named by an EndpointSlice. What is checked is what a
 //! client sees: an Ingress with TLS served by SNI with HTTP redirected, both endpoints
 //! answering, an endpoint scaled away with no reload, an Ingress that cannot be applied
-//! given a Kubernetes Event while the others keep serving, and `--dump`'s configuration.
+//! given a Kubernetes Event while the others keep serving, an Ingress edited under load
+//! with no request failed, the controller and the API server restarted, and `--dump`'s
+//! configuration.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -14,6 +16,29 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{json, Value};
+
+/// A plain HTTP request to `host` through the controller: its status.
+fn through_plain(host: &str) -> u16 {
+    let url = format!("http://{host}/");
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
+        .args(["--resolve", &format!("{host}:80:127.0.0.1")])
+        .arg(url)
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
 
 /// Set in the child that runs inside the namespace: where the cluster's binaries are.
 const INSIDE: &str = "PORTCULLIS_INGRESS_CLUSTER_BIN";
@@ -111,6 +136,83 @@ fn certificates(dir: &Path) {
     ] {
         std::fs::write(dir.join(name), text).expect("write");
     }
+}
+
+/// A log file the processes of the test write to, kept across their restarts.
+fn appended(dir: &Path, name: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(name))
+        .expect("log file")
+}
+
+/// kube-apiserver on the test's etcd, ready in a few seconds.
+fn apiserver(bin: &Path, dir: &Path) -> Child {
+    let path = |name: &str| dir.join(name).display().to_string();
+    Command::new(bin.join("kube-apiserver"))
+        .args(["--etcd-servers", "http://127.0.0.1:2379"])
+        .args(["--bind-address", API, "--advertise-address", API])
+        .args(["--secure-port", "6443"])
+        .args(["--tls-cert-file", &path("server.crt")])
+        .args(["--tls-private-key-file", &path("server.key")])
+        .args(["--client-ca-file", &path("ca.crt")])
+        .args(["--token-auth-file", &path("tokens.csv")])
+        .args(["--authorization-mode", "RBAC"])
+        .args(["--service-account-key-file", &path("sa.pub")])
+        .args(["--service-account-signing-key-file", &path("sa.key")])
+        .args(["--service-account-issuer", "https://kubernetes.default.svc"])
+        .args(["--service-cluster-ip-range", "10.96.0.0/16"])
+        .args(["--disable-admission-plugins", "ServiceAccount"])
+        .stdout(appended(dir, "apiserver.log"))
+        .stderr(appended(dir, "apiserver.err"))
+        .spawn()
+        .expect("kube-apiserver")
+}
+
+/// The controller, on ports 80 and 443 of the namespace.
+fn start_controller(dir: &Path, kubeconfig: &Path, work: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_portcullis-ingress"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--dir")
+        .arg(work)
+        .args(["--workers", "1", "--status-address", "10.244.0.9"])
+        .stdout(appended(dir, "controller.log"))
+        .stderr(appended(dir, "controller.err"))
+        .spawn()
+        .expect("the controller")
+}
+
+/// Stops `child` at once.
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Requests to `host` over plain HTTP on kept connections until `stop`: how many were
+/// answered 200, and how many were not.
+fn load(
+    host: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(u64, u64)> {
+    std::thread::spawn(move || {
+        let (mut ok, mut failed) = (0, 0);
+        let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let answered = std::net::TcpStream::connect("127.0.0.1:80").and_then(|mut c| {
+                c.write_all(request.as_bytes())?;
+                let mut got = String::new();
+                c.read_to_string(&mut got)?;
+                Ok(got)
+            });
+            match answered {
+                Ok(got) if got.starts_with("HTTP/1.1 200 ") => ok += 1,
+                _ => failed += 1,
+            }
+        }
+        (ok, failed)
+    })
 }
 
 /// A request to the API server: its status and JSON.
@@ -214,7 +316,7 @@ fn inside(bin: &Path) {
     std::fs::create_dir_all(&dir).expect("mkdir");
     certificates(&dir);
     let mut held = Killed(Vec::new());
-    let log = |name: &str| std::fs::File::create(dir.join(name)).expect("log file");
+    let log = |name: &str| appended(&dir, name);
     held.0.push(
         Command::new(bin.join("etcd"))
             .arg("--data-dir")
@@ -227,37 +329,7 @@ fn inside(bin: &Path) {
             .spawn()
             .expect("etcd"),
     );
-    let path = |name: &str| dir.join(name).display().to_string();
-    held.0.push(
-        Command::new(bin.join("kube-apiserver"))
-            .args(["--etcd-servers", "http://127.0.0.1:2379"])
-            .args([
-                "--bind-address",
-                API,
-                "--advertise-address",
-                API,
-                "--secure-port",
-                "6443",
-            ])
-            .args(["--tls-cert-file", &path("server.crt")])
-            .args(["--tls-private-key-file", &path("server.key")])
-            .args(["--client-ca-file", &path("ca.crt")])
-            .args([
-                "--token-auth-file",
-                &path("tokens.csv"),
-                "--authorization-mode",
-                "RBAC",
-            ])
-            .args(["--service-account-key-file", &path("sa.pub")])
-            .args(["--service-account-signing-key-file", &path("sa.key")])
-            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
-            .args(["--service-cluster-ip-range", "10.96.0.0/16"])
-            .args(["--disable-admission-plugins", "ServiceAccount"])
-            .stdout(log("apiserver.log"))
-            .stderr(log("apiserver.err"))
-            .spawn()
-            .expect("kube-apiserver"),
-    );
+    held.0.push(apiserver(bin, &dir));
     wait_until("the API server ready", Duration::from_secs(60), || {
         api(&dir, "GET", "/readyz", None).0 == 200
     });
@@ -350,18 +422,7 @@ fn inside(bin: &Path) {
     portcullis_config::load_str(&text, &work.join("dump.conf"), &Default::default())
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
 
-    held.0.push(
-        Command::new(controller)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--dir")
-            .arg(&work)
-            .args(["--workers", "1", "--status-address", "10.244.0.9"])
-            .stdout(log("controller.log"))
-            .stderr(log("controller.err"))
-            .spawn()
-            .expect("the controller"),
-    );
+    held.0.push(start_controller(&dir, &kubeconfig, &work));
     let logs = || std::fs::read_to_string(dir.join("controller.err")).unwrap_or_default();
     wait_until(
         "the Ingress served over HTTPS",
@@ -406,11 +467,11 @@ fn inside(bin: &Path) {
         Duration::from_secs(10),
         || (0..4).all(|_| through("https://shop.example/").1 == "one"),
     );
-    // With no reload: the group's servers changed in place.
-    assert!(
-        logs().contains("endpoints updated without a reload"),
-        "{}",
-        logs()
+    // With no reload: the group's servers changed in place (said just after).
+    wait_until(
+        "the endpoints' update logged",
+        Duration::from_secs(5),
+        || logs().contains("endpoints updated without a reload"),
     );
     assert_eq!(
         logs().matches("configuration applied").count(),
@@ -453,6 +514,78 @@ fn inside(bin: &Path) {
         },
     );
     assert_eq!(through("https://shop.example/").1, "one", "{}", logs());
+
+    // An Ingress edited under load: not one request fails.
+    create(
+        &dir,
+        "/apis/networking.k8s.io/v1/namespaces/shop/ingresses",
+        json!({
+            "metadata": {"name": "plain"},
+            "spec": {"rules": [{"host": "plain.example", "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "web", "port": {"number": 80}}},
+            }]}}]},
+        }),
+    );
+    wait_until("the plain host served", Duration::from_secs(10), || {
+        through_plain("plain.example") == 200
+    });
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|_| load("plain.example", stop.clone()))
+        .collect();
+    let path = "/apis/networking.k8s.io/v1/namespaces/shop/ingresses/plain";
+    for round in 0..5 {
+        let (_, mut edited) = api(&dir, "GET", path, None);
+        let paths = &mut edited["spec"]["rules"][0]["http"]["paths"];
+        paths.as_array_mut().expect("paths").push(json!({
+            "path": format!("/round{round}"), "pathType": "Exact",
+            "backend": {"service": {"name": "web", "port": {"number": 80}}},
+        }));
+        let (status, answer) = api(&dir, "PUT", path, Some(&edited));
+        assert_eq!(status, 200, "{answer}");
+        let applied = logs().matches("configuration applied").count();
+        wait_until("the edit applied", Duration::from_secs(10), || {
+            logs().matches("configuration applied").count() > applied
+        });
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = clients
+        .into_iter()
+        .map(|c| c.join().expect("a client"))
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+    assert!(ok > 50, "{ok} requests: too few to say");
+    assert_eq!(failed, 0, "{ok} answered, {failed} failed\n{}", logs());
+
+    // The controller restarted: it serves again from what the cluster says.
+    kill(&mut held.0[2]);
+    held.0[2] = start_controller(&dir, &kubeconfig, &work);
+    wait_until(
+        "served after the controller's restart",
+        Duration::from_secs(30),
+        || through("https://shop.example/").1 == "one",
+    );
+
+    // The API server restarted: the watches come back, and what changed meanwhile is seen.
+    kill(&mut held.0[1]);
+    held.0[1] = apiserver(bin, &dir);
+    wait_until("the API server back", Duration::from_secs(60), || {
+        api(&dir, "GET", "/readyz", None).0 == 200
+    });
+    let slice_path = "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices/web-1";
+    let (_, current) = api(&dir, "GET", slice_path, None);
+    let mut both = slice(&["10.244.1.1", "10.244.1.2"]);
+    both["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (status, answer) = api(&dir, "PUT", slice_path, Some(&both));
+    assert_eq!(status, 200, "{answer}");
+    wait_until(
+        "both endpoints after the API server's restart",
+        Duration::from_secs(60),
+        || {
+            let answers: String = (0..6).map(|_| through("https://shop.example/").1).collect();
+            answers.contains("one") && answers.contains("two")
+        },
+    );
     drop(held);
     let _ = std::fs::remove_dir_all(&dir);
 }
