@@ -3,7 +3,8 @@
 //! the server runs.
 //!
 //! - `translate`: the configuration of a set of objects, and the Ingresses that could not be
-//!   applied with the reason, while every other one still is.
+//!   applied with the reason, while every other one still is;
+//! - the binary (`main.rs`): the watches, the server they drive, Events and status.
 
 pub mod translate;
 

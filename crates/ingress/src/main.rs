@@ -6,7 +6,7 @@
 //! the others keep working.
 //!
 //! ```text
-//! portcullis-ingress [--kubeconfig FILE] [--http-port 80] [--https-port 443]
+//! portcullis-ingress [--kubeconfig FILE] [--http-port 80] [--https-port 443] [--health-port 8081]
 //!                    [--class portcullis] [--controller portcullis.dev/ingress-controller]
 //!                    [--dir /var/lib/portcullis-ingress] [--workers N]
 //!                    [--status-address ADDR] [--dump]
@@ -40,6 +40,8 @@ struct Options {
     kubeconfig: Option<PathBuf>,
     http_port: u16,
     https_port: u16,
+    /// Where `/ready` and `/live` answer (0: nowhere).
+    health_port: u16,
     class: String,
     controller: String,
     dir: PathBuf,
@@ -51,7 +53,7 @@ struct Options {
 }
 
 const USAGE: &str = "usage: portcullis-ingress [--kubeconfig FILE] [--http-port N] \
-[--https-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] \
+[--https-port N] [--health-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] \
 [--status-address ADDR] [--dump]";
 
 fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
@@ -59,6 +61,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         kubeconfig: None,
         http_port: 80,
         https_port: 443,
+        health_port: 8081,
         class: "portcullis".into(),
         controller: "portcullis.dev/ingress-controller".into(),
         dir: PathBuf::from("/var/lib/portcullis-ingress"),
@@ -79,6 +82,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--kubeconfig" => o.kubeconfig = Some(value.into()),
             "--http-port" => o.http_port = number(&value)?,
             "--https-port" => o.https_port = number(&value)?,
+            "--health-port" => o.health_port = number(&value)?,
             "--class" => o.class = value,
             "--controller" => o.controller = value,
             "--dir" => o.dir = value.into(),
@@ -383,12 +387,21 @@ fn endpoints(
     })
 }
 
-/// The whole configuration around the `http` block's contents.
+/// The whole configuration around the `http` block's contents, with the probes' server:
+/// it listens once the cluster's configuration is served, so that `/ready` answering means
+/// ready.
 fn main_config(opts: &Options, http: &str) -> String {
+    let health = match opts.health_port {
+        0 => String::new(),
+        port => format!(
+            "server {{\n    listen {port};\n    location = /ready {{ return 200 \"ready\\n\"; }}\n    \
+             location = /live {{ return 200 \"live\\n\"; }}\n    location / {{ return 404; }}\n}}\n"
+        ),
+    };
     format!(
         "worker_processes {};\nerror_log stderr notice;\n\
          events {{\n    worker_connections 8192;\n}}\n\
-         http {{\n    access_log off;\n{http}}}\n",
+         http {{\n    access_log off;\n{http}{health}}}\n",
         opts.workers
     )
 }

@@ -236,6 +236,45 @@ fn api(dir: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Valu
     )
 }
 
+/// Creates each object of a YAML file of manifests, as `kubectl apply -f` would the first
+/// time (the API server reads YAML).
+fn apply_manifests(dir: &Path, file: &Path) {
+    let text = std::fs::read_to_string(file).expect("manifests");
+    for doc in text.split("\n---\n") {
+        let field = |name: &str, indent: &str| {
+            doc.lines()
+                .find_map(|l| l.strip_prefix(&format!("{indent}{name}: ")))
+                .map(str::trim)
+        };
+        let kind = field("kind", "").expect("a kind");
+        let namespace = field("namespace", "  ").unwrap_or("");
+        let path = match kind {
+            "Namespace" => "/api/v1/namespaces".to_owned(),
+            "ServiceAccount" => format!("/api/v1/namespaces/{namespace}/serviceaccounts"),
+            "Service" => format!("/api/v1/namespaces/{namespace}/services"),
+            "ClusterRole" => "/apis/rbac.authorization.k8s.io/v1/clusterroles".to_owned(),
+            "ClusterRoleBinding" => {
+                "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_owned()
+            }
+            "IngressClass" => "/apis/networking.k8s.io/v1/ingressclasses".to_owned(),
+            "Deployment" => format!("/apis/apps/v1/namespaces/{namespace}/deployments"),
+            other => panic!("a manifest of kind {other}"),
+        };
+        let out = Command::new("curl")
+            .args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", "POST"])
+            .arg("--cacert")
+            .arg(dir.join("ca.crt"))
+            .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
+            .args(["-H", "Content-Type: application/yaml"])
+            .args(["--data-binary", doc])
+            .arg(format!("https://{API}:6443{path}"))
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.ends_with("\n201"), "{kind} at {path}: {text}");
+    }
+}
+
 fn create(dir: &Path, path: &str, object: Value) {
     let (status, answer) = api(dir, "POST", path, Some(&object));
     assert_eq!(status, 201, "POST {path}: {answer}");
@@ -334,20 +373,27 @@ fn inside(bin: &Path) {
         api(&dir, "GET", "/readyz", None).0 == 200
     });
 
-    // What a user applies.
+    // The controller's own manifests (its IngressClass, and a service account with only
+    // the verbs it uses, which it runs as below), then what a user applies.
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/kubernetes/portcullis-ingress.yaml");
+    apply_manifests(&dir, &manifests);
+    let account = "/api/v1/namespaces/portcullis-ingress/serviceaccounts/portcullis-ingress";
+    let (status, token) = api(
+        &dir,
+        "POST",
+        &format!("{account}/token"),
+        Some(&json!({"spec": {}})),
+    );
+    assert_eq!(status, 201, "{token}");
+    let token = token["status"]["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
     create(
         &dir,
         "/api/v1/namespaces",
         json!({"metadata": {"name": "shop"}}),
-    );
-    create(
-        &dir,
-        "/apis/networking.k8s.io/v1/ingressclasses",
-        json!({
-            "metadata": {"name": "portcullis",
-                         "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
-            "spec": {"controller": "portcullis.dev/ingress-controller"},
-        }),
     );
     create(
         &dir,
@@ -396,7 +442,7 @@ fn inside(bin: &Path) {
     let kubeconfig = dir.join("kubeconfig");
     let ca = std::fs::read_to_string(dir.join("ca.crt")).expect("ca");
     std::fs::write(&kubeconfig, format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://{API}:6443\n    certificate-authority-data: {}\nusers:\n- name: admin\n  user:\n    token: {TOKEN}\ncontexts:\n- name: test\n  context: {{cluster: test, user: admin}}\ncurrent-context: test\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: https://{API}:6443\n    certificate-authority-data: {}\nusers:\n- name: controller\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context: {{cluster: test, user: controller}}\ncurrent-context: test\n",
         base64::engine::general_purpose::STANDARD.encode(ca.as_bytes())
     )).expect("kubeconfig");
     let controller = env!("CARGO_BIN_EXE_portcullis-ingress");
@@ -429,6 +475,14 @@ fn inside(bin: &Path) {
         Duration::from_secs(30),
         || through("https://shop.example/").0 == 200,
     );
+    // The probes' port answers once the configuration is served.
+    for probe in ["ready", "live"] {
+        let out = Command::new("curl")
+            .args(["-s", &format!("http://127.0.0.1:8081/{probe}")])
+            .output()
+            .expect("curl");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{probe}\n"));
+    }
     // The Ingress says where it is reached.
     wait_until("the Ingress's status", Duration::from_secs(10), || {
         let path = "/apis/networking.k8s.io/v1/namespaces/shop/ingresses/shop";
