@@ -2,10 +2,12 @@
 //! IngressClass, Service, EndpointSlice and TLS Secret objects) made into the nginx.conf text
 //! the server runs.
 //!
+//! - `annotations`: what an Ingress's annotations ask, under both nginx controllers' names;
 //! - `translate`: the configuration of a set of objects, and the Ingresses that could not be
 //!   applied with the reason, while every other one still is;
 //! - the binary (`main.rs`): the watches, the server they drive, Events and status.
 
+mod annotations;
 pub mod translate;
 
 pub use translate::{translate, Cluster, Generated, Problem, Settings};

@@ -109,6 +109,8 @@ struct Route {
     path: String,
     how: Match,
     upstream: String,
+    /// The Ingress's annotations' directives for the location.
+    extra: String,
 }
 
 /// One `server` block.
@@ -117,6 +119,8 @@ struct Host {
     routes: Vec<Route>,
     /// Certificate and key files, when the host has TLS.
     tls: Option<(PathBuf, PathBuf)>,
+    /// HTTP to the TLS host is redirected.
+    redirect: bool,
 }
 
 /// The configuration of `cluster`'s Ingresses that are this controller's.
@@ -131,7 +135,8 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
     let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
     let mut owners: BTreeMap<(String, Match, String), String> = BTreeMap::new();
     let mut upstreams: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut default_backend: Option<String> = None;
+    let mut upstream_conf: BTreeMap<String, String> = BTreeMap::new();
+    let mut default_backend: Option<(String, String)> = None;
     for ingress in ours {
         let (namespace, name) = names(&ingress.metadata);
         let who = format!("{namespace}/{name}");
@@ -172,18 +177,21 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
             let entry = hosts.entry(host).or_default();
             if entry.tls.is_none() {
                 entry.tls = Some(files);
+                entry.redirect = planned.ssl_redirect;
             }
         }
         out.problems
             .extend(planned.problems.into_iter().map(problem));
         out.files.extend(planned.files);
         upstreams.extend(planned.upstreams);
+        upstream_conf.extend(planned.upstream_conf);
         out.applied.insert(who);
     }
 
     let mut http = String::new();
     for (name, servers) in &upstreams {
-        upstream_block(&mut http, name, servers);
+        let conf = upstream_conf.get(name).map_or("", String::as_str);
+        upstream_block(&mut http, name, conf, servers);
     }
     default_server(&mut http, settings, hosts.remove(""), default_backend);
     for (host, h) in &hosts {
@@ -199,10 +207,14 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
 struct Planned {
     /// By host (`""`: every host).
     routes: Vec<(String, Route)>,
-    default_backend: Option<String>,
+    /// The default backend's group, and its location's directives.
+    default_backend: Option<(String, String)>,
     tls: Vec<(String, (PathBuf, PathBuf))>,
+    ssl_redirect: bool,
     files: BTreeMap<PathBuf, Vec<u8>>,
     upstreams: BTreeMap<String, Vec<String>>,
+    /// Each group's balancer and keepalive.
+    upstream_conf: BTreeMap<String, String>,
     /// What was left out with the rest applied.
     problems: Vec<String>,
 }
@@ -218,13 +230,18 @@ fn plan(
     let Some(spec) = &ingress.spec else {
         return Ok(p);
     };
+    let annotated = crate::annotations::read(ingress.metadata.annotations.as_ref())?;
+    p.ssl_redirect = annotated.ssl_redirect;
+    let ingress_name = ingress.metadata.name.as_deref().unwrap_or_default();
     let backend = |b: &IngressBackend, p: &mut Planned| -> Result<String, String> {
-        let (name, servers) = upstream(b, namespace, cluster)?;
+        let (name, servers) = upstream(b, namespace, ingress_name, cluster)?;
         p.upstreams.insert(name.clone(), servers);
+        p.upstream_conf
+            .insert(name.clone(), annotated.upstream.clone());
         Ok(name)
     };
     if let Some(b) = &spec.default_backend {
-        p.default_backend = Some(backend(b, &mut p)?);
+        p.default_backend = Some((backend(b, &mut p)?, annotated.location.clone()));
     }
     for rule in spec.rules.iter().flatten() {
         let host = rule.host.clone().unwrap_or_default();
@@ -254,6 +271,7 @@ fn plan(
                     path,
                     how,
                     upstream,
+                    extra: annotated.location.clone(),
                 },
             ));
         }
@@ -287,6 +305,7 @@ fn plan(
 fn upstream(
     backend: &IngressBackend,
     namespace: &str,
+    ingress: &str,
     cluster: &Cluster,
 ) -> Result<(String, Vec<String>), String> {
     let Some(service) = &backend.service else {
@@ -316,7 +335,9 @@ fn upstream(
             port_name.unwrap_or_else(|| port_number.map_or("given".into(), |n| n.to_string()))
         ));
     };
-    let name = format!("{namespace}-{}-{}", service.name, port.port);
+    // Each Ingress has groups of its own (its annotations set their balancer); `_` is in
+    // no Kubernetes name, so two never share one.
+    let name = format!("{namespace}_{ingress}_{}_{}", service.name, port.port);
     let mut servers = BTreeSet::new();
     for slice in cluster.slices.iter().filter(|s| {
         s.metadata.namespace.as_deref() == Some(namespace)
@@ -455,10 +476,10 @@ fn valid_path(path: &str, how: Match) -> bool {
         }
 }
 
-fn upstream_block(out: &mut String, name: &str, servers: &[String]) {
+fn upstream_block(out: &mut String, name: &str, conf: &str, servers: &[String]) {
     let _ = writeln!(
         out,
-        "upstream {name} {{\n    zone {name} {ZONE_SIZE};\n    random two least_conn;"
+        "upstream {name} {{\n    zone {name} {ZONE_SIZE};{conf}"
     );
     if servers.is_empty() {
         // No endpoint: every request is answered 502, "no live upstreams".
@@ -481,7 +502,7 @@ fn default_server(
     out: &mut String,
     settings: &Settings,
     hostless: Option<Host>,
-    backend: Option<String>,
+    backend: Option<(String, String)>,
 ) {
     let (crt, key) = &settings.default_certificate;
     let _ = writeln!(
@@ -500,8 +521,11 @@ fn default_server(
         .any(|r| r.how == Match::Prefix && r.path == "/")
     {
         match backend {
-            Some(b) => {
-                let _ = writeln!(out, "    location / {{ {PROXY} proxy_pass http://{b}; }}");
+            Some((b, extra)) => {
+                let _ = writeln!(
+                    out,
+                    "    location / {{ {PROXY}{extra} proxy_pass http://{b}; }}"
+                );
             }
             None => out.push_str("    location / { return 404; }\n"),
         }
@@ -527,12 +551,14 @@ fn server_block(out: &mut String, host: &str, h: &Host, settings: &Settings) {
     if let Some((crt, key)) = &h.tls {
         let _ = writeln!(
             out,
-            "    listen {} ssl;\n    ssl_certificate {};\n    ssl_certificate_key {};\n    \
-             if ($scheme = http) {{ return 301 https://$host$request_uri; }}",
+            "    listen {} ssl;\n    ssl_certificate {};\n    ssl_certificate_key {};",
             settings.https_port,
             crt.display(),
             key.display()
         );
+        if h.redirect {
+            out.push_str("    if ($scheme = http) { return 301 https://$host$request_uri; }\n");
+        }
     }
     locations(out, &h.routes);
     if !h
@@ -551,36 +577,39 @@ fn locations(out: &mut String, routes: &[Route]) {
         .map(|r| r.path.as_str())
         .collect();
     for r in routes {
-        let up = &r.upstream;
+        let (up, extra) = (&r.upstream, &r.extra);
         match r.how {
             Match::Exact => {
                 let _ = writeln!(
                     out,
-                    "    location = {} {{ {PROXY} proxy_pass http://{up}; }}",
+                    "    location = {} {{ {PROXY}{extra} proxy_pass http://{up}; }}",
                     r.path
                 );
             }
             Match::Prefix if r.path == "/" => {
-                let _ = writeln!(out, "    location / {{ {PROXY} proxy_pass http://{up}; }}");
+                let _ = writeln!(
+                    out,
+                    "    location / {{ {PROXY}{extra} proxy_pass http://{up}; }}"
+                );
             }
             Match::Prefix => {
                 if !exact.contains(r.path.as_str()) {
                     let _ = writeln!(
                         out,
-                        "    location = {} {{ {PROXY} proxy_pass http://{up}; }}",
+                        "    location = {} {{ {PROXY}{extra} proxy_pass http://{up}; }}",
                         r.path
                     );
                 }
                 let _ = writeln!(
                     out,
-                    "    location {}/ {{ {PROXY} proxy_pass http://{up}; }}",
+                    "    location {}/ {{ {PROXY}{extra} proxy_pass http://{up}; }}",
                     r.path
                 );
             }
             Match::Regex => {
                 let _ = writeln!(
                     out,
-                    "    location ~ \"^{}\" {{ {PROXY} proxy_pass http://{up}; }}",
+                    "    location ~ \"^{}\" {{ {PROXY}{extra} proxy_pass http://{up}; }}",
                     r.path
                 );
             }
@@ -752,13 +781,14 @@ mod tests {
         assert!(g.applied.contains("shop/shop"));
         let h = &g.http;
         // Ready endpoints only, on the slice's port of the service port's name.
-        assert!(h.contains("upstream shop-web-80 {\n    zone shop-web-80 256k;\n    random two least_conn;\n    server 10.244.1.1:8080;\n    server 10.244.1.2:8080;\n}"), "{h}");
+        assert!(h.contains("upstream shop_shop_web_80 {\n    zone shop_shop_web_80 256k;\n    random two least_conn;\n    server 10.244.1.1:8080;\n    server 10.244.1.2:8080;\n}"), "{h}");
         assert!(!h.contains("10.244.1.3"), "{h}");
         assert!(h.contains("server 10.244.2.1:9001;"), "{h}");
         // Element-wise prefix; the exact path the Exact route's.
         assert!(h.contains("location /app/ {"), "{h}");
         assert!(
-            h.contains("location = /app { ") && h.contains("proxy_pass http://shop-api-9000; }"),
+            h.contains("location = /app { ")
+                && h.contains("proxy_pass http://shop_shop_api_9000; }"),
             "{h}"
         );
         assert_eq!(h.matches("location = /app ").count(), 1, "{h}");
@@ -770,6 +800,56 @@ mod tests {
         assert!(
             h.contains("server_name \"~^[^.]+\\.shop\\.example$\";"),
             "{h}"
+        );
+        compiles(&g, &dir);
+    }
+
+    #[test]
+    fn annotations_reach_the_configuration() {
+        let dir = temp("annotations");
+        let spec = json!({
+            "tls": [{"hosts": ["shop.example"], "secretName": "shop-tls"}],
+            "rules": [{"host": "shop.example", "http": {"paths": [
+                {"path": "/", "pathType": "Prefix",
+                 "backend": {"service": {"name": "api", "port": {"number": 9000}}}}]}}],
+        });
+        let mut c = cluster();
+        let mut tuned = ingress("tuned", "2026-01-01T00:00:00Z", spec.clone());
+        tuned.metadata.annotations = Some(
+            [
+                ("nginx.org/proxy-read-timeout", "90"),
+                ("nginx.org/lb-method", "least_conn"),
+                ("nginx.org/keepalive", "8"),
+                ("nginx.ingress.kubernetes.io/ssl-redirect", "false"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+        );
+        let mut guarded = ingress("guarded", "2026-01-01T00:00:00Z", spec);
+        guarded.metadata.annotations = Some(
+            [(
+                "nginx.ingress.kubernetes.io/whitelist-source-range",
+                "10.0.0.0/8",
+            )]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+        );
+        c.ingresses = vec![tuned, guarded];
+        let g = translate(&c, &settings(&dir));
+        let h = &g.http;
+        assert!(h.contains("upstream shop_tuned_api_9000 {\n    zone shop_tuned_api_9000 256k;\n    least_conn;\n    keepalive 8;\n"), "{h}");
+        assert!(h.contains("proxy_read_timeout 90s;"), "{h}");
+        assert!(h.contains("proxy_set_header Connection \"\";"), "{h}");
+        assert!(!h.contains("return 301"), "{h}");
+        // What it cannot honour refuses the Ingress: nothing of it is served.
+        assert!(!h.contains("shop_guarded"), "{h}");
+        assert_eq!(
+            g.problems,
+            vec![Problem {
+                namespace: "shop".into(),
+                name: "guarded".into(),
+                reason: "annotation \"nginx.ingress.kubernetes.io/whitelist-source-range\" is not supported".into(),
+            }]
         );
         compiles(&g, &dir);
     }

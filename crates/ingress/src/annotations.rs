@@ -1,0 +1,190 @@
+//! The annotations users set on an Ingress for what their controller does, under the names
+//! of NGINX Ingress Controller (`nginx.org/*`) and ingress-nginx
+//! (`nginx.ingress.kubernetes.io/*`), so that manifests move over unchanged:
+//!
+//! | what | nginx.org/ | nginx.ingress.kubernetes.io/ | becomes |
+//! |---|---|---|---|
+//! | connect timeout | `proxy-connect-timeout` | `proxy-connect-timeout` | `proxy_connect_timeout` |
+//! | read timeout | `proxy-read-timeout` | `proxy-read-timeout` | `proxy_read_timeout` |
+//! | send timeout | `proxy-send-timeout` | `proxy-send-timeout` | `proxy_send_timeout` |
+//! | body size | `client-max-body-size` | `proxy-body-size` | `client_max_body_size` |
+//! | HTTP to HTTPS | `ssl-redirect` | `ssl-redirect` | the 301 of a TLS host (`"false"`: none) |
+//! | balancer | `lb-method` | `load-balance` | `round_robin`, `least_conn`, `ip_hash`, `random`, `random two`, `random two least_conn` |
+//! | upstream keepalive | `keepalive` | `upstream-keepalive-connections` | `keepalive N` |
+//!
+//! A time is nginx's (`10s`, `1m`; a bare number is seconds, as both controllers read it);
+//! a size nginx's (`8m`). Any other annotation under these prefixes (an allow list, an
+//! authentication, a rewrite, a snippet of raw configuration) is refused with its Ingress:
+//! left out, it could open what the user meant to guard or send a request elsewhere.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// What an Ingress's annotations ask of its locations and groups.
+#[derive(Debug, Clone)]
+pub(crate) struct Annotated {
+    /// Directives for every location of the Ingress.
+    pub location: String,
+    /// Directives for every group of the Ingress: the balancer first.
+    pub upstream: String,
+    /// HTTP to its TLS hosts is redirected to HTTPS.
+    pub ssl_redirect: bool,
+}
+
+const PREFIXES: [&str; 2] = ["nginx.org/", "nginx.ingress.kubernetes.io/"];
+
+/// NGINX Ingress Controller's default balancer.
+const DEFAULT_BALANCER: &str = "random two least_conn";
+
+/// Reads an Ingress's annotations; an error names the one refused.
+pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Annotated, String> {
+    let mut a = Annotated {
+        location: String::new(),
+        upstream: String::new(),
+        ssl_redirect: true,
+    };
+    let mut balancer = DEFAULT_BALANCER.to_owned();
+    for (key, value) in annotations.into_iter().flatten() {
+        let Some(name) = PREFIXES.iter().find_map(|p| key.strip_prefix(p)) else {
+            continue;
+        };
+        let value = value.trim();
+        let bad = || format!("invalid value \"{value}\" of annotation \"{key}\"");
+        match name {
+            "proxy-connect-timeout" | "proxy-read-timeout" | "proxy-send-timeout" => {
+                let directive = name.replace('-', "_");
+                let _ = write!(a.location, " {directive} {};", time(value).ok_or_else(bad)?);
+            }
+            "client-max-body-size" | "proxy-body-size" => {
+                let _ = write!(
+                    a.location,
+                    " client_max_body_size {};",
+                    size(value).ok_or_else(bad)?
+                );
+            }
+            "ssl-redirect" => a.ssl_redirect = flag(value).ok_or_else(bad)?,
+            "lb-method" | "load-balance" => {
+                balancer = match value {
+                    "round_robin" => String::new(),
+                    "least_conn"
+                    | "ip_hash"
+                    | "random"
+                    | "random two"
+                    | "random two least_conn" => value.to_owned(),
+                    _ => return Err(bad()),
+                }
+            }
+            "keepalive" | "upstream-keepalive-connections" => {
+                let n: u32 = value.parse().map_err(|_| bad())?;
+                if n > 0 {
+                    let _ = write!(a.upstream, "\n    keepalive {n};");
+                    a.location.push_str(" proxy_set_header Connection \"\";");
+                }
+            }
+            _ => return Err(format!("annotation \"{key}\" is not supported")),
+        }
+    }
+    if !balancer.is_empty() {
+        a.upstream.insert_str(0, &format!("\n    {balancer};"));
+    }
+    Ok(a)
+}
+
+/// A time in nginx's syntax; a bare number is seconds.
+fn time(value: &str) -> Option<String> {
+    let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &value[digits.len()..];
+    let known = matches!(unit, "" | "ms" | "s" | "m" | "h" | "d");
+    (known && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| {
+        if unit.is_empty() {
+            format!("{digits}s")
+        } else {
+            value.to_owned()
+        }
+    })
+}
+
+/// A size in nginx's syntax.
+fn size(value: &str) -> Option<String> {
+    let digits = value.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
+    let ok = !digits.is_empty()
+        && value.len() - digits.len() <= 1
+        && digits.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| value.to_owned())
+}
+
+fn flag(value: &str) -> Option<bool> {
+    match value {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(pairs: &[(&str, &str)]) -> Result<Annotated, String> {
+        let map: BTreeMap<String, String> = (pairs.iter())
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        read(Some(&map))
+    }
+
+    #[test]
+    fn both_controllers_names() {
+        let a = of(&[
+            ("nginx.org/proxy-read-timeout", "90"),
+            ("nginx.ingress.kubernetes.io/proxy-connect-timeout", "5s"),
+            ("nginx.ingress.kubernetes.io/proxy-body-size", "8m"),
+            ("nginx.org/lb-method", "least_conn"),
+            ("nginx.org/keepalive", "32"),
+            ("nginx.org/ssl-redirect", "false"),
+            ("example.com/other", "anything"),
+        ])
+        .expect("accepted");
+        assert_eq!(
+            a.location,
+            " client_max_body_size 8m; proxy_connect_timeout 5s; \
+             proxy_set_header Connection \"\"; proxy_read_timeout 90s;"
+        );
+        assert_eq!(a.upstream, "\n    least_conn;\n    keepalive 32;");
+        assert!(!a.ssl_redirect);
+        let default = of(&[]).expect("accepted");
+        assert_eq!(default.upstream, "\n    random two least_conn;");
+        assert!(default.ssl_redirect);
+        assert_eq!(
+            of(&[("nginx.org/lb-method", "round_robin")]).map(|a| a.upstream),
+            Ok(String::new())
+        );
+    }
+
+    #[test]
+    fn what_is_not_understood_refuses_the_ingress() {
+        for (key, value) in [
+            (
+                "nginx.ingress.kubernetes.io/whitelist-source-range",
+                "10.0.0.0/8",
+            ),
+            ("nginx.ingress.kubernetes.io/auth-url", "http://auth"),
+            ("nginx.org/server-snippets", "return 200;"),
+            ("nginx.ingress.kubernetes.io/rewrite-target", "/"),
+        ] {
+            assert_eq!(
+                of(&[(key, value)]).err(),
+                Some(format!("annotation \"{key}\" is not supported"))
+            );
+        }
+        for (key, value) in [
+            ("nginx.org/proxy-read-timeout", "1x"),
+            ("nginx.org/proxy-read-timeout", "5; return 200"),
+            ("nginx.org/client-max-body-size", "8mb"),
+            ("nginx.org/lb-method", "hash $uri"),
+            ("nginx.org/ssl-redirect", "yes"),
+            ("nginx.org/keepalive", "-1"),
+        ] {
+            assert!(of(&[(key, value)]).is_err(), "{key}: {value}");
+        }
+    }
+}
