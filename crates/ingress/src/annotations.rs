@@ -12,6 +12,13 @@
 //! | balancer | `lb-method` | `load-balance` | `round_robin`, `least_conn`, `ip_hash`, `random`, `random two`, `random two least_conn` |
 //! | upstream keepalive | `keepalive` | `upstream-keepalive-connections` | `keepalive N` |
 //!
+//! and NGINX Plus Ingress Controller's JWT authentication (`nginx.com/`): `jwt-key` (the
+//! Secret, of type `nginx.org/jwk`, whose `jwk` is the key set), `jwt-realm`, `jwt-token`
+//! (the variable the token is in, `$http_authorization`'s bearer token by default) and
+//! `jwt-login-url` (where a request without a valid token is sent instead of a 401). A
+//! key set that is missing or not one refuses the Ingress: it is never served without
+//! the check it asks for.
+//!
 //! A time is nginx's (`10s`, `1m`; a bare number is seconds, as both controllers read it);
 //! a size nginx's (`8m`). Any other annotation under these prefixes (an allow list, an
 //! authentication, a rewrite, a snippet of raw configuration) is refused with its Ingress:
@@ -29,9 +36,21 @@ pub(crate) struct Annotated {
     pub upstream: String,
     /// HTTP to its TLS hosts is redirected to HTTPS.
     pub ssl_redirect: bool,
+    pub jwt: Option<Jwt>,
 }
 
-const PREFIXES: [&str; 2] = ["nginx.org/", "nginx.ingress.kubernetes.io/"];
+/// `nginx.com/jwt-*`: the check every location of the Ingress makes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Jwt {
+    /// The Secret of the key set.
+    pub key: String,
+    pub realm: String,
+    /// `token=`: the variable, when not the `Authorization` header's bearer token.
+    pub token: Option<String>,
+    pub login_url: Option<String>,
+}
+
+const PREFIXES: [&str; 3] = ["nginx.org/", "nginx.ingress.kubernetes.io/", "nginx.com/"];
 
 /// NGINX Ingress Controller's default balancer.
 const DEFAULT_BALANCER: &str = "random two least_conn";
@@ -42,7 +61,9 @@ pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Ann
         location: String::new(),
         upstream: String::new(),
         ssl_redirect: true,
+        jwt: None,
     };
+    let mut jwt = Jwt::default();
     let mut balancer = DEFAULT_BALANCER.to_owned();
     for (key, value) in annotations.into_iter().flatten() {
         let Some(name) = PREFIXES.iter().find_map(|p| key.strip_prefix(p)) else {
@@ -81,11 +102,51 @@ pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Ann
                     a.location.push_str(" proxy_set_header Connection \"\";");
                 }
             }
+            "jwt-key" if key.starts_with("nginx.com/") => jwt.key = value.to_owned(),
+            "jwt-realm" if key.starts_with("nginx.com/") => {
+                // Quoted in the configuration: nothing that could end the quotes.
+                if value
+                    .chars()
+                    .any(|c| c == '"' || c == '\\' || c.is_control())
+                {
+                    return Err(bad());
+                }
+                jwt.realm = value.to_owned();
+            }
+            "jwt-token" if key.starts_with("nginx.com/") => {
+                let name = value.strip_prefix('$').ok_or_else(bad)?;
+                let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                if name.is_empty() || !name.chars().all(word) {
+                    return Err(bad());
+                }
+                jwt.token = Some(value.to_owned());
+            }
+            "jwt-login-url" if key.starts_with("nginx.com/") => {
+                let plain = |c: char| {
+                    c.is_ascii_graphic() && !matches!(c, '"' | '\'' | ';' | '{' | '}' | '$' | '\\')
+                };
+                let scheme = value.starts_with("https://") || value.starts_with("http://");
+                if !scheme || !value.chars().all(plain) {
+                    return Err(bad());
+                }
+                jwt.login_url = Some(value.to_owned());
+            }
             _ => return Err(format!("annotation \"{key}\" is not supported")),
         }
     }
     if !balancer.is_empty() {
         a.upstream.insert_str(0, &format!("\n    {balancer};"));
+    }
+    if jwt != Jwt::default() {
+        if jwt.key.is_empty() {
+            return Err(
+                "annotation \"nginx.com/jwt-key\" is required by the other jwt ones".into(),
+            );
+        }
+        if jwt.realm.is_empty() {
+            jwt.realm = "restricted".into();
+        }
+        a.jwt = Some(jwt);
     }
     Ok(a)
 }
@@ -177,6 +238,11 @@ mod tests {
             );
         }
         for (key, value) in [
+            ("nginx.com/jwt-realm", "a\" b"),
+            ("nginx.com/jwt-token", "cookie"),
+            ("nginx.com/jwt-token", "$a;b"),
+            ("nginx.com/jwt-login-url", "/relative"),
+            ("nginx.com/jwt-login-url", "https://x/ y"),
             ("nginx.org/proxy-read-timeout", "1x"),
             ("nginx.org/proxy-read-timeout", "5; return 200"),
             ("nginx.org/client-max-body-size", "8mb"),

@@ -148,6 +148,8 @@ struct Watched {
     services: Store<Service>,
     slices: Store<EndpointSlice>,
     secrets: Store<Secret>,
+    /// `nginx.org/jwk` Secrets, the key sets of `nginx.com/jwt-key`.
+    key_sets: Store<Secret>,
     /// Told of every change.
     changed: Arc<Notify>,
 }
@@ -176,10 +178,15 @@ impl Watched {
                 watcher::Config::default(),
                 &changed,
             ),
-            // Only certificates: a cluster's other secrets are none of ours.
+            // Only certificates and key sets: a cluster's other secrets are none of ours.
             secrets: watch(
                 Api::all(client.clone()),
                 watcher::Config::default().fields("type=kubernetes.io/tls"),
+                &changed,
+            ),
+            key_sets: watch(
+                Api::all(client.clone()),
+                watcher::Config::default().fields("type=nginx.org/jwk"),
                 &changed,
             ),
             changed,
@@ -192,7 +199,8 @@ impl Watched {
         self.classes.wait_until_ready().await.map_err(lost)?;
         self.services.wait_until_ready().await.map_err(lost)?;
         self.slices.wait_until_ready().await.map_err(lost)?;
-        self.secrets.wait_until_ready().await.map_err(lost)
+        self.secrets.wait_until_ready().await.map_err(lost)?;
+        self.key_sets.wait_until_ready().await.map_err(lost)
     }
 
     fn cluster(&self) -> Cluster {
@@ -208,7 +216,7 @@ impl Watched {
             classes: all(&self.classes),
             services: all(&self.services),
             slices: all(&self.slices),
-            secrets: all(&self.secrets),
+            secrets: [all(&self.secrets), all(&self.key_sets)].concat(),
         }
     }
 }

@@ -230,8 +230,24 @@ fn plan(
     let Some(spec) = &ingress.spec else {
         return Ok(p);
     };
-    let annotated = crate::annotations::read(ingress.metadata.annotations.as_ref())?;
+    let mut annotated = crate::annotations::read(ingress.metadata.annotations.as_ref())?;
     p.ssl_redirect = annotated.ssl_redirect;
+    if let Some(jwt) = &annotated.jwt {
+        let (file, bytes) = key_set(cluster, namespace, &jwt.key, settings)?;
+        let _ = write!(annotated.location, " auth_jwt \"{}\"", jwt.realm);
+        if let Some(token) = &jwt.token {
+            let _ = write!(annotated.location, " token={token}");
+        }
+        let _ = write!(
+            annotated.location,
+            "; auth_jwt_key_file {};",
+            file.display()
+        );
+        if let Some(url) = &jwt.login_url {
+            let _ = write!(annotated.location, " error_page 401 {url};");
+        }
+        p.files.insert(file, bytes);
+    }
     let ingress_name = ingress.metadata.name.as_deref().unwrap_or_default();
     let backend = |b: &IngressBackend, p: &mut Planned| -> Result<String, String> {
         let (name, servers) = upstream(b, namespace, ingress_name, cluster)?;
@@ -404,6 +420,40 @@ fn certificate(
     let base = settings.files.join(format!("{namespace}-{secret}"));
     let (crt, pem) = (base.with_extension("crt"), base.with_extension("key"));
     Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
+}
+
+/// The key set of a `nginx.org/jwk` Secret, as a file: its path and bytes. Missing or not
+/// a key set, the Ingress is refused.
+fn key_set(
+    cluster: &Cluster,
+    namespace: &str,
+    secret: &str,
+    settings: &Settings,
+) -> Result<(PathBuf, Vec<u8>), String> {
+    let found = (cluster.secrets.iter()).find(|s| {
+        s.metadata.name.as_deref() == Some(secret)
+            && s.metadata.namespace.as_deref() == Some(namespace)
+            && s.type_.as_deref() == Some("nginx.org/jwk")
+    });
+    let jwk = found
+        .and_then(|s| s.data.as_ref())
+        .and_then(|d| d.get("jwk"))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| {
+            format!("secret \"{namespace}/{secret}\" of type nginx.org/jwk with a jwk not found")
+        })?;
+    let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&jwk);
+    let usable =
+        parsed.is_ok_and(|v| v.get("keys").is_some_and(|k| k.is_array()) || v.get("kty").is_some());
+    if !usable {
+        return Err(format!(
+            "secret \"{namespace}/{secret}\" has no JSON Web Key set"
+        ));
+    }
+    Ok((
+        settings.files.join(format!("{namespace}-{secret}.jwk")),
+        jwk,
+    ))
 }
 
 /// Whether the Ingress is this controller's (see the module's text).
@@ -850,6 +900,58 @@ mod tests {
                 name: "guarded".into(),
                 reason: "annotation \"nginx.ingress.kubernetes.io/whitelist-source-range\" is not supported".into(),
             }]
+        );
+        compiles(&g, &dir);
+    }
+
+    #[test]
+    fn jwt_annotations_guard_every_location() {
+        let dir = temp("jwt");
+        let route = json!({"rules": [{"host": "api.example", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "api", "port": {"number": 9000}}}}]}}]});
+        let jwks = br#"{"keys": [{"kty": "oct", "kid": "0001", "k": "c2VjcmV0"}]}"#.to_vec();
+        let mut c = cluster();
+        c.secrets.push(
+            from_value(json!({
+                "metadata": {"name": "jwk", "namespace": "shop"},
+                "type": "nginx.org/jwk",
+                "data": {"jwk": serde_json::to_value(k8s_openapi::ByteString(jwks)).expect("bytes")},
+            }))
+            .expect("a Secret"),
+        );
+        let annotate = |name: &str, key: &str| {
+            let mut i = ingress(name, "2026-01-01T00:00:00Z", route.clone());
+            i.metadata.annotations = Some(
+                [
+                    ("nginx.com/jwt-key", key),
+                    ("nginx.com/jwt-realm", "Camera bits"),
+                    ("nginx.com/jwt-token", "$cookie_auth_token"),
+                    ("nginx.com/jwt-login-url", "https://login.example.com"),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+            );
+            i
+        };
+        c.ingresses = vec![annotate("guarded", "jwk"), annotate("keyless", "missing")];
+        let g = translate(&c, &settings(&dir));
+        let h = &g.http;
+        assert!(
+            h.contains("auth_jwt \"Camera bits\" token=$cookie_auth_token; auth_jwt_key_file "),
+            "{h}"
+        );
+        assert!(
+            h.contains("shop-jwk.jwk; error_page 401 https://login.example.com;"),
+            "{h}"
+        );
+        // No key set, no Ingress: never served without its check.
+        assert!(!h.contains("shop_keyless"), "{h}");
+        assert_eq!(g.problems.len(), 1, "{:?}", g.problems);
+        assert!(
+            g.problems[0].reason.contains("nginx.org/jwk"),
+            "{:?}",
+            g.problems
         );
         compiles(&g, &dir);
     }
