@@ -50,6 +50,34 @@ pub(crate) struct Jwt {
     pub login_url: Option<String>,
 }
 
+/// The keys of the controller's ConfigMap: defaults for the annotations of the same names
+/// (NGINX Ingress Controller's ConfigMap keys).
+const CONFIG_KEYS: [&str; 7] = [
+    "proxy-connect-timeout",
+    "proxy-read-timeout",
+    "proxy-send-timeout",
+    "client-max-body-size",
+    "ssl-redirect",
+    "lb-method",
+    "keepalive",
+];
+
+/// The controller's ConfigMap as default annotations, checked as an Ingress's would be. Any
+/// other key refuses it all: a setting left out (a snippet with an allow list) could open
+/// what it guards.
+pub(crate) fn defaults(
+    data: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let as_annotations: BTreeMap<String, String> = (data.iter())
+        .map(|(k, v)| (format!("nginx.org/{k}"), v.clone()))
+        .collect();
+    if let Some(k) = data.keys().find(|k| !CONFIG_KEYS.contains(&k.as_str())) {
+        return Err(format!("key \"{k}\" is not supported"));
+    }
+    read(Some(&as_annotations)).map_err(|e| e.replace("annotation \"nginx.org/", "key \""))?;
+    Ok(as_annotations)
+}
+
 const PREFIXES: [&str; 3] = ["nginx.org/", "nginx.ingress.kubernetes.io/", "nginx.com/"];
 
 /// NGINX Ingress Controller's default balancer.
@@ -218,6 +246,32 @@ mod tests {
         assert_eq!(
             of(&[("nginx.org/lb-method", "round_robin")]).map(|a| a.upstream),
             Ok(String::new())
+        );
+    }
+
+    #[test]
+    fn a_config_map_gives_defaults() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            (pairs.iter())
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let d = defaults(&data(&[
+            ("proxy-read-timeout", "30"),
+            ("lb-method", "least_conn"),
+        ]))
+        .expect("accepted");
+        assert_eq!(
+            d.get("nginx.org/proxy-read-timeout").map(String::as_str),
+            Some("30")
+        );
+        assert_eq!(
+            defaults(&data(&[("location-snippets", "deny all;")])).err(),
+            Some("key \"location-snippets\" is not supported".into())
+        );
+        assert_eq!(
+            defaults(&data(&[("proxy-read-timeout", "soon")])).err(),
+            Some("invalid value \"soon\" of key \"proxy-read-timeout\"".into())
         );
     }
 

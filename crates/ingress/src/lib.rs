@@ -11,3 +11,11 @@ mod annotations;
 pub mod translate;
 
 pub use translate::{translate, Cluster, Generated, Problem, Settings};
+
+/// The controller's ConfigMap's data as the defaults of every Ingress's annotations; an
+/// error says which key refuses it.
+pub fn config_map(
+    data: &std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    annotations::defaults(data)
+}

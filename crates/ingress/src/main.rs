@@ -9,13 +9,15 @@
 //! portcullis-ingress [--kubeconfig FILE] [--http-port 80] [--https-port 443] [--health-port 8081]
 //!                    [--class portcullis] [--controller portcullis.dev/ingress-controller]
 //!                    [--dir /var/lib/portcullis-ingress] [--workers N]
-//!                    [--status-address ADDR] [--dump]
+//!                    [--status-address ADDR] [--configmap NAMESPACE/NAME] [--dump]
 //! ```
 //!
 //! In a cluster it uses its service account; with `--kubeconfig` that file. `--dump` prints
 //! the configuration it would run, as nginx.conf text (`portcullis -t` reads it), and exits.
 //! Each Ingress it applies gets `status.loadBalancer.ingress` with the address it is reached
-//! at (`--status-address`, else the pod's `POD_IP`).
+//! at (`--status-address`, else the pod's `POD_IP`). The ConfigMap's keys are defaults of
+//! every Ingress's annotations of the same names; one it does not know refuses the ConfigMap
+//! (an Event on it), and the configuration running stays until it is fixed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -47,6 +49,8 @@ struct Options {
     dir: PathBuf,
     workers: usize,
     dump: bool,
+    /// `--configmap NAMESPACE/NAME`: the controller's ConfigMap, defaults for every Ingress.
+    configmap: Option<(String, String)>,
     /// What the Ingresses' `status.loadBalancer` says reaches them (an IP address or a
     /// host name): `--status-address`, else the pod's `POD_IP`; none, no status is written.
     status_address: Option<String>,
@@ -54,7 +58,7 @@ struct Options {
 
 const USAGE: &str = "usage: portcullis-ingress [--kubeconfig FILE] [--http-port N] \
 [--https-port N] [--health-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] \
-[--status-address ADDR] [--dump]";
+[--status-address ADDR] [--configmap NAMESPACE/NAME] [--dump]";
 
 fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut o = Options {
@@ -68,6 +72,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         dump: false,
         status_address: std::env::var("POD_IP").ok().filter(|a| !a.is_empty()),
+        configmap: None,
     };
     while let Some(flag) = args.next() {
         if flag == "--dump" {
@@ -87,6 +92,13 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--controller" => o.controller = value,
             "--dir" => o.dir = value.into(),
             "--status-address" => o.status_address = Some(value),
+            "--configmap" => {
+                let (ns, name) = value
+                    .split_once('/')
+                    .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                    .ok_or_else(|| format!("--configmap wants NAMESPACE/NAME, not \"{value}\""))?;
+                o.configmap = Some((ns.to_owned(), name.to_owned()));
+            }
             "--workers" => {
                 o.workers = value
                     .parse()
@@ -150,14 +162,21 @@ struct Watched {
     secrets: Store<Secret>,
     /// `nginx.org/jwk` Secrets, the key sets of `nginx.com/jwt-key`.
     key_sets: Store<Secret>,
+    /// The controller's ConfigMap, when it has one.
+    config: Option<Store<ConfigMap>>,
     /// Told of every change.
     changed: Arc<Notify>,
 }
 
 impl Watched {
-    fn start(client: &Client) -> Watched {
+    fn start(client: &Client, configmap: Option<&(String, String)>) -> Watched {
         let changed = Arc::new(Notify::new());
+        let config = configmap.map(|(ns, name)| {
+            let selector = watcher::Config::default().fields(&format!("metadata.name={name}"));
+            watch(Api::namespaced(client.clone(), ns), selector, &changed)
+        });
         Watched {
+            config,
             ingresses: watch(
                 Api::all(client.clone()),
                 watcher::Config::default(),
@@ -200,6 +219,9 @@ impl Watched {
         self.services.wait_until_ready().await.map_err(lost)?;
         self.slices.wait_until_ready().await.map_err(lost)?;
         self.secrets.wait_until_ready().await.map_err(lost)?;
+        if let Some(c) = &self.config {
+            c.wait_until_ready().await.map_err(lost)?;
+        }
         self.key_sets.wait_until_ready().await.map_err(lost)
     }
 
@@ -247,7 +269,7 @@ where
 
 async fn run(opts: Options) -> Result<(), String> {
     let client = client(&opts).await?;
-    let watched = Watched::start(&client);
+    let watched = Watched::start(&client, opts.configmap.as_ref());
     watched.ready().await?;
     std::fs::create_dir_all(opts.dir.join("secrets"))
         .and_then(|()| std::fs::create_dir_all(opts.dir.join("logs")))
@@ -259,8 +281,13 @@ async fn run(opts: Options) -> Result<(), String> {
         https_port: opts.https_port,
         files: opts.dir.join("secrets"),
         default_certificate: default_certificate(&opts.dir)?,
+        defaults: Default::default(),
     };
+    let mut settings = settings;
     if opts.dump {
+        if let Some(c) = &watched.config {
+            settings.defaults = config_defaults(c).map_err(|(_, why)| why)?;
+        }
         let generated = translate(&watched.cluster(), &settings);
         print!("{}", main_config(&opts, &generated.http));
         return Ok(());
@@ -276,6 +303,31 @@ async fn run(opts: Options) -> Result<(), String> {
     let mut running = String::new();
     let mut reported = BTreeSet::new();
     loop {
+        if let Some(c) = &watched.config {
+            match config_defaults(c) {
+                Ok(defaults) => settings.defaults = defaults,
+                Err((map, why)) => {
+                    // The configuration running stays until the ConfigMap is fixed.
+                    eprintln!("portcullis-ingress: [error] {why}");
+                    if let Some(map) =
+                        map.filter(|_| reported.insert((String::new(), String::new(), why.clone())))
+                    {
+                        let event = Event {
+                            type_: EventType::Warning,
+                            reason: "Rejected".into(),
+                            note: Some(why),
+                            action: "AddedOrUpdated".into(),
+                            secondary: None,
+                        };
+                        if let Err(e) = recorder.publish(&event, &map.object_ref(&())).await {
+                            eprintln!("portcullis-ingress: [warn] event: {e}");
+                        }
+                    }
+                    watched.changed.notified().await;
+                    continue;
+                }
+            }
+        }
         let cluster = watched.cluster();
         let generated = translate(&cluster, &settings);
         let text = main_config(&opts, &generated.http);
@@ -333,6 +385,22 @@ async fn run(opts: Options) -> Result<(), String> {
         // Changes come in bursts (a rollout): one configuration for the burst.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The defaults the controller's ConfigMap gives (none while it is missing); refused, the
+/// ConfigMap and why.
+#[allow(clippy::type_complexity)]
+fn config_defaults(
+    store: &Store<ConfigMap>,
+) -> Result<std::collections::BTreeMap<String, String>, (Option<Arc<ConfigMap>>, String)> {
+    let Some(map) = store.state().into_iter().next() else {
+        return Ok(Default::default());
+    };
+    let data = map.data.clone().unwrap_or_default();
+    portcullis_ingress::config_map(&data).map_err(|why| {
+        let name = map.metadata.name.clone().unwrap_or_default();
+        (Some(map), format!("ConfigMap \"{name}\": {why}"))
+    })
 }
 
 /// Writes `address` into the status of each Ingress applied that does not say it yet.

@@ -70,6 +70,9 @@ pub struct Settings {
     pub files: PathBuf,
     /// The default server's certificate and key.
     pub default_certificate: (PathBuf, PathBuf),
+    /// What every Ingress has unless its annotations say otherwise (the controller's
+    /// ConfigMap, as `nginx.org/` annotations).
+    pub defaults: BTreeMap<String, String>,
 }
 
 /// An Ingress not applied, or applied only in part, and why: what the controller reports as
@@ -230,7 +233,9 @@ fn plan(
     let Some(spec) = &ingress.spec else {
         return Ok(p);
     };
-    let mut annotated = crate::annotations::read(ingress.metadata.annotations.as_ref())?;
+    let mut merged = settings.defaults.clone();
+    merged.extend(ingress.metadata.annotations.clone().unwrap_or_default());
+    let mut annotated = crate::annotations::read(Some(&merged))?;
     p.ssl_redirect = annotated.ssl_redirect;
     if let Some(jwt) = &annotated.jwt {
         let (file, bytes) = key_set(cluster, namespace, &jwt.key, settings)?;
@@ -682,6 +687,7 @@ mod tests {
             https_port: 8443,
             files: dir.to_path_buf(),
             default_certificate: (dir.join("default.crt"), dir.join("default.key")),
+            defaults: BTreeMap::new(),
         }
     }
 

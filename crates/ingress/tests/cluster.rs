@@ -178,6 +178,7 @@ fn start_controller(dir: &Path, kubeconfig: &Path, work: &Path) -> Child {
         .arg("--dir")
         .arg(work)
         .args(["--workers", "1", "--status-address", "10.244.0.9"])
+        .args(["--configmap", "portcullis-ingress/portcullis-ingress"])
         .stdout(appended(dir, "controller.log"))
         .stderr(appended(dir, "controller.err"))
         .spawn()
@@ -258,6 +259,11 @@ fn apply_manifests(dir: &Path, file: &Path) {
             }
             "IngressClass" => "/apis/networking.k8s.io/v1/ingressclasses".to_owned(),
             "Deployment" => format!("/apis/apps/v1/namespaces/{namespace}/deployments"),
+            "ConfigMap" => format!("/api/v1/namespaces/{namespace}/configmaps"),
+            "Role" => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles"),
+            "RoleBinding" => {
+                format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings")
+            }
             other => panic!("a manifest of kind {other}"),
         };
         let out = Command::new("curl")
@@ -616,6 +622,42 @@ fn inside(bin: &Path) {
         .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
     assert!(ok > 50, "{ok} requests: too few to say");
     assert_eq!(failed, 0, "{ok} answered, {failed} failed\n{}", logs());
+
+    // Its ConfigMap's keys are every Ingress's defaults; one it does not know is refused
+    // with an Event, and the configuration running stays.
+    let map_path = "/api/v1/namespaces/portcullis-ingress/configmaps/portcullis-ingress";
+    let set = |data: Value| {
+        let (_, mut map) = api(&dir, "GET", map_path, None);
+        map["data"] = data;
+        let (status, answer) = api(&dir, "PUT", map_path, Some(&map));
+        assert_eq!(status, 200, "{answer}");
+    };
+    let running = || std::fs::read_to_string(work.join("nginx.conf")).unwrap_or_default();
+    set(json!({"proxy-read-timeout": "33"}));
+    wait_until(
+        "the ConfigMap's default applied",
+        Duration::from_secs(10),
+        || running().contains("proxy_read_timeout 33s;"),
+    );
+    set(json!({"proxy-read-timeout": "44", "location-snippets": "deny all;"}));
+    wait_until("an Event on the ConfigMap", Duration::from_secs(10), || {
+        let path = "/apis/events.k8s.io/v1/namespaces/portcullis-ingress/events";
+        let (_, events) = api(&dir, "GET", path, None);
+        events["items"].as_array().is_some_and(|items| {
+            items.iter().any(|e| {
+                e["regarding"]["kind"] == "ConfigMap"
+                    && e["note"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("\"location-snippets\" is not supported"))
+            })
+        })
+    });
+    assert!(
+        running().contains("proxy_read_timeout 33s;"),
+        "{}",
+        running()
+    );
+    set(json!({}));
 
     // The controller restarted: it serves again from what the cluster says.
     kill(&mut held.0[2]);
