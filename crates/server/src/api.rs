@@ -266,6 +266,14 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
         let path = uri.strip_prefix(prefix.as_str()).unwrap_or(&uri);
         return Some(Step::Done(change(method, c.layout.as_ref(), *write, path)));
     }
+    if let (Serve::Api { prefix, .. }, Some(layout)) = (serve, &c.layout) {
+        let path = uri.strip_prefix(prefix.as_str()).unwrap_or(&uri);
+        if let Some((group, ask)) = servers::target(path) {
+            return Some(Step::Done(json_response(servers::read(
+                layout, &group, &ask,
+            ))));
+        }
+    }
     let snapshot = c.layout.as_ref().map(|l| l.snapshot());
     let (status, content_type, body) = match serve {
         Serve::Api { prefix, .. } => {
@@ -274,7 +282,6 @@ fn content(req: &mut Request<'_>, conf: &Slot) -> Option<Step> {
                 totals: req.stats(),
                 workers: req.worker_stats(),
                 snapshot: snapshot.as_ref(),
-                layout: c.layout.as_deref(),
                 address: req.local_addr().ip().to_string(),
             };
             let a = json::answer(path, &server);

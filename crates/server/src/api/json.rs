@@ -4,8 +4,8 @@
 //!
 //! `/`: the versions; `/9/`: the endpoints; `/9/nginx`, `/9/connections`, `/9/ssl`,
 //! `/9/workers`, `/9/processes`, `/9/http/` (`requests`, `server_zones`, `location_zones`,
-//! `upstreams`), one zone or group by name; `/9/http/upstreams/{name}/servers` is
-//! `servers.rs`'s. `/9/slabs`, `/9/resolvers` and `/9/http/` `caches`,
+//! `upstreams`), one zone or group by name (`/9/http/upstreams/{name}/servers` is
+//! `servers.rs`'s). `/9/slabs`, `/9/resolvers` and `/9/http/` `caches`,
 //! `limit_reqs`, `limit_conns`, `keyvals` answer empty: they are not counted yet. Errors are
 //! Plus's: `{"error": {"status", "text", "code"}, "href"}`.
 
@@ -31,8 +31,6 @@ pub(super) struct Server<'a> {
     /// Each worker's counters.
     pub workers: Vec<Totals>,
     pub snapshot: Option<&'a Snapshot>,
-    /// The configuration's counters and groups.
-    pub layout: Option<&'a super::counters::Layout>,
     /// The address the request came to.
     pub address: String,
 }
@@ -57,9 +55,6 @@ fn ok(value: Value) -> Answer {
 
 /// Answers `path` (the URI after the API's location), for a `GET` (or `HEAD`).
 pub(super) fn answer(path: &str, server: &Server<'_>) -> Answer {
-    if let (Some((group, ask)), Some(layout)) = (super::servers::target(path), server.layout) {
-        return super::servers::read(layout, &group, &ask);
-    }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let Some((version, rest)) = parts.split_first() else {
         return ok(json!((1..=VERSION).collect::<Vec<_>>()));
@@ -287,7 +282,6 @@ mod tests {
             },
             workers: Vec::new(),
             snapshot: None,
-            layout: None,
             address: "127.0.0.1".into(),
         }
     }
