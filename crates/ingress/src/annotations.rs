@@ -83,6 +83,24 @@ const PREFIXES: [&str; 3] = ["nginx.org/", "nginx.ingress.kubernetes.io/", "ngin
 /// NGINX Ingress Controller's default balancer.
 const DEFAULT_BALANCER: &str = "random two least_conn";
 
+/// The setting an annotation's name is, under either controller's name: two annotations of
+/// one setting (`nginx.org/client-max-body-size` and
+/// `nginx.ingress.kubernetes.io/proxy-body-size`) are `same`.
+fn setting(key: &str) -> Option<&str> {
+    let name = PREFIXES.iter().find_map(|p| key.strip_prefix(p))?;
+    Some(match name {
+        "proxy-body-size" => "client-max-body-size",
+        "load-balance" => "lb-method",
+        "upstream-keepalive-connections" => "keepalive",
+        other => other,
+    })
+}
+
+/// Whether two annotations set one thing.
+pub(crate) fn same(a: &str, b: &str) -> bool {
+    setting(a).is_some_and(|s| Some(s) == setting(b))
+}
+
 /// Reads an Ingress's annotations; an error names the one refused.
 pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Annotated, String> {
     let mut a = Annotated {
@@ -93,6 +111,16 @@ pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Ann
     };
     let mut jwt = Jwt::default();
     let mut balancer = DEFAULT_BALANCER.to_owned();
+    // One setting given under both controllers' names: refused, as ambiguous (and a
+    // directive given twice would not load).
+    let all: Vec<&String> = annotations.into_iter().flatten().map(|(k, _)| k).collect();
+    if let Some((a, b)) = (all.iter().enumerate())
+        .find_map(|(i, a)| all[i + 1..].iter().find(|b| same(a, b)).map(|b| (a, b)))
+    {
+        return Err(format!(
+            "annotations \"{a}\" and \"{b}\" set the same thing"
+        ));
+    }
     for (key, value) in annotations.into_iter().flatten() {
         let Some(name) = PREFIXES.iter().find_map(|p| key.strip_prefix(p)) else {
             continue;
@@ -132,19 +160,22 @@ pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Ann
             }
             "jwt-key" if key.starts_with("nginx.com/") => jwt.key = value.to_owned(),
             "jwt-realm" if key.starts_with("nginx.com/") => {
-                // Quoted in the configuration: nothing that could end the quotes.
-                if value
-                    .chars()
-                    .any(|c| c == '"' || c == '\\' || c.is_control())
-                {
+                // Quoted in the configuration: nothing that could end the quotes, no variable,
+                // and not `off`, which would turn the check off.
+                let quoted = |c: char| c == '"' || c == '\\' || c == '$' || c.is_control();
+                if value.chars().any(quoted) || value == "off" {
                     return Err(bad());
                 }
                 jwt.realm = value.to_owned();
             }
             "jwt-token" if key.starts_with("nginx.com/") => {
+                // A header, cookie or argument: variables that always exist.
                 let name = value.strip_prefix('$').ok_or_else(bad)?;
                 let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-                if name.is_empty() || !name.chars().all(word) {
+                let family = ["http_", "cookie_", "arg_"]
+                    .iter()
+                    .find_map(|f| name.strip_prefix(f));
+                if family.is_none_or(str::is_empty) || !name.chars().all(word) {
                     return Err(bad());
                 }
                 jwt.token = Some(value.to_owned());
@@ -184,7 +215,8 @@ fn time(value: &str) -> Option<String> {
     let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let unit = &value[digits.len()..];
     let known = matches!(unit, "" | "ms" | "s" | "m" | "h" | "d");
-    (known && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| {
+    let short = (1..=9).contains(&digits.len());
+    (known && short && digits.bytes().all(|b| b.is_ascii_digit())).then(|| {
         if unit.is_empty() {
             format!("{digits}s")
         } else {
@@ -196,7 +228,7 @@ fn time(value: &str) -> Option<String> {
 /// A size in nginx's syntax.
 fn size(value: &str) -> Option<String> {
     let digits = value.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
-    let ok = !digits.is_empty()
+    let ok = (1..=9).contains(&digits.len())
         && value.len() - digits.len() <= 1
         && digits.bytes().all(|b| b.is_ascii_digit());
     ok.then(|| value.to_owned())
@@ -277,6 +309,12 @@ mod tests {
 
     #[test]
     fn what_is_not_understood_refuses_the_ingress() {
+        // One setting under both names.
+        assert!(of(&[
+            ("nginx.org/client-max-body-size", "1m"),
+            ("nginx.ingress.kubernetes.io/proxy-body-size", "2m")
+        ])
+        .is_err());
         for (key, value) in [
             (
                 "nginx.ingress.kubernetes.io/whitelist-source-range",
@@ -294,6 +332,10 @@ mod tests {
         for (key, value) in [
             ("nginx.com/jwt-realm", "a\" b"),
             ("nginx.com/jwt-token", "cookie"),
+            ("nginx.com/jwt-token", "$nosuch"),
+            ("nginx.com/jwt-realm", "off"),
+            ("nginx.com/jwt-realm", "$host"),
+            ("nginx.org/proxy-read-timeout", "99999999999999999999"),
             ("nginx.com/jwt-token", "$a;b"),
             ("nginx.com/jwt-login-url", "/relative"),
             ("nginx.com/jwt-login-url", "https://x/ y"),

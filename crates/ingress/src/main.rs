@@ -14,10 +14,10 @@
 //!
 //! In a cluster it uses its service account; with `--kubeconfig` that file. `--dump` prints
 //! the configuration it would run, as nginx.conf text (`portcullis -t` reads it), and exits.
-//! Each Ingress it applies gets `status.loadBalancer.ingress` with the address it is reached
-//! at (`--status-address`, else the pod's `POD_IP`). The ConfigMap's keys are defaults of
+//! With `--status-address`, each Ingress it applies gets `status.loadBalancer.ingress` with
+//! that address (the load balancer's in front of the replicas). The ConfigMap's keys are defaults of
 //! every Ingress's annotations of the same names; one it does not know refuses the ConfigMap
-//! (an Event on it), and the configuration running stays until it is fixed.
+//! (an Event on it), and the defaults last accepted stay until it is fixed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -52,7 +52,8 @@ struct Options {
     /// `--configmap NAMESPACE/NAME`: the controller's ConfigMap, defaults for every Ingress.
     configmap: Option<(String, String)>,
     /// What the Ingresses' `status.loadBalancer` says reaches them (an IP address or a
-    /// host name): `--status-address`, else the pod's `POD_IP`; none, no status is written.
+    /// host name, the same for every replica): `--status-address`; none, no status is
+    /// written.
     status_address: Option<String>,
 }
 
@@ -71,7 +72,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         dir: PathBuf::from("/var/lib/portcullis-ingress"),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         dump: false,
-        status_address: std::env::var("POD_IP").ok().filter(|a| !a.is_empty()),
+        status_address: None,
         configmap: None,
     };
     while let Some(flag) = args.next() {
@@ -301,13 +302,14 @@ async fn run(opts: Options) -> Result<(), String> {
     );
     let mut server: Option<portcullis_server::Server> = None;
     let mut running = String::new();
+    let mut running_files = std::collections::BTreeMap::new();
     let mut reported = BTreeSet::new();
     loop {
         if let Some(c) = &watched.config {
             match config_defaults(c) {
                 Ok(defaults) => settings.defaults = defaults,
                 Err((map, why)) => {
-                    // The configuration running stays until the ConfigMap is fixed.
+                    // The defaults last accepted stay until the ConfigMap is fixed.
                     eprintln!("portcullis-ingress: [error] {why}");
                     if let Some(map) =
                         map.filter(|_| reported.insert((String::new(), String::new(), why.clone())))
@@ -323,16 +325,17 @@ async fn run(opts: Options) -> Result<(), String> {
                             eprintln!("portcullis-ingress: [warn] event: {e}");
                         }
                     }
-                    watched.changed.notified().await;
-                    continue;
                 }
             }
         }
         let cluster = watched.cluster();
         let generated = translate(&cluster, &settings);
         let text = main_config(&opts, &generated.http);
-        if text != running {
-            let endpoints_only = server.is_some() && shape(&text) == shape(&running);
+        // A Secret renewed keeps its file's name: its bytes count as the text does.
+        let files_changed = generated.files != running_files;
+        if text != running || files_changed {
+            let endpoints_only =
+                server.is_some() && !files_changed && shape(&text) == shape(&running);
             if endpoints_only && endpoints(server.as_ref(), &generated.upstreams) {
                 // Only endpoints moved: the groups' servers change in place, no reload.
                 eprintln!("portcullis-ingress: [notice] endpoints updated without a reload");
@@ -343,6 +346,9 @@ async fn run(opts: Options) -> Result<(), String> {
                     Ok(()) => {
                         eprintln!("portcullis-ingress: [notice] configuration applied");
                         running = text;
+                        running_files = generated.files.clone();
+                        // Servers the API set in a group kept by the reload are the cluster's.
+                        endpoints(server.as_ref(), &generated.upstreams);
                     }
                     // The configuration running keeps serving.
                     Err(e) => eprintln!("portcullis-ingress: [error] {e}"),

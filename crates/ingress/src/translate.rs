@@ -233,8 +233,13 @@ fn plan(
     let Some(spec) = &ingress.spec else {
         return Ok(p);
     };
-    let mut merged = settings.defaults.clone();
-    merged.extend(ingress.metadata.annotations.clone().unwrap_or_default());
+    // The ConfigMap's defaults, less what the Ingress sets under any of its names.
+    let own = ingress.metadata.annotations.clone().unwrap_or_default();
+    let mut merged: BTreeMap<String, String> = (settings.defaults.iter())
+        .filter(|(k, _)| !own.keys().any(|o| crate::annotations::same(o, k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    merged.extend(own);
     let mut annotated = crate::annotations::read(Some(&merged))?;
     p.ssl_redirect = annotated.ssl_redirect;
     if let Some(jwt) = &annotated.jwt {
@@ -422,8 +427,9 @@ fn certificate(
             "secret \"{namespace}/{secret}\" is not a PEM certificate and key"
         ));
     }
-    let base = settings.files.join(format!("{namespace}-{secret}"));
-    let (crt, pem) = (base.with_extension("crt"), base.with_extension("key"));
+    // `_` is in no Kubernetes name: no two Secrets share a file.
+    let crt = settings.files.join(format!("{namespace}_{secret}.crt"));
+    let pem = settings.files.join(format!("{namespace}_{secret}.key"));
     Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
 }
 
@@ -456,7 +462,7 @@ fn key_set(
         ));
     }
     Ok((
-        settings.files.join(format!("{namespace}-{secret}.jwk")),
+        settings.files.join(format!("{namespace}_{secret}.jwk")),
         jwk,
     ))
 }
@@ -524,9 +530,15 @@ fn valid_path(path: &str, how: Match) -> bool {
     };
     path.starts_with('/')
         && match how {
-            Match::Regex => path
-                .chars()
-                .all(|c| c.is_ascii_graphic() && c != '"' && c != '\''),
+            // Quoted in the configuration: no quote, no backslash before a quote or one
+            // (the configuration's own escapes), and a pattern the server compiles.
+            Match::Regex => {
+                path.chars()
+                    .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'')
+                    && !path.ends_with('\\')
+                    && !path.contains("\\\\")
+                    && regex::Regex::new(&format!("^{path}")).is_ok()
+            }
             _ => path.chars().all(plain),
         }
 }
@@ -851,7 +863,7 @@ mod tests {
         assert!(h.contains("location ~ \"^/v[0-9]+/\" {"), "{h}");
         // TLS by SNI, HTTP redirected; one label for the wildcard.
         assert!(h.contains("listen 8443 ssl;"), "{h}");
-        assert!(h.contains("shop-shop-tls.crt"), "{h}");
+        assert!(h.contains("shop_shop-tls.crt"), "{h}");
         assert!(h.contains("return 301 https://$host$request_uri;"), "{h}");
         assert!(
             h.contains("server_name \"~^[^.]+\\.shop\\.example$\";"),
@@ -948,7 +960,7 @@ mod tests {
             "{h}"
         );
         assert!(
-            h.contains("shop-jwk.jwk; error_page 401 https://login.example.com;"),
+            h.contains("shop_jwk.jwk; error_page 401 https://login.example.com;"),
             "{h}"
         );
         // No key set, no Ingress: never served without its check.

@@ -299,12 +299,7 @@ impl Server {
             crate::upstream::group::LiveError::Make(never) => match never {},
         };
         let current = live.current();
-        for peer in current.peers() {
-            if !servers.iter().any(|s| **s == *peer.name) {
-                let id = peer.id();
-                live.change(|_| Ok(Change::Remove { id })).map_err(fail)?;
-            }
-        }
+        // New ones first: a group whose every server is replaced is never empty.
         for server in servers {
             if !current.peers().iter().any(|p| *p.name == **server) {
                 let change = Change::Add {
@@ -312,6 +307,12 @@ impl Server {
                     params: ServerParams::default(),
                 };
                 live.change(|_| Ok(change)).map_err(fail)?;
+            }
+        }
+        for peer in current.peers() {
+            if !servers.iter().any(|s| **s == *peer.name) {
+                let id = peer.id();
+                live.change(|_| Ok(Change::Remove { id })).map_err(fail)?;
             }
         }
         Ok(())
