@@ -5,10 +5,13 @@
 # built here; the binaries are kept in $PORTCULLIS_K8S_CACHE (default ~/.cache/portcullis-k8s)
 # and built again only when missing.
 #
+# The Gateway API's CRDs come from the same proxy, as the sigs.k8s.io/gateway-api module's
+# YAML; they are kept in $PORTCULLIS_K8S_CACHE/crds.
+#
 # Usage: crates/ingress/cluster/build.sh        prints the directory holding the binaries
 set -euo pipefail
 
-readonly KUBERNETES=v1.34.4 ETCD=v3.6.16
+readonly KUBERNETES=v1.34.4 ETCD=v3.6.16 GATEWAY_API=v1.4.1
 cache=${PORTCULLIS_K8S_CACHE:-$HOME/.cache/portcullis-k8s}
 bin=$cache/bin
 mkdir -p "$bin"
@@ -44,6 +47,22 @@ build_apiserver() {
     mv "$bin/kube-apiserver.new" "$bin/kube-apiserver"
 }
 
+# The standard channel's CRDs of the Gateway API.
+fetch_gateway_api() {
+    local work=$cache/gateway-api-$GATEWAY_API
+    mkdir -p "$work"
+    cd "$work"
+    [[ -f go.mod ]] || go mod init portcullis.test/gateway-api > /dev/null 2>&1
+    local dir
+    dir=$(go mod download -json "sigs.k8s.io/gateway-api@$GATEWAY_API" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+    mkdir -p "$cache/crds.new"
+    cp "$dir"/config/crd/standard/*.yaml "$cache/crds.new/"
+    chmod u+w "$cache"/crds.new/*
+    rm -rf "$cache/crds"
+    mv "$cache/crds.new" "$cache/crds"
+}
+
 [[ -x $bin/etcd ]] || (build_etcd) >&2
 [[ -x $bin/kube-apiserver ]] || (build_apiserver) >&2
+[[ -f $cache/crds/gateway.networking.k8s.io_httproutes.yaml ]] || (fetch_gateway_api) >&2
 echo "$bin"

@@ -3,11 +3,13 @@
 //! the server runs.
 //!
 //! - `annotations`: what an Ingress's annotations ask, under both nginx controllers' names;
+//! - `gateway`: Gateway API v1's GatewayClasses, Gateways and HTTPRoutes, and their status;
 //! - `translate`: the configuration of a set of objects, and the Ingresses that could not be
 //!   applied with the reason, while every other one still is;
 //! - the binary (`main.rs`): the watches, the server they drive, Events and status.
 
 mod annotations;
+pub mod gateway;
 pub mod translate;
 
 pub use translate::{translate, Cluster, Generated, Problem, Settings};

@@ -8,6 +8,7 @@
 //! ```text
 //! portcullis-ingress [--kubeconfig FILE] [--http-port 80] [--https-port 443] [--health-port 8081]
 //!                    [--class portcullis] [--controller portcullis.dev/ingress-controller]
+//!                    [--gateway-controller portcullis.dev/gateway-controller]
 //!                    [--dir /var/lib/portcullis-ingress] [--workers N]
 //!                    [--status-address ADDR] [--configmap NAMESPACE/NAME] [--dump]
 //! ```
@@ -29,11 +30,12 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
-use portcullis_ingress::{translate, Cluster, Settings};
+use portcullis_ingress::{gateway, translate, Cluster, Settings};
 use tokio::sync::Notify;
 
 /// What the command line says.
@@ -46,6 +48,8 @@ struct Options {
     health_port: u16,
     class: String,
     controller: String,
+    /// `spec.controllerName` of the GatewayClasses that are this controller's.
+    gateway_controller: String,
     dir: PathBuf,
     workers: usize,
     dump: bool,
@@ -58,7 +62,8 @@ struct Options {
 }
 
 const USAGE: &str = "usage: portcullis-ingress [--kubeconfig FILE] [--http-port N] \
-[--https-port N] [--health-port N] [--class NAME] [--controller NAME] [--dir DIR] [--workers N] \
+[--https-port N] [--health-port N] [--class NAME] [--controller NAME] \
+[--gateway-controller NAME] [--dir DIR] [--workers N] \
 [--status-address ADDR] [--configmap NAMESPACE/NAME] [--dump]";
 
 fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
@@ -69,6 +74,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         health_port: 8081,
         class: "portcullis".into(),
         controller: "portcullis.dev/ingress-controller".into(),
+        gateway_controller: "portcullis.dev/gateway-controller".into(),
         dir: PathBuf::from("/var/lib/portcullis-ingress"),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         dump: false,
@@ -91,6 +97,7 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--health-port" => o.health_port = number(&value)?,
             "--class" => o.class = value,
             "--controller" => o.controller = value,
+            "--gateway-controller" => o.gateway_controller = value,
             "--dir" => o.dir = value.into(),
             "--status-address" => o.status_address = Some(value),
             "--configmap" => {
@@ -165,19 +172,29 @@ struct Watched {
     key_sets: Store<Secret>,
     /// The controller's ConfigMap, when it has one.
     config: Option<Store<ConfigMap>>,
+    /// GatewayClasses, Gateways and HTTPRoutes, when the cluster has the Gateway API.
+    gateway_api: Option<[(ApiResource, Store<DynamicObject>); 3]>,
     /// Told of every change.
     changed: Arc<Notify>,
 }
 
 impl Watched {
-    fn start(client: &Client, configmap: Option<&(String, String)>) -> Watched {
+    async fn start(client: &Client, configmap: Option<&(String, String)>) -> Watched {
         let changed = Arc::new(Notify::new());
         let config = configmap.map(|(ns, name)| {
             let selector = watcher::Config::default().fields(&format!("metadata.name={name}"));
             watch(Api::namespaced(client.clone(), ns), selector, &changed)
         });
+        let gateway_api = gateway_kinds(client).await.map(|kinds| {
+            kinds.map(|resource| {
+                let api = Api::all_with(client.clone(), &resource);
+                let store = watch_with(api, watcher::Config::default(), resource.clone(), &changed);
+                (resource, store)
+            })
+        });
         Watched {
             config,
+            gateway_api,
             ingresses: watch(
                 Api::all(client.clone()),
                 watcher::Config::default(),
@@ -223,6 +240,9 @@ impl Watched {
         if let Some(c) = &self.config {
             c.wait_until_ready().await.map_err(lost)?;
         }
+        for (_, store) in self.gateway_api.iter().flatten() {
+            store.wait_until_ready().await.map_err(lost)?;
+        }
         self.key_sets.wait_until_ready().await.map_err(lost)
     }
 
@@ -240,8 +260,62 @@ impl Watched {
             services: all(&self.services),
             slices: all(&self.slices),
             secrets: [all(&self.secrets), all(&self.key_sets)].concat(),
+            gateway_classes: self.gateway_objects(0),
+            gateways: self.gateway_objects(1),
+            routes: self.gateway_objects(2),
         }
     }
+
+    /// The objects of one Gateway API kind, as the controller reads them.
+    fn gateway_objects<S: serde::de::DeserializeOwned + Default>(
+        &self,
+        kind: usize,
+    ) -> Vec<gateway::Object<S>> {
+        let Some(stores) = &self.gateway_api else {
+            return Vec::new();
+        };
+        (stores[kind].1.state().iter())
+            .filter_map(|o| {
+                let value = serde_json::to_value(&**o).ok()?;
+                serde_json::from_value(value)
+                    .map_err(|e| {
+                        eprintln!(
+                            "portcullis-ingress: [warn] {}: {e}",
+                            o.metadata.name.as_deref().unwrap_or("")
+                        )
+                    })
+                    .ok()
+            })
+            .collect()
+    }
+}
+
+/// GatewayClass, Gateway and HTTPRoute of `gateway.networking.k8s.io/v1`, when the cluster
+/// serves them (their CRDs are installed).
+async fn gateway_kinds(client: &Client) -> Option<[ApiResource; 3]> {
+    let version = format!("{}/v1", gateway::GROUP);
+    let served = match client.list_api_group_resources(&version).await {
+        Ok(list) => list,
+        Err(e) => {
+            eprintln!(
+                "portcullis-ingress: [notice] no Gateway API ({version}: {e}): Ingresses only"
+            );
+            return None;
+        }
+    };
+    let kind = |kind: &str, plural: &str| {
+        served.resources.iter().any(|r| r.name == plural).then(|| {
+            ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(gateway::GROUP, "v1", kind),
+                plural,
+            )
+        })
+    };
+    Some([
+        kind("GatewayClass", "gatewayclasses")?,
+        kind("Gateway", "gateways")?,
+        kind("HTTPRoute", "httproutes")?,
+    ])
 }
 
 /// A store of `api`'s objects, kept current by a task that watches them (and retries with
@@ -252,8 +326,24 @@ where
     K: serde::de::DeserializeOwned,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
+    watch_with(api, config, Default::default(), changed)
+}
+
+/// `watch` of a kind known only when running (`DynamicObject`).
+fn watch_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    kind: K::DynamicType,
+    changed: &Arc<Notify>,
+) -> Store<K>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K: serde::de::DeserializeOwned,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
     use kube::runtime::WatchStreamExt;
-    let (store, writer) = reflector::store();
+    let writer = reflector::store::Writer::new(kind);
+    let store = writer.as_reader();
     let changed = changed.clone();
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
     tokio::spawn(async move {
@@ -270,7 +360,7 @@ where
 
 async fn run(opts: Options) -> Result<(), String> {
     let client = client(&opts).await?;
-    let watched = Watched::start(&client, opts.configmap.as_ref());
+    let watched = Watched::start(&client, opts.configmap.as_ref()).await;
     watched.ready().await?;
     std::fs::create_dir_all(opts.dir.join("secrets"))
         .and_then(|()| std::fs::create_dir_all(opts.dir.join("logs")))
@@ -283,6 +373,8 @@ async fn run(opts: Options) -> Result<(), String> {
         files: opts.dir.join("secrets"),
         default_certificate: default_certificate(&opts.dir)?,
         defaults: Default::default(),
+        gateway_controller: opts.gateway_controller.clone(),
+        status_address: opts.status_address.clone(),
     };
     let mut settings = settings;
     if opts.dump {
@@ -357,6 +449,9 @@ async fn run(opts: Options) -> Result<(), String> {
         }
         if let Some(address) = &opts.status_address {
             status(&client, &cluster, &generated.applied, address).await;
+        }
+        if let Some(stores) = &watched.gateway_api {
+            gateway_status(&client, stores, &generated.statuses).await;
         }
         for problem in &generated.problems {
             let key = (
@@ -438,6 +533,52 @@ async fn status(client: &Client, cluster: &Cluster, applied: &BTreeSet<String>, 
             .await
         {
             eprintln!("portcullis-ingress: [warn] status of {namespace}/{name}: {e}");
+        }
+    }
+}
+
+/// Writes each Gateway API object's status where it should say something else than it
+/// does: a condition keeps its `lastTransitionTime` while its status stays.
+async fn gateway_status(
+    client: &Client,
+    stores: &[(ApiResource, Store<DynamicObject>); 3],
+    wanted: &[gateway::Status],
+) {
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    for want in wanted {
+        let (resource, store) = &stores[match want.kind {
+            "GatewayClass" => 0,
+            "Gateway" => 1,
+            _ => 2,
+        }];
+        let Some(object) = store.state().into_iter().find(|o| {
+            o.metadata.name.as_deref() == Some(&want.name)
+                && o.metadata.namespace.as_deref().unwrap_or("") == want.namespace
+        }) else {
+            continue;
+        };
+        let current = object.data.get("status").cloned().unwrap_or_default();
+        let status = gateway::with_times(&want.status, &current, &now);
+        if status == current {
+            continue;
+        }
+        let api: Api<DynamicObject> = if want.namespace.is_empty() {
+            Api::all_with(client.clone(), resource)
+        } else {
+            Api::namespaced_with(client.clone(), &want.namespace, resource)
+        };
+        let patch = serde_json::json!({"status": status});
+        let params = kube::api::PatchParams::default();
+        if let Err(e) = api
+            .patch_status(&want.name, &params, &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            eprintln!(
+                "portcullis-ingress: [warn] status of {} {}/{}: {e}",
+                want.kind, want.namespace, want.name
+            );
         }
     }
 }

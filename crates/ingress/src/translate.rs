@@ -55,6 +55,9 @@ pub struct Cluster {
     pub services: Vec<Service>,
     pub slices: Vec<EndpointSlice>,
     pub secrets: Vec<Secret>,
+    pub gateway_classes: Vec<crate::gateway::GatewayClass>,
+    pub gateways: Vec<crate::gateway::Gateway>,
+    pub routes: Vec<crate::gateway::HttpRoute>,
 }
 
 /// How the controller runs.
@@ -73,6 +76,10 @@ pub struct Settings {
     /// What every Ingress has unless its annotations say otherwise (the controller's
     /// ConfigMap, as `nginx.org/` annotations).
     pub defaults: BTreeMap<String, String>,
+    /// `spec.controllerName` of the GatewayClasses that are this controller's.
+    pub gateway_controller: String,
+    /// What Gateways' status gives as their address.
+    pub status_address: Option<String>,
 }
 
 /// An Ingress not applied, or applied only in part, and why: what the controller reports as
@@ -96,6 +103,8 @@ pub struct Generated {
     pub applied: BTreeSet<String>,
     /// Each `upstream` group's servers (`address:port`), by the group's name.
     pub upstreams: BTreeMap<String, Vec<String>>,
+    /// The status each Gateway API object of this controller's should have.
+    pub statuses: Vec<crate::gateway::Status>,
 }
 
 /// How a path matches.
@@ -191,17 +200,48 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
         out.applied.insert(who);
     }
 
+    // The Gateway API's servers, beside the hosts and default servers the Ingresses hold.
+    let hostless = hosts.remove("");
+    let taken = crate::gateway::Taken {
+        hosts: (hosts.iter())
+            .flat_map(|(name, h)| {
+                let https = h
+                    .tls
+                    .is_some()
+                    .then_some((settings.https_port, name.clone()));
+                std::iter::once((settings.http_port, name.clone())).chain(https)
+            })
+            .collect(),
+        default_routes: hostless.is_some() || default_backend.is_some(),
+    };
+    let gateway = crate::gateway::plan(cluster, settings, &taken);
+
     let mut http = String::new();
     for (name, servers) in &upstreams {
         let conf = upstream_conf.get(name).map_or("", String::as_str);
         upstream_block(&mut http, name, conf, servers);
     }
-    default_server(&mut http, settings, hosts.remove(""), default_backend);
+    let routes = hostless.map(|h| h.routes).unwrap_or_default();
+    for (port, ssl) in [(settings.http_port, false), (settings.https_port, true)] {
+        let extra = gateway.catch_all.get(&port).map(String::as_str);
+        default_server(
+            &mut http,
+            settings,
+            (port, ssl),
+            &routes,
+            default_backend.as_ref(),
+            extra,
+        );
+    }
     for (host, h) in &hosts {
         server_block(&mut http, host, h, settings);
     }
+    http.push_str(&gateway.http);
     out.http = http;
+    upstreams.extend(gateway.upstreams);
     out.upstreams = upstreams;
+    out.files.extend(gateway.files);
+    out.statuses = gateway.statuses;
     out
 }
 
@@ -338,42 +378,62 @@ fn upstream(
         return Err("a backend that is not a Service is not supported".into());
     };
     let wanted = service.port.as_ref();
-    let port_number = wanted.and_then(|p| p.number);
-    let port_name = wanted.and_then(|p| p.name.clone());
+    let (port, servers) = service_servers(
+        cluster,
+        namespace,
+        &service.name,
+        wanted.and_then(|p| p.name.as_deref()),
+        wanted.and_then(|p| p.number),
+    )?;
+    // Each Ingress has groups of its own (its annotations set their balancer); `_` is in
+    // no Kubernetes name, so two never share one.
+    Ok((
+        format!("{namespace}_{ingress}_{}_{port}", service.name),
+        servers,
+    ))
+}
+
+/// A Service's port (by name, else number) and its ready endpoints on it, from its
+/// EndpointSlices (the slice port of the service port's name).
+pub(crate) fn service_servers(
+    cluster: &Cluster,
+    namespace: &str,
+    service: &str,
+    port_name: Option<&str>,
+    port_number: Option<i32>,
+) -> Result<(i32, Vec<String>), String> {
     let Some(svc) = (cluster.services.iter()).find(|s| {
-        s.metadata.name.as_deref() == Some(&service.name)
+        s.metadata.name.as_deref() == Some(service)
             && s.metadata.namespace.as_deref() == Some(namespace)
     }) else {
-        return Err(format!(
-            "service \"{namespace}/{}\" not found",
-            service.name
-        ));
+        return Err(format!("service \"{namespace}/{service}\" not found"));
     };
     let ports = svc.spec.iter().flat_map(|s| s.ports.iter().flatten());
-    let Some(port) = ports.clone().find(|p| match (&port_name, port_number) {
-        (Some(name), _) => p.name.as_ref() == Some(name),
+    let Some(port) = ports.clone().find(|p| match (port_name, port_number) {
+        (Some(name), _) => p.name.as_deref() == Some(name),
         (None, Some(n)) => p.port == n,
         (None, None) => false,
     }) else {
+        let wanted = port_name.map_or_else(
+            || port_number.map_or("given".into(), |n| n.to_string()),
+            str::to_owned,
+        );
         return Err(format!(
-            "service \"{namespace}/{}\" has no port {}",
-            service.name,
-            port_name.unwrap_or_else(|| port_number.map_or("given".into(), |n| n.to_string()))
+            "service \"{namespace}/{service}\" has no port {wanted}"
         ));
     };
-    // Each Ingress has groups of its own (its annotations set their balancer); `_` is in
-    // no Kubernetes name, so two never share one.
-    let name = format!("{namespace}_{ingress}_{}_{}", service.name, port.port);
     let mut servers = BTreeSet::new();
     for slice in cluster.slices.iter().filter(|s| {
         s.metadata.namespace.as_deref() == Some(namespace)
             && (s.metadata.labels.as_ref())
                 .and_then(|l| l.get(SERVICE_NAME))
-                .is_some_and(|n| *n == service.name)
+                .is_some_and(|n| n == service)
     }) {
-        // The slice's port of the same name as the Service's (both unnamed for one port).
+        // The slice's port of the same name as the Service's (both unnamed for one port:
+        // the API gives a slice's unnamed port the name "").
+        let unnamed = |name: &Option<String>| name.clone().unwrap_or_default();
         let Some(target) = (slice.ports.iter().flatten())
-            .find(|p| p.name == port.name)
+            .find(|p| unnamed(&p.name) == unnamed(&port.name))
             .and_then(|p| p.port)
         else {
             continue;
@@ -391,7 +451,7 @@ fn upstream(
             }
         }
     }
-    Ok((name, servers.into_iter().collect()))
+    Ok((port.port, servers.into_iter().collect()))
 }
 
 fn target_port(port: i32) -> u16 {
@@ -400,7 +460,7 @@ fn target_port(port: i32) -> u16 {
 
 /// A TLS Secret's certificate and key, as files: their paths, and the files to write.
 #[allow(clippy::type_complexity)]
-fn certificate(
+pub(crate) fn certificate(
     cluster: &Cluster,
     namespace: &str,
     secret: &str,
@@ -492,13 +552,13 @@ fn is_ours(ingress: &Ingress, cluster: &Cluster, settings: &Settings) -> bool {
 }
 
 /// What orders two Ingresses: creation time, then namespace and name.
-fn age(m: &ObjectMeta) -> (Option<k8s_openapi::jiff::Timestamp>, String, String) {
+pub(crate) fn age(m: &ObjectMeta) -> (Option<k8s_openapi::jiff::Timestamp>, String, String) {
     let created = m.creation_timestamp.as_ref().map(|t| t.0);
     let (namespace, name) = names(m);
     (created, namespace, name)
 }
 
-fn names(m: &ObjectMeta) -> (String, String) {
+pub(crate) fn names(m: &ObjectMeta) -> (String, String) {
     (
         m.namespace.clone().unwrap_or_else(|| "default".into()),
         m.name.clone().unwrap_or_default(),
@@ -543,7 +603,7 @@ fn valid_path(path: &str, how: Match) -> bool {
         }
 }
 
-fn upstream_block(out: &mut String, name: &str, conf: &str, servers: &[String]) {
+pub(crate) fn upstream_block(out: &mut String, name: &str, conf: &str, servers: &[String]) {
     let _ = writeln!(
         out,
         "upstream {name} {{\n    zone {name} {ZONE_SIZE};{conf}"
@@ -565,24 +625,36 @@ proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; \
 proxy_set_header X-Forwarded-Host $host; proxy_set_header X-Forwarded-Port $server_port; \
 proxy_set_header X-Forwarded-Proto $scheme;";
 
+/// The default server of one of the Ingresses' ports: their rules without a host, their
+/// default backend, or (with neither) the Gateway API's routes for every host of the port.
 fn default_server(
     out: &mut String,
     settings: &Settings,
-    hostless: Option<Host>,
-    backend: Option<(String, String)>,
+    (port, ssl): (u16, bool),
+    routes: &[Route],
+    backend: Option<&(String, String)>,
+    gateway: Option<&str>,
 ) {
-    let (crt, key) = &settings.default_certificate;
     let _ = writeln!(
         out,
-        "server {{\n    listen {} default_server;\n    listen {} ssl default_server;\n    \
-         server_name _;\n    ssl_certificate {};\n    ssl_certificate_key {};",
-        settings.http_port,
-        settings.https_port,
-        crt.display(),
-        key.display()
+        "server {{\n    listen {port}{} default_server;\n    server_name _;",
+        if ssl { " ssl" } else { "" }
     );
-    let routes = hostless.map(|h| h.routes).unwrap_or_default();
-    locations(out, &routes);
+    if ssl {
+        let (crt, key) = &settings.default_certificate;
+        let _ = writeln!(
+            out,
+            "    ssl_certificate {};\n    ssl_certificate_key {};",
+            crt.display(),
+            key.display()
+        );
+    }
+    if let Some(locations) = gateway {
+        out.push_str(locations);
+        out.push_str("}\n");
+        return;
+    }
+    locations(out, routes);
     if !routes
         .iter()
         .any(|r| r.how == Match::Prefix && r.path == "/")
@@ -700,6 +772,8 @@ mod tests {
             files: dir.to_path_buf(),
             default_certificate: (dir.join("default.crt"), dir.join("default.key")),
             defaults: BTreeMap::new(),
+            gateway_controller: "portcullis.dev/gateway-controller".into(),
+            status_address: None,
         }
     }
 
@@ -792,7 +866,7 @@ mod tests {
                 slice("api", None, 9001, &[("10.244.2.1", true)]),
             ],
             secrets: vec![tls_secret("shop-tls")],
-            ingresses: Vec::new(),
+            ..Cluster::default()
         }
     }
 

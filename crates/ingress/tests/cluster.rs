@@ -5,8 +5,9 @@
 //! client sees: an Ingress with TLS served by SNI with HTTP redirected, both endpoints
 //! answering, an endpoint scaled away with no reload, an Ingress that cannot be applied
 //! given a Kubernetes Event while the others keep serving, an Ingress edited under load
-//! with no request failed, the controller and the API server restarted, and `--dump`'s
-//! configuration.
+//! with no request failed, the controller and the API server restarted, `--dump`'s
+//! configuration, and the Gateway API: its CRDs from its module, a Gateway and an HTTPRoute
+//! with weighted backends splitting within 5% of the weights, and their status.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -258,6 +259,10 @@ fn apply_manifests(dir: &Path, file: &Path) {
                 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_owned()
             }
             "IngressClass" => "/apis/networking.k8s.io/v1/ingressclasses".to_owned(),
+            "GatewayClass" => "/apis/gateway.networking.k8s.io/v1/gatewayclasses".to_owned(),
+            "CustomResourceDefinition" => {
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".to_owned()
+            }
             "Deployment" => format!("/apis/apps/v1/namespaces/{namespace}/deployments"),
             "ConfigMap" => format!("/api/v1/namespaces/{namespace}/configmaps"),
             "Role" => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles"),
@@ -266,16 +271,23 @@ fn apply_manifests(dir: &Path, file: &Path) {
             }
             other => panic!("a manifest of kind {other}"),
         };
-        let out = Command::new("curl")
+        let mut out = Command::new("curl")
             .args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", "POST"])
             .arg("--cacert")
             .arg(dir.join("ca.crt"))
             .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
             .args(["-H", "Content-Type: application/yaml"])
-            .args(["--data-binary", doc])
+            .args(["--data-binary", "@-"])
             .arg(format!("https://{API}:6443{path}"))
-            .output()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
             .expect("curl");
+        // A CRD is longer than one argument may be: the body goes by stdin.
+        let mut input = out.stdin.take().expect("stdin");
+        input.write_all(doc.as_bytes()).expect("write to curl");
+        drop(input);
+        let out = out.wait_with_output().expect("curl");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.ends_with("\n201"), "{kind} at {path}: {text}");
     }
@@ -348,6 +360,115 @@ fn slice(endpoints: &[&str]) -> Value {
     })
 }
 
+/// A Gateway with an HTTP listener for `gw.example` on the controller's port 80, and an
+/// HTTPRoute sending 80% of its requests to the pod "one", 20% to "two" (a Service each).
+fn gateway_objects(dir: &Path) {
+    for (name, ip) in [("one", "10.244.1.1"), ("two", "10.244.1.2")] {
+        create(
+            dir,
+            "/api/v1/namespaces/shop/services",
+            json!({"metadata": {"name": name},
+                   "spec": {"ports": [{"port": 80, "targetPort": 8080}]}}),
+        );
+        create(
+            dir,
+            "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices",
+            json!({
+                "metadata": {"name": format!("{name}-1"),
+                             "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+                "ports": [{"port": 8080, "protocol": "TCP"}],
+            }),
+        );
+    }
+    create(
+        dir,
+        "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways",
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "gw"},
+            "spec": {"gatewayClassName": "portcullis", "listeners": [
+                {"name": "web", "port": 80, "protocol": "HTTP", "hostname": "gw.example"},
+            ]},
+        }),
+    );
+    create(
+        dir,
+        "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes",
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "split"},
+            "spec": {
+                "parentRefs": [{"name": "gw"}],
+                "rules": [{"backendRefs": [
+                    {"name": "one", "port": 80, "weight": 80},
+                    {"name": "two", "port": 80, "weight": 20},
+                ]}],
+            },
+        }),
+    );
+}
+
+/// The HTTPRoute splits within 5% of its weights, and the Gateway API objects say so in
+/// their status.
+fn gateway_routes(dir: &Path) {
+    wait_until("the HTTPRoute served", Duration::from_secs(10), || {
+        through_plain("gw.example") == 200
+    });
+    let mut ones = 0;
+    let request = b"GET / HTTP/1.1\r\nHost: gw.example\r\nConnection: close\r\n\r\n";
+    for _ in 0..1000 {
+        let mut c = std::net::TcpStream::connect("127.0.0.1:80").expect("connect");
+        c.write_all(request).expect("send");
+        let mut got = String::new();
+        c.read_to_string(&mut got).expect("read");
+        assert!(got.starts_with("HTTP/1.1 200 "), "{got}");
+        ones += usize::from(got.ends_with("\r\n\r\none"));
+    }
+    assert!(
+        (750..=850).contains(&ones),
+        "{ones} of 1000 to the backend of weight 80"
+    );
+    let condition = |object: &Value, kind: &str| {
+        (object["conditions"].as_array().into_iter().flatten())
+            .find(|c| c["type"] == kind)
+            .map(|c| c["status"].clone())
+    };
+    wait_until(
+        "the Gateway API objects' status",
+        Duration::from_secs(10),
+        || {
+            let class = api(
+                dir,
+                "GET",
+                "/apis/gateway.networking.k8s.io/v1/gatewayclasses/portcullis",
+                None,
+            )
+            .1;
+            let gw = api(
+                dir,
+                "GET",
+                "/apis/gateway.networking.k8s.io/v1/namespaces/shop/gateways/gw",
+                None,
+            )
+            .1;
+            let route = api(
+                dir,
+                "GET",
+                "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/split",
+                None,
+            )
+            .1;
+            condition(&class["status"], "Accepted") == Some(json!("True"))
+                && condition(&gw["status"], "Programmed") == Some(json!("True"))
+                && gw["status"]["listeners"][0]["attachedRoutes"] == 1
+                && condition(&route["status"]["parents"][0], "Accepted") == Some(json!("True"))
+                && condition(&route["status"]["parents"][0], "ResolvedRefs") == Some(json!("True"))
+        },
+    );
+}
+
 fn inside(bin: &Path) {
     run("ip", &["link", "set", "lo", "up"]);
     for addr in [API, "10.244.1.1", "10.244.1.2"] {
@@ -384,6 +505,22 @@ fn inside(bin: &Path) {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/kubernetes/portcullis-ingress.yaml");
     apply_manifests(&dir, &manifests);
+    // The Gateway API's CRDs, as its module ships them, and the controller's GatewayClass.
+    let crds = bin.join("../crds");
+    for crd in ["gatewayclasses", "gateways", "httproutes"] {
+        apply_manifests(
+            &dir,
+            &crds.join(format!("gateway.networking.k8s.io_{crd}.yaml")),
+        );
+    }
+    wait_until("the Gateway API served", Duration::from_secs(30), || {
+        let (status, list) = api(&dir, "GET", "/apis/gateway.networking.k8s.io/v1", None);
+        status == 200 && list["resources"].as_array().is_some_and(|r| r.len() >= 6)
+    });
+    apply_manifests(
+        &dir,
+        &manifests.with_file_name("gateway-api/gatewayclass.yaml"),
+    );
     let account = "/api/v1/namespaces/portcullis-ingress/serviceaccounts/portcullis-ingress";
     let (status, token) = api(
         &dir,
@@ -444,6 +581,7 @@ fn inside(bin: &Path) {
     );
     pod("10.244.1.1:8080", "one");
     pod("10.244.1.2:8080", "two");
+    gateway_objects(&dir);
 
     let kubeconfig = dir.join("kubeconfig");
     let ca = std::fs::read_to_string(dir.join("ca.crt")).expect("ca");
@@ -509,6 +647,8 @@ fn inside(bin: &Path) {
         answers.contains("one") && answers.contains("two"),
         "{answers}"
     );
+
+    gateway_routes(&dir);
 
     // Scaled down to one endpoint: only it answers.
     let (status, current) = api(
