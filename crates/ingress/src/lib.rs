@@ -9,10 +9,12 @@
 //! - the binary (`main.rs`): the watches, the server they drive, Events and status.
 
 mod annotations;
+mod cluster;
 pub mod gateway;
 pub mod translate;
 
-pub use translate::{translate, Cluster, Generated, Problem, Settings};
+pub use cluster::{Cluster, Settings};
+pub use translate::{translate, Generated, Problem};
 
 /// The controller's ConfigMap's data as the defaults of every Ingress's annotations; an
 /// error says which key refuses it.

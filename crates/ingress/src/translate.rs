@@ -33,54 +33,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::cluster::{
+    age, certificate, names, plain_path, service_servers, upstream_block, valid_host,
+};
+pub use crate::cluster::{Cluster, Settings};
 
 /// The annotation that marks an IngressClass the cluster's default.
 const DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
 /// The annotation that named an Ingress's class before `ingressClassName`.
 const LEGACY_CLASS: &str = "kubernetes.io/ingress.class";
-/// The label that names an EndpointSlice's Service.
-const SERVICE_NAME: &str = "kubernetes.io/service-name";
-/// The size of each group's zone: NGINX Ingress Controller's.
-const ZONE_SIZE: &str = "256k";
-
-/// The objects the controller watches, as they are now.
-#[derive(Debug, Default, Clone)]
-pub struct Cluster {
-    pub ingresses: Vec<Ingress>,
-    pub classes: Vec<IngressClass>,
-    pub services: Vec<Service>,
-    pub slices: Vec<EndpointSlice>,
-    pub secrets: Vec<Secret>,
-    pub gateway_classes: Vec<crate::gateway::GatewayClass>,
-    pub gateways: Vec<crate::gateway::Gateway>,
-    pub routes: Vec<crate::gateway::HttpRoute>,
-}
-
-/// How the controller runs.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// `spec.controller` of the IngressClasses that are this controller's.
-    pub controller: String,
-    /// The class the legacy annotation names.
-    pub class: String,
-    pub http_port: u16,
-    pub https_port: u16,
-    /// Where certificates and keys from Secrets are written.
-    pub files: PathBuf,
-    /// The default server's certificate and key.
-    pub default_certificate: (PathBuf, PathBuf),
-    /// What every Ingress has unless its annotations say otherwise (the controller's
-    /// ConfigMap, as `nginx.org/` annotations).
-    pub defaults: BTreeMap<String, String>,
-    /// `spec.controllerName` of the GatewayClasses that are this controller's.
-    pub gateway_controller: String,
-    /// What Gateways' status gives as their address.
-    pub status_address: Option<String>,
-}
 
 /// An Ingress not applied, or applied only in part, and why: what the controller reports as
 /// a Kubernetes Event on it.
@@ -393,106 +356,6 @@ fn upstream(
     ))
 }
 
-/// A Service's port (by name, else number) and its ready endpoints on it, from its
-/// EndpointSlices (the slice port of the service port's name).
-pub(crate) fn service_servers(
-    cluster: &Cluster,
-    namespace: &str,
-    service: &str,
-    port_name: Option<&str>,
-    port_number: Option<i32>,
-) -> Result<(i32, Vec<String>), String> {
-    let Some(svc) = (cluster.services.iter()).find(|s| {
-        s.metadata.name.as_deref() == Some(service)
-            && s.metadata.namespace.as_deref() == Some(namespace)
-    }) else {
-        return Err(format!("service \"{namespace}/{service}\" not found"));
-    };
-    let ports = svc.spec.iter().flat_map(|s| s.ports.iter().flatten());
-    let Some(port) = ports.clone().find(|p| match (port_name, port_number) {
-        (Some(name), _) => p.name.as_deref() == Some(name),
-        (None, Some(n)) => p.port == n,
-        (None, None) => false,
-    }) else {
-        let wanted = port_name.map_or_else(
-            || port_number.map_or("given".into(), |n| n.to_string()),
-            str::to_owned,
-        );
-        return Err(format!(
-            "service \"{namespace}/{service}\" has no port {wanted}"
-        ));
-    };
-    let mut servers = BTreeSet::new();
-    for slice in cluster.slices.iter().filter(|s| {
-        s.metadata.namespace.as_deref() == Some(namespace)
-            && (s.metadata.labels.as_ref())
-                .and_then(|l| l.get(SERVICE_NAME))
-                .is_some_and(|n| n == service)
-    }) {
-        // The slice's port of the same name as the Service's (both unnamed for one port:
-        // the API gives a slice's unnamed port the name "").
-        let unnamed = |name: &Option<String>| name.clone().unwrap_or_default();
-        let Some(target) = (slice.ports.iter().flatten())
-            .find(|p| unnamed(&p.name) == unnamed(&port.name))
-            .and_then(|p| p.port)
-        else {
-            continue;
-        };
-        for endpoint in &slice.endpoints {
-            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready);
-            if ready == Some(false) {
-                continue;
-            }
-            for address in &endpoint.addresses {
-                let Ok(ip) = address.parse::<std::net::IpAddr>() else {
-                    continue;
-                };
-                servers.insert(std::net::SocketAddr::new(ip, target_port(target)).to_string());
-            }
-        }
-    }
-    Ok((port.port, servers.into_iter().collect()))
-}
-
-fn target_port(port: i32) -> u16 {
-    u16::try_from(port).unwrap_or(0)
-}
-
-/// A TLS Secret's certificate and key, as files: their paths, and the files to write.
-#[allow(clippy::type_complexity)]
-pub(crate) fn certificate(
-    cluster: &Cluster,
-    namespace: &str,
-    secret: &str,
-    settings: &Settings,
-) -> Result<((PathBuf, PathBuf), Vec<(PathBuf, Vec<u8>)>), String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let Some(found) = (cluster.secrets.iter()).find(|s| {
-        s.metadata.name.as_deref() == Some(secret)
-            && s.metadata.namespace.as_deref() == Some(namespace)
-    }) else {
-        return Err(format!("secret \"{namespace}/{secret}\" not found"));
-    };
-    let data = found.data.as_ref();
-    let get = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.clone());
-    let (Some(cert), Some(key)) = (get("tls.crt"), get("tls.key")) else {
-        return Err(format!(
-            "secret \"{namespace}/{secret}\" has no tls.crt and tls.key"
-        ));
-    };
-    let certs = CertificateDer::pem_slice_iter(&cert).collect::<Result<Vec<_>, _>>();
-    if !certs.is_ok_and(|c| !c.is_empty()) || PrivateKeyDer::from_pem_slice(&key).is_err() {
-        return Err(format!(
-            "secret \"{namespace}/{secret}\" is not a PEM certificate and key"
-        ));
-    }
-    // `_` is in no Kubernetes name: no two Secrets share a file.
-    let crt = settings.files.join(format!("{namespace}_{secret}.crt"));
-    let pem = settings.files.join(format!("{namespace}_{secret}.key"));
-    Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
-}
-
 /// The key set of a `nginx.org/jwk` Secret, as a file: its path and bytes. Missing or not
 /// a key set, the Ingress is refused.
 fn key_set(
@@ -551,71 +414,24 @@ fn is_ours(ingress: &Ingress, cluster: &Cluster, settings: &Settings) -> bool {
     })
 }
 
-/// What orders two Ingresses: creation time, then namespace and name.
-pub(crate) fn age(m: &ObjectMeta) -> (Option<k8s_openapi::jiff::Timestamp>, String, String) {
-    let created = m.creation_timestamp.as_ref().map(|t| t.0);
-    let (namespace, name) = names(m);
-    (created, namespace, name)
-}
-
-pub(crate) fn names(m: &ObjectMeta) -> (String, String) {
-    (
-        m.namespace.clone().unwrap_or_else(|| "default".into()),
-        m.name.clone().unwrap_or_default(),
-    )
-}
-
-/// A DNS name of lowercase labels, the first of which may be `*`.
-fn valid_host(host: &str) -> bool {
-    let rest = host.strip_prefix("*.").unwrap_or(host);
-    !rest.is_empty()
-        && host.len() <= 253
-        && rest.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
 /// A path that is one word of nginx.conf: it begins with `/` and has no space, quote,
 /// `;`, brace or `$` (a variable in nginx's text); a regular expression may have the rest of
 /// its syntax.
 fn valid_path(path: &str, how: Match) -> bool {
-    let plain = |c: char| {
-        c.is_ascii_graphic() && !matches!(c, '"' | '\'' | ';' | '{' | '}' | '$' | '#' | '\\')
-    };
-    path.starts_with('/')
-        && match how {
-            // Quoted in the configuration: no quote, no backslash before a quote or one
-            // (the configuration's own escapes), and a pattern the server compiles.
-            Match::Regex => {
-                path.chars()
+    match how {
+        // Quoted in the configuration: no quote, no backslash before a quote or one
+        // (the configuration's own escapes), and a pattern the server compiles.
+        Match::Regex => {
+            path.starts_with('/')
+                && path
+                    .chars()
                     .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'')
-                    && !path.ends_with('\\')
-                    && !path.contains("\\\\")
-                    && regex::Regex::new(&format!("^{path}")).is_ok()
-            }
-            _ => path.chars().all(plain),
+                && !path.ends_with('\\')
+                && !path.contains("\\\\")
+                && regex::Regex::new(&format!("^{path}")).is_ok()
         }
-}
-
-pub(crate) fn upstream_block(out: &mut String, name: &str, conf: &str, servers: &[String]) {
-    let _ = writeln!(
-        out,
-        "upstream {name} {{\n    zone {name} {ZONE_SIZE};{conf}"
-    );
-    if servers.is_empty() {
-        // No endpoint: every request is answered 502, "no live upstreams".
-        out.push_str("    server 127.0.0.1:8181 down;\n");
+        _ => plain_path(path),
     }
-    for s in servers {
-        let _ = writeln!(out, "    server {s};");
-    }
-    out.push_str("}\n");
 }
 
 /// What every proxied location says, as NGINX Ingress Controller's template does.
@@ -759,6 +575,9 @@ fn locations(out: &mut String, routes: &[Route]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::SERVICE_NAME;
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
     use serde_json::{from_value, json};
 
     const CONTROLLER: &str = "portcullis.dev/ingress-controller";
