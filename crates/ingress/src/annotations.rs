@@ -1,31 +1,18 @@
 //! The annotations users set on an Ingress for what their controller does, under the names
-//! of NGINX Ingress Controller (`nginx.org/*`) and ingress-nginx
-//! (`nginx.ingress.kubernetes.io/*`), so that manifests move over unchanged:
+//! of NGINX Ingress Controller (`nginx.org/*`, `nginx.com/*`) and ingress-nginx
+//! (`nginx.ingress.kubernetes.io/*`), so that manifests move over unchanged; their table is
+//! docs/ingress.md. Timeouts, body size, the HTTP to HTTPS redirect, the balancer, upstream
+//! keepalive, rewrites, HTTPS backends, rate and connection limits, snippets (with the
+//! operator's `--enable-snippets`) and JWT authentication.
 //!
-//! | what | nginx.org/ | nginx.ingress.kubernetes.io/ | becomes |
-//! |---|---|---|---|
-//! | connect timeout | `proxy-connect-timeout` | `proxy-connect-timeout` | `proxy_connect_timeout` |
-//! | read timeout | `proxy-read-timeout` | `proxy-read-timeout` | `proxy_read_timeout` |
-//! | send timeout | `proxy-send-timeout` | `proxy-send-timeout` | `proxy_send_timeout` |
-//! | body size | `client-max-body-size` | `proxy-body-size` | `client_max_body_size` |
-//! | HTTP to HTTPS | `ssl-redirect` | `ssl-redirect` | the 301 of a TLS host (`"false"`: none) |
-//! | balancer | `lb-method` | `load-balance` | `round_robin`, `least_conn`, `ip_hash`, `random`, `random two`, `random two least_conn` |
-//! | upstream keepalive | `keepalive` | `upstream-keepalive-connections` | `keepalive N` |
-//!
-//! and NGINX Plus Ingress Controller's JWT authentication (`nginx.com/`): `jwt-key` (the
-//! Secret, of type `nginx.org/jwk`, whose `jwk` is the key set), `jwt-realm`, `jwt-token`
-//! (the variable the token is in, `$http_authorization`'s bearer token by default) and
-//! `jwt-login-url` (where a request without a valid token is sent instead of a 401). A
-//! key set that is missing or not one refuses the Ingress: it is never served without
-//! the check it asks for.
-//!
-//! A time is nginx's (`10s`, `1m`; a bare number is seconds, as both controllers read it);
-//! a size nginx's (`8m`). Any other annotation under these prefixes (an allow list, an
-//! authentication, a rewrite, a snippet of raw configuration) is refused with its Ingress:
-//! left out, it could open what the user meant to guard or send a request elsewhere.
+//! Any other annotation under these prefixes (an allow list, an authentication) is refused
+//! with its Ingress: left out, it could open what the user meant to guard or send a request
+//! elsewhere. Every value is checked before it reaches the configuration's text.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+
+use crate::cluster::plain_path;
 
 /// What an Ingress's annotations ask of its locations and groups.
 #[derive(Debug, Clone)]
@@ -37,6 +24,36 @@ pub(crate) struct Annotated {
     /// HTTP to its TLS hosts is redirected to HTTPS.
     pub ssl_redirect: bool,
     pub jwt: Option<Jwt>,
+    /// `http`-level directives: the zones of the Ingress's rate limits.
+    pub http: String,
+    /// Raw directives for the servers of the Ingress's hosts (a snippet, when turned on).
+    pub server: String,
+    pub rewrite: Rewrite,
+    /// The Services reached over HTTPS (`nginx.org/ssl-services`).
+    pub https_services: BTreeSet<String>,
+    /// Every backend is reached over HTTPS (`backend-protocol: HTTPS`).
+    pub https_all: bool,
+}
+
+/// How the path a backend gets is made from the request's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) enum Rewrite {
+    #[default]
+    None,
+    /// ingress-nginx's `rewrite-target`: what the path's match is replaced by (`$1`... its
+    /// captures).
+    Target(String),
+    /// NGINX Ingress Controller's `rewrites`: by Service, what the location's path is
+    /// replaced by.
+    Services(BTreeMap<String, String>),
+}
+
+/// How the annotations are read: the name the Ingress's zones begin with, and whether
+/// snippets of raw configuration are allowed (the operator's `--enable-snippets`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading<'a> {
+    pub zone: &'a str,
+    pub snippets: bool,
 }
 
 /// `nginx.com/jwt-*`: the check every location of the Ingress makes.
@@ -67,16 +84,26 @@ const CONFIG_KEYS: [&str; 7] = [
 /// what it guards.
 pub(crate) fn defaults(
     data: &BTreeMap<String, String>,
+    snippets: bool,
 ) -> Result<BTreeMap<String, String>, String> {
     let as_annotations: BTreeMap<String, String> = (data.iter())
         .map(|(k, v)| (format!("nginx.org/{k}"), v.clone()))
         .collect();
-    if let Some(k) = data.keys().find(|k| !CONFIG_KEYS.contains(&k.as_str())) {
+    let known = |k: &str| CONFIG_KEYS.contains(&k) || SNIPPETS.contains(&k);
+    if let Some(k) = data.keys().find(|k| !known(k)) {
         return Err(format!("key \"{k}\" is not supported"));
     }
-    read(Some(&as_annotations)).map_err(|e| e.replace("annotation \"nginx.org/", "key \""))?;
+    let reading = Reading {
+        zone: "configmap",
+        snippets,
+    };
+    read(Some(&as_annotations), reading)
+        .map_err(|e| e.replace("annotation \"nginx.org/", "key \""))?;
     Ok(as_annotations)
 }
+
+/// NGINX Ingress Controller's snippets' names, as annotations and ConfigMap keys.
+const SNIPPETS: [&str; 2] = ["location-snippets", "server-snippets"];
 
 const PREFIXES: [&str; 3] = ["nginx.org/", "nginx.ingress.kubernetes.io/", "nginx.com/"];
 
@@ -92,6 +119,8 @@ fn setting(key: &str) -> Option<&str> {
         "proxy-body-size" => "client-max-body-size",
         "load-balance" => "lb-method",
         "upstream-keepalive-connections" => "keepalive",
+        "configuration-snippet" => "location-snippets",
+        "server-snippet" => "server-snippets",
         other => other,
     })
 }
@@ -102,14 +131,23 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
 }
 
 /// Reads an Ingress's annotations; an error names the one refused.
-pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Annotated, String> {
+pub(crate) fn read(
+    annotations: Option<&BTreeMap<String, String>>,
+    reading: Reading<'_>,
+) -> Result<Annotated, String> {
     let mut a = Annotated {
         location: String::new(),
         upstream: String::new(),
         ssl_redirect: true,
         jwt: None,
+        http: String::new(),
+        server: String::new(),
+        rewrite: Rewrite::None,
+        https_services: BTreeSet::new(),
+        https_all: false,
     };
     let mut jwt = Jwt::default();
+    let mut limits = Limits::default();
     let mut balancer = DEFAULT_BALANCER.to_owned();
     // One setting given under both controllers' names: refused, as ambiguous (and a
     // directive given twice would not load).
@@ -190,9 +228,78 @@ pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Ann
                 }
                 jwt.login_url = Some(value.to_owned());
             }
-            _ => return Err(format!("annotation \"{key}\" is not supported")),
+            "rewrite-target" if key.starts_with("nginx.ingress.") => {
+                // A path, with the path's captures (`$1`) as its only variables.
+                let plain = value
+                    .replace(|c: char| c.is_ascii_digit(), "")
+                    .replace('$', "");
+                let captures_only = value
+                    .match_indices('$')
+                    .all(|(i, _)| value[i + 1..].starts_with(|c: char| c.is_ascii_digit()));
+                if !plain_path(&plain) || !captures_only || !value.starts_with('/') {
+                    return Err(bad());
+                }
+                a.rewrite = Rewrite::Target(value.to_owned());
+            }
+            "rewrites" if key.starts_with("nginx.org/") => {
+                // `serviceName=tea rewrite=/leaves/;serviceName=coffee rewrite=/beans/`
+                let mut by_service = BTreeMap::new();
+                for entry in value.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+                    let mut words = entry.split_whitespace();
+                    let service = words.next().and_then(|w| w.strip_prefix("serviceName="));
+                    let path = words.next().and_then(|w| w.strip_prefix("rewrite="));
+                    match (service, path, words.next()) {
+                        (Some(s), Some(p), None) if plain_path(p) && !s.is_empty() => {
+                            by_service.insert(s.to_owned(), p.to_owned());
+                        }
+                        _ => return Err(bad()),
+                    }
+                }
+                a.rewrite = Rewrite::Services(by_service);
+            }
+            "ssl-services" if key.starts_with("nginx.org/") => {
+                a.https_services = (value.split(','))
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
+            "backend-protocol" if key.starts_with("nginx.ingress.") => {
+                a.https_all = match value.to_ascii_uppercase().as_str() {
+                    "HTTP" => false,
+                    "HTTPS" => true,
+                    // gRPC, FastCGI and AUTO_HTTP are not HTTP/1.1 proxying.
+                    _ => {
+                        return Err(format!(
+                            "annotation \"{key}\": \"{value}\" is not supported"
+                        ))
+                    }
+                };
+            }
+            "location-snippets"
+            | "configuration-snippet"
+            | "server-snippets"
+            | "server-snippet" => {
+                if !reading.snippets {
+                    return Err(format!(
+                        "annotation \"{key}\": snippets are off (the controller's --enable-snippets)"
+                    ));
+                }
+                let to = if setting(key) == Some("location-snippets") {
+                    &mut a.location
+                } else {
+                    &mut a.server
+                };
+                let _ = write!(to, "\n{value}\n");
+            }
+            _ => {
+                if !limits.read(key, name, value)? {
+                    return Err(format!("annotation \"{key}\" is not supported"));
+                }
+            }
         }
     }
+    limits.write(&mut a, reading.zone)?;
     if !balancer.is_empty() {
         a.upstream.insert_str(0, &format!("\n    {balancer};"));
     }
@@ -208,6 +315,228 @@ pub(crate) fn read(annotations: Option<&BTreeMap<String, String>>) -> Result<Ann
         a.jwt = Some(jwt);
     }
     Ok(a)
+}
+
+/// Rate and connection limits: ingress-nginx's `limit-rps`, `limit-rpm`,
+/// `limit-connections`, `limit-burst-multiplier` and `limit-whitelist`, and NGINX Ingress
+/// Controller's `limit-req-*`.
+#[derive(Debug, Default)]
+struct Limits {
+    rps: Option<u32>,
+    rpm: Option<u32>,
+    connections: Option<u32>,
+    multiplier: Option<u32>,
+    /// Addresses no limit counts (CIDRs).
+    exempt: Vec<String>,
+    /// `limit-req-*`, by the name after it.
+    req: BTreeMap<String, String>,
+}
+
+impl Limits {
+    /// Takes the annotation if it is a limit's: false if it is not.
+    fn read(&mut self, key: &str, name: &str, value: &str) -> Result<bool, String> {
+        let bad = || format!("invalid value \"{value}\" of annotation \"{key}\"");
+        let count = || value.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(bad);
+        let ingress_nginx = key.starts_with("nginx.ingress.");
+        match name {
+            "limit-rps" if ingress_nginx => self.rps = Some(count()?),
+            "limit-rpm" if ingress_nginx => self.rpm = Some(count()?),
+            "limit-connections" if ingress_nginx => self.connections = Some(count()?),
+            "limit-burst-multiplier" if ingress_nginx => self.multiplier = Some(count()?),
+            "limit-whitelist" | "limit-allowlist" if ingress_nginx => {
+                for cidr in value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+                    let (ip, bits) = cidr.split_once('/').unwrap_or((cidr, ""));
+                    let ok = ip.parse::<std::net::IpAddr>().is_ok()
+                        && (bits.is_empty() || bits.parse::<u8>().is_ok_and(|b| b <= 128));
+                    if !ok {
+                        return Err(bad());
+                    }
+                    self.exempt.push(cidr.to_owned());
+                }
+            }
+            _ if key.starts_with("nginx.org/") && name.starts_with("limit-req-") => {
+                self.req
+                    .insert(name["limit-req-".len()..].to_owned(), value.to_owned());
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The zones into `a.http`, the limits into `a.location`; `zone`: the Ingress's name
+    /// for them.
+    fn write(&self, a: &mut Annotated, zone: &str) -> Result<(), String> {
+        let mut key = "$binary_remote_addr".to_owned();
+        if !self.exempt.is_empty() {
+            // ingress-nginx's: an exempt address's key is empty, which no limit counts.
+            let _ = writeln!(a.http, "geo ${zone}_limited {{\n    default 1;");
+            for cidr in &self.exempt {
+                let _ = writeln!(a.http, "    {cidr} 0;");
+            }
+            let _ = writeln!(
+                a.http,
+                "}}\nmap ${zone}_limited ${zone}_limit_key {{\n    0 \"\";\n    default $binary_remote_addr;\n}}"
+            );
+            key = format!("${zone}_limit_key");
+        }
+        let burst = self.multiplier.unwrap_or(5);
+        for (rate, unit, kind) in [(self.rps, "s", "rps"), (self.rpm, "m", "rpm")] {
+            if let Some(n) = rate {
+                let _ = writeln!(
+                    a.http,
+                    "limit_req_zone {key} zone={zone}_{kind}:5m rate={n}r/{unit};"
+                );
+                let _ = write!(
+                    a.location,
+                    " limit_req zone={zone}_{kind} burst={} nodelay;",
+                    u64::from(n) * u64::from(burst)
+                );
+            }
+        }
+        if let Some(n) = self.connections {
+            let _ = writeln!(a.http, "limit_conn_zone {key} zone={zone}_conn:5m;");
+            let _ = write!(a.location, " limit_conn {zone}_conn {n};");
+        }
+        if self.req.is_empty() {
+            return Ok(());
+        }
+        let get = |k: &str| self.req.get(k).map(String::as_str);
+        let bad = |k: &str| {
+            format!(
+                "invalid value \"{}\" of annotation \"nginx.org/limit-req-{k}\"",
+                get(k).unwrap_or("")
+            )
+        };
+        if let Some(k) = self.req.keys().find(|k| {
+            ![
+                "rate",
+                "key",
+                "zone-size",
+                "delay",
+                "no-delay",
+                "burst",
+                "dry-run",
+                "log-level",
+                "reject-code",
+                "scale",
+            ]
+            .contains(&k.as_str())
+        }) {
+            return Err(format!(
+                "annotation \"nginx.org/limit-req-{k}\" is not supported"
+            ));
+        }
+        let Some(rate) = get("rate") else {
+            return Err(
+                "annotation \"nginx.org/limit-req-rate\" is required by the other limit-req ones"
+                    .into(),
+            );
+        };
+        let digits = rate.trim_end_matches("r/s").trim_end_matches("r/m");
+        if digits.len() == rate.len()
+            || !(1..=9).contains(&digits.len())
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(bad("rate"));
+        }
+        let key = get("key").unwrap_or("${binary_remote_addr}");
+        if !limit_key(key) {
+            return Err(bad("key"));
+        }
+        let zone_size = get("zone-size").unwrap_or("10m");
+        if size(zone_size).is_none() {
+            return Err(bad("zone-size"));
+        }
+        // Each replica keeping the whole rate would let the replicas' sum through.
+        if get("scale").is_some_and(|v| v != "false") {
+            return Err("annotation \"nginx.org/limit-req-scale\": scaling by the replicas is not supported".into());
+        }
+        let _ = writeln!(
+            a.http,
+            "limit_req_zone {key} zone={zone}_req:{zone_size} rate={rate};"
+        );
+        let _ = write!(a.location, " limit_req zone={zone}_req");
+        let number = |k: &str| -> Result<Option<u32>, String> {
+            get(k)
+                .map(|v| v.parse::<u32>().map_err(|_| bad(k)))
+                .transpose()
+        };
+        if let Some(n) = number("burst")? {
+            let _ = write!(a.location, " burst={n}");
+        }
+        match (get("no-delay").map(flag), number("delay")?) {
+            (Some(Some(true)), _) => a.location.push_str(" nodelay"),
+            (Some(None), _) => return Err(bad("no-delay")),
+            (_, Some(n)) => {
+                let _ = write!(a.location, " delay={n}");
+            }
+            _ => {}
+        }
+        a.location.push(';');
+        match get("dry-run").map(flag) {
+            Some(Some(true)) => a.location.push_str(" limit_req_dry_run on;"),
+            Some(None) => return Err(bad("dry-run")),
+            _ => {}
+        }
+        if let Some(level) = get("log-level") {
+            if !["info", "notice", "warn", "error"].contains(&level) {
+                return Err(bad("log-level"));
+            }
+            let _ = write!(a.location, " limit_req_log_level {level};");
+        }
+        if let Some(code) = number("reject-code")? {
+            if !(400..=599).contains(&code) {
+                return Err(bad("reject-code"));
+            }
+            let _ = write!(a.location, " limit_req_status {code};");
+        }
+        Ok(())
+    }
+}
+
+/// A limit's key: variables that always exist (`${binary_remote_addr}`, `$http_x_user`),
+/// nothing else.
+fn limit_key(key: &str) -> bool {
+    let known = |name: &str| {
+        [
+            "binary_remote_addr",
+            "remote_addr",
+            "host",
+            "server_name",
+            "uri",
+            "request_uri",
+            "scheme",
+        ]
+        .contains(&name)
+            || ["http_", "cookie_", "arg_"].iter().any(|f| {
+                name.strip_prefix(f).is_some_and(|rest| {
+                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+            })
+    };
+    let mut rest = key;
+    let mut any = false;
+    while !rest.is_empty() {
+        let Some(after) = rest.strip_prefix('$') else {
+            return false;
+        };
+        let (name, next) = match after.strip_prefix('{') {
+            Some(braced) => match braced.split_once('}') {
+                Some((name, next)) => (name, next),
+                None => return false,
+            },
+            None => {
+                let end = after.find('$').unwrap_or(after.len());
+                after.split_at(end)
+            }
+        };
+        if !known(name) {
+            return false;
+        }
+        any = true;
+        rest = next;
+    }
+    any
 }
 
 /// A time in nginx's syntax; a bare number is seconds.
@@ -250,7 +579,13 @@ mod tests {
         let map: BTreeMap<String, String> = (pairs.iter())
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        read(Some(&map))
+        read(
+            Some(&map),
+            Reading {
+                zone: "shop_i",
+                snippets: false,
+            },
+        )
     }
 
     #[test]
@@ -288,23 +623,112 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect()
         };
-        let d = defaults(&data(&[
-            ("proxy-read-timeout", "30"),
-            ("lb-method", "least_conn"),
-        ]))
+        let d = defaults(
+            &data(&[("proxy-read-timeout", "30"), ("lb-method", "least_conn")]),
+            false,
+        )
         .expect("accepted");
         assert_eq!(
             d.get("nginx.org/proxy-read-timeout").map(String::as_str),
             Some("30")
         );
         assert_eq!(
-            defaults(&data(&[("location-snippets", "deny all;")])).err(),
-            Some("key \"location-snippets\" is not supported".into())
+            defaults(&data(&[("location-snippets", "deny all;")]), false).err(),
+            Some(
+                "key \"location-snippets\": snippets are off (the controller's --enable-snippets)"
+                    .into()
+            )
         );
         assert_eq!(
-            defaults(&data(&[("proxy-read-timeout", "soon")])).err(),
+            defaults(&data(&[("proxy-read-timeout", "soon")]), false).err(),
             Some("invalid value \"soon\" of key \"proxy-read-timeout\"".into())
         );
+    }
+
+    #[test]
+    fn rewrites_backends_and_limits() {
+        let a = of(&[
+            ("nginx.ingress.kubernetes.io/rewrite-target", "/$2"),
+            ("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS"),
+            ("nginx.ingress.kubernetes.io/limit-rps", "10"),
+            ("nginx.ingress.kubernetes.io/limit-connections", "3"),
+            (
+                "nginx.ingress.kubernetes.io/limit-whitelist",
+                "10.0.0.0/8, 192.168.1.1",
+            ),
+        ])
+        .expect("accepted");
+        assert_eq!(a.rewrite, Rewrite::Target("/$2".into()));
+        assert!(a.https_all);
+        assert!(
+            a.http.contains(
+                "geo $shop_i_limited {\n    default 1;\n    10.0.0.0/8 0;\n    192.168.1.1 0;\n}"
+            ),
+            "{}",
+            a.http
+        );
+        assert!(
+            a.http
+                .contains("limit_req_zone $shop_i_limit_key zone=shop_i_rps:5m rate=10r/s;"),
+            "{}",
+            a.http
+        );
+        assert!(
+            a.http
+                .contains("limit_conn_zone $shop_i_limit_key zone=shop_i_conn:5m;"),
+            "{}",
+            a.http
+        );
+        assert_eq!(
+            a.location,
+            " limit_req zone=shop_i_rps burst=50 nodelay; limit_conn shop_i_conn 3;"
+        );
+        let b = of(&[
+            (
+                "nginx.org/rewrites",
+                "serviceName=tea rewrite=/leaves/;serviceName=coffee rewrite=/beans",
+            ),
+            ("nginx.org/ssl-services", "tea, coffee"),
+            ("nginx.org/limit-req-rate", "5r/s"),
+            (
+                "nginx.org/limit-req-key",
+                "${binary_remote_addr}$http_x_user",
+            ),
+            ("nginx.org/limit-req-burst", "20"),
+            ("nginx.org/limit-req-delay", "4"),
+            ("nginx.org/limit-req-reject-code", "429"),
+        ])
+        .expect("accepted");
+        assert_eq!(
+            b.rewrite,
+            Rewrite::Services(BTreeMap::from([
+                ("coffee".into(), "/beans".into()),
+                ("tea".into(), "/leaves/".into())
+            ]))
+        );
+        assert_eq!(
+            b.https_services,
+            BTreeSet::from(["coffee".into(), "tea".into()])
+        );
+        assert_eq!(
+            b.http,
+            "limit_req_zone ${binary_remote_addr}$http_x_user zone=shop_i_req:10m rate=5r/s;\n"
+        );
+        assert_eq!(
+            b.location,
+            " limit_req zone=shop_i_req burst=20 delay=4; limit_req_status 429;"
+        );
+        // A key that could name what does not exist, or scaling not done: refused.
+        assert!(of(&[
+            ("nginx.org/limit-req-rate", "5r/s"),
+            ("nginx.org/limit-req-key", "$nosuch")
+        ])
+        .is_err());
+        assert!(of(&[
+            ("nginx.org/limit-req-rate", "5r/s"),
+            ("nginx.org/limit-req-scale", "true")
+        ])
+        .is_err());
     }
 
     #[test]
@@ -321,12 +745,34 @@ mod tests {
                 "10.0.0.0/8",
             ),
             ("nginx.ingress.kubernetes.io/auth-url", "http://auth"),
-            ("nginx.org/server-snippets", "return 200;"),
-            ("nginx.ingress.kubernetes.io/rewrite-target", "/"),
+            ("nginx.org/limit-req-burst", "5"),
         ] {
+            let unsupported = of(&[(key, value)]).err();
+            assert!(
+                unsupported.as_ref().is_some_and(|e| e.contains("is not supported")
+                    || e.contains("is required by")),
+                "{key}: {unsupported:?}"
+            );
+        }
+        // Snippets only where the operator turned them on.
+        for key in [
+            "nginx.org/server-snippets",
+            "nginx.org/location-snippets",
+            "nginx.ingress.kubernetes.io/configuration-snippet",
+            "nginx.ingress.kubernetes.io/server-snippet",
+        ] {
+            let map = BTreeMap::from([(key.to_owned(), "deny all;".to_owned())]);
+            let on = Reading {
+                zone: "z",
+                snippets: true,
+            };
+            let a = read(Some(&map), on).expect("snippets on");
+            assert!(format!("{}{}", a.location, a.server).contains("\ndeny all;\n"));
             assert_eq!(
-                of(&[(key, value)]).err(),
-                Some(format!("annotation \"{key}\" is not supported"))
+                of(&[(key, "deny all;")]).err(),
+                Some(format!(
+                    "annotation \"{key}\": snippets are off (the controller's --enable-snippets)"
+                ))
             );
         }
         for (key, value) in [
@@ -345,6 +791,21 @@ mod tests {
             ("nginx.org/lb-method", "hash $uri"),
             ("nginx.org/ssl-redirect", "yes"),
             ("nginx.org/keepalive", "-1"),
+            ("nginx.ingress.kubernetes.io/rewrite-target", "/$host"),
+            ("nginx.ingress.kubernetes.io/rewrite-target", "/a b"),
+            (
+                "nginx.ingress.kubernetes.io/rewrite-target",
+                "https://elsewhere/",
+            ),
+            ("nginx.org/rewrites", "serviceName=tea rewrite=/x;y"),
+            ("nginx.org/rewrites", "tea=/x"),
+            ("nginx.ingress.kubernetes.io/backend-protocol", "GRPC"),
+            ("nginx.ingress.kubernetes.io/limit-rps", "0"),
+            (
+                "nginx.ingress.kubernetes.io/limit-whitelist",
+                "10.0.0.0/8; allow all",
+            ),
+            ("nginx.org/limit-req-rate", "10r/h"),
         ] {
             assert!(of(&[(key, value)]).is_err(), "{key}: {value}");
         }

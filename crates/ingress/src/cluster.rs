@@ -49,6 +49,9 @@ pub struct Settings {
     pub gateway_controller: String,
     /// What Gateways' status gives as their address.
     pub status_address: Option<String>,
+    /// Snippets of raw configuration in annotations and the ConfigMap are applied (the
+    /// operator's `--enable-snippets`); off, they refuse what has them.
+    pub snippets: bool,
 }
 
 /// A Service's port (by name, else number) and its ready endpoints on it, from its
@@ -213,4 +216,26 @@ pub(crate) fn plain_path(p: &str) -> bool {
         && p.chars().all(|c| {
             c.is_ascii_graphic() && !matches!(c, '"' | '\'' | ';' | '{' | '}' | '$' | '#' | '\\')
         })
+}
+
+/// The rewrites that replace `prefix` (after `strip`) with `to`, element-wise: `/foo` to
+/// `/bar` makes `/foo` `/bar` and `/foo/x` `/bar/x`.
+pub(crate) fn prefix_rewrites(strip: &str, prefix: &str, to: &str) -> Vec<(String, String)> {
+    let strip = regex::escape(strip);
+    let to_trimmed = to.trim_end_matches('/');
+    if prefix == "/" {
+        return vec![(format!("^{strip}(/.*)$"), format!("{to_trimmed}$1"))];
+    }
+    let p = regex::escape(prefix);
+    vec![
+        (
+            format!("^{strip}{p}$"),
+            if to.is_empty() {
+                "/".into()
+            } else {
+                to.to_owned()
+            },
+        ),
+        (format!("^{strip}{p}(/.*)$"), format!("{to_trimmed}$1")),
+    ]
 }

@@ -20,6 +20,7 @@ pub use translate::{translate, Generated, Problem};
 /// error says which key refuses it.
 pub fn config_map(
     data: &std::collections::BTreeMap<String, String>,
+    snippets: bool,
 ) -> Result<std::collections::BTreeMap<String, String>, String> {
-    annotations::defaults(data)
+    annotations::defaults(data, snippets)
 }

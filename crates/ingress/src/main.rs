@@ -10,7 +10,8 @@
 //!                    [--class portcullis] [--controller portcullis.dev/ingress-controller]
 //!                    [--gateway-controller portcullis.dev/gateway-controller]
 //!                    [--dir /var/lib/portcullis-ingress] [--workers N]
-//!                    [--status-address ADDR] [--configmap NAMESPACE/NAME] [--dump]
+//!                    [--status-address ADDR] [--configmap NAMESPACE/NAME]
+//!                    [--enable-snippets] [--dump]
 //! ```
 //!
 //! In a cluster it uses its service account; with `--kubeconfig` that file. `--dump` prints
@@ -18,7 +19,9 @@
 //! With `--status-address`, each Ingress it applies gets `status.loadBalancer.ingress` with
 //! that address (the load balancer's in front of the replicas). The ConfigMap's keys are defaults of
 //! every Ingress's annotations of the same names; one it does not know refuses the ConfigMap
-//! (an Event on it), and the defaults last accepted stay until it is fixed.
+//! (an Event on it), and the defaults last accepted stay until it is fixed. Snippets of raw
+//! configuration (`nginx.org/location-snippets` and the like) refuse their Ingress or the
+//! ConfigMap unless the operator gives `--enable-snippets`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -53,6 +56,8 @@ struct Options {
     dir: PathBuf,
     workers: usize,
     dump: bool,
+    /// `--enable-snippets`: raw configuration in annotations and the ConfigMap is applied.
+    snippets: bool,
     /// `--configmap NAMESPACE/NAME`: the controller's ConfigMap, defaults for every Ingress.
     configmap: Option<(String, String)>,
     /// What the Ingresses' `status.loadBalancer` says reaches them (an IP address or a
@@ -64,7 +69,7 @@ struct Options {
 const USAGE: &str = "usage: portcullis-ingress [--kubeconfig FILE] [--http-port N] \
 [--https-port N] [--health-port N] [--class NAME] [--controller NAME] \
 [--gateway-controller NAME] [--dir DIR] [--workers N] \
-[--status-address ADDR] [--configmap NAMESPACE/NAME] [--dump]";
+[--status-address ADDR] [--configmap NAMESPACE/NAME] [--enable-snippets] [--dump]";
 
 fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut o = Options {
@@ -78,12 +83,17 @@ fn options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         dir: PathBuf::from("/var/lib/portcullis-ingress"),
         workers: std::thread::available_parallelism().map_or(1, usize::from),
         dump: false,
+        snippets: false,
         status_address: None,
         configmap: None,
     };
     while let Some(flag) = args.next() {
         if flag == "--dump" {
             o.dump = true;
+            continue;
+        }
+        if flag == "--enable-snippets" {
+            o.snippets = true;
             continue;
         }
         let value = args
@@ -375,11 +385,12 @@ async fn run(opts: Options) -> Result<(), String> {
         defaults: Default::default(),
         gateway_controller: opts.gateway_controller.clone(),
         status_address: opts.status_address.clone(),
+        snippets: opts.snippets,
     };
     let mut settings = settings;
     if opts.dump {
         if let Some(c) = &watched.config {
-            settings.defaults = config_defaults(c).map_err(|(_, why)| why)?;
+            settings.defaults = config_defaults(c, opts.snippets).map_err(|(_, why)| why)?;
         }
         let generated = translate(&watched.cluster(), &settings);
         print!("{}", main_config(&opts, &generated.http));
@@ -398,7 +409,7 @@ async fn run(opts: Options) -> Result<(), String> {
     let mut reported = BTreeSet::new();
     loop {
         if let Some(c) = &watched.config {
-            match config_defaults(c) {
+            match config_defaults(c, opts.snippets) {
                 Ok(defaults) => settings.defaults = defaults,
                 Err((map, why)) => {
                     // The defaults last accepted stay until the ConfigMap is fixed.
@@ -493,12 +504,13 @@ async fn run(opts: Options) -> Result<(), String> {
 #[allow(clippy::type_complexity)]
 fn config_defaults(
     store: &Store<ConfigMap>,
+    snippets: bool,
 ) -> Result<std::collections::BTreeMap<String, String>, (Option<Arc<ConfigMap>>, String)> {
     let Some(map) = store.state().into_iter().next() else {
         return Ok(Default::default());
     };
     let data = map.data.clone().unwrap_or_default();
-    portcullis_ingress::config_map(&data).map_err(|why| {
+    portcullis_ingress::config_map(&data, snippets).map_err(|why| {
         let name = map.metadata.name.clone().unwrap_or_default();
         (Some(map), format!("ConfigMap \"{name}\": {why}"))
     })

@@ -35,8 +35,10 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 
+use crate::annotations::Rewrite;
 use crate::cluster::{
-    age, certificate, names, plain_path, service_servers, upstream_block, valid_host,
+    age, certificate, names, plain_path, prefix_rewrites, quote, service_servers, upstream_block,
+    valid_host,
 };
 pub use crate::cluster::{Cluster, Settings};
 
@@ -83,9 +85,8 @@ enum Match {
 struct Route {
     path: String,
     how: Match,
-    upstream: String,
-    /// The Ingress's annotations' directives for the location.
-    extra: String,
+    /// The location's directives: the annotations', the rewrite, the proxying.
+    body: String,
 }
 
 /// One `server` block.
@@ -96,6 +97,8 @@ struct Host {
     tls: Option<(PathBuf, PathBuf)>,
     /// HTTP to the TLS host is redirected.
     redirect: bool,
+    /// Raw directives for the server (the Ingresses' server snippets).
+    extra: String,
 }
 
 /// The configuration of `cluster`'s Ingresses that are this controller's.
@@ -111,7 +114,8 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
     let mut owners: BTreeMap<(String, Match, String), String> = BTreeMap::new();
     let mut upstreams: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut upstream_conf: BTreeMap<String, String> = BTreeMap::new();
-    let mut default_backend: Option<(String, String)> = None;
+    let mut default_backend: Option<String> = None;
+    let mut zones = String::new();
     for ingress in ours {
         let (namespace, name) = names(&ingress.metadata);
         let who = format!("{namespace}/{name}");
@@ -155,6 +159,16 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
                 entry.redirect = planned.ssl_redirect;
             }
         }
+        if !planned.server.is_empty() {
+            for host in &planned.hosts {
+                hosts
+                    .entry(host.clone())
+                    .or_default()
+                    .extra
+                    .push_str(&planned.server);
+            }
+        }
+        zones.push_str(&planned.http);
         out.problems
             .extend(planned.problems.into_iter().map(problem));
         out.files.extend(planned.files);
@@ -179,12 +193,13 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
     };
     let gateway = crate::gateway::plan(cluster, settings, &taken);
 
-    let mut http = String::new();
+    let mut http = zones;
     for (name, servers) in &upstreams {
         let conf = upstream_conf.get(name).map_or("", String::as_str);
         upstream_block(&mut http, name, conf, servers);
     }
-    let routes = hostless.map(|h| h.routes).unwrap_or_default();
+    let (routes, hostless_extra) = hostless.map(|h| (h.routes, h.extra)).unwrap_or_default();
+    let hostless_extra = hostless_extra.as_str();
     for (port, ssl) in [(settings.http_port, false), (settings.https_port, true)] {
         let extra = gateway.catch_all.get(&port).map(String::as_str);
         default_server(
@@ -194,6 +209,7 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
             &routes,
             default_backend.as_ref(),
             extra,
+            hostless_extra,
         );
     }
     for (host, h) in &hosts {
@@ -214,7 +230,13 @@ struct Planned {
     /// By host (`""`: every host).
     routes: Vec<(String, Route)>,
     /// The default backend's group, and its location's directives.
-    default_backend: Option<(String, String)>,
+    /// The default backend's location body.
+    default_backend: Option<String>,
+    /// The hosts of its rules (`""`: every host), and what it asks of their servers.
+    hosts: BTreeSet<String>,
+    server: String,
+    /// Its rate limits' zones.
+    http: String,
     tls: Vec<(String, (PathBuf, PathBuf))>,
     ssl_redirect: bool,
     files: BTreeMap<PathBuf, Vec<u8>>,
@@ -243,7 +265,14 @@ fn plan(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     merged.extend(own);
-    let mut annotated = crate::annotations::read(Some(&merged))?;
+    let ingress_name = ingress.metadata.name.as_deref().unwrap_or_default();
+    let reading = crate::annotations::Reading {
+        zone: &format!("{namespace}_{ingress_name}"),
+        snippets: settings.snippets,
+    };
+    let mut annotated = crate::annotations::read(Some(&merged), reading)?;
+    p.server = annotated.server.clone();
+    p.http = annotated.http.clone();
     p.ssl_redirect = annotated.ssl_redirect;
     if let Some(jwt) = &annotated.jwt {
         let (file, bytes) = key_set(cluster, namespace, &jwt.key, settings)?;
@@ -261,16 +290,29 @@ fn plan(
         }
         p.files.insert(file, bytes);
     }
-    let ingress_name = ingress.metadata.name.as_deref().unwrap_or_default();
-    let backend = |b: &IngressBackend, p: &mut Planned| -> Result<String, String> {
+    // A location's body: the annotations', the path rewritten, the backend by its scheme.
+    let backend = |b: &IngressBackend,
+                   path: Option<(&str, Match)>,
+                   p: &mut Planned|
+     -> Result<String, String> {
         let (name, servers) = upstream(b, namespace, ingress_name, cluster)?;
         p.upstreams.insert(name.clone(), servers);
         p.upstream_conf
             .insert(name.clone(), annotated.upstream.clone());
-        Ok(name)
+        let service = b.service.as_ref().map_or("", |s| s.name.as_str());
+        let rewrite = match path {
+            Some((path, how)) => rewrite(&annotated.rewrite, service, path, how)?,
+            None => String::new(),
+        };
+        let https = annotated.https_all || annotated.https_services.contains(service);
+        let scheme = if https { "https" } else { "http" };
+        Ok(format!(
+            "{PROXY}{}{rewrite} proxy_pass {scheme}://{name};",
+            annotated.location
+        ))
     };
     if let Some(b) = &spec.default_backend {
-        p.default_backend = Some((backend(b, &mut p)?, annotated.location.clone()));
+        p.default_backend = Some(backend(b, None, &mut p)?);
     }
     for rule in spec.rules.iter().flatten() {
         let host = rule.host.clone().unwrap_or_default();
@@ -293,16 +335,9 @@ fn plan(
                 Match::Prefix if written.len() > 1 => written.trim_end_matches('/').to_owned(),
                 _ => written,
             };
-            let upstream = backend(&entry.backend, &mut p)?;
-            p.routes.push((
-                host.clone(),
-                Route {
-                    path,
-                    how,
-                    upstream,
-                    extra: annotated.location.clone(),
-                },
-            ));
+            let body = backend(&entry.backend, Some((&path, how)), &mut p)?;
+            p.hosts.insert(host.clone());
+            p.routes.push((host.clone(), Route { path, how, body }));
         }
     }
     for tls in spec.tls.iter().flatten() {
@@ -448,8 +483,9 @@ fn default_server(
     settings: &Settings,
     (port, ssl): (u16, bool),
     routes: &[Route],
-    backend: Option<&(String, String)>,
+    backend: Option<&String>,
     gateway: Option<&str>,
+    extra: &str,
 ) {
     let _ = writeln!(
         out,
@@ -465,6 +501,7 @@ fn default_server(
             key.display()
         );
     }
+    out.push_str(extra);
     if let Some(locations) = gateway {
         out.push_str(locations);
         out.push_str("}\n");
@@ -476,11 +513,8 @@ fn default_server(
         .any(|r| r.how == Match::Prefix && r.path == "/")
     {
         match backend {
-            Some((b, extra)) => {
-                let _ = writeln!(
-                    out,
-                    "    location / {{ {PROXY}{extra} proxy_pass http://{b}; }}"
-                );
+            Some(body) => {
+                let _ = writeln!(out, "    location / {{ {body} }}");
             }
             None => out.push_str("    location / { return 404; }\n"),
         }
@@ -515,6 +549,7 @@ fn server_block(out: &mut String, host: &str, h: &Host, settings: &Settings) {
             out.push_str("    if ($scheme = http) { return 301 https://$host$request_uri; }\n");
         }
     }
+    out.push_str(&h.extra);
     locations(out, &h.routes);
     if !h
         .routes
@@ -532,44 +567,50 @@ fn locations(out: &mut String, routes: &[Route]) {
         .map(|r| r.path.as_str())
         .collect();
     for r in routes {
-        let (up, extra) = (&r.upstream, &r.extra);
+        let (path, body) = (&r.path, &r.body);
         match r.how {
             Match::Exact => {
-                let _ = writeln!(
-                    out,
-                    "    location = {} {{ {PROXY}{extra} proxy_pass http://{up}; }}",
-                    r.path
-                );
+                let _ = writeln!(out, "    location = {path} {{ {body} }}");
             }
             Match::Prefix if r.path == "/" => {
-                let _ = writeln!(
-                    out,
-                    "    location / {{ {PROXY}{extra} proxy_pass http://{up}; }}"
-                );
+                let _ = writeln!(out, "    location / {{ {body} }}");
             }
             Match::Prefix => {
-                if !exact.contains(r.path.as_str()) {
-                    let _ = writeln!(
-                        out,
-                        "    location = {} {{ {PROXY}{extra} proxy_pass http://{up}; }}",
-                        r.path
-                    );
+                if !exact.contains(path.as_str()) {
+                    let _ = writeln!(out, "    location = {path} {{ {body} }}");
                 }
-                let _ = writeln!(
-                    out,
-                    "    location {}/ {{ {PROXY}{extra} proxy_pass http://{up}; }}",
-                    r.path
-                );
+                let _ = writeln!(out, "    location {path}/ {{ {body} }}");
             }
             Match::Regex => {
-                let _ = writeln!(
-                    out,
-                    "    location ~ \"^{}\" {{ {PROXY}{extra} proxy_pass http://{up}; }}",
-                    r.path
-                );
+                let _ = writeln!(out, "    location ~ \"^{path}\" {{ {body} }}");
             }
         }
     }
+}
+
+/// The rewrite of a route's path that the Ingress's annotations ask for its Service.
+fn rewrite(rewrite: &Rewrite, service: &str, path: &str, how: Match) -> Result<String, String> {
+    let pattern = match how {
+        Match::Regex => format!("^{path}"),
+        Match::Exact => format!("^{}$", regex::escape(path)),
+        Match::Prefix => format!("^{}", regex::escape(path)),
+    };
+    Ok(match rewrite {
+        Rewrite::None => String::new(),
+        Rewrite::Target(to) => format!(" rewrite {} {} break;", quote(&pattern), quote(to)),
+        Rewrite::Services(by_service) => match (by_service.get(service), how) {
+            (None, _) => String::new(),
+            (Some(to), Match::Exact) => format!(" rewrite ^ {} break;", quote(to)),
+            (Some(to), Match::Prefix) => (prefix_rewrites("", path, to).iter())
+                .map(|(p, r)| format!(" rewrite {} {} break;", quote(p), quote(r)))
+                .collect(),
+            (Some(_), Match::Regex) => {
+                return Err(format!(
+                    "annotation \"nginx.org/rewrites\" of a regular-expression path \"{path}\" is not supported"
+                ))
+            }
+        },
+    })
 }
 
 #[cfg(test)]
@@ -593,6 +634,7 @@ mod tests {
             defaults: BTreeMap::new(),
             gateway_controller: "portcullis.dev/gateway-controller".into(),
             status_address: None,
+            snippets: false,
         }
     }
 

@@ -788,7 +788,7 @@ fn inside(bin: &Path) {
                 e["regarding"]["kind"] == "ConfigMap"
                     && e["note"]
                         .as_str()
-                        .is_some_and(|n| n.contains("\"location-snippets\" is not supported"))
+                        .is_some_and(|n| n.contains("\"location-snippets\": snippets are off"))
             })
         })
     });

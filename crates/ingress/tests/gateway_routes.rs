@@ -4,142 +4,28 @@
 //! weighted backends, filters, an unresolved backend, and the status each object gets.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 
 use portcullis_ingress::{gateway, translate, Cluster, Settings};
 use serde_json::{from_value, json, Value};
 
-/// A free port of 127.0.0.1.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
+mod common;
 
-/// A backend that answers every request with its name, the request line and the headers
-/// it got, one per line.
-fn backend(name: &'static str) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(c) = conn else { continue };
-            std::thread::spawn(move || serve(c, name));
-        }
-    });
-    port
-}
+use common::{backend, default_certificate, free_port, meta, request_to, service, start, temp};
 
-fn serve(c: TcpStream, name: &str) {
-    let mut reader = BufReader::new(c.try_clone().expect("clone"));
-    let mut writer = c;
-    loop {
-        let mut head = Vec::new();
-        loop {
-            let mut line = String::new();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line == "\r\n" => break,
-                Ok(_) => head.push(line.trim_end().to_owned()),
-            }
-        }
-        let length: usize = (head.iter())
-            .find_map(|h| {
-                h.to_ascii_lowercase()
-                    .strip_prefix("content-length: ")
-                    .map(str::to_owned)
-            })
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let text = format!("{name}\n{}\n", head.join("\n"));
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-From: {name}\r\n\r\n{text}",
-            text.len()
-        );
-        if writer.write_all(answer.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// One request on a new connection: status, headers (lowercase names) and body.
 fn request(
     port: u16,
     method: &str,
     target: &str,
     headers: &[(&str, &str)],
 ) -> (u16, BTreeMap<String, String>, String) {
-    let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    let mut text =
-        format!("{method} {target} HTTP/1.1\r\nHost: gw.example\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        text.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if method == "POST" {
-        text.push_str("Content-Length: 0\r\n");
-    }
-    text.push_str("\r\n");
-    c.write_all(text.as_bytes()).expect("send");
-    let mut got = String::new();
-    c.read_to_string(&mut got).expect("read");
-    let (head, body) = got.split_once("\r\n\r\n").unwrap_or((&got, ""));
-    let mut lines = head.lines();
-    let status = (lines.next().unwrap_or(""))
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(": "))
-        .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
-        .collect();
-    (status, headers, body.to_owned())
-}
-
-fn service(name: &str, backend_port: u16) -> (Value, Value) {
-    (
-        json!({"metadata": {"name": name, "namespace": "shop"},
-               "spec": {"ports": [{"port": 80, "targetPort": backend_port}]}}),
-        json!({"metadata": {"name": format!("{name}-1"), "namespace": "shop",
-                            "labels": {"kubernetes.io/service-name": name}},
-               "addressType": "IPv4",
-               "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}],
-               "ports": [{"port": backend_port}]}),
-    )
-}
-
-fn meta(name: &str, created: &str) -> Value {
-    json!({"name": name, "namespace": "shop", "creationTimestamp": created, "generation": 1})
-}
-
-fn temp() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gateway-routes-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("logs")).expect("mkdir");
-    dir
-}
-
-fn default_certificate(dir: &Path) -> (PathBuf, PathBuf) {
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["default".into()])
-        .expect("params")
-        .self_signed(&key)
-        .expect("certificate");
-    let (crt, pem) = (dir.join("default.crt"), dir.join("default.key"));
-    std::fs::write(&crt, cert.pem()).expect("write");
-    std::fs::write(&pem, key.serialize_pem()).expect("write");
-    (crt, pem)
+    request_to("gw.example", port, method, target, headers)
 }
 
 #[test]
 fn routes_match_filter_and_split_as_the_api_says() {
-    let dir = temp();
+    let dir = temp("gateway-routes");
     let (one, two) = (backend("one"), backend("two"));
     let port = free_port();
     let mut cluster = Cluster::default();
@@ -227,28 +113,17 @@ fn routes_match_filter_and_split_as_the_api_says() {
         defaults: BTreeMap::new(),
         gateway_controller: controller.into(),
         status_address: Some("10.0.0.7".into()),
+        snippets: false,
     };
     let generated = translate(&cluster, &settings);
-    let text = format!(
-        "worker_processes 1;\nerror_log stderr notice;\nevents {{}}\nhttp {{\n    access_log off;\n{}}}\n",
-        generated.http
-    );
-    let conf = dir.join("nginx.conf");
-    let loaded = portcullis_config::load_str(&text, &conf, &Default::default())
-        .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let compiled =
-        portcullis_server::compile(&loaded, &dir, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    if std::env::var_os("SHOW").is_some() {
-        eprintln!("{text}");
-    }
-    let server = portcullis_server::Server::start(compiled).expect("the server starts");
+    let server = start(&generated.http, &dir);
 
     let get = |target: &str, headers: &[(&str, &str)]| request(port, "GET", target, headers);
     let from = |answer: &(u16, BTreeMap<String, String>, String)| {
         answer.2.lines().next().unwrap_or("").to_owned()
     };
     // Element-wise prefix; the match with more headers first.
-    assert_eq!(from(&get("/api", &[])), "one", "{text}");
+    assert_eq!(from(&get("/api", &[])), "one");
     assert_eq!(from(&get("/api/x", &[])), "one");
     assert_eq!(from(&get("/api/x", &[("X-Version", "v2")])), "two");
     assert_eq!(from(&get("/api", &[("x-version", "v2")])), "two");

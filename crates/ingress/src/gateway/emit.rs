@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::listeners::{meet, ListenerPlan};
 use super::routes::{Candidate, Groups, PathKind, Target};
-use crate::cluster::{quote, upstream_block, Settings};
+use crate::cluster::{prefix_rewrites, quote, upstream_block, Settings};
 
 /// A location of a server: `= /p`, `/p/` (or `/`), `~ re`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -464,26 +464,4 @@ fn set_header(headers: &mut Vec<(String, String)>, name: &str, value: String) {
         Some(h) => h.1 = value,
         None => headers.push((name.to_owned(), value)),
     }
-}
-
-/// The rewrites that replace `prefix` (after `strip`) with `to`, element-wise: `/foo` to
-/// `/bar` makes `/foo` `/bar` and `/foo/x` `/bar/x`.
-fn prefix_rewrites(strip: &str, prefix: &str, to: &str) -> Vec<(String, String)> {
-    let strip = regex::escape(strip);
-    let to_trimmed = to.trim_end_matches('/');
-    if prefix == "/" {
-        return vec![(format!("^{strip}(/.*)$"), format!("{to_trimmed}$1"))];
-    }
-    let p = regex::escape(prefix);
-    vec![
-        (
-            format!("^{strip}{p}$"),
-            if to.is_empty() {
-                "/".into()
-            } else {
-                to.to_owned()
-            },
-        ),
-        (format!("^{strip}{p}(/.*)$"), format!("{to_trimmed}$1")),
-    ]
 }
