@@ -484,12 +484,12 @@ impl Limits {
             }
             let _ = write!(a.location, " limit_req_log_level {level};");
         }
-        if let Some(code) = number("reject-code")? {
-            if !(400..=599).contains(&code) {
-                return Err(bad("reject-code"));
-            }
-            let _ = write!(a.location, " limit_req_status {code};");
+        // NGINX Ingress Controller's default is 429, not nginx's 503.
+        let code = number("reject-code")?.unwrap_or(429);
+        if !(400..=599).contains(&code) {
+            return Err(bad("reject-code"));
         }
+        let _ = write!(a.location, " limit_req_status {code};");
         Ok(())
     }
 }
