@@ -498,6 +498,7 @@ mod tests {
         let layout = Layout {
             dir: dir.clone(),
             port: 0,
+            second_port: 0,
             upstream_ports: [0; 4],
         };
         jwt(&layout, Jwt::Rs256).unwrap();

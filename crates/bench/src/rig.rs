@@ -173,7 +173,7 @@ fn signal(pid: u32, signal: libc::c_int) {
 }
 
 /// The answer of the readiness probe: status and body length, or why there was none.
-fn probe(url: &str, token: Option<&str>) -> Result<(u16, usize), String> {
+fn probe(url: &str, token: Option<&str>, host: Option<&str>) -> Result<(u16, usize), String> {
     let mut cmd = Command::new("curl");
     cmd.args([
         "-sk",
@@ -185,6 +185,9 @@ fn probe(url: &str, token: Option<&str>) -> Result<(u16, usize), String> {
     cmd.args(["--max-time", "5"]);
     if let Some(token) = token {
         cmd.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    if let Some(host) = host {
+        cmd.args(["-H", &format!("Host: {host}")]);
     }
     let output = cmd.arg(url).output().map_err(|e| format!("curl: {e}"))?;
     let text = String::from_utf8_lossy(&output.stdout);
@@ -215,10 +218,11 @@ impl Stage {
             fs::remove_dir_all(&dir)?;
         }
         fs::create_dir_all(dir.join("logs"))?;
-        let [port, a, b, c, d] = free_ports::<5>()?;
+        let [port, second_port, a, b, c, d] = free_ports::<6>()?;
         let layout = Layout {
             dir,
             port,
+            second_port,
             upstream_ports: [a, b, c, d],
         };
         assets::docroot(&layout)?;
@@ -343,7 +347,7 @@ fn start_upstreams(plan: &Plan, stage: &Stage, conf: &str) -> anyhow::Result<Run
         "{scheme}://127.0.0.1:{}/1kb",
         stage.layout.upstream_ports[0]
     );
-    match wait_ready(&mut running, &url, None) {
+    match wait_ready(&mut running, &url, None, None) {
         Ok((200, _)) => Ok(running),
         Ok((status, _)) => anyhow::bail!("the upstream file servers answered {url} with {status}"),
         Err(e) => anyhow::bail!(
@@ -489,13 +493,14 @@ fn wait_ready(
     running: &mut Running,
     url: &str,
     token: Option<&str>,
+    host: Option<&str>,
 ) -> Result<(u16, usize), String> {
     let deadline = Instant::now() + START_DEADLINE;
     loop {
         if running.exited() {
             return Err(format!("{} exited during startup", running.name));
         }
-        match probe(url, token) {
+        match probe(url, token, host) {
             Ok(answer) => return Ok(answer),
             Err(e) if Instant::now() >= deadline => return Err(e),
             Err(_) => thread::sleep(POLL_INTERVAL),
@@ -559,9 +564,17 @@ fn measure_into(
                     format!("{na}HAProxy has no equivalent (it serves no files, and its cache is of another kind)")
                 })?,
         ),
-        Kind::Nginx | Kind::Portcullis => (
+        Kind::Nginx => (
             layout.dir.join("nginx.conf"),
             stage.scenario.nginx_conf(layout, workers),
+        ),
+        Kind::Portcullis => (
+            layout.dir.join("nginx.conf"),
+            match stage.scenario.portcullis_conf(layout, workers) {
+                Ok(Some(own)) => own,
+                Ok(None) => stage.scenario.nginx_conf(layout, workers),
+                Err(e) => return Err(format!("{e:#}")),
+            },
         ),
     };
     fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
@@ -576,7 +589,12 @@ fn measure_into(
     }
     let mut running = spawn(run, layout, name).map_err(|e| e.to_string())?;
     let url = stage.url();
-    match wait_ready(&mut running, &url, stage.token.as_deref()) {
+    match wait_ready(
+        &mut running,
+        &url,
+        stage.token.as_deref(),
+        stage.scenario.host(),
+    ) {
         Ok((200, len)) if len == stage.scenario.body_len() => {}
         Ok((status, len)) => note(&format!(
             "  {name} answered {url} with {status} and {len} bytes; measuring anyway, \
@@ -653,6 +671,9 @@ fn run_wrk(
     }
     if stage.scenario.gzip.is_some() {
         cmd.args(["-H", "Accept-Encoding: gzip"]);
+    }
+    if let Some(host) = stage.scenario.host() {
+        cmd.args(["-H", &format!("Host: {host}")]);
     }
     if let Some(script) = &stage.script {
         cmd.arg("-s").arg(script);

@@ -46,6 +46,10 @@ pub enum Content {
     /// It passes the request to php-fpm over FastCGI (a unix-domain socket), which runs a
     /// PHP script.
     Php,
+    /// It is an ingress controller proxying seed 003's Ingress to three upstream file
+    /// servers over HTTP: each system on what its own controller generates
+    /// ([`crate::ingress`]).
+    Ingress,
 }
 
 /// The JWT algorithm the API gateway verifies.
@@ -226,6 +230,22 @@ pub const SCENARIOS: &[Scenario] = &[
         content: Content::Php,
         ..web("web-php", "/1kb.php", None)
     },
+    Scenario {
+        name: "ingress-1k",
+        about: "ingress controller: seed 003's RPS, HTTP, keepalive, a 1 KB file through the \
+                Ingress to three backends; each system on its controller's configuration",
+        content: Content::Ingress,
+        ..web("ingress-1k", "/1kb", None)
+    },
+    Scenario {
+        name: "ingress-tps-rsa",
+        about: "ingress controller: seed 003's SSL TPS, HTTPS with RSA-2048 and \
+                ECDHE-RSA-AES256-GCM-SHA384, one request per connection, a 0 KB answer \
+                through the Ingress",
+        content: Content::Ingress,
+        close: true,
+        ..web("ingress-tps-rsa", "/0kb", Some(Cert::Rsa))
+    },
     web("web-https-0k", "/0kb", Some(Cert::Rsa)),
     web("web-https-1k", "/1kb", Some(Cert::Rsa)),
     web("web-https-10k", "/10kb", Some(Cert::Rsa)),
@@ -375,6 +395,9 @@ pub struct Layout {
     pub dir: PathBuf,
     /// The port the system under test listens on.
     pub port: u16,
+    /// Another port it may listen on, which the load does not use (an ingress controller
+    /// listens for HTTP and HTTPS both).
+    pub second_port: u16,
     /// The upstream file servers' ports: two for the reverse proxy's group, two for the API
     /// gateway's, as seed 000's 443-446.
     pub upstream_ports: [u16; 4],
@@ -492,22 +515,66 @@ impl Scenario {
     }
 
     pub fn needs_upstreams(&self) -> bool {
-        matches!(self.content, Content::Proxy { .. })
+        matches!(self.content, Content::Proxy { .. } | Content::Ingress)
+    }
+
+    /// The `Host` the load sends, where the system routes by it.
+    pub fn host(&self) -> Option<&'static str> {
+        (self.content == Content::Ingress).then_some(crate::ingress::HOST)
     }
 
     /// The certificates the scenario's configs name.
     pub fn certs(&self) -> Vec<Cert> {
         let mut certs: Vec<Cert> = self.tls.into_iter().collect();
+        // An ingress controller's default server has a certificate whatever the load uses.
+        if self.content == Content::Ingress && !certs.contains(&Cert::Rsa) {
+            certs.push(Cert::Rsa);
+        }
         if self.content == (Content::Proxy { tls: true }) && !certs.contains(&Cert::Ecdsa) {
             certs.push(Cert::Ecdsa);
         }
         certs
     }
 
-    /// The nginx.conf of the system under test, which nginx and portcullis both run.
+    /// The nginx.conf portcullis runs where it is not [`Scenario::nginx_conf`]: an ingress
+    /// controller's, what `portcullis-ingress` makes of the Ingress.
+    pub fn portcullis_conf(&self, layout: &Layout, workers: u32) -> anyhow::Result<Option<String>> {
+        if self.content != Content::Ingress {
+            return Ok(None);
+        }
+        let mut out = String::new();
+        main_context(&mut out, workers, &layout.logs(), "server");
+        self.ingress_tls(&mut out);
+        out.push_str(&crate::ingress::portcullis_http(
+            layout,
+            self.tls.is_some(),
+        )?);
+        out.push_str("}\n");
+        Ok(Some(out))
+    }
+
+    /// The seed's TLS version and cipher, in `http` as the controllers' ConfigMaps put them.
+    fn ingress_tls(&self, out: &mut String) {
+        if let Some(cert) = self.tls {
+            let _ = write!(
+                out,
+                "    ssl_protocols TLSv1.2;\n    ssl_ciphers {};\n",
+                cert.cipher()
+            );
+        }
+    }
+
+    /// The nginx.conf of the system under test, which nginx and portcullis both run (an
+    /// ingress controller's: nginx's, see [`Scenario::portcullis_conf`]).
     pub fn nginx_conf(&self, layout: &Layout, workers: u32) -> String {
         let mut out = String::new();
         main_context(&mut out, workers, &layout.logs(), "server");
+        if self.content == Content::Ingress {
+            self.ingress_tls(&mut out);
+            out.push_str(&crate::ingress::nginx_http(layout, self.tls.is_some()));
+            out.push_str("}\n");
+            return out;
+        }
         if self.limit_req {
             out.push_str(LIMIT_REQ);
         }
@@ -649,8 +716,10 @@ impl Scenario {
     /// serving the docroot to GET only (seed 000 Appendix D), or `None` when the scenario
     /// has no upstreams.
     pub fn upstream_conf(&self, layout: &Layout, workers: u32) -> Option<String> {
-        let Content::Proxy { tls } = self.content else {
-            return None;
+        let tls = match self.content {
+            Content::Proxy { tls } => tls,
+            Content::Ingress => false,
+            Content::Files | Content::Php => return None,
         };
         let mut out = String::new();
         main_context(&mut out, workers, &layout.logs(), "upstream");
@@ -771,6 +840,7 @@ mod tests {
         Layout {
             dir: PathBuf::from("/tmp/bench"),
             port: 8443,
+            second_port: 8444,
             upstream_ports: [9001, 9002, 9003, 9004],
         }
     }

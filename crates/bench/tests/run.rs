@@ -98,6 +98,7 @@ fn every_scenario_config_passes_nginx_t() {
     let layout = Layout {
         dir: dir.0.clone(),
         port: 18080,
+        second_port: 18085,
         upstream_ports: [18081, 18082, 18083, 18084],
     };
     assets::docroot(&layout).unwrap();
@@ -126,6 +127,13 @@ fn every_scenario_config_passes_nginx_t() {
                 .join("\n");
         }
         nginx_t(&nginx, &layout, &conf, &format!("{}.conf", s.name));
+        // An ingress controller's scenario: portcullis on what its controller generates.
+        if let Some(own) = s.portcullis_conf(&layout, 2).unwrap() {
+            let group = "default_cafe-ingress_coffee-svc_80";
+            assert!(own.contains(&format!("proxy_pass http://{group};")), "{own}");
+            assert!(own.contains("server 127.0.0.1:18083;"), "{own}");
+            assert!(!own.contains("18084"), "three backends: {own}");
+        }
         if let Some(upstream) = s.upstream_conf(&layout, 1) {
             nginx_t(
                 &nginx,
