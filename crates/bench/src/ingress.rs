@@ -89,6 +89,7 @@ pub fn portcullis_http(layout: &Layout, tls: bool) -> anyhow::Result<String> {
         gateway_controller: "portcullis.dev/gateway-controller".into(),
         status_address: None,
         snippets: false,
+        health_port: 0,
     };
     let generated = translate(&cluster, &settings);
     if let Some(p) = generated.problems.first() {

@@ -130,7 +130,10 @@ fn every_scenario_config_passes_nginx_t() {
         // An ingress controller's scenario: portcullis on what its controller generates.
         if let Some(own) = s.portcullis_conf(&layout, 2).unwrap() {
             let group = "default_cafe-ingress_coffee-svc_80";
-            assert!(own.contains(&format!("proxy_pass http://{group};")), "{own}");
+            assert!(
+                own.contains(&format!("proxy_pass http://{group};")),
+                "{own}"
+            );
             assert!(own.contains("server 127.0.0.1:18083;"), "{own}");
             assert!(!own.contains("18084"), "three backends: {own}");
         }

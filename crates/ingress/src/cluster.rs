@@ -52,6 +52,8 @@ pub struct Settings {
     /// Snippets of raw configuration in annotations and the ConfigMap are applied (the
     /// operator's `--enable-snippets`); off, they refuse what has them.
     pub snippets: bool,
+    /// Where the probes answer (0: nowhere): no listener may take it.
+    pub health_port: u16,
 }
 
 /// A Service's port (by name, else number) and its ready endpoints on it, from its
@@ -148,10 +150,43 @@ pub(crate) fn certificate(
             "secret \"{namespace}/{secret}\" is not a PEM certificate and key"
         ));
     }
+    // A key that is not the certificate's would refuse the whole configuration: checked
+    // here as the server will, so that only what names the Secret is refused.
+    if let Err(why) = pair_loads(&cert, &key) {
+        return Err(format!("secret \"{namespace}/{secret}\": {why}"));
+    }
     // `_` is in no Kubernetes name: no two Secrets share a file.
     let crt = settings.files.join(format!("{namespace}_{secret}.crt"));
     let pem = settings.files.join(format!("{namespace}_{secret}.key"));
     Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
+}
+
+/// Whether the server loads a certificate chain and key, as it reads them from files.
+fn pair_loads(cert: &[u8], key: &[u8]) -> Result<(), String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "portcullis-ingress-check-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let (crt, pem) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&crt, cert))
+        .and_then(|()| std::fs::write(&pem, key));
+    let loaded = match written {
+        // Named in the message by the Secret's keys, not the files of the check.
+        Ok(()) => portcullis_tls::load_certified_key(&crt, &pem, &[])
+            .map(drop)
+            .map_err(|e| {
+                (e.to_string())
+                    .replace(&crt.display().to_string(), "tls.crt")
+                    .replace(&pem.display().to_string(), "tls.key")
+            }),
+        Err(e) => Err(format!("cannot check it: {e}")),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    loaded
 }
 
 /// What orders two Ingresses: creation time, then namespace and name.
@@ -224,18 +259,18 @@ pub(crate) fn prefix_rewrites(strip: &str, prefix: &str, to: &str) -> Vec<(Strin
     let strip = regex::escape(strip);
     let to_trimmed = to.trim_end_matches('/');
     if prefix == "/" {
-        return vec![(format!("^{strip}(/.*)$"), format!("{to_trimmed}$1"))];
+        return vec![(format!("(?s)^{strip}(/.*)$"), format!("{to_trimmed}$1"))];
     }
     let p = regex::escape(prefix);
     vec![
         (
-            format!("^{strip}{p}$"),
+            format!("(?s)^{strip}{p}$"),
             if to.is_empty() {
                 "/".into()
             } else {
                 to.to_owned()
             },
         ),
-        (format!("^{strip}{p}(/.*)$"), format!("{to_trimmed}$1")),
+        (format!("(?s)^{strip}{p}(/.*)$"), format!("{to_trimmed}$1")),
     ]
 }

@@ -386,6 +386,7 @@ async fn run(opts: Options) -> Result<(), String> {
         gateway_controller: opts.gateway_controller.clone(),
         status_address: opts.status_address.clone(),
         snippets: opts.snippets,
+        health_port: opts.health_port,
     };
     let mut settings = settings;
     if opts.dump {

@@ -201,7 +201,7 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
     let (routes, hostless_extra) = hostless.map(|h| (h.routes, h.extra)).unwrap_or_default();
     let hostless_extra = hostless_extra.as_str();
     for (port, ssl) in [(settings.http_port, false), (settings.https_port, true)] {
-        let extra = gateway.catch_all.get(&port).map(String::as_str);
+        let extra = gateway.catch_all.get(&port);
         default_server(
             &mut http,
             settings,
@@ -484,7 +484,7 @@ fn default_server(
     (port, ssl): (u16, bool),
     routes: &[Route],
     backend: Option<&String>,
-    gateway: Option<&str>,
+    gateway: Option<&crate::gateway::CatchAll>,
     extra: &str,
 ) {
     let _ = writeln!(
@@ -493,7 +493,9 @@ fn default_server(
         if ssl { " ssl" } else { "" }
     );
     if ssl {
-        let (crt, key) = &settings.default_certificate;
+        // The certificate of a Gateway's listener for every host of the port, if it has one.
+        let listener = gateway.and_then(|(_, cert)| cert.as_ref());
+        let (crt, key) = listener.unwrap_or(&settings.default_certificate);
         let _ = writeln!(
             out,
             "    ssl_certificate {};\n    ssl_certificate_key {};",
@@ -502,7 +504,7 @@ fn default_server(
         );
     }
     out.push_str(extra);
-    if let Some(locations) = gateway {
+    if let Some((locations, _)) = gateway {
         out.push_str(locations);
         out.push_str("}\n");
         return;
@@ -635,6 +637,7 @@ mod tests {
             gateway_controller: "portcullis.dev/gateway-controller".into(),
             status_address: None,
             snippets: false,
+            health_port: 8081,
         }
     }
 

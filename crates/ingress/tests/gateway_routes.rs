@@ -3,7 +3,7 @@
 //! what reached them. Matches by path, header, query parameter and method, their order,
 //! weighted backends, filters, an unresolved backend, and the status each object gets.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
@@ -27,7 +27,7 @@ fn request(
 fn routes_match_filter_and_split_as_the_api_says() {
     let dir = temp("gateway-routes");
     let (one, two) = (backend("one"), backend("two"));
-    let port = free_port();
+    let (port, empty) = (free_port(), free_port());
     let mut cluster = Cluster::default();
     for (name, p) in [("one", one), ("two", two)] {
         let (svc, slice) = service(name, p);
@@ -49,6 +49,11 @@ fn routes_match_filter_and_split_as_the_api_says() {
                 "listeners": [
                     {"name": "web", "port": port, "protocol": "HTTP"},
                     {"name": "udp", "port": port + 1, "protocol": "UDP"},
+                    {"name": "probes", "port": 8081, "protocol": "HTTP"},
+                    {"name": "empty", "port": empty, "protocol": "HTTP",
+                     "hostname": "empty.example"},
+                    {"name": "mismatched", "port": free_port(), "protocol": "HTTPS",
+                     "tls": {"certificateRefs": [{"name": "mismatched"}]}},
                 ],
             }}),
         )
@@ -83,6 +88,15 @@ fn routes_match_filter_and_split_as_the_api_says() {
             {"matches": [{"path": {"type": "RegularExpression", "value": "/v[0-9]+/.*"},
                           "queryParams": [{"name": "debug", "value": "1"}]}],
              "backendRefs": to("two")},
+            {"matches": [{"path": {"type": "RegularExpression", "value": "/api/v[0-9]+"},
+                          "headers": [{"name": "X-Regex", "value": "yes"}]}],
+             "backendRefs": to("two")},
+            {"matches": [{"path": {"type": "RegularExpression", "value": "/forms?"}}],
+             "backendRefs": to("one")},
+            {"matches": [{"path": {"type": "RegularExpression", "value": "/r/[a-z]+"}}],
+             "backendRefs": to("two")},
+            {"matches": [{"path": {"type": "RegularExpression", "value": "/r/.*"}}],
+             "backendRefs": to("one")},
             {"matches": [{"path": {"type": "PathPrefix", "value": "/gone"}}],
              "backendRefs": [{"name": "nowhere", "port": 80}]},
             {"backendRefs": [{"name": "one", "port": 80, "weight": 3},
@@ -92,6 +106,49 @@ fn routes_match_filter_and_split_as_the_api_says() {
     cluster
         .routes
         .push(from_value(route).expect("an HTTPRoute"));
+    // Hosts: a wildcard's rules and every host's apply where an exact host's do not.
+    for (name, hosts, path, to_backend) in [
+        ("exact", json!(["foo.example.com"]), "/b", "two"),
+        ("wild", json!(["*.example.com"]), "/a", "one"),
+        ("any", json!([]), "/c", "two"),
+        (
+            "reserved",
+            json!(["foo.example.com"]),
+            "/_portcullis-gateway-0",
+            "one",
+        ),
+    ] {
+        cluster.routes.push(
+            from_value(
+                json!({"metadata": meta(name, "2026-01-03T00:00:00Z"), "spec": {
+                    "parentRefs": [{"name": "gw", "sectionName": "web"}],
+                    "hostnames": hosts,
+                    "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                               "backendRefs": to(to_backend)}],
+                }}),
+            )
+            .expect("an HTTPRoute"),
+        );
+    }
+    // A key that is not its certificate's: the listener is refused, nothing else.
+    let (key, other) = (
+        rcgen::KeyPair::generate().expect("key"),
+        rcgen::KeyPair::generate().expect("key"),
+    );
+    let cert = rcgen::CertificateParams::new(vec!["x.example".into()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("certificate");
+    let bytes =
+        |b: String| serde_json::to_value(k8s_openapi::ByteString(b.into_bytes())).expect("bytes");
+    cluster.secrets.push(
+        from_value(json!({
+            "metadata": {"name": "mismatched", "namespace": "shop"},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": bytes(cert.pem()), "tls.key": bytes(other.serialize_pem())},
+        }))
+        .expect("a Secret"),
+    );
     // A filter not implemented refuses its route: nothing of it is served.
     cluster.routes.push(
         from_value(json!({"metadata": meta("mirrored", "2026-01-02T00:00:00Z"), "spec": {
@@ -114,6 +171,7 @@ fn routes_match_filter_and_split_as_the_api_says() {
         gateway_controller: controller.into(),
         status_address: Some("10.0.0.7".into()),
         snippets: false,
+        health_port: 8081,
     };
     let generated = translate(&cluster, &settings);
     let server = start(&generated.http, &dir);
@@ -134,9 +192,42 @@ fn routes_match_filter_and_split_as_the_api_says() {
     );
     // A method match; where it fails, the less specific paths (the weighted `/`).
     assert_eq!(from(&request(port, "POST", "/form", &[])), "two");
-    let others: BTreeSet<String> = (0..40).map(|_| from(&get("/form", &[]))).collect();
-    assert_eq!(others, BTreeSet::from(["one".into(), "two".into()]));
-    assert_eq!(get("/form", &[]).0, 200);
+    // Where it fails at an exact path, a regular expression matching it is next.
+    assert_eq!(from(&get("/form", &[])), "one");
+    assert_eq!(from(&get("/forms", &[])), "one");
+    // A regular expression with a header; where it fails, the prefix.
+    assert_eq!(from(&get("/api/v1", &[("X-Regex", "yes")])), "two");
+    assert_eq!(from(&get("/api/v1", &[])), "one");
+    // Two regular expressions: the first rule's first, whatever they spell.
+    assert_eq!(from(&get("/r/abc", &[])), "two");
+    assert_eq!(from(&get("/r/1", &[])), "one");
+    // After a jump to an internal location, the URI goes on as the client sent it.
+    let seen = get("/api/a%2Fb?x=%20", &[("X-Version", "v2")]).2;
+    assert!(seen.contains("\nGET /api/a%2Fb?x=%20 HTTP/1.1\n"), "{seen}");
+    // Hosts' precedence, and their fallbacks.
+    let on = |host: &str, target: &str| {
+        let answer = request_to(host, port, "GET", target, &[]);
+        answer.2.lines().next().unwrap_or("").to_owned() + &answer.0.to_string()
+    };
+    assert_eq!(on("foo.example.com", "/b"), "two200");
+    assert_eq!(on("foo.example.com", "/a"), "one200");
+    assert_eq!(on("foo.example.com", "/c"), "two200");
+    assert_eq!(on("bar.example.com", "/a"), "one200");
+    assert_eq!(request_to("bar.example.com", port, "GET", "/b", &[]).0, 404);
+    assert_eq!(on("other.example", "/c"), "two200");
+    assert_eq!(
+        request_to(
+            "foo.example.com",
+            port,
+            "GET",
+            "/_portcullis-gateway-0/x",
+            &[]
+        )
+        .0,
+        404
+    );
+    // A listener with no route listens, and answers 404.
+    assert_eq!(request_to("empty.example", empty, "GET", "/", &[]).0, 404);
     // A regular expression of the whole path with a query parameter.
     assert_eq!(from(&get("/v2/items?debug=1", &[])).len(), 3);
     assert_eq!(from(&get("/v2/items?debug=1", &[])), "two");
@@ -204,11 +295,26 @@ fn routes_match_filter_and_split_as_the_api_says() {
         gw["addresses"],
         json!([{"type": "IPAddress", "value": "10.0.0.7"}])
     );
-    assert_eq!(gw["listeners"][0]["attachedRoutes"], 1, "{gw}");
+    // The routes of the test, and of the hosts' checks (the one with a reserved path is not).
+    assert_eq!(gw["listeners"][0]["attachedRoutes"], 4, "{gw}");
     assert_eq!(
         condition(&gw["listeners"][1], "Accepted")["reason"],
         "UnsupportedProtocol"
     );
+    assert_eq!(
+        condition(&gw["listeners"][2], "Accepted")["reason"],
+        "PortUnavailable"
+    );
+    let refused = condition(&gw["listeners"][4], "ResolvedRefs");
+    assert_eq!(refused["reason"], "InvalidCertificateRef", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m == "secret \"shop/mismatched\": SSL_CTX_use_PrivateKey(\"tls.key\") failed (key values mismatch)"),
+        "{refused}"
+    );
+    let reserved = condition(&status("HTTPRoute", "reserved")["parents"][0], "Accepted");
+    assert_eq!(reserved["reason"], "UnsupportedValue", "{reserved}");
     let shop = status("HTTPRoute", "shop");
     let parent = &shop["parents"][0];
     assert_eq!(parent["controllerName"], controller);

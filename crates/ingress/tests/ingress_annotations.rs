@@ -32,6 +32,7 @@ fn settings(dir: &std::path::Path, snippets: bool) -> Settings {
         gateway_controller: "portcullis.dev/gateway-controller".into(),
         status_address: None,
         snippets,
+        health_port: 0,
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::listeners::{meet, ListenerPlan};
-use super::routes::{Candidate, Groups, PathKind, Target};
+use super::routes::{Candidate, Groups, PathKind, Target, INTERNAL};
 use crate::cluster::{prefix_rewrites, quote, upstream_block, Settings};
 
 /// A location of a server: `= /p`, `/p/` (or `/`), `~ re`.
@@ -21,8 +21,9 @@ enum Place {
 pub(super) struct Emitted {
     /// `upstream`, `map`, `split_clients` and `server` blocks.
     pub http: String,
-    /// The locations of the every-host server of an Ingress port, by port.
-    pub catch_all: BTreeMap<u16, String>,
+    /// The locations of the every-host server of an Ingress port, and its listener's
+    /// certificate, by port.
+    pub catch_all: BTreeMap<u16, super::objects::CatchAll>,
     pub upstreams: BTreeMap<String, Vec<String>>,
 }
 
@@ -45,7 +46,15 @@ pub(super) fn configuration(
     let mut maps = Maps::default();
     let mut blocks = String::new();
     let ingress_port = |p: u16| p == settings.http_port || p == settings.https_port;
-    let ports: BTreeSet<u16> = servers.keys().map(|(p, _)| *p).collect();
+    // Every programmed listener's port listens, routes or not.
+    let ports: BTreeSet<u16> = (servers.keys().map(|(p, _)| *p))
+        .chain(
+            listeners
+                .iter()
+                .filter(|l| l.refused.is_none())
+                .map(|l| l.port),
+        )
+        .collect();
     for port in ports {
         let https = protocols.get(&port).copied().unwrap_or(false);
         let tls_of = |host: &str| {
@@ -61,13 +70,12 @@ pub(super) fn configuration(
                     })
                 })
                 .and_then(|l| l.tls.clone())
-                .unwrap_or_else(|| settings.default_certificate.clone())
         };
         let has_catch_all = servers.contains_key(&(port, String::new()));
-        for ((p, host), candidates) in servers.iter().filter(|((p, _), _)| *p == port) {
-            let body = server_locations(candidates, &mut maps);
+        for (p, host) in servers.keys().filter(|(p, _)| *p == port) {
+            let body = server_locations(&with_covering(servers, *p, host), &mut maps);
             if host.is_empty() && ingress_port(*p) {
-                out.catch_all.insert(*p, body);
+                out.catch_all.insert(*p, (body, tls_of(host)));
                 continue;
             }
             let ssl = if https { " ssl" } else { "" };
@@ -83,7 +91,8 @@ pub(super) fn configuration(
                 if host.is_empty() { "_" } else { host }
             );
             if https {
-                let (crt, key) = tls_of(host);
+                let (crt, key) =
+                    tls_of(host).unwrap_or_else(|| settings.default_certificate.clone());
                 let _ = writeln!(
                     blocks,
                     "    ssl_certificate {};\n    ssl_certificate_key {};",
@@ -217,79 +226,152 @@ impl Maps {
     }
 }
 
-/// A server's locations: each place's candidates, tried in order.
+/// A server's candidates, and those of the less specific hosts of its port that cover its
+/// host after them: the rules of the routes naming the host exactly come first, then a
+/// wildcard's (the longest first), then those of every host, as the API gives precedence.
+fn with_covering(
+    servers: &BTreeMap<(u16, String), Vec<Candidate>>,
+    port: u16,
+    host: &str,
+) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for ((p, h), candidates) in servers.iter().filter(|((p, _), _)| *p == port) {
+        let _ = p;
+        let covers = h
+            .strip_prefix('*')
+            .is_some_and(|suffix| host.ends_with(suffix) && host.len() > suffix.len());
+        let rank = if h == host {
+            (0, 0)
+        } else if covers {
+            (1, usize::MAX - h.len())
+        } else if h.is_empty() {
+            (2, 0)
+        } else {
+            continue;
+        };
+        out.extend(candidates.iter().cloned().map(|mut c| {
+            c.host = rank;
+            c
+        }));
+    }
+    out
+}
+
+/// A server's locations. nginx picks an exact location, else the first regular expression
+/// that matches, else the longest prefix; each location tries, in the API's order, every
+/// candidate a request reaching it may match: its own, then the less specific ones (a
+/// prefix covering it; at a regular expression, the later ones and the prefixes, each
+/// checked against the path).
 fn server_locations(candidates: &[Candidate], maps: &mut Maps) -> String {
-    let mut places: BTreeMap<Place, Vec<&Candidate>> = BTreeMap::new();
+    let within = |path: &str, prefix: &str| {
+        prefix == "/" || path == prefix || path.starts_with(&format!("{prefix}/"))
+    };
+    let mut places: BTreeSet<Place> = BTreeSet::new();
     for c in candidates {
         match &c.target.path {
-            PathKind::Exact(p) => places.entry(Place::Exact(p.clone())).or_default().push(c),
-            PathKind::Prefix(p) if p == "/" => {
-                places.entry(Place::Prefix("/".into())).or_default().push(c)
-            }
+            PathKind::Exact(p) => places.insert(Place::Exact(p.clone())),
+            PathKind::Prefix(p) if p == "/" => places.insert(Place::Prefix("/".into())),
             PathKind::Prefix(p) => {
-                places.entry(Place::Exact(p.clone())).or_default().push(c);
-                places
-                    .entry(Place::Prefix(format!("{p}/")))
-                    .or_default()
-                    .push(c);
+                places.insert(Place::Exact(p.clone()));
+                places.insert(Place::Prefix(format!("{p}/")))
             }
-            PathKind::Regex(p) => places.entry(Place::Regex(p.clone())).or_default().push(c),
-        }
-    }
-    // Where a location's own matches all fail, the less specific paths that cover its own
-    // are tried next, as the API orders them: shorter prefixes, and under a regular
-    // expression, the prefix `/`.
-    let covering = |place: &Place| -> Vec<&Candidate> {
-        let within = |path: &str, prefix: &str| {
-            prefix == "/" || path == prefix || path.starts_with(&format!("{prefix}/"))
+            PathKind::Regex(p) => places.insert(Place::Regex(p.clone())),
         };
+    }
+    let best = |regex: &str| {
         (candidates.iter())
-            .filter(|c| match (&c.target.path, place) {
-                (PathKind::Prefix(q), Place::Exact(p)) => within(p.as_str(), q.as_str()),
-                (PathKind::Prefix(q), Place::Prefix(p)) => {
-                    q.len() < p.len() - 1 && within(p.trim_end_matches('/'), q.as_str())
-                }
-                (PathKind::Prefix(q), Place::Regex(_)) => q == "/",
-                _ => false,
-            })
-            .collect()
+            .filter(|c| c.target.path == PathKind::Regex(regex.to_owned()))
+            .map(|c| (c.host, c.rank))
+            .min()
     };
+    // Regular expressions in the order their best candidates come: nginx takes the first.
+    let mut regexes: Vec<String> = (places.iter())
+        .filter_map(|p| match p {
+            Place::Regex(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    regexes.sort_by_key(|r| best(r));
+    let regex_order = |r: &str| regexes.iter().position(|x| x == r).unwrap_or(usize::MAX);
+    let whole = |r: &str| regex::Regex::new(&format!("^(?:{r})$")).ok();
+    // Who is tried at a place, with the path condition a regex location adds.
+    let tried_at = |place: &Place| -> Vec<(&Candidate, Option<String>)> {
+        let mut tried: Vec<(&Candidate, Option<String>)> = (candidates.iter())
+            .filter_map(|c| {
+                let path = &c.target.path;
+                let on_uri = |pattern: String| Some(Some(format!("$uri {}", quote(&pattern))));
+                let condition = match (path, place) {
+                    (PathKind::Exact(x), Place::Exact(p)) if x == p => Some(None),
+                    (PathKind::Prefix(q), Place::Exact(p)) if within(p, q) => Some(None),
+                    (PathKind::Regex(r), Place::Exact(p)) => {
+                        whole(r).filter(|re| re.is_match(p)).map(|_| None)
+                    }
+                    (PathKind::Prefix(q), Place::Prefix(p)) => {
+                        let p = if p == "/" {
+                            p.as_str()
+                        } else {
+                            p.trim_end_matches('/')
+                        };
+                        within(p, q).then_some(None)
+                    }
+                    (PathKind::Regex(r), Place::Regex(here)) if r == here => Some(None),
+                    (PathKind::Regex(r), Place::Regex(here))
+                        if regex_order(r) > regex_order(here) =>
+                    {
+                        on_uri(format!("~^(?:{r})$"))
+                    }
+                    (PathKind::Prefix(q), Place::Regex(_)) if q == "/" => Some(None),
+                    (PathKind::Prefix(q), Place::Regex(_)) => {
+                        on_uri(format!("~^{}(/|$)", regex::escape(q)))
+                    }
+                    _ => None,
+                };
+                condition.map(|on_path| (c, on_path))
+            })
+            .collect();
+        tried.sort_by_key(|(c, _)| (c.host, c.rank));
+        tried
+    };
+    let mut ordered: Vec<Place> = places
+        .into_iter()
+        .filter(|p| !matches!(p, Place::Regex(_)))
+        .collect();
+    ordered.extend(regexes.iter().map(|r| Place::Regex(r.clone())));
     let mut out = String::new();
     let mut internal = 0usize;
-    for (place, mut tried) in places {
-        tried.sort_by_key(|c| c.rank);
-        if tried.iter().all(|c| !c.conditions.is_empty()) {
-            let mut next = covering(&place);
-            next.retain(|c| !tried.iter().any(|t| std::ptr::eq(*t, *c)));
-            next.sort_by_key(|c| c.rank);
-            tried.extend(next);
-        }
+    for place in ordered {
+        let tried = tried_at(&place);
         let head = match &place {
             Place::Exact(p) => format!("location = {p}"),
             Place::Prefix(p) => format!("location {p}"),
             Place::Regex(p) => format!("location ~ {}", quote(&format!("^(?:{p})$"))),
         };
-        if tried[0].conditions.is_empty() {
+        let Some((first, first_path)) = tried.first() else {
+            continue;
+        };
+        if first.conditions.is_empty() && first_path.is_none() {
             // What matches every request here answers it: the rest are never tried.
-            let _ = writeln!(out, "    {head} {{ {} }}", body(&tried[0].target, "", maps));
+            let _ = writeln!(out, "    {head} {{ {} }}", body(&first.target, "", maps));
             continue;
         }
         let mut inner = String::new();
         let mut tries = String::new();
-        for c in &tried {
-            let prefix = format!("/_portcullis-gateway-{internal}");
+        for (c, path) in &tried {
+            let prefix = format!("{INTERNAL}{internal}");
             internal += 1;
-            let jump = format!("rewrite ^(.*)$ {prefix}$1 last;");
+            let jump = format!("rewrite ^ {prefix}$uri last;");
             let _ = writeln!(
                 inner,
                 "    location ^~ {prefix}/ {{ internal; {} }}",
                 body(&c.target, &prefix, maps)
             );
-            if c.conditions.is_empty() {
-                tries.push_str(&jump);
+            let conditions: Vec<String> =
+                c.conditions.iter().cloned().chain(path.clone()).collect();
+            if conditions.is_empty() {
+                let _ = write!(tries, " {jump}");
                 break;
             }
-            let var = maps.all(&c.conditions);
+            let var = maps.all(&conditions);
             let _ = write!(tries, " if ({var}) {{ {jump} }}");
         }
         let _ = writeln!(out, "    {head} {{{tries} return 404; }}");
@@ -378,15 +460,14 @@ fn body(t: &Target, strip: &str, maps: &mut Maps) -> String {
                 );
             }
         }
-        None if !strip.is_empty() => {
-            let _ = write!(
-                out,
-                "rewrite {} $1 break; ",
-                quote(&format!("^{}(/.*)$", regex::escape(strip)))
-            );
-        }
         None => {}
     }
+    // After an internal redirect, the URI the client sent goes on as it was sent.
+    let uri = if !strip.is_empty() && rewrite.and_then(|r| r.path.as_ref()).is_none() {
+        "$request_uri"
+    } else {
+        ""
+    };
     // The request's headers: the controller's, then the filter's.
     let mut headers: Vec<(String, String)> = [
         ("Host", "$host"),
@@ -443,13 +524,13 @@ fn body(t: &Target, strip: &str, maps: &mut Maps) -> String {
         [] => out.push_str(" return 500;"),
         [(None, _)] => out.push_str(" return 500;"),
         [(Some(group), _)] => {
-            let _ = write!(out, " proxy_pass http://{group};");
+            let _ = write!(out, " proxy_pass http://{group}{uri};");
         }
         _ => {
             let var = maps.split(&t.backends);
             let _ = write!(
                 out,
-                " if ({var} = \"\") {{ return 500; }} proxy_pass http://{var};"
+                " if ({var} = \"\") {{ return 500; }} proxy_pass http://{var}{uri};"
             );
         }
     }

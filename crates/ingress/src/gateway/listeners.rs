@@ -7,6 +7,10 @@ use std::path::PathBuf;
 use super::objects::{Gateway, Listener, GROUP};
 use crate::cluster::{certificate, names, valid_host, Cluster, Settings};
 
+/// Why a listener cannot be programmed: the condition it goes under, the reason, the
+/// message.
+pub(super) type Refusal = (&'static str, &'static str, String);
+
 /// A listener as planned: where it serves, and what it says in its status.
 pub(super) struct ListenerPlan {
     pub gateway: usize,
@@ -14,8 +18,8 @@ pub(super) struct ListenerPlan {
     pub port: u16,
     /// Certificate and key, for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
-    /// Why it cannot be programmed: reason, message, and the condition it goes under.
-    pub refused: Option<(&'static str, &'static str, String)>,
+    /// Why it cannot be programmed.
+    pub refused: Option<Refusal>,
     pub attached: usize,
 }
 
@@ -45,82 +49,93 @@ pub(super) fn plan(
             };
             let https = l.protocol == "HTTPS";
             let host = l.hostname.clone().unwrap_or_default();
-            if l.protocol != "HTTP" && !https {
-                p.refused = Some((
-                    "Accepted",
-                    "UnsupportedProtocol",
-                    format!("protocol {} is not supported", l.protocol),
-                ));
-            } else if p.port == 0 {
-                p.refused = Some(("Accepted", "PortUnavailable", "no port".into()));
-            } else if !host.is_empty() && !valid_host(&host) {
-                p.refused = Some((
-                    "Accepted",
-                    "UnsupportedValue",
-                    format!("invalid hostname \"{host}\""),
-                ));
-            } else if protocols.get(&p.port).is_some_and(|was| *was != https) {
-                p.refused = Some((
-                    "Conflicted",
-                    "ProtocolConflict",
-                    format!("port {} serves another protocol", p.port),
-                ));
-            } else if !claimed.insert((p.port, host.clone())) {
-                p.refused = Some((
-                    "Conflicted",
-                    "HostnameConflict",
-                    format!("port {} already has a listener for this hostname", p.port),
-                ));
-            } else if https {
-                let reference = l.tls.as_ref().and_then(|t| {
-                    (t.mode.as_deref().unwrap_or("Terminate") == "Terminate")
-                        .then(|| t.certificate_refs.first())
-                        .flatten()
+            p.refused = refusal(l, p.port, settings)
+                .or_else(|| {
+                    let other = protocols.get(&p.port).is_some_and(|was| *was != https);
+                    other.then(|| {
+                        let why = format!("port {} serves another protocol", p.port);
+                        ("Conflicted", "ProtocolConflict", why)
+                    })
+                })
+                .or_else(|| {
+                    claimed.contains(&(p.port, host.clone())).then(|| {
+                        let why =
+                            format!("port {} already has a listener for this hostname", p.port);
+                        ("Conflicted", "HostnameConflict", why)
+                    })
                 });
-                match reference {
-                    None => {
-                        p.refused = Some((
-                            "ResolvedRefs",
-                            "InvalidCertificateRef",
-                            "an HTTPS listener terminates TLS with a certificateRef".into(),
-                        ))
+            if https && p.refused.is_none() {
+                match listener_certificate(l, &namespace, cluster, settings) {
+                    Ok((files, written)) => {
+                        secrets.extend(written);
+                        p.tls = Some(files);
                     }
-                    Some(r)
-                        if r.kind.as_deref().unwrap_or("Secret") != "Secret"
-                            || !r.group.as_deref().unwrap_or("").is_empty() =>
-                    {
-                        p.refused = Some((
-                            "ResolvedRefs",
-                            "InvalidCertificateRef",
-                            "a certificateRef is a Secret".into(),
-                        ))
-                    }
-                    Some(r) if r.namespace.as_ref().is_some_and(|n| *n != namespace) => {
-                        p.refused = Some((
-                            "ResolvedRefs",
-                            "RefNotPermitted",
-                            "a certificateRef to another namespace is not supported".into(),
-                        ))
-                    }
-                    Some(r) => match certificate(cluster, &namespace, &r.name, settings) {
-                        Ok((files, written)) => {
-                            secrets.extend(written);
-                            p.tls = Some(files);
-                        }
-                        Err(why) => {
-                            p.refused = Some(("ResolvedRefs", "InvalidCertificateRef", why))
-                        }
-                    },
+                    Err(refused) => p.refused = Some(refused),
                 }
             }
+            // Only a listener that serves holds its port's protocol and its hostname.
             if p.refused.is_none() {
                 protocols.insert(p.port, https);
+                claimed.insert((p.port, host));
             }
             listeners.push(p);
         }
     }
 
     (listeners, protocols)
+}
+
+/// Why a listener is refused whatever the others: its protocol, its port (none, or the
+/// probes'), its hostname.
+fn refusal(l: &Listener, port: u16, settings: &Settings) -> Option<Refusal> {
+    let host = l.hostname.as_deref().unwrap_or("");
+    if l.protocol != "HTTP" && l.protocol != "HTTPS" {
+        let why = format!("protocol {} is not supported", l.protocol);
+        return Some(("Accepted", "UnsupportedProtocol", why));
+    }
+    if port == 0 || port == settings.health_port {
+        let why = format!("port {} is not available to listeners", l.port);
+        return Some(("Accepted", "PortUnavailable", why));
+    }
+    if !host.is_empty() && !valid_host(host) {
+        let why = format!("invalid hostname \"{host}\"");
+        return Some(("Accepted", "UnsupportedValue", why));
+    }
+    None
+}
+
+/// An HTTPS listener's certificate and key files, and the files to write; or why not.
+#[allow(clippy::type_complexity)]
+fn listener_certificate(
+    l: &Listener,
+    namespace: &str,
+    cluster: &Cluster,
+    settings: &Settings,
+) -> Result<((PathBuf, PathBuf), Vec<(PathBuf, Vec<u8>)>), Refusal> {
+    let refused = |reason, why: String| ("ResolvedRefs", reason, why);
+    let reference = l.tls.as_ref().and_then(|t| {
+        (t.mode.as_deref().unwrap_or("Terminate") == "Terminate")
+            .then(|| t.certificate_refs.first())
+            .flatten()
+    });
+    let Some(r) = reference else {
+        let why = "an HTTPS listener terminates TLS with a certificateRef".into();
+        return Err(refused("InvalidCertificateRef", why));
+    };
+    if r.kind.as_deref().unwrap_or("Secret") != "Secret"
+        || !r.group.as_deref().unwrap_or("").is_empty()
+    {
+        return Err(refused(
+            "InvalidCertificateRef",
+            "a certificateRef is a Secret".into(),
+        ));
+    }
+    if r.namespace.as_ref().is_some_and(|n| n != namespace) {
+        let why = "a certificateRef to another namespace is not supported".into();
+        return Err(refused("RefNotPermitted", why));
+    }
+    certificate(cluster, namespace, &r.name, settings)
+        .map_err(|why| refused("InvalidCertificateRef", why))
 }
 
 /// Whether `listener` takes HTTPRoutes from `route_ns` (its Gateway in `gateway_ns`).

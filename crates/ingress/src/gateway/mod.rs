@@ -51,7 +51,7 @@ pub(crate) struct Planned {
     /// `map`, `split_clients` and `server` blocks of the `http` block.
     pub http: String,
     /// Locations of the default servers of the Ingresses' ports, by port.
-    pub catch_all: BTreeMap<u16, String>,
+    pub catch_all: BTreeMap<u16, CatchAll>,
     pub upstreams: BTreeMap<String, Vec<String>>,
     pub files: BTreeMap<PathBuf, Vec<u8>>,
     pub statuses: Vec<Status>,

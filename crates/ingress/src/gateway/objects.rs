@@ -1,5 +1,7 @@
 //! The Gateway API kinds, as far as the controller reads them.
 
+use std::path::PathBuf;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
@@ -185,3 +187,7 @@ pub struct Status {
     pub name: String,
     pub status: Value,
 }
+
+/// The locations a Gateway's listener for every host of an Ingress port puts in that
+/// port's default server, and its certificate.
+pub type CatchAll = (String, Option<(PathBuf, PathBuf)>);

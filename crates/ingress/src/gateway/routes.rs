@@ -15,13 +15,20 @@ use crate::cluster::{
     age, names, plain_path, printable, quote, service_servers, valid_host, Cluster, Settings,
 };
 
+/// The prefix of the internal locations a conditioned location jumps to; no route's path
+/// may begin with it.
+pub(super) const INTERNAL: &str = "/_portcullis-gateway-";
+
 /// One match of one rule of one route, where it is tried.
 #[derive(Clone)]
 pub(super) struct Candidate {
-    /// Order among the others tried at a location (smaller first): exact paths, longer
-    /// prefixes, then regular expressions; a method; more headers; more query parameters;
-    /// the older route; the rule and match written first.
+    /// Order among the others tried at a location (smaller first): exact paths, regular
+    /// expressions, longer prefixes; a method; more headers; more query parameters; the
+    /// older route; the rule and match written first.
     pub rank: (u8, usize, u8, usize, usize, usize, usize, usize),
+    /// Before the rank: the host's precedence where the candidate is tried (its own
+    /// host's first, then a wildcard's, then every host's).
+    pub host: (u8, usize),
     pub conditions: Vec<String>,
     /// The location's body that answers it, given the part of the URI an internal
     /// redirect put before the path.
@@ -220,7 +227,9 @@ fn check_route(route: &HttpRoute, _namespace: &str) -> Result<(), String> {
         for m in &rule.matches {
             let path = path_of(m)?;
             match &path {
-                PathKind::Exact(p) | PathKind::Prefix(p) if !plain_path(p) => {
+                PathKind::Exact(p) | PathKind::Prefix(p)
+                    if !plain_path(p) || p.starts_with(INTERNAL) =>
+                {
                     return Err(format!("path \"{p}\" is not supported"));
                 }
                 PathKind::Regex(p) if regex::Regex::new(&format!("^(?:{p})$")).is_err() => {
@@ -234,6 +243,8 @@ fn check_route(route: &HttpRoute, _namespace: &str) -> Result<(), String> {
                         .name
                         .bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                        // `$http_x_a` is the header `X-A`: `X_A` would be read as it.
+                        || (what == "header" && v.name.contains('_'))
                         || (what != "header" && v.name.contains('-'))
                         || v.name.is_empty()
                     {
@@ -461,10 +472,11 @@ fn add_rule(
         }
         let (kind, length) = match &path {
             PathKind::Exact(_) => (0, 0),
-            PathKind::Prefix(p) => (1, usize::MAX - p.len()),
-            PathKind::Regex(_) => (2, 0),
+            PathKind::Regex(_) => (1, 0),
+            PathKind::Prefix(p) => (2, usize::MAX - p.len()),
         };
         at.push(Candidate {
+            host: (0, 0),
             rank: (
                 kind,
                 length,
