@@ -39,6 +39,8 @@ pub struct Measured {
     pub instance: String,
     pub vcpus: u32,
     pub max_rps: f64,
+    /// New TLS connections per second (`ssl_tps`, the seeds' SSL TPS), when measured.
+    pub ssl_tps: Option<f64>,
     /// Line in the measured file, for errors found when the catalog is joined.
     pub line: usize,
 }
@@ -69,9 +71,18 @@ pub fn families_of<'a>(instances: impl IntoIterator<Item = &'a Priced>) -> Vec<&
     out
 }
 
-/// Reads a measured-instances file: header `instance,vcpus,max_rps`.
+/// Reads a measured-instances file: header `instance,vcpus,max_rps`, or
+/// `instance,vcpus,max_rps,ssl_tps` with the SSL TPS of each too.
 pub fn parse_measured(text: &str, file: &str) -> Result<Vec<Measured>, DataError> {
-    let rows = Rows::new(text, file, &["instance", "vcpus", "max_rps"])?;
+    let with_tps = ["instance", "vcpus", "max_rps", "ssl_tps"];
+    let header =
+        |l: &str| split(l).is_ok_and(|f| f.len() == 4 && f[3].eq_ignore_ascii_case("ssl_tps"));
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    let tps = first.is_some_and(header);
+    let rows = Rows::new(text, file, if tps { &with_tps } else { &with_tps[..3] })?;
     let mut out: Vec<Measured> = Vec::new();
     for row in rows {
         let row = row?;
@@ -83,6 +94,11 @@ pub fn parse_measured(text: &str, file: &str) -> Result<Vec<Measured>, DataError
             instance,
             vcpus: row.vcpus(1)?,
             max_rps: row.positive(2, "max_rps")?,
+            ssl_tps: if tps {
+                Some(row.positive(3, "ssl_tps")?)
+            } else {
+                None
+            },
             line: row.line,
         });
     }

@@ -159,6 +159,10 @@ struct SizeArgs {
     /// With --from-run: the scenario to size.
     #[arg(long, requires = "from_run")]
     scenario: Option<String>,
+    /// With --from-run: the scenario of one request per TLS connection whose rate is each
+    /// instance's SSL TPS (seed 003's column), estimated as the RPS are
+    #[arg(long, requires = "from_run")]
+    tps_scenario: Option<String>,
     /// Add monthly prices (730 h) and max RPS per $/hour.
     #[arg(long)]
     tco: bool,
@@ -241,8 +245,16 @@ fn size(args: SizeArgs) -> anyhow::Result<String> {
                 sweep.system,
                 sweep.scenario
             );
-            let (instances, said) = estimate(&sweep, &catalog, run::architecture(&records));
+            let (mut instances, said) = estimate(&sweep, &catalog, run::architecture(&records));
             notes.extend(said);
+            if let Some(tps) = &args.tps_scenario {
+                let handshakes =
+                    run::Sweep::from_records(&records, args.system.as_deref(), Some(tps))?;
+                notes.push(format!("SSL TPS: {}", handshakes.assumption()));
+                for i in &mut instances {
+                    i.ssl_tps = Some(handshakes.max_rps(i.vcpus));
+                }
+            }
             (title, instances)
         }
         (None, None) => bail!("one of --measured or --from-run is required"),
@@ -310,6 +322,7 @@ fn estimate(sweep: &run::Sweep, catalog: &[Priced], arch: &str) -> (Vec<Instance
             name: p.instance.clone(),
             vcpus: p.vcpus,
             max_rps: sweep.max_rps(p.vcpus),
+            ssl_tps: None,
             usd_per_hour: p.usd_per_hour,
         })
         .collect();

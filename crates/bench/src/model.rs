@@ -21,6 +21,8 @@ pub struct Instance {
     pub name: String,
     pub vcpus: u32,
     pub max_rps: f64,
+    /// New TLS connections per second, where measured or estimated (the seeds' SSL TPS).
+    pub ssl_tps: Option<f64>,
     pub usd_per_hour: f64,
 }
 
@@ -252,6 +254,7 @@ mod tests {
             name: name.to_owned(),
             vcpus: 2,
             max_rps,
+            ssl_tps: None,
             usd_per_hour: usd,
         }
     }

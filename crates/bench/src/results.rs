@@ -429,6 +429,7 @@ pub fn price_per_target_chart(
                 name: p.instance.clone(),
                 vcpus: p.vcpus,
                 max_rps: sweep.max_rps(p.vcpus),
+                ssl_tps: None,
                 usd_per_hour: p.usd_per_hour,
             })
             .collect();

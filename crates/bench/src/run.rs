@@ -277,7 +277,8 @@ impl Sweep {
     /// Whether the scenario is bound by TLS handshakes (SSL TPS), which seed 003 shows to
     /// scale better than requests.
     fn is_handshakes(&self) -> bool {
-        self.scenario.starts_with("tps")
+        // One request per TLS connection: a handshake each.
+        crate::scenario::find(&self.scenario).is_some_and(|s| s.close && s.tls.is_some())
     }
 
     /// The assumption behind [`Sweep::max_rps`], in a sentence for the report.

@@ -170,6 +170,7 @@ pub fn join(
                 name: m.instance.clone(),
                 vcpus: m.vcpus,
                 max_rps: m.max_rps,
+                ssl_tps: m.ssl_tps,
                 usd_per_hour: priced.usd_per_hour,
             })
         })
@@ -322,6 +323,11 @@ fn optimized_table(
 /// $/month and max RPS per $/hour.
 fn instance_table(instances: &[Instance], policy: &Policy, tco: bool) -> Table {
     let mut header: Vec<String> = ["Instance", "vCPU", "max RPS"].map(str::to_owned).to_vec();
+    // Seed 003's table has the SSL TPS of each instance beside its RPS.
+    let tps = instances.iter().any(|i| i.ssl_tps.is_some());
+    if tps {
+        header.push("SSL TPS".to_owned());
+    }
     header.push(format!("RPS at {}", percent(policy.cap())));
     header.push("$/hour".to_owned());
     if tco {
@@ -335,9 +341,17 @@ fn instance_table(instances: &[Instance], policy: &Policy, tco: bool) -> Table {
                 Cell::text(&i.name),
                 Cell::number(f64::from(i.vcpus), 0),
                 Cell::number(i.max_rps, 2),
+            ];
+            if tps {
+                cells.push(
+                    i.ssl_tps
+                        .map_or_else(|| Cell::text("-"), |t| Cell::number(t, 0)),
+                );
+            }
+            cells.extend([
                 Cell::number(i.max_rps * policy.cap(), 2),
                 Cell::usd(i.usd_per_hour),
-            ];
+            ]);
             if tco {
                 cells.push(Cell::cents(i.usd_per_hour * HOURS_PER_MONTH));
                 cells.push(Cell::number(i.max_rps / i.usd_per_hour, 0));

@@ -198,6 +198,55 @@ fn from_run_estimates_every_catalog_instance() {
     assert!(out.contains(" 300,000       100,000    0.255*\n"), "{out}");
 }
 
+#[test]
+fn from_run_gives_seed_003_ssl_tps_from_a_handshake_scenario() {
+    if std::env::consts::ARCH != "x86_64" {
+        return;
+    }
+    // 100 us per handshake with one worker and two: 2 vCPUs make 20,000; past them, the
+    // shape of seed 003's SSL TPS (12,600 at 2, 68,500 at 16), not of its RPS.
+    let run = TempFile::new(
+        "tps-run.jsonl",
+        concat!(
+            r#"{"scenario":"ingress-1k","system":"portcullis","workers":1,"duration_s":10,"requests":1000000,"cpu_s":10}"#,
+            "\n",
+            r#"{"scenario":"ingress-tps-rsa","system":"portcullis","workers":1,"duration_s":10,"requests":100000,"cpu_s":10}"#,
+            "\n",
+            r#"{"scenario":"ingress-tps-rsa","system":"portcullis","workers":2,"duration_s":10,"requests":100000,"cpu_s":10}"#,
+            "\n",
+        ),
+    );
+    let out = stdout(&bench(&[
+        "size",
+        "--from-run",
+        run.path(),
+        "--scenario",
+        "ingress-1k",
+        "--tps-scenario",
+        "ingress-tps-rsa",
+        "--families",
+        "c5n",
+        "--targets",
+        "1000",
+        "--tco",
+    ]));
+    assert!(
+        out.contains("SSL TPS: Max RPS estimated from portcullis ingress-tps-rsa"),
+        "{out}"
+    );
+    assert!(out.contains("Instance     vCPU     max RPS  SSL TPS"), "{out}");
+    // RPS: 100,000 at one worker, then seed 003's RPS shape (45,000 at 1, 80,000 at 2).
+    assert!(
+        out.contains("c5n.large       2  177,777.78   20,000 "),
+        "{out}"
+    );
+    // SSL TPS: 20,000 x 68,500 / 12,600 at 16, where the RPS shape would give 59,250.
+    assert!(
+        out.contains("c5n.4xlarge    16  526,666.67  108,730 "),
+        "{out}"
+    );
+}
+
 /// A run on x86 cores says nothing of Arm ones: their families are left out, and said so.
 #[test]
 fn from_run_leaves_out_another_architecture() {
@@ -329,12 +378,17 @@ fn monthly_prices_come_back_as_the_seed_states_them() {
         "100000",
         "--tco",
     ]));
+    // Its table whole: instance, CPUs, RPS, SSL TPS, monthly TCO.
     assert!(
-        out.contains("c5n.large       2   80,000      52,800   0.137    100.00 "),
+        out.contains("Instance     vCPU  max RPS  SSL TPS  RPS at 66%  $/hour   $/month"),
         "{out}"
     );
     assert!(
-        out.contains("c5n.9xlarge    36  300,000     198,000  2.4521  1,790.00 "),
+        out.contains("c5n.large       2   80,000   12,600      52,800   0.137    100.00 "),
+        "{out}"
+    );
+    assert!(
+        out.contains("c5n.9xlarge    36  300,000   92,800     198,000  2.4521  1,790.00 "),
         "{out}"
     );
 }
