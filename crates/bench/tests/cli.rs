@@ -234,7 +234,10 @@ fn from_run_gives_seed_003_ssl_tps_from_a_handshake_scenario() {
         out.contains("SSL TPS: Max RPS estimated from portcullis ingress-tps-rsa"),
         "{out}"
     );
-    assert!(out.contains("Instance     vCPU     max RPS  SSL TPS"), "{out}");
+    assert!(
+        out.contains("Instance     vCPU     max RPS  SSL TPS"),
+        "{out}"
+    );
     // RPS: 100,000 at one worker, then seed 003's RPS shape (45,000 at 1, 80,000 at 2).
     assert!(
         out.contains("c5n.large       2  177,777.78   20,000 "),

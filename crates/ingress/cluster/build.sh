@@ -6,12 +6,13 @@
 # and built again only when missing.
 #
 # The Gateway API's CRDs come from the same proxy, as the sigs.k8s.io/gateway-api module's
-# YAML; they are kept in $PORTCULLIS_K8S_CACHE/crds.
+# YAML; they are kept in $PORTCULLIS_K8S_CACHE/crds. Helm, which renders the chart the tests
+# check, is built the same way.
 #
 # Usage: crates/ingress/cluster/build.sh        prints the directory holding the binaries
 set -euo pipefail
 
-readonly KUBERNETES=v1.34.4 ETCD=v3.6.16 GATEWAY_API=v1.4.1
+readonly KUBERNETES=v1.34.4 ETCD=v3.6.16 GATEWAY_API=v1.4.1 HELM=v3.22.0
 cache=${PORTCULLIS_K8S_CACHE:-$HOME/.cache/portcullis-k8s}
 bin=$cache/bin
 mkdir -p "$bin"
@@ -62,7 +63,18 @@ fetch_gateway_api() {
     mv "$cache/crds.new" "$cache/crds"
 }
 
+build_helm() {
+    local work=$cache/helm-$HELM
+    mkdir -p "$work"
+    cd "$work"
+    [[ -f go.mod ]] || go mod init portcullis.test/helm > /dev/null 2>&1
+    go get "helm.sh/helm/v3/cmd/helm@$HELM" > /dev/null 2>&1
+    go build -o "$bin/helm.new" helm.sh/helm/v3/cmd/helm
+    mv "$bin/helm.new" "$bin/helm"
+}
+
 [[ -x $bin/etcd ]] || (build_etcd) >&2
 [[ -x $bin/kube-apiserver ]] || (build_apiserver) >&2
 [[ -f $cache/crds/gateway.networking.k8s.io_httproutes.yaml ]] || (fetch_gateway_api) >&2
+[[ -x $bin/helm ]] || (build_helm) >&2
 echo "$bin"

@@ -6,8 +6,9 @@
 //! answering, an endpoint scaled away with no reload, an Ingress that cannot be applied
 //! given a Kubernetes Event while the others keep serving, an Ingress edited under load
 //! with no request failed, the controller and the API server restarted, `--dump`'s
-//! configuration, and the Gateway API: its CRDs from its module, a Gateway and an HTTPRoute
-//! with weighted backends splitting within 5% of the weights, and their status.
+//! configuration, the Gateway API (its CRDs from its module, a Gateway and an HTTPRoute with
+//! weighted backends splitting within 5% of the weights, and their status), and the Helm
+//! chart (rendered by Helm, every object accepted by the API server in a dry run).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -242,7 +243,16 @@ fn api(dir: &Path, method: &str, path: &str, body: Option<&Value>) -> (u16, Valu
 /// time (the API server reads YAML).
 fn apply_manifests(dir: &Path, file: &Path) {
     let text = std::fs::read_to_string(file).expect("manifests");
+    create_all(dir, &text, "");
+}
+
+/// Creates each object of YAML text; `query` may ask for a dry run (`?dryRun=All`): checked
+/// by the API server as it would be created, and not kept.
+fn create_all(dir: &Path, text: &str, query: &str) {
     for doc in text.split("\n---\n") {
+        if !doc.lines().any(|l| l.starts_with("kind: ")) {
+            continue;
+        }
         let field = |name: &str, indent: &str| {
             doc.lines()
                 .find_map(|l| l.strip_prefix(&format!("{indent}{name}: ")))
@@ -278,7 +288,7 @@ fn apply_manifests(dir: &Path, file: &Path) {
             .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
             .args(["-H", "Content-Type: application/yaml"])
             .args(["--data-binary", "@-"])
-            .arg(format!("https://{API}:6443{path}"))
+            .arg(format!("https://{API}:6443{path}{query}"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -358,6 +368,83 @@ fn slice(endpoints: &[&str]) -> Value {
         "endpoints": endpoints,
         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
     })
+}
+
+/// The Helm chart, rendered by Helm with every option on, is what the API server accepts
+/// (a dry run of each object), and its service account has the rules of the manifests'.
+fn helm_chart(dir: &Path, bin: &Path, manifests: &Path) {
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/portcullis-ingress");
+    let lint = Command::new(bin.join("helm"))
+        .arg("lint")
+        .arg(&chart)
+        .output()
+        .expect("helm");
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+    let out = Command::new(bin.join("helm"))
+        .args(["template", "edge"])
+        .arg(&chart)
+        .args([
+            "--namespace",
+            "helm-test",
+            "--api-versions",
+            "gateway.networking.k8s.io/v1/GatewayClass",
+        ])
+        .args([
+            "--set",
+            "statusAddress=10.244.0.9",
+            "--set",
+            "enableSnippets=true",
+        ])
+        .args([
+            "--set",
+            "workers=2",
+            "--set",
+            "config.proxy-read-timeout=30",
+        ])
+        .args([
+            "--set",
+            "ingressClass.name=edge",
+            "--set",
+            "gatewayClass.name=edge",
+        ])
+        .output()
+        .expect("helm");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "kind: GatewayClass",
+        "- --enable-snippets",
+        "- --status-address",
+        "proxy-read-timeout: \"30\"",
+    ] {
+        assert!(text.contains(expected), "{expected}:\n{text}");
+    }
+    let rules = |text: &str| {
+        let start = text.find("kind: ClusterRole\n").expect("a ClusterRole");
+        let from = text[start..].find("rules:").expect("rules") + start;
+        let end = text[from..].find("\n---").map_or(text.len(), |e| from + e);
+        text[from..end].trim().to_owned()
+    };
+    let raw = std::fs::read_to_string(manifests).expect("manifests");
+    assert_eq!(
+        rules(&text),
+        rules(&raw),
+        "the chart's rules and the manifests' differ"
+    );
+    create(
+        dir,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "helm-test"}}),
+    );
+    create_all(dir, &text, "?dryRun=All");
 }
 
 /// A Gateway with an HTTP listener for `gw.example` on the controller's port 80, and an
@@ -521,6 +608,7 @@ fn inside(bin: &Path) {
         &dir,
         &manifests.with_file_name("gateway-api/gatewayclass.yaml"),
     );
+    helm_chart(&dir, bin, &manifests);
     let account = "/api/v1/namespaces/portcullis-ingress/serviceaccounts/portcullis-ingress";
     let (status, token) = api(
         &dir,
