@@ -411,12 +411,11 @@ fn key_set(
         .ok_or_else(|| {
             format!("secret \"{namespace}/{secret}\" of type nginx.org/jwk with a jwk not found")
         })?;
-    let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&jwk);
-    let usable =
-        parsed.is_ok_and(|v| v.get("keys").is_some_and(|k| k.is_array()) || v.get("kty").is_some());
-    if !usable {
+    // Read as the server reads `auth_jwt_key_file`: one it refuses would refuse the whole
+    // configuration, where only this Ingress should be.
+    if let Err(e) = portcullis_jwt::KeySet::parse(&jwk) {
         return Err(format!(
-            "secret \"{namespace}/{secret}\" has no JSON Web Key set"
+            "secret \"{namespace}/{secret}\" has no JSON Web Key set: {e}"
         ));
     }
     Ok((
@@ -867,15 +866,20 @@ mod tests {
             {"path": "/", "pathType": "Prefix",
              "backend": {"service": {"name": "api", "port": {"number": 9000}}}}]}}]});
         let jwks = br#"{"keys": [{"kty": "oct", "kid": "0001", "k": "c2VjcmV0"}]}"#.to_vec();
+        // JSON with `keys`, but not a key the server would load (an RSA key without its
+        // modulus): refused here, not by the server for every Ingress.
+        let broken = br#"{"keys": [{"kty": "RSA", "e": "AQAB"}]}"#.to_vec();
         let mut c = cluster();
-        c.secrets.push(
-            from_value(json!({
-                "metadata": {"name": "jwk", "namespace": "shop"},
-                "type": "nginx.org/jwk",
-                "data": {"jwk": serde_json::to_value(k8s_openapi::ByteString(jwks)).expect("bytes")},
-            }))
-            .expect("a Secret"),
-        );
+        for (name, bytes) in [("jwk", jwks), ("broken", broken)] {
+            c.secrets.push(
+                from_value(json!({
+                    "metadata": {"name": name, "namespace": "shop"},
+                    "type": "nginx.org/jwk",
+                    "data": {"jwk": serde_json::to_value(k8s_openapi::ByteString(bytes)).expect("bytes")},
+                }))
+                .expect("a Secret"),
+            );
+        }
         let annotate = |name: &str, key: &str| {
             let mut i = ingress(name, "2026-01-01T00:00:00Z", route.clone());
             i.metadata.annotations = Some(
@@ -890,7 +894,11 @@ mod tests {
             );
             i
         };
-        c.ingresses = vec![annotate("guarded", "jwk"), annotate("keyless", "missing")];
+        c.ingresses = vec![
+            annotate("guarded", "jwk"),
+            annotate("keyless", "missing"),
+            annotate("unloadable", "broken"),
+        ];
         let g = translate(&c, &settings(&dir));
         let h = &g.http;
         assert!(
@@ -903,9 +911,17 @@ mod tests {
         );
         // No key set, no Ingress: never served without its check.
         assert!(!h.contains("shop_keyless"), "{h}");
-        assert_eq!(g.problems.len(), 1, "{:?}", g.problems);
+        assert!(!h.contains("shop_unloadable"), "{h}");
+        assert_eq!(g.problems.len(), 2, "{:?}", g.problems);
         assert!(
             g.problems[0].reason.contains("nginx.org/jwk"),
+            "{:?}",
+            g.problems
+        );
+        assert!(
+            g.problems[1]
+                .reason
+                .contains("\"shop/broken\" has no JSON Web Key set: "),
             "{:?}",
             g.problems
         );
