@@ -738,7 +738,19 @@ fn inside(bin: &Path) {
 
     gateway_routes(&dir);
 
-    // Scaled down to one endpoint: only it answers.
+    // Scaled down to one endpoint under wrk's load: no request fails, no reload, and only
+    // the endpoint left answers.
+    let applied = logs().matches("configuration applied").count();
+    let updated = logs().matches("endpoints updated without a reload").count();
+    let wrk = Command::new("wrk")
+        .args(["-t1", "-c4", "-d4s", "-H", "Host: shop.example"])
+        .arg("https://127.0.0.1/")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("wrk (Debian's package) runs");
+    // wrk's connections are up before the change.
+    std::thread::sleep(Duration::from_millis(500));
     let (status, current) = api(
         &dir,
         "GET",
@@ -755,17 +767,32 @@ fn inside(bin: &Path) {
         Some(&fewer),
     );
     assert_eq!(status, 200, "{answer}");
-    let applied = logs().matches("configuration applied").count();
     wait_until(
         "the endpoint scaled away gone",
         Duration::from_secs(10),
         || (0..4).all(|_| through("https://shop.example/").1 == "one"),
     );
-    // With no reload: the group's servers changed in place (said just after).
-    wait_until(
-        "the endpoints' update logged",
-        Duration::from_secs(5),
-        || logs().contains("endpoints updated without a reload"),
+    let loaded = wrk.wait_with_output().expect("wrk");
+    let report = String::from_utf8_lossy(&loaded.stdout);
+    assert!(loaded.status.success(), "{report}");
+    let requests: u64 = (report.lines())
+        .find_map(|l| {
+            l.trim()
+                .split_once(" requests in ")
+                .map(|(n, _)| n.to_owned())
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(requests > 100, "too few requests to say: {report}");
+    assert!(
+        !report.contains("Non-2xx") && !report.contains("Socket errors"),
+        "{report}"
+    );
+    // With no reload: the group's servers changed in place.
+    assert!(
+        logs().matches("endpoints updated without a reload").count() > updated,
+        "{}",
+        logs()
     );
     assert_eq!(
         logs().matches("configuration applied").count(),
