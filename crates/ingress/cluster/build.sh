@@ -17,14 +17,16 @@ cache=${PORTCULLIS_K8S_CACHE:-$HOME/.cache/portcullis-k8s}
 bin=$cache/bin
 mkdir -p "$bin"
 
-build_etcd() {
-    local work=$cache/etcd-$ETCD
+# Builds the command PACKAGE of a module at VERSION as $bin/NAME: build_command NAME PACKAGE VERSION
+build_command() {
+    local name=$1 package=$2 version=$3
+    local work=$cache/$name-$version
     mkdir -p "$work"
     cd "$work"
-    [[ -f go.mod ]] || go mod init portcullis.test/etcd > /dev/null 2>&1
-    go get "go.etcd.io/etcd/server/v3@$ETCD" > /dev/null 2>&1
-    go build -o "$bin/etcd.new" go.etcd.io/etcd/server/v3
-    mv "$bin/etcd.new" "$bin/etcd"
+    [[ -f go.mod ]] || go mod init "portcullis.test/$name" > /dev/null 2>&1
+    go get "$package@$version" > /dev/null 2>&1
+    go build -o "$bin/$name.new" "$package"
+    mv "$bin/$name.new" "$bin/$name"
 }
 
 # k8s.io/kubernetes replaces each of its staging modules with a directory of its own tree;
@@ -63,18 +65,8 @@ fetch_gateway_api() {
     mv "$cache/crds.new" "$cache/crds"
 }
 
-build_helm() {
-    local work=$cache/helm-$HELM
-    mkdir -p "$work"
-    cd "$work"
-    [[ -f go.mod ]] || go mod init portcullis.test/helm > /dev/null 2>&1
-    go get "helm.sh/helm/v3/cmd/helm@$HELM" > /dev/null 2>&1
-    go build -o "$bin/helm.new" helm.sh/helm/v3/cmd/helm
-    mv "$bin/helm.new" "$bin/helm"
-}
-
-[[ -x $bin/etcd ]] || (build_etcd) >&2
+[[ -x $bin/etcd ]] || (build_command etcd go.etcd.io/etcd/server/v3 "$ETCD") >&2
 [[ -x $bin/kube-apiserver ]] || (build_apiserver) >&2
 [[ -f $cache/crds/gateway.networking.k8s.io_httproutes.yaml ]] || (fetch_gateway_api) >&2
-[[ -x $bin/helm ]] || (build_helm) >&2
+[[ -x $bin/helm ]] || (build_command helm helm.sh/helm/v3/cmd/helm "$HELM") >&2
 echo "$bin"

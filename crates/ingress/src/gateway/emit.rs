@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::listeners::{meet, ListenerPlan};
-use super::routes::{Candidate, Groups, PathKind, Target, INTERNAL};
+use super::routes::{header_variable, Candidate, Groups, PathKind, Target, INTERNAL};
 use crate::cluster::{prefix_rewrites, quote, upstream_block, Settings};
 
 /// A location of a server: `= /p`, `/p/` (or `/`), `~ re`.
@@ -136,93 +136,76 @@ struct Maps {
 }
 
 impl Maps {
-    /// A variable that is `1` when every condition holds, else `0`.
-    fn all(&mut self, conditions: &[String]) -> String {
-        let vars: Vec<String> = conditions.iter().map(|c| self.one(c)).collect();
-        if vars.len() == 1 {
-            return vars[0].clone();
-        }
-        let key = vars.join("");
+    /// The variable made for `key`, or a new `$gateway_{kind}_N` whose block `block` writes.
+    fn variable(&mut self, key: String, kind: &str, block: impl FnOnce(&str) -> String) -> String {
         if let Some(v) = self.made.get(&key) {
             return v.clone();
         }
-        let var = format!("$gateway_match_{}", self.made.len());
-        let _ = writeln!(
-            self.text,
-            "map \"{key}\" {var} {{\n    {} 1;\n    default 0;\n}}",
-            "1".repeat(vars.len())
-        );
+        let var = format!("$gateway_{kind}_{}", self.made.len());
+        self.text.push_str(&block(&var));
         self.made.insert(key, var.clone());
         var
     }
 
-    fn one(&mut self, condition: &str) -> String {
-        if let Some(v) = self.made.get(condition) {
-            return v.clone();
+    /// A variable that is `1` when every condition holds, else `0`.
+    fn all(&mut self, conditions: &[String]) -> String {
+        let vars: Vec<String> = conditions.iter().map(|c| self.one(c)).collect();
+        if let [one] = vars.as_slice() {
+            return one.clone();
         }
-        let var = format!("$gateway_match_{}", self.made.len());
+        let key = vars.join("");
+        let all = "1".repeat(vars.len());
+        self.variable(key.clone(), "match", |var| {
+            format!("map \"{key}\" {var} {{\n    {all} 1;\n    default 0;\n}}\n")
+        })
+    }
+
+    /// A variable that is `1` when `condition` (a variable and a pattern) holds, else `0`.
+    fn one(&mut self, condition: &str) -> String {
         let (source, pattern) = condition.split_once(' ').unwrap_or((condition, ""));
-        let _ = writeln!(
-            self.text,
-            "map {source} {var} {{\n    {pattern} 1;\n    default 0;\n}}"
-        );
-        self.made.insert(condition.to_owned(), var.clone());
-        var
+        self.variable(condition.to_owned(), "match", |var| {
+            format!("map {source} {var} {{\n    {pattern} 1;\n    default 0;\n}}\n")
+        })
     }
 
     /// A variable holding the request's header `name` with `value` added after a comma,
     /// or `value` alone when it has none.
     fn appended(&mut self, name: &str, value: &str) -> String {
-        let source = format!("$http_{}", name.to_ascii_lowercase().replace('-', "_"));
-        let key = format!("{source} + {value}");
-        if let Some(v) = self.made.get(&key) {
-            return v.clone();
-        }
-        let var = format!("$gateway_header_{}", self.made.len());
-        let _ = writeln!(
-            self.text,
-            "map {source} {var} {{\n    \"\" {};\n    default {};\n}}",
-            quote(value),
-            quote(&format!("{source},{value}"))
-        );
-        self.made.insert(key, var.clone());
-        var
+        let source = header_variable(name);
+        self.variable(format!("{source} + {value}"), "header", |var| {
+            format!(
+                "map {source} {var} {{\n    \"\" {};\n    default {};\n}}\n",
+                quote(value),
+                quote(&format!("{source},{value}"))
+            )
+        })
     }
 
     /// A variable naming one of `backends`' groups by weight (empty for an unresolved one).
     fn split(&mut self, backends: &[(Option<String>, u32)]) -> String {
-        let key = format!("{backends:?}");
-        if let Some(v) = self.made.get(&key) {
-            return v.clone();
-        }
-        let var = format!("$gateway_split_{}", self.made.len());
-        self.made.insert(key, var.clone());
-        let total: u64 = backends.iter().map(|(_, w)| u64::from(*w)).sum();
-        let _ = writeln!(self.text, "split_clients $request_id {var} {{");
-        let (mut sum, mut given) = (0u64, 0u64);
-        let last = backends.iter().rposition(|(_, w)| *w > 0).unwrap_or(0);
-        for (i, (group, weight)) in backends.iter().enumerate().filter(|(_, (_, w))| *w > 0) {
-            let value = group.as_deref().unwrap_or("\"\"");
-            if i == last {
-                let _ = writeln!(self.text, "    * {value};");
-                break;
+        self.variable(format!("{backends:?}"), "split", |var| {
+            let mut text = format!("split_clients $request_id {var} {{\n");
+            let total: u64 = backends.iter().map(|(_, w)| u64::from(*w)).sum();
+            let (mut sum, mut given) = (0u64, 0u64);
+            let last = backends.iter().rposition(|(_, w)| *w > 0).unwrap_or(0);
+            for (i, (group, weight)) in backends.iter().enumerate().filter(|(_, (_, w))| *w > 0) {
+                let value = group.as_deref().unwrap_or("\"\"");
+                if i == last {
+                    let _ = writeln!(text, "    * {value};");
+                    break;
+                }
+                sum += u64::from(*weight);
+                // Hundredths of a percent, rounded where the sum so far falls.
+                let upto = (sum * 10_000 + total / 2) / total;
+                let share = upto - given;
+                given = upto;
+                if share > 0 {
+                    let _ = writeln!(text, "    {}.{:02}% {value};", share / 100, share % 100);
+                }
             }
-            sum += u64::from(*weight);
-            // Hundredths of a percent, rounded where the sum so far falls.
-            let upto = (sum * 10_000 + total / 2) / total;
-            let share = upto - given;
-            given = upto;
-            if share > 0 {
-                let _ = writeln!(
-                    self.text,
-                    "    {}.{:02}% {value};",
-                    share / 100,
-                    share % 100
-                );
-            }
-        }
-        self.text.push_str("}\n");
-        var
+            text.push_str("}\n");
+            text
+        })
     }
 }
 

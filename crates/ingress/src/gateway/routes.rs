@@ -464,7 +464,7 @@ fn add_rule(
             ));
         }
         for h in &m.headers {
-            let var = format!("$http_{}", h.name.to_ascii_lowercase().replace('-', "_"));
+            let var = header_variable(&h.name);
             conditions.push(format!("{var} {}", quote(&value_pattern(h))));
         }
         for q in &m.query_params {
@@ -497,6 +497,11 @@ fn add_rule(
             },
         });
     }
+}
+
+/// The variable of a request header (`$http_x_version` for `X-Version`).
+pub(super) fn header_variable(name: &str) -> String {
+    format!("$http_{}", name.to_ascii_lowercase().replace('-', "_"))
 }
 
 /// A value match as a regular expression of the whole value.
