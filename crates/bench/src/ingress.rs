@@ -6,11 +6,10 @@
 //! bench's main and `http` settings (access logs off), and the seed's TLS 1.2 cipher.
 
 use std::fmt::Write;
+use std::path::PathBuf;
 
 use portcullis_ingress::{translate, Cluster, Settings};
 use serde_json::json;
-
-use crate::scenario::{Cert, Layout};
 
 /// The Ingress's host: the `Host` the load sends.
 pub const HOST: &str = "cafe.example.com";
@@ -18,27 +17,23 @@ const NAMESPACE: &str = "default";
 const INGRESS: &str = "cafe-ingress";
 const SERVICE: &str = "coffee-svc";
 
-/// The ports the controller listens on: the load's first (HTTP or HTTPS), the other one.
-fn ports(layout: &Layout, tls: bool) -> (u16, u16) {
-    if tls {
-        (layout.second_port, layout.port)
-    } else {
-        (layout.port, layout.second_port)
-    }
-}
-
-/// The three backends: the first three upstream file servers.
-fn backends(layout: &Layout) -> [u16; 3] {
-    let [a, b, c, _] = layout.upstream_ports;
-    [a, b, c]
+/// Where the controller serves from: the work directory, the RSA certificate and key (of
+/// the default server and the Ingress's TLS), its ports, and the three backends' ports.
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub dir: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub http_port: u16,
+    pub https_port: u16,
+    pub backends: [u16; 3],
 }
 
 /// The `http` block's contents `portcullis-ingress` generates for the Ingress; the
 /// certificate files it names are written under `layout`'s directory.
-pub fn portcullis_http(layout: &Layout, tls: bool) -> anyhow::Result<String> {
-    let (http_port, https_port) = ports(layout, tls);
-    let crt = std::fs::read(layout.cert(Cert::Rsa))?;
-    let key = std::fs::read(layout.key(Cert::Rsa))?;
+pub fn portcullis_http(site: &Site, tls: bool) -> anyhow::Result<String> {
+    let crt = std::fs::read(&site.cert)?;
+    let key = std::fs::read(&site.key)?;
     let bytes = |b: &[u8]| serde_json::to_value(k8s_openapi::ByteString(b.to_vec()));
     let mut cluster = Cluster::default();
     cluster.classes.push(serde_json::from_value(json!({
@@ -51,7 +46,7 @@ pub fn portcullis_http(layout: &Layout, tls: bool) -> anyhow::Result<String> {
         "spec": {"ports": [{"port": 80, "targetPort": 8080}]},
     }))?);
     // One slice per backend: each listens on a port of its own here, where pods share one.
-    for (i, port) in backends(layout).into_iter().enumerate() {
+    for (i, port) in site.backends.into_iter().enumerate() {
         cluster.slices.push(serde_json::from_value(json!({
             "metadata": {"name": format!("{SERVICE}-{i}"), "namespace": NAMESPACE,
                          "labels": {"kubernetes.io/service-name": SERVICE}},
@@ -76,15 +71,15 @@ pub fn portcullis_http(layout: &Layout, tls: bool) -> anyhow::Result<String> {
         "metadata": {"name": INGRESS, "namespace": NAMESPACE},
         "spec": spec,
     }))?);
-    let files = layout.dir.join("ingress");
+    let files = site.dir.join("ingress");
     std::fs::create_dir_all(&files)?;
     let settings = Settings {
         controller: "portcullis.dev/ingress-controller".into(),
         class: "portcullis".into(),
-        http_port,
-        https_port,
+        http_port: site.http_port,
+        https_port: site.https_port,
         files: files.clone(),
-        default_certificate: (layout.cert(Cert::Rsa), layout.key(Cert::Rsa)),
+        default_certificate: (site.cert.clone(), site.key.clone()),
         defaults: Default::default(),
         gateway_controller: "portcullis.dev/gateway-controller".into(),
         status_address: None,
@@ -105,15 +100,14 @@ pub fn portcullis_http(layout: &Layout, tls: bool) -> anyhow::Result<String> {
 /// and the default server of `nginx.tmpl`) generates for the Ingress with its ConfigMap's
 /// defaults: its upstream group's zone, balancer and server parameters, its locations'
 /// timeouts, headers, buffering and retries.
-pub fn nginx_http(layout: &Layout, tls: bool) -> String {
-    let (http_port, https_port) = ports(layout, tls);
-    let (crt, key) = (layout.cert(Cert::Rsa), layout.key(Cert::Rsa));
-    let (crt, key) = (crt.display(), key.display());
+pub fn nginx_http(site: &Site, tls: bool) -> String {
+    let (http_port, https_port) = (site.http_port, site.https_port);
+    let (crt, key) = (site.cert.display(), site.key.display());
     let group = format!("{NAMESPACE}-{INGRESS}-{HOST}-{SERVICE}-80");
     let mut out = format!(
         "\n    upstream {group} {{\n        zone {group} 256k;\n        random two least_conn;\n"
     );
-    for port in backends(layout) {
+    for port in site.backends {
         let _ = writeln!(
             out,
             "        server 127.0.0.1:{port} max_fails=1 fail_timeout=10s max_conns=0;"

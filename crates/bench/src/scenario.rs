@@ -546,11 +546,29 @@ impl Scenario {
         main_context(&mut out, workers, &layout.logs(), "server");
         self.ingress_tls(&mut out);
         out.push_str(&crate::ingress::portcullis_http(
-            layout,
+            &self.site(layout),
             self.tls.is_some(),
         )?);
         out.push_str("}\n");
         Ok(Some(out))
+    }
+
+    /// Where an ingress controller serves from: the load's port first (HTTP or HTTPS), the
+    /// other one second, the first three upstream file servers its Service's endpoints.
+    fn site(&self, layout: &Layout) -> crate::ingress::Site {
+        let (http_port, https_port) = match self.tls {
+            Some(_) => (layout.second_port, layout.port),
+            None => (layout.port, layout.second_port),
+        };
+        let [a, b, c, _] = layout.upstream_ports;
+        crate::ingress::Site {
+            dir: layout.dir.clone(),
+            cert: layout.cert(Cert::Rsa),
+            key: layout.key(Cert::Rsa),
+            http_port,
+            https_port,
+            backends: [a, b, c],
+        }
     }
 
     /// The seed's TLS version and cipher, in `http` as the controllers' ConfigMaps put them.
@@ -571,7 +589,10 @@ impl Scenario {
         main_context(&mut out, workers, &layout.logs(), "server");
         if self.content == Content::Ingress {
             self.ingress_tls(&mut out);
-            out.push_str(&crate::ingress::nginx_http(layout, self.tls.is_some()));
+            out.push_str(&crate::ingress::nginx_http(
+                &self.site(layout),
+                self.tls.is_some(),
+            ));
             out.push_str("}\n");
             return out;
         }
