@@ -239,6 +239,12 @@ pub(crate) fn read(
                 if !plain_path(&plain) || !captures_only || !value.starts_with('/') {
                     return Err(bad());
                 }
+                if a.rewrite != Rewrite::None {
+                    return Err(
+                        "rewrite-target and nginx.org/rewrites on one Ingress are not supported"
+                            .into(),
+                    );
+                }
                 a.rewrite = Rewrite::Target(value.to_owned());
             }
             "rewrites" if key.starts_with("nginx.org/") => {
@@ -254,6 +260,12 @@ pub(crate) fn read(
                         }
                         _ => return Err(bad()),
                     }
+                }
+                if a.rewrite != Rewrite::None {
+                    return Err(
+                        "rewrite-target and nginx.org/rewrites on one Ingress are not supported"
+                            .into(),
+                    );
                 }
                 a.rewrite = Rewrite::Services(by_service);
             }
@@ -341,13 +353,24 @@ impl Limits {
         match name {
             "limit-rps" if ingress_nginx => self.rps = Some(count()?),
             "limit-rpm" if ingress_nginx => self.rpm = Some(count()?),
-            "limit-connections" if ingress_nginx => self.connections = Some(count()?),
+            // nginx's most connections of one key.
+            "limit-connections" if ingress_nginx => {
+                let n = count()?;
+                if n > 65535 {
+                    return Err(bad());
+                }
+                self.connections = Some(n);
+            }
             "limit-burst-multiplier" if ingress_nginx => self.multiplier = Some(count()?),
             "limit-whitelist" | "limit-allowlist" if ingress_nginx => {
                 for cidr in value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
                     let (ip, bits) = cidr.split_once('/').unwrap_or((cidr, ""));
-                    let ok = ip.parse::<std::net::IpAddr>().is_ok()
-                        && (bits.is_empty() || bits.parse::<u8>().is_ok_and(|b| b <= 128));
+                    let most = match ip.parse::<std::net::IpAddr>() {
+                        Ok(std::net::IpAddr::V4(_)) => 32,
+                        Ok(std::net::IpAddr::V6(_)) => 128,
+                        Err(_) => return Err(bad()),
+                    };
+                    let ok = bits.is_empty() || bits.parse::<u8>().is_ok_and(|b| b <= most);
                     if !ok {
                         return Err(bad());
                     }
@@ -366,36 +389,49 @@ impl Limits {
     /// The zones into `a.http`, the limits into `a.location`; `zone`: the Ingress's name
     /// for them.
     fn write(&self, a: &mut Annotated, zone: &str) -> Result<(), String> {
+        let ingress_nginx = self.rps.is_some() || self.rpm.is_some() || self.connections.is_some();
+        if ingress_nginx && !self.req.is_empty() {
+            // Their statuses and dry run are a location's: one would change the other's.
+            return Err(
+                "limits under both controllers' names on one Ingress are not supported".into(),
+            );
+        }
         let mut key = "$binary_remote_addr".to_owned();
         if !self.exempt.is_empty() {
-            // ingress-nginx's: an exempt address's key is empty, which no limit counts.
-            let _ = writeln!(a.http, "geo ${zone}_limited {{\n    default 1;");
+            // ingress-nginx's: an exempt address's key is empty, which no limit counts. A
+            // variable's name is letters, digits and `_`: an Ingress's `-` and `.` are
+            // written `_2d` and `_2e` (no Kubernetes name has `_`, so no two names meet).
+            let var = variable_name(zone);
+            let _ = writeln!(a.http, "geo ${var}_limited {{\n    default 1;");
             for cidr in &self.exempt {
                 let _ = writeln!(a.http, "    {cidr} 0;");
             }
             let _ = writeln!(
                 a.http,
-                "}}\nmap ${zone}_limited ${zone}_limit_key {{\n    0 \"\";\n    default $binary_remote_addr;\n}}"
+                "}}\nmap ${var}_limited ${var}_limit_key {{\n    0 \"\";\n    default $binary_remote_addr;\n}}"
             );
-            key = format!("${zone}_limit_key");
+            key = format!("${var}_limit_key");
         }
         let burst = self.multiplier.unwrap_or(5);
         for (rate, unit, kind) in [(self.rps, "s", "rps"), (self.rpm, "m", "rpm")] {
             if let Some(n) = rate {
+                let burst = u64::from(n) * u64::from(burst);
+                if burst > 1_000_000_000 {
+                    return Err(format!("a burst of {burst} requests is too large"));
+                }
+                // The zone's name has its key's mark: a zone keeps its key across reloads.
+                let name = format!("{zone}_{kind}_{}", mark(&key));
                 let _ = writeln!(
                     a.http,
-                    "limit_req_zone {key} zone={zone}_{kind}:5m rate={n}r/{unit};"
+                    "limit_req_zone {key} zone={name}:5m rate={n}r/{unit};"
                 );
-                let _ = write!(
-                    a.location,
-                    " limit_req zone={zone}_{kind} burst={} nodelay;",
-                    u64::from(n) * u64::from(burst)
-                );
+                let _ = write!(a.location, " limit_req zone={name} burst={burst} nodelay;");
             }
         }
         if let Some(n) = self.connections {
-            let _ = writeln!(a.http, "limit_conn_zone {key} zone={zone}_conn:5m;");
-            let _ = write!(a.location, " limit_conn {zone}_conn {n};");
+            let name = format!("{zone}_conn_{}", mark(&key));
+            let _ = writeln!(a.http, "limit_conn_zone {key} zone={name}:5m;");
+            let _ = write!(a.location, " limit_conn {name} {n};");
         }
         if self.req.is_empty() {
             return Ok(());
@@ -432,11 +468,15 @@ impl Limits {
                     .into(),
             );
         };
-        let digits = rate.trim_end_matches("r/s").trim_end_matches("r/m");
-        if digits.len() == rate.len()
-            || !(1..=9).contains(&digits.len())
-            || !digits.bytes().all(|b| b.is_ascii_digit())
-        {
+        let digits = rate
+            .strip_suffix("r/s")
+            .or_else(|| rate.strip_suffix("r/m"));
+        let rate_ok = digits.is_some_and(|d| {
+            (1..=9).contains(&d.len())
+                && d.bytes().all(|b| b.is_ascii_digit())
+                && d.bytes().any(|b| b != b'0')
+        });
+        if !rate_ok {
             return Err(bad("rate"));
         }
         let key = get("key").unwrap_or("${binary_remote_addr}");
@@ -444,22 +484,32 @@ impl Limits {
             return Err(bad("key"));
         }
         let zone_size = get("zone-size").unwrap_or("10m");
-        if size(zone_size).is_none() {
+        // The server's smallest zone is 32k.
+        if size(zone_size)
+            .and_then(|s| bytes(&s))
+            .is_none_or(|b| b < 32 * 1024)
+        {
             return Err(bad("zone-size"));
         }
         // Each replica keeping the whole rate would let the replicas' sum through.
         if get("scale").is_some_and(|v| v != "false") {
             return Err("annotation \"nginx.org/limit-req-scale\": scaling by the replicas is not supported".into());
         }
+        // The zone's name has its key's and size's mark: a zone keeps both across reloads.
+        let name = format!("{zone}_req_{}", mark(&format!("{key} {zone_size}")));
         let _ = writeln!(
             a.http,
-            "limit_req_zone {key} zone={zone}_req:{zone_size} rate={rate};"
+            "limit_req_zone {key} zone={name}:{zone_size} rate={rate};"
         );
-        let _ = write!(a.location, " limit_req zone={zone}_req");
+        let _ = write!(a.location, " limit_req zone={name}");
         let number = |k: &str| -> Result<Option<u32>, String> {
-            get(k)
-                .map(|v| v.parse::<u32>().map_err(|_| bad(k)))
-                .transpose()
+            (get(k).map(|v| {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad(k))
+            }))
+            .transpose()
         };
         if let Some(n) = number("burst")? {
             let _ = write!(a.location, " burst={n}");
@@ -492,6 +542,45 @@ impl Limits {
         let _ = write!(a.location, " limit_req_status {code};");
         Ok(())
     }
+}
+
+/// A short mark of `text` (FNV-1a, in hex): names made from it change when it does.
+fn mark(text: &str) -> String {
+    let hash = (text.bytes()).fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("{hash:08x}")
+}
+
+/// The bytes of a size in nginx's syntax (`10m`).
+fn bytes(size: &str) -> Option<u64> {
+    let (digits, unit) = match size.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&size[..i], c.to_ascii_lowercase()),
+        _ => (size, ' '),
+    };
+    let n: u64 = digits.parse().ok()?;
+    let times = match unit {
+        ' ' => 1,
+        'k' => 1 << 10,
+        'm' => 1 << 20,
+        'g' => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(times)
+}
+
+/// `name` as the name of a variable: each character but a letter, a digit or `_` as `_`
+/// and its code in hex.
+fn variable_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else {
+            let _ = write!(out, "_{:02x}", u32::from(c));
+        }
+    }
+    out
 }
 
 /// A limit's key: variables that always exist (`${binary_remote_addr}`, `$http_x_user`),
@@ -647,6 +736,36 @@ mod tests {
 
     #[test]
     fn rewrites_backends_and_limits() {
+        // An Ingress's name with `-` and `.`: variables of letters, digits and `_`.
+        let map = BTreeMap::from([
+            (
+                "nginx.ingress.kubernetes.io/limit-whitelist".to_owned(),
+                "10.0.0.1".to_owned(),
+            ),
+            (
+                "nginx.ingress.kubernetes.io/limit-rps".to_owned(),
+                "1".to_owned(),
+            ),
+        ]);
+        let named = Reading {
+            zone: "shop_my-app.v2",
+            snippets: false,
+        };
+        let dashed = read(Some(&map), named).expect("accepted");
+        assert!(
+            dashed.http.contains("geo $shop_my_2dapp_2ev2_limited {"),
+            "{}",
+            dashed.http
+        );
+        let key = "$shop_my_2dapp_2ev2_limit_key";
+        assert!(
+            dashed.http.contains(&format!(
+                "limit_req_zone {key} zone=shop_my-app.v2_rps_{}:5m",
+                mark(key)
+            )),
+            "{}",
+            dashed.http
+        );
         let a = of(&[
             ("nginx.ingress.kubernetes.io/rewrite-target", "/$2"),
             ("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS"),
@@ -667,21 +786,28 @@ mod tests {
             "{}",
             a.http
         );
+        // Zones named with their key's mark: a new key is a new zone.
+        let m = mark("$shop_i_limit_key");
+        assert_ne!(m, mark("$binary_remote_addr"));
         assert!(
-            a.http
-                .contains("limit_req_zone $shop_i_limit_key zone=shop_i_rps:5m rate=10r/s;"),
+            a.http.contains(&format!(
+                "limit_req_zone $shop_i_limit_key zone=shop_i_rps_{m}:5m rate=10r/s;"
+            )),
             "{}",
             a.http
         );
         assert!(
-            a.http
-                .contains("limit_conn_zone $shop_i_limit_key zone=shop_i_conn:5m;"),
+            a.http.contains(&format!(
+                "limit_conn_zone $shop_i_limit_key zone=shop_i_conn_{m}:5m;"
+            )),
             "{}",
             a.http
         );
         assert_eq!(
             a.location,
-            " limit_req zone=shop_i_rps burst=50 nodelay; limit_conn shop_i_conn 3;"
+            format!(
+                " limit_req zone=shop_i_rps_{m} burst=50 nodelay; limit_conn shop_i_conn_{m} 3;"
+            )
         );
         let b = of(&[
             (
@@ -710,13 +836,14 @@ mod tests {
             b.https_services,
             BTreeSet::from(["coffee".into(), "tea".into()])
         );
+        let m = mark("${binary_remote_addr}$http_x_user 10m");
         assert_eq!(
             b.http,
-            "limit_req_zone ${binary_remote_addr}$http_x_user zone=shop_i_req:10m rate=5r/s;\n"
+            format!("limit_req_zone ${{binary_remote_addr}}$http_x_user zone=shop_i_req_{m}:10m rate=5r/s;\n")
         );
         assert_eq!(
             b.location,
-            " limit_req zone=shop_i_req burst=20 delay=4; limit_req_status 429;"
+            format!(" limit_req zone=shop_i_req_{m} burst=20 delay=4; limit_req_status 429;")
         );
         // A key that could name what does not exist, or scaling not done: refused.
         assert!(of(&[
@@ -727,6 +854,44 @@ mod tests {
         assert!(of(&[
             ("nginx.org/limit-req-rate", "5r/s"),
             ("nginx.org/limit-req-scale", "true")
+        ])
+        .is_err());
+        // What the server would refuse is refused here, with the Ingress alone.
+        for (key, value) in [
+            ("nginx.org/limit-req-rate", "0r/s"),
+            ("nginx.org/limit-req-rate", "10r/sr/s"),
+            ("nginx.org/limit-req-burst", "0"),
+            ("nginx.org/limit-req-delay", "0"),
+            ("nginx.org/limit-req-zone-size", "1k"),
+        ] {
+            let with_rate = [("nginx.org/limit-req-rate", "5r/s"), (key, value)];
+            let pairs = if key.ends_with("rate") {
+                &with_rate[1..]
+            } else {
+                &with_rate[..]
+            };
+            assert!(of(pairs).is_err(), "{key}: {value}");
+        }
+        for (key, value) in [
+            ("nginx.ingress.kubernetes.io/limit-connections", "65536"),
+            ("nginx.ingress.kubernetes.io/limit-whitelist", "10.0.0.0/33"),
+        ] {
+            assert!(of(&[(key, value)]).is_err(), "{key}: {value}");
+        }
+        assert!(of(&[
+            ("nginx.ingress.kubernetes.io/limit-rps", "1000000000"),
+            ("nginx.ingress.kubernetes.io/limit-burst-multiplier", "1000")
+        ])
+        .is_err());
+        // Two controllers' limits, or rewrites, on one Ingress: refused, not mixed.
+        assert!(of(&[
+            ("nginx.ingress.kubernetes.io/limit-rps", "5"),
+            ("nginx.org/limit-req-rate", "5r/s")
+        ])
+        .is_err());
+        assert!(of(&[
+            ("nginx.ingress.kubernetes.io/rewrite-target", "/"),
+            ("nginx.org/rewrites", "serviceName=a rewrite=/b")
         ])
         .is_err());
     }

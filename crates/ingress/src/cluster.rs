@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -152,7 +152,7 @@ pub(crate) fn certificate(
     }
     // A key that is not the certificate's would refuse the whole configuration: checked
     // here as the server will, so that only what names the Secret is refused.
-    if let Err(why) = pair_loads(&cert, &key) {
+    if let Err(why) = pair_loads(&settings.files, &cert, &key) {
         return Err(format!("secret \"{namespace}/{secret}\": {why}"));
     }
     // `_` is in no Kubernetes name: no two Secrets share a file.
@@ -161,19 +161,33 @@ pub(crate) fn certificate(
     Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
 }
 
-/// Whether the server loads a certificate chain and key, as it reads them from files.
-fn pair_loads(cert: &[u8], key: &[u8]) -> Result<(), String> {
+/// Whether the server loads a certificate chain and key, as it reads them from files: written
+/// for the check in a directory of their own under `files` (where the Secrets' files go),
+/// which only the controller's user may read, and removed after.
+fn pair_loads(files: &Path, cert: &[u8], key: &[u8]) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "portcullis-ingress-check-{}-{}",
+    let dir = files.join(format!(
+        ".check-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     let (crt, pem) = (dir.join("tls.crt"), dir.join("tls.key"));
-    let written = std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(&crt, cert))
-        .and_then(|()| std::fs::write(&pem, key));
+    let private = |path: &Path, bytes: &[u8]| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        f.write_all(bytes)
+    };
+    let written = std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .and_then(|()| private(&crt, cert))
+        .and_then(|()| private(&pem, key));
     let loaded = match written {
         // Named in the message by the Secret's keys, not the files of the check.
         Ok(()) => portcullis_tls::load_certified_key(&crt, &pem, &[])
@@ -232,6 +246,13 @@ pub(crate) fn upstream_block(out: &mut String, name: &str, conf: &str, servers: 
         let _ = writeln!(out, "    server {s};");
     }
     out.push_str("}\n");
+}
+
+/// Whether a user's regular expression compiles and names no capture: a named capture is a
+/// variable of the request, which would hide the built-in of its name (`$host`) from every
+/// other rule, limit and log of the server.
+pub(crate) fn plain_regex(pattern: &str) -> bool {
+    regex::Regex::new(pattern).is_ok_and(|re| re.capture_names().all(|n| n.is_none()))
 }
 
 /// A word of nginx.conf in double quotes, its quotes and backslashes escaped.

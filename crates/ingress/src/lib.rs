@@ -14,7 +14,7 @@ pub mod gateway;
 pub mod translate;
 
 pub use cluster::{Cluster, Settings};
-pub use translate::{translate, Generated, Problem};
+pub use translate::{loadable, translate, Generated, Problem};
 
 /// The controller's ConfigMap's data as the defaults of every Ingress's annotations; an
 /// error says which key refuses it.

@@ -408,6 +408,7 @@ async fn run(opts: Options) -> Result<(), String> {
     let mut running = String::new();
     let mut running_files = std::collections::BTreeMap::new();
     let mut reported = BTreeSet::new();
+    let mut loadable_instead: Option<(String, portcullis_ingress::Generated)> = None;
     loop {
         if let Some(c) = &watched.config {
             match config_defaults(c, opts.snippets) {
@@ -433,8 +434,15 @@ async fn run(opts: Options) -> Result<(), String> {
             }
         }
         let cluster = watched.cluster();
-        let generated = translate(&cluster, &settings);
-        let text = main_config(&opts, &generated.http);
+        let mut generated = translate(&cluster, &settings);
+        let mut text = main_config(&opts, &generated.http);
+        // What failed to load last time, and what loaded instead: the same again, at once.
+        if let Some((failed, instead)) = &loadable_instead {
+            if *failed == text {
+                generated = instead.clone();
+                text = main_config(&opts, &generated.http);
+            }
+        }
         // A Secret renewed keeps its file's name: its bytes count as the text does.
         let files_changed = generated.files != running_files;
         if text != running || files_changed {
@@ -446,7 +454,22 @@ async fn run(opts: Options) -> Result<(), String> {
                 let _ = write_file(&opts.dir.join("nginx.conf"), text.as_bytes());
                 running = text;
             } else {
-                match apply(&opts, &text, &generated.files, &mut server) {
+                let mut applied = apply(&opts, &text, &generated.files, &mut server);
+                if let Err(e) = &applied {
+                    // Which Ingresses make it fail: left out, the others applied.
+                    let check = |g: &portcullis_ingress::Generated| {
+                        loads(&opts, &main_config(&opts, &g.http), &g.files)
+                    };
+                    if let Some(instead) = portcullis_ingress::loadable(&cluster, &settings, check)
+                    {
+                        eprintln!("portcullis-ingress: [error] {e}; applied without the Ingresses it names");
+                        loadable_instead = Some((text, instead.clone()));
+                        generated = instead;
+                        text = main_config(&opts, &generated.http);
+                        applied = apply(&opts, &text, &generated.files, &mut server);
+                    }
+                }
+                match applied {
                     Ok(()) => {
                         eprintln!("portcullis-ingress: [notice] configuration applied");
                         running = text;
@@ -640,6 +663,23 @@ fn main_config(opts: &Options, http: &str) -> String {
          http {{\n    access_log off;\n{http}{health}}}\n",
         opts.workers
     )
+}
+
+/// Whether the server loads `text` with `files` (written where it names them).
+fn loads(
+    opts: &Options,
+    text: &str,
+    files: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
+) -> Result<(), String> {
+    for (path, bytes) in files {
+        write_file(path, bytes)?;
+    }
+    let conf = opts.dir.join("nginx.conf");
+    let loaded =
+        portcullis_config::load_str(text, &conf, &Default::default()).map_err(|e| e.to_string())?;
+    portcullis_server::compile(&loaded, &opts.dir, None)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// Writes the files `text` names and starts the server on it, or swaps it in.

@@ -37,8 +37,8 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 
 use crate::annotations::Rewrite;
 use crate::cluster::{
-    age, certificate, names, plain_path, prefix_rewrites, quote, service_servers, upstream_block,
-    valid_host,
+    age, certificate, names, plain_path, plain_regex, prefix_rewrites, quote, service_servers,
+    upstream_block, valid_host,
 };
 pub use crate::cluster::{Cluster, Settings};
 
@@ -131,6 +131,8 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
                 continue;
             }
         };
+        // The hosts the Ingress serves something of: its server snippet goes to them.
+        let mut served = BTreeSet::new();
         for (host, route) in planned.routes {
             let key = (host.clone(), route.how, route.path.clone());
             if let Some(first) = owners.get(&key) {
@@ -142,6 +144,7 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
                 continue;
             }
             owners.insert(key, who.clone());
+            served.insert(host.clone());
             hosts.entry(host).or_default().routes.push(route);
         }
         if let Some(backend) = planned.default_backend {
@@ -149,7 +152,10 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
                 Some(_) => out.problems.push(problem(
                     "the default backend is already set by an older Ingress".into(),
                 )),
-                None => default_backend = Some(backend),
+                None => {
+                    default_backend = Some(backend);
+                    served.insert(String::new());
+                }
             }
         }
         for (host, files) in planned.tls {
@@ -159,13 +165,11 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
                 entry.redirect = planned.ssl_redirect;
             }
         }
-        if !planned.server.is_empty() {
-            for host in &planned.hosts {
-                hosts
-                    .entry(host.clone())
-                    .or_default()
-                    .extra
-                    .push_str(&planned.server);
+        for host in served.into_iter().filter(|_| !planned.server.is_empty()) {
+            // Once per server: the ConfigMap's snippet is every Ingress's.
+            let extra = &mut hosts.entry(host).or_default().extra;
+            if !extra.contains(&planned.server) {
+                extra.push_str(&planned.server);
             }
         }
         zones.push_str(&planned.http);
@@ -224,6 +228,48 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
     out
 }
 
+/// When the whole configuration does not load (`loads` says why): the one without the
+/// Ingresses that make it fail, each a problem saying why. Each Ingress is tried, oldest
+/// first, with those before it that loaded. None when the cause is not an Ingress's: without
+/// any it does not load, or every one fails (a setting they all share), and the running
+/// configuration should stay.
+pub fn loadable(
+    cluster: &Cluster,
+    settings: &Settings,
+    loads: impl Fn(&Generated) -> Result<(), String>,
+) -> Option<Generated> {
+    let try_with = |kept: &Cluster| {
+        let generated = translate(kept, settings);
+        loads(&generated).map(|()| generated)
+    };
+    let mut kept = Cluster {
+        ingresses: Vec::new(),
+        ..cluster.clone()
+    };
+    try_with(&kept).ok()?;
+    let mut ordered: Vec<&Ingress> = cluster.ingresses.iter().collect();
+    ordered.sort_by_key(|i| age(&i.metadata));
+    let mut refused = Vec::new();
+    for ingress in ordered {
+        kept.ingresses.push(ingress.clone());
+        if let Err(e) = try_with(&kept) {
+            kept.ingresses.pop();
+            let (namespace, name) = names(&ingress.metadata);
+            refused.push(Problem {
+                namespace,
+                name,
+                reason: format!("the configuration it makes does not load: {e}"),
+            });
+        }
+    }
+    if kept.ingresses.is_empty() {
+        return None;
+    }
+    let mut generated = try_with(&kept).ok()?;
+    generated.problems.extend(refused);
+    Some(generated)
+}
+
 /// An Ingress's routes, TLS and backends, before they meet the others'.
 #[derive(Default)]
 struct Planned {
@@ -232,8 +278,7 @@ struct Planned {
     /// The default backend's group, and its location's directives.
     /// The default backend's location body.
     default_backend: Option<String>,
-    /// The hosts of its rules (`""`: every host), and what it asks of their servers.
-    hosts: BTreeSet<String>,
+    /// What it asks of the servers of its hosts.
     server: String,
     /// Its rate limits' zones.
     http: String,
@@ -336,7 +381,6 @@ fn plan(
                 _ => written,
             };
             let body = backend(&entry.backend, Some((&path, how)), &mut p)?;
-            p.hosts.insert(host.clone());
             p.routes.push((host.clone(), Route { path, how, body }));
         }
     }
@@ -462,7 +506,7 @@ fn valid_path(path: &str, how: Match) -> bool {
                     .all(|c| c.is_ascii_graphic() && c != '"' && c != '\'')
                 && !path.ends_with('\\')
                 && !path.contains("\\\\")
-                && regex::Regex::new(&format!("^{path}")).is_ok()
+                && plain_regex(&format!("^{path}"))
         }
         _ => plain_path(path),
     }
@@ -735,6 +779,11 @@ mod tests {
 
     /// The generated `http` block in a whole configuration, compiled as the server would.
     fn compiles(g: &Generated, dir: &std::path::Path) {
+        loads(g, dir).unwrap_or_else(|e| panic!("{e}\n{}", g.http));
+    }
+
+    /// Whether the server loads the generated `http` block in a whole configuration.
+    fn loads(g: &Generated, dir: &std::path::Path) -> Result<(), String> {
         for (path, bytes) in &g.files {
             std::fs::write(path, bytes).expect("write a file");
         }
@@ -748,8 +797,52 @@ mod tests {
         let text = format!("events {{}}\nhttp {{\n{}}}\n", g.http);
         let conf = dir.join("nginx.conf");
         let loaded = portcullis_config::load_str(&text, &conf, &Default::default())
-            .unwrap_or_else(|e| panic!("{e}\n{text}"));
-        portcullis_server::compile(&loaded, dir, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            .map_err(|e| e.to_string())?;
+        portcullis_server::compile(&loaded, dir, None)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_ingress_whose_configuration_does_not_load_is_left_out() {
+        let dir = temp("loadable");
+        let spec = |host: &str| {
+            json!({"rules": [{"host": host, "http": {"paths": [
+                {"path": "/", "pathType": "Prefix",
+                 "backend": {"service": {"name": "api", "port": {"number": 9000}}}}]}}]})
+        };
+        let mut settings = settings(&dir);
+        settings.snippets = true;
+        let mut c = cluster();
+        let mut broken = ingress("broken", "2026-01-02T00:00:00Z", spec("b.example"));
+        broken.metadata.annotations = Some(BTreeMap::from([(
+            "nginx.org/server-snippets".to_owned(),
+            "no_such_directive on;".to_owned(),
+        )]));
+        c.ingresses = vec![
+            ingress("first", "2026-01-01T00:00:00Z", spec("a.example")),
+            broken,
+            ingress("last", "2026-01-03T00:00:00Z", spec("c.example")),
+        ];
+        // The whole does not load: the snippet names what the server does not know.
+        assert!(loads(&translate(&c, &settings), &dir).is_err());
+        let g = loadable(&c, &settings, |g| loads(g, &dir)).expect("the others load");
+        assert!(g.applied.contains("shop/first") && g.applied.contains("shop/last"));
+        assert!(!g.applied.contains("shop/broken"), "{:?}", g.applied);
+        assert!(!g.http.contains("no_such_directive"));
+        assert_eq!(g.problems.len(), 1, "{:?}", g.problems);
+        assert!(
+            (g.problems[0].reason).starts_with("the configuration it makes does not load: ")
+                && g.problems[0].reason.contains("no_such_directive"),
+            "{:?}",
+            g.problems
+        );
+        compiles(&g, &dir);
+        // Every one failing is a cause they share: nothing is left out.
+        let mut all = c.clone();
+        all.ingresses
+            .retain(|i| i.metadata.name.as_deref() == Some("broken"));
+        assert!(loadable(&all, &settings, |g| loads(g, &dir)).is_none());
     }
 
     fn temp(label: &str) -> PathBuf {

@@ -73,8 +73,9 @@ fn annotations_rewrite_limit_and_guard() {
             json!({"nginx.ingress.kubernetes.io/limit-rpm": "1",
                    "nginx.ingress.kubernetes.io/limit-burst-multiplier": "2"}),
         ),
+        // A name with `-` and `.`, as Kubernetes names may have.
         ingress(
-            "exempt",
+            "exempt-app.v2",
             "exempt.example",
             ("/", "Prefix"),
             json!({"nginx.ingress.kubernetes.io/limit-rpm": "1",

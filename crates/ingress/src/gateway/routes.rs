@@ -12,7 +12,8 @@ use super::objects::{
 };
 use super::status::condition;
 use crate::cluster::{
-    age, names, plain_path, printable, quote, service_servers, valid_host, Cluster, Settings,
+    age, names, plain_path, plain_regex, printable, quote, service_servers, valid_host, Cluster,
+    Settings,
 };
 
 /// The prefix of the internal locations a conditioned location jumps to; no route's path
@@ -232,7 +233,7 @@ fn check_route(route: &HttpRoute, _namespace: &str) -> Result<(), String> {
                 {
                     return Err(format!("path \"{p}\" is not supported"));
                 }
-                PathKind::Regex(p) if regex::Regex::new(&format!("^(?:{p})$")).is_err() => {
+                PathKind::Regex(p) if !plain_regex(&format!("^(?:{p})$")) => {
                     return Err(format!("path \"{p}\" is not a regular expression"));
                 }
                 _ => {}
@@ -255,7 +256,7 @@ fn check_route(route: &HttpRoute, _namespace: &str) -> Result<(), String> {
                     }
                     match v.kind.as_deref().unwrap_or("Exact") {
                         "Exact" => {}
-                        "RegularExpression" if regex::Regex::new(&v.value).is_ok() => {}
+                        "RegularExpression" if plain_regex(&v.value) => {}
                         other => {
                             return Err(format!(
                                 "{what} match \"{other}\" of \"{}\" is not supported",
