@@ -54,6 +54,8 @@ fn routes_match_filter_and_split_as_the_api_says() {
                      "hostname": "empty.example"},
                     {"name": "mismatched", "port": free_port(), "protocol": "HTTPS",
                      "tls": {"certificateRefs": [{"name": "mismatched"}]}},
+                    {"name": "grpc-only", "port": free_port(), "protocol": "HTTP",
+                     "allowedRoutes": {"kinds": [{"kind": "GRPCRoute"}]}},
                 ],
             }}),
         )
@@ -313,6 +315,14 @@ fn routes_match_filter_and_split_as_the_api_says() {
             .is_some_and(|m| m == "secret \"shop/mismatched\": SSL_CTX_use_PrivateKey(\"tls.key\") failed (key values mismatch)"),
         "{refused}"
     );
+    let grpc = &gw["listeners"][5];
+    assert_eq!(
+        condition(grpc, "ResolvedRefs")["reason"],
+        "InvalidRouteKinds",
+        "{grpc}"
+    );
+    assert_eq!(grpc["supportedKinds"], json!([]), "{grpc}");
+    assert_eq!(grpc["attachedRoutes"], 0, "{grpc}");
     let reserved = condition(&status("HTTPRoute", "reserved")["parents"][0], "Accepted");
     assert_eq!(reserved["reason"], "UnsupportedValue", "{reserved}");
     let shop = status("HTTPRoute", "shop");

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use super::listeners::ListenerPlan;
-use super::objects::{Gateway, Status, GROUP};
+use super::objects::{Gateway, Reference, Status, GROUP};
 use crate::cluster::{names, Settings};
 
 /// Each Gateway's status: each listener's conditions and routes, and the Gateway's own.
@@ -31,8 +31,24 @@ pub(super) fn gateways(
                 "Conflicted" => condition("Conflicted", true, reason, &message, generation),
                 _ => condition("Conflicted", false, "NoConflicts", "", generation),
             });
+            // Route kinds the listener names that are not HTTPRoute: not resolved, the rest
+            // served.
+            let kinds = (l.listener.allowed_routes.as_ref()).map_or(&[][..], |a| &a.kinds[..]);
+            let http_route = |k: &&Reference| {
+                k.kind.as_deref() == Some("HTTPRoute")
+                    && k.group.as_deref().unwrap_or(GROUP) == GROUP
+            };
+            let unsupported: Vec<&str> = (kinds.iter())
+                .filter(|k| !http_route(k))
+                .map(|k| k.kind.as_deref().unwrap_or(""))
+                .collect();
+            let supported = kinds.is_empty() || kinds.iter().any(|k| http_route(&k));
             conditions.push(match kind {
                 "ResolvedRefs" => condition("ResolvedRefs", false, reason, &message, generation),
+                _ if !unsupported.is_empty() => {
+                    let why = format!("route kinds not supported: {}", unsupported.join(", "));
+                    condition("ResolvedRefs", false, "InvalidRouteKinds", &why, generation)
+                }
                 _ => condition("ResolvedRefs", true, "ResolvedRefs", "", generation),
             });
             conditions.push(if ok {
@@ -42,7 +58,11 @@ pub(super) fn gateways(
             });
             statuses.push(json!({
                 "name": l.listener.name,
-                "supportedKinds": [{"group": GROUP, "kind": "HTTPRoute"}],
+                "supportedKinds": if supported {
+                    json!([{"group": GROUP, "kind": "HTTPRoute"}])
+                } else {
+                    json!([])
+                },
                 "attachedRoutes": l.attached,
                 "conditions": conditions,
             }));
