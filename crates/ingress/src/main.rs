@@ -182,8 +182,9 @@ struct Watched {
     key_sets: Store<Secret>,
     /// The controller's ConfigMap, when it has one.
     config: Option<Store<ConfigMap>>,
-    /// GatewayClasses, Gateways and HTTPRoutes, when the cluster has the Gateway API.
-    gateway_api: Option<[(ApiResource, Store<DynamicObject>); 3]>,
+    /// GatewayClasses, Gateways and HTTPRoutes, once the cluster serves the Gateway API (at
+    /// start, or when its CRDs are installed later).
+    gateway_api: Arc<std::sync::OnceLock<GatewayStores>>,
     /// Told of every change.
     changed: Arc<Notify>,
 }
@@ -195,13 +196,29 @@ impl Watched {
             let selector = watcher::Config::default().fields(&format!("metadata.name={name}"));
             watch(Api::namespaced(client.clone(), ns), selector, &changed)
         });
-        let gateway_api = gateway_kinds(client).await.map(|kinds| {
-            kinds.map(|resource| {
-                let api = Api::all_with(client.clone(), &resource);
-                let store = watch_with(api, watcher::Config::default(), resource.clone(), &changed);
-                (resource, store)
-            })
-        });
+        let gateway_api = Arc::new(std::sync::OnceLock::new());
+        match gateway_kinds(client).await {
+            Some(kinds) => {
+                let _ = gateway_api.set(gateway_stores(client, kinds, &changed));
+            }
+            None => {
+                eprintln!("portcullis-ingress: [notice] no Gateway API served: Ingresses only, until it is");
+                // Its CRDs installed later: watched from then on.
+                let (client, changed, stores) =
+                    (client.clone(), changed.clone(), gateway_api.clone());
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(GATEWAY_API_POLL).await;
+                        if let Some(kinds) = gateway_kinds(&client).await {
+                            eprintln!("portcullis-ingress: [notice] the Gateway API is served: watching it");
+                            let _ = stores.set(gateway_stores(&client, kinds, &changed));
+                            changed.notify_one();
+                            return;
+                        }
+                    }
+                });
+            }
+        }
         Watched {
             config,
             gateway_api,
@@ -250,7 +267,7 @@ impl Watched {
         if let Some(c) = &self.config {
             c.wait_until_ready().await.map_err(lost)?;
         }
-        for (_, store) in self.gateway_api.iter().flatten() {
+        for (_, store) in self.gateway_api.get().iter().copied().flatten() {
             store.wait_until_ready().await.map_err(lost)?;
         }
         self.key_sets.wait_until_ready().await.map_err(lost)
@@ -281,7 +298,7 @@ impl Watched {
         &self,
         kind: usize,
     ) -> Vec<gateway::Object<S>> {
-        let Some(stores) = &self.gateway_api else {
+        let Some(stores) = self.gateway_api.get() else {
             return Vec::new();
         };
         (stores[kind].1.state().iter())
@@ -300,19 +317,30 @@ impl Watched {
     }
 }
 
+/// The stores of the Gateway API's kinds: GatewayClass, Gateway, HTTPRoute.
+type GatewayStores = [(ApiResource, Store<DynamicObject>); 3];
+
+/// How often a cluster without the Gateway API is asked again whether it serves it.
+const GATEWAY_API_POLL: Duration = Duration::from_secs(10);
+
+/// Watches of the Gateway API's kinds, telling `changed` of every change.
+fn gateway_stores(
+    client: &Client,
+    kinds: [ApiResource; 3],
+    changed: &Arc<Notify>,
+) -> GatewayStores {
+    kinds.map(|resource| {
+        let api = Api::all_with(client.clone(), &resource);
+        let store = watch_with(api, watcher::Config::default(), resource.clone(), changed);
+        (resource, store)
+    })
+}
+
 /// GatewayClass, Gateway and HTTPRoute of `gateway.networking.k8s.io/v1`, when the cluster
 /// serves them (their CRDs are installed).
 async fn gateway_kinds(client: &Client) -> Option<[ApiResource; 3]> {
     let version = format!("{}/v1", gateway::GROUP);
-    let served = match client.list_api_group_resources(&version).await {
-        Ok(list) => list,
-        Err(e) => {
-            eprintln!(
-                "portcullis-ingress: [notice] no Gateway API ({version}: {e}): Ingresses only"
-            );
-            return None;
-        }
-    };
+    let served = client.list_api_group_resources(&version).await.ok()?;
     let kind = |kind: &str, plural: &str| {
         served.resources.iter().any(|r| r.name == plural).then(|| {
             ApiResource::from_gvk_with_plural(
@@ -485,7 +513,7 @@ async fn run(opts: Options) -> Result<(), String> {
         if let Some(address) = &opts.status_address {
             status(&client, &cluster, &generated.applied, address).await;
         }
-        if let Some(stores) = &watched.gateway_api {
+        if let Some(stores) = watched.gateway_api.get() {
             gateway_status(&client, stores, &generated.statuses).await;
         }
         for problem in &generated.problems {

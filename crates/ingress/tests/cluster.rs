@@ -370,6 +370,25 @@ fn slice(endpoints: &[&str]) -> Value {
     })
 }
 
+/// The Gateway API's CRDs, as its module ships them, and the controller's GatewayClass.
+fn install_gateway_api(dir: &Path, bin: &Path, manifests: &Path) {
+    let crds = bin.join("../crds");
+    for crd in ["gatewayclasses", "gateways", "httproutes"] {
+        apply_manifests(
+            dir,
+            &crds.join(format!("gateway.networking.k8s.io_{crd}.yaml")),
+        );
+    }
+    wait_until("the Gateway API served", Duration::from_secs(30), || {
+        let (status, list) = api(dir, "GET", "/apis/gateway.networking.k8s.io/v1", None);
+        status == 200 && list["resources"].as_array().is_some_and(|r| r.len() >= 6)
+    });
+    apply_manifests(
+        dir,
+        &manifests.with_file_name("gateway-api/gatewayclass.yaml"),
+    );
+}
+
 /// The Helm chart, rendered by Helm with every option on, is what the API server accepts
 /// (a dry run of each object), and its service account has the rules of the manifests'.
 fn helm_chart(dir: &Path, bin: &Path, manifests: &Path) {
@@ -500,7 +519,8 @@ fn gateway_objects(dir: &Path) {
 /// The HTTPRoute splits within 5% of its weights, and the Gateway API objects say so in
 /// their status.
 fn gateway_routes(dir: &Path) {
-    wait_until("the HTTPRoute served", Duration::from_secs(10), || {
+    // Within the controller's next look for the Gateway API (every 10 s).
+    wait_until("the HTTPRoute served", Duration::from_secs(30), || {
         through_plain("gw.example") == 200
     });
     let mut ones = 0;
@@ -592,23 +612,6 @@ fn inside(bin: &Path) {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/kubernetes/portcullis-ingress.yaml");
     apply_manifests(&dir, &manifests);
-    // The Gateway API's CRDs, as its module ships them, and the controller's GatewayClass.
-    let crds = bin.join("../crds");
-    for crd in ["gatewayclasses", "gateways", "httproutes"] {
-        apply_manifests(
-            &dir,
-            &crds.join(format!("gateway.networking.k8s.io_{crd}.yaml")),
-        );
-    }
-    wait_until("the Gateway API served", Duration::from_secs(30), || {
-        let (status, list) = api(&dir, "GET", "/apis/gateway.networking.k8s.io/v1", None);
-        status == 200 && list["resources"].as_array().is_some_and(|r| r.len() >= 6)
-    });
-    apply_manifests(
-        &dir,
-        &manifests.with_file_name("gateway-api/gatewayclass.yaml"),
-    );
-    helm_chart(&dir, bin, &manifests);
     let account = "/api/v1/namespaces/portcullis-ingress/serviceaccounts/portcullis-ingress";
     let (status, token) = api(
         &dir,
@@ -669,7 +672,6 @@ fn inside(bin: &Path) {
     );
     pod("10.244.1.1:8080", "one");
     pod("10.244.1.2:8080", "two");
-    gateway_objects(&dir);
 
     let kubeconfig = dir.join("kubeconfig");
     let ca = std::fs::read_to_string(dir.join("ca.crt")).expect("ca");
@@ -736,6 +738,10 @@ fn inside(bin: &Path) {
         "{answers}"
     );
 
+    // The Gateway API installed while the controller runs: it is watched from then on.
+    install_gateway_api(&dir, bin, &manifests);
+    helm_chart(&dir, bin, &manifests);
+    gateway_objects(&dir);
     gateway_routes(&dir);
 
     // Scaled down to one endpoint under wrk's load: no request fails, no reload, and only
@@ -922,6 +928,8 @@ fn inside(bin: &Path) {
         Duration::from_secs(30),
         || through("https://shop.example/").1 == "one",
     );
+    // The Gateway API there when it starts: watched at once.
+    assert_eq!(through_plain("gw.example"), 200, "{}", logs());
 
     // The API server restarted: the watches come back, and what changed meanwhile is seen.
     kill(&mut held.0[1]);
