@@ -27,6 +27,7 @@ pub struct Cluster {
     pub gateway_classes: Vec<crate::gateway::objects::GatewayClass>,
     pub gateways: Vec<crate::gateway::objects::Gateway>,
     pub routes: Vec<crate::gateway::objects::HttpRoute>,
+    pub grants: Vec<crate::gateway::objects::ReferenceGrant>,
 }
 
 /// How the controller runs.

@@ -290,6 +290,7 @@ impl Watched {
             gateway_classes: self.gateway_objects(0),
             gateways: self.gateway_objects(1),
             routes: self.gateway_objects(2),
+            grants: self.gateway_objects(3),
         }
     }
 
@@ -301,7 +302,10 @@ impl Watched {
         let Some(stores) = self.gateway_api.get() else {
             return Vec::new();
         };
-        (stores[kind].1.state().iter())
+        let Some((_, store)) = stores.get(kind) else {
+            return Vec::new();
+        };
+        (store.state().iter())
             .filter_map(|o| {
                 let value = serde_json::to_value(&**o).ok()?;
                 serde_json::from_value(value)
@@ -317,8 +321,9 @@ impl Watched {
     }
 }
 
-/// The stores of the Gateway API's kinds: GatewayClass, Gateway, HTTPRoute.
-type GatewayStores = [(ApiResource, Store<DynamicObject>); 3];
+/// The stores of the Gateway API's kinds: GatewayClass, Gateway, HTTPRoute, and
+/// ReferenceGrant where the cluster serves it.
+type GatewayStores = Vec<(ApiResource, Store<DynamicObject>)>;
 
 /// How often a cluster without the Gateway API is asked again whether it serves it.
 const GATEWAY_API_POLL: Duration = Duration::from_secs(10);
@@ -326,34 +331,49 @@ const GATEWAY_API_POLL: Duration = Duration::from_secs(10);
 /// Watches of the Gateway API's kinds, telling `changed` of every change.
 fn gateway_stores(
     client: &Client,
-    kinds: [ApiResource; 3],
+    kinds: Vec<ApiResource>,
     changed: &Arc<Notify>,
 ) -> GatewayStores {
-    kinds.map(|resource| {
-        let api = Api::all_with(client.clone(), &resource);
-        let store = watch_with(api, watcher::Config::default(), resource.clone(), changed);
-        (resource, store)
-    })
+    (kinds.into_iter())
+        .map(|resource| {
+            let api = Api::all_with(client.clone(), &resource);
+            let store = watch_with(api, watcher::Config::default(), resource.clone(), changed);
+            (resource, store)
+        })
+        .collect()
 }
 
 /// GatewayClass, Gateway and HTTPRoute of `gateway.networking.k8s.io/v1`, when the cluster
 /// serves them (their CRDs are installed).
-async fn gateway_kinds(client: &Client) -> Option<[ApiResource; 3]> {
-    let version = format!("{}/v1", gateway::GROUP);
-    let served = client.list_api_group_resources(&version).await.ok()?;
-    let kind = |kind: &str, plural: &str| {
-        served.resources.iter().any(|r| r.name == plural).then(|| {
-            ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(gateway::GROUP, "v1", kind),
-                plural,
-            )
-        })
-    };
-    Some([
+async fn gateway_kinds(client: &Client) -> Option<Vec<ApiResource>> {
+    let kinds_of =
+        |version: &'static str,
+         served: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList| {
+            move |kind: &str, plural: &str| {
+                served.resources.iter().any(|r| r.name == plural).then(|| {
+                    ApiResource::from_gvk_with_plural(
+                        &GroupVersionKind::gvk(gateway::GROUP, version, kind),
+                        plural,
+                    )
+                })
+            }
+        };
+    let v1 = format!("{}/v1", gateway::GROUP);
+    let kind = kinds_of("v1", client.list_api_group_resources(&v1).await.ok()?);
+    let mut kinds = vec![
         kind("GatewayClass", "gatewayclasses")?,
         kind("Gateway", "gateways")?,
         kind("HTTPRoute", "httproutes")?,
-    ])
+    ];
+    // ReferenceGrant is v1beta1; without it, references to other namespaces are refused.
+    let beta = format!("{}/v1beta1", gateway::GROUP);
+    if let Ok(served) = client.list_api_group_resources(&beta).await {
+        kinds.extend(kinds_of("v1beta1", served)(
+            "ReferenceGrant",
+            "referencegrants",
+        ));
+    }
+    Some(kinds)
 }
 
 /// A store of `api`'s objects, kept current by a task that watches them (and retries with
@@ -603,11 +623,7 @@ async fn status(client: &Client, cluster: &Cluster, applied: &BTreeSet<String>, 
 
 /// Writes each Gateway API object's status where it should say something else than it
 /// does: a condition keeps its `lastTransitionTime` while its status stays.
-async fn gateway_status(
-    client: &Client,
-    stores: &[(ApiResource, Store<DynamicObject>); 3],
-    wanted: &[gateway::Status],
-) {
+async fn gateway_status(client: &Client, stores: &GatewayStores, wanted: &[gateway::Status]) {
     let now = k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();

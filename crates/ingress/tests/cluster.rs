@@ -373,7 +373,12 @@ fn slice(endpoints: &[&str]) -> Value {
 /// The Gateway API's CRDs, as its module ships them, and the controller's GatewayClass.
 fn install_gateway_api(dir: &Path, bin: &Path, manifests: &Path) {
     let crds = bin.join("../crds");
-    for crd in ["gatewayclasses", "gateways", "httproutes"] {
+    for crd in [
+        "gatewayclasses",
+        "gateways",
+        "httproutes",
+        "referencegrants",
+    ] {
         apply_manifests(
             dir,
             &crds.join(format!("gateway.networking.k8s.io_{crd}.yaml")),

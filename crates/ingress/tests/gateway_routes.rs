@@ -56,6 +56,10 @@ fn routes_match_filter_and_split_as_the_api_says() {
                      "tls": {"certificateRefs": [{"name": "mismatched"}]}},
                     {"name": "grpc-only", "port": free_port(), "protocol": "HTTP",
                      "allowedRoutes": {"kinds": [{"kind": "GRPCRoute"}]}},
+                    {"name": "granted-tls", "port": free_port(), "protocol": "HTTPS",
+                     "tls": {"certificateRefs": [{"name": "wildcard", "namespace": "certs"}]}},
+                    {"name": "denied-tls", "port": free_port(), "protocol": "HTTPS",
+                     "tls": {"certificateRefs": [{"name": "other", "namespace": "certs"}]}},
                 ],
             }}),
         )
@@ -132,6 +136,33 @@ fn routes_match_filter_and_split_as_the_api_says() {
             .expect("an HTTPRoute"),
         );
     }
+    // Another namespace's Services: only the one a ReferenceGrant there names.
+    for (name, p) in [("far", backend("far")), ("near", backend("near"))] {
+        let (mut svc, mut slice) = service(name, p);
+        svc["metadata"]["namespace"] = json!("other");
+        slice["metadata"]["namespace"] = json!("other");
+        cluster.services.push(from_value(svc).expect("a Service"));
+        cluster
+            .slices
+            .push(from_value(slice).expect("an EndpointSlice"));
+    }
+    cluster.grants.push(
+        from_value(json!({"metadata": {"name": "routes-of-shop", "namespace": "other"}, "spec": {
+            "from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "shop"}],
+            "to": [{"group": "", "kind": "Service", "name": "far"}],
+        }}))
+        .expect("a ReferenceGrant"),
+    );
+    for (route, service) in [("far", "far"), ("near", "near")] {
+        cluster.routes.push(
+            from_value(json!({"metadata": meta(route, "2026-01-04T00:00:00Z"), "spec": {
+                "parentRefs": [{"name": "gw", "sectionName": "web"}],
+                "hostnames": [format!("{route}.example")],
+                "rules": [{"backendRefs": [{"name": service, "namespace": "other", "port": 80}]}],
+            }}))
+            .expect("an HTTPRoute"),
+        );
+    }
     // A key that is not its certificate's: the listener is refused, nothing else.
     let (key, other) = (
         rcgen::KeyPair::generate().expect("key"),
@@ -150,6 +181,29 @@ fn routes_match_filter_and_split_as_the_api_says() {
             "data": {"tls.crt": bytes(cert.pem()), "tls.key": bytes(other.serialize_pem())},
         }))
         .expect("a Secret"),
+    );
+    // Certificates of another namespace: the one a ReferenceGrant there names.
+    let good = rcgen::KeyPair::generate().expect("key");
+    let good_cert = rcgen::CertificateParams::new(vec!["w.example".into()])
+        .expect("params")
+        .self_signed(&good)
+        .expect("certificate");
+    for name in ["wildcard", "other"] {
+        cluster.secrets.push(
+            from_value(json!({
+                "metadata": {"name": name, "namespace": "certs"},
+                "type": "kubernetes.io/tls",
+                "data": {"tls.crt": bytes(good_cert.pem()), "tls.key": bytes(good.serialize_pem())},
+            }))
+            .expect("a Secret"),
+        );
+    }
+    cluster.grants.push(
+        from_value(json!({"metadata": {"name": "gateways-of-shop", "namespace": "certs"}, "spec": {
+            "from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "shop"}],
+            "to": [{"group": "", "kind": "Secret", "name": "wildcard"}],
+        }}))
+        .expect("a ReferenceGrant"),
     );
     // A filter not implemented refuses its route: nothing of it is served.
     cluster.routes.push(
@@ -228,6 +282,9 @@ fn routes_match_filter_and_split_as_the_api_says() {
         .0,
         404
     );
+    // The granted Service of another namespace is served; the other one's share is 500.
+    assert_eq!(on("far.example", "/"), "far200");
+    assert_eq!(request_to("near.example", port, "GET", "/", &[]).0, 500);
     // A listener with no route listens, and answers 404.
     assert_eq!(request_to("empty.example", empty, "GET", "/", &[]).0, 404);
     // A regular expression of the whole path with a query parameter.
@@ -298,7 +355,7 @@ fn routes_match_filter_and_split_as_the_api_says() {
         json!([{"type": "IPAddress", "value": "10.0.0.7"}])
     );
     // The routes of the test, and of the hosts' checks (the one with a reserved path is not).
-    assert_eq!(gw["listeners"][0]["attachedRoutes"], 4, "{gw}");
+    assert_eq!(gw["listeners"][0]["attachedRoutes"], 6, "{gw}");
     assert_eq!(
         condition(&gw["listeners"][1], "Accepted")["reason"],
         "UnsupportedProtocol"
@@ -323,6 +380,17 @@ fn routes_match_filter_and_split_as_the_api_says() {
     );
     assert_eq!(grpc["supportedKinds"], json!([]), "{grpc}");
     assert_eq!(grpc["attachedRoutes"], 0, "{grpc}");
+    assert_eq!(
+        condition(&gw["listeners"][6], "Programmed")["status"],
+        "True",
+        "{gw}"
+    );
+    let denied = condition(&gw["listeners"][7], "ResolvedRefs");
+    assert_eq!(denied["reason"], "RefNotPermitted", "{denied}");
+    let near = condition(&status("HTTPRoute", "near")["parents"][0], "ResolvedRefs");
+    assert_eq!(near["reason"], "RefNotPermitted", "{near}");
+    let far = condition(&status("HTTPRoute", "far")["parents"][0], "ResolvedRefs");
+    assert_eq!(far["status"], "True", "{far}");
     let reserved = condition(&status("HTTPRoute", "reserved")["parents"][0], "Accepted");
     assert_eq!(reserved["reason"], "UnsupportedValue", "{reserved}");
     let shop = status("HTTPRoute", "shop");

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use super::objects::{Gateway, Listener, GROUP};
+use super::objects::{granted, Gateway, Listener, GROUP};
 use crate::cluster::{certificate, names, valid_host, Cluster, Settings};
 
 /// Why a listener cannot be programmed: the condition it goes under, the reason, the
@@ -130,11 +130,22 @@ fn listener_certificate(
             "a certificateRef is a Secret".into(),
         ));
     }
-    if r.namespace.as_ref().is_some_and(|n| n != namespace) {
-        let why = "a certificateRef to another namespace is not supported".into();
+    // Another namespace's Secret only where a ReferenceGrant of it lets Gateways of this one.
+    let target = r.namespace.as_deref().unwrap_or(namespace);
+    if target != namespace
+        && !granted(
+            &cluster.grants,
+            ("Gateway", namespace),
+            ("Secret", target, &r.name),
+        )
+    {
+        let why = format!(
+            "no ReferenceGrant of namespace \"{target}\" lets Gateways of \"{namespace}\" name Secret \"{}\"",
+            r.name
+        );
         return Err(refused("RefNotPermitted", why));
     }
-    certificate(cluster, namespace, &r.name, settings)
+    certificate(cluster, target, &r.name, settings)
         .map_err(|why| refused("InvalidCertificateRef", why))
 }
 

@@ -5,7 +5,7 @@
 //!   controller's gateway name; each gets `Accepted`. A Gateway is this controller's when its
 //!   `gatewayClassName` names one.
 //! - **Listeners**: `HTTP` and `HTTPS` (TLS terminated with the certificate of a
-//!   `kubernetes.io/tls` Secret of the Gateway's namespace), on their own port, for their
+//!   `kubernetes.io/tls` Secret, of the Gateway's namespace or granted), on their own port, for their
 //!   `hostname` or every host. A port has one protocol: the oldest Gateway's listener keeps
 //!   it, a later one of another protocol (or the same port and hostname) is `Conflicted`.
 //!   On the Ingresses' ports a listener's hosts are served beside the Ingresses'; a host both
@@ -24,7 +24,9 @@
 //!   `ReplaceFullPath` or `ReplacePrefixMatch`). Any other filter refuses the route for its
 //!   parent (`Accepted: False, UnsupportedValue`): left out, it could send a request where it
 //!   was not meant to go.
-//! - **Backends**: Services of the route's namespace, by port; several are chosen by weight
+//! - **References to other namespaces** (a route's Service, a listener's certificate) only
+//!   where a ReferenceGrant (`v1beta1`) of that namespace allows them; else `RefNotPermitted`.
+//! - **Backends**: Services, by port; several are chosen by weight
 //!   (`split_clients` on `$request_id`). A backend that cannot be resolved keeps its share,
 //!   answered 500, as the API says; `ResolvedRefs` says why.
 

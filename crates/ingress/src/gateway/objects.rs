@@ -173,6 +173,52 @@ pub struct PathModifier {
     pub replace_prefix_match: Option<String>,
 }
 
+/// A ReferenceGrant (`v1beta1`): in its namespace, the objects `to` may be named by the
+/// kinds and namespaces `from`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ReferenceGrantSpec {
+    pub from: Vec<GrantFrom>,
+    pub to: Vec<GrantTo>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct GrantFrom {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct GrantTo {
+    pub group: String,
+    pub kind: String,
+    pub name: Option<String>,
+}
+
+pub type ReferenceGrant = Object<ReferenceGrantSpec>;
+
+/// Whether a ReferenceGrant of `to_namespace` lets a `from_kind` of the Gateway API in
+/// `from_namespace` name the core object `to_kind` called `to_name` there.
+pub fn granted(
+    grants: &[ReferenceGrant],
+    (from_kind, from_namespace): (&str, &str),
+    (to_kind, to_namespace, to_name): (&str, &str, &str),
+) -> bool {
+    grants.iter().any(|g| {
+        g.metadata.namespace.as_deref() == Some(to_namespace)
+            && (g.spec.from.iter())
+                .any(|f| f.group == GROUP && f.kind == from_kind && f.namespace == from_namespace)
+            && (g.spec.to.iter()).any(|t| {
+                t.group.is_empty()
+                    && t.kind == to_kind
+                    && t.name.as_deref().is_none_or(|n| n == to_name)
+            })
+    })
+}
+
 pub type GatewayClass = Object<GatewayClassSpec>;
 pub type Gateway = Object<GatewaySpec>;
 pub type HttpRoute = Object<HttpRouteSpec>;

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::listeners::{allows, meet, ListenerPlan};
 use super::objects::{
-    Filter, Gateway, HeaderModifier, HttpRoute, Redirect, Reference, RouteMatch, Rule, Status,
-    ValueMatch, GROUP,
+    granted, Filter, Gateway, HeaderModifier, HttpRoute, Redirect, Reference, RouteMatch, Rule,
+    Status, ValueMatch, GROUP,
 };
 use super::status::condition;
 use crate::cluster::{
@@ -378,11 +378,19 @@ fn resolve(
             format!("backend \"{}\" is not a Service", b.name),
         ));
     }
-    if b.namespace.as_ref().is_some_and(|n| n != namespace) {
+    // Another namespace's Service only where a ReferenceGrant of it lets routes of this one.
+    let target = b.namespace.as_deref().unwrap_or(namespace);
+    if target != namespace
+        && !granted(
+            &cluster.grants,
+            ("HTTPRoute", namespace),
+            ("Service", target, &b.name),
+        )
+    {
         return Err((
             "RefNotPermitted",
             format!(
-                "backend \"{}\": another namespace's Service is not supported",
+                "backend \"{target}/{}\": no ReferenceGrant of namespace \"{target}\" lets routes of \"{namespace}\" name it",
                 b.name
             ),
         ));
@@ -393,8 +401,7 @@ fn resolve(
             format!("backend \"{}\" has no port", b.name),
         ));
     };
-    service_servers(cluster, namespace, &b.name, None, Some(port))
-        .map_err(|e| ("BackendNotFound", e))
+    service_servers(cluster, target, &b.name, None, Some(port)).map_err(|e| ("BackendNotFound", e))
 }
 
 /// The upstream groups of routes' backends, by name.
@@ -416,8 +423,14 @@ impl Groups {
             .map(|b| {
                 let weight = u32::try_from(b.weight.unwrap_or(1)).unwrap_or(0);
                 let group = resolve(b, namespace, cluster).ok().map(|(port, servers)| {
-                    // Five parts: never an Ingress's group (four), `_` being in no name.
-                    let name = format!("route_{namespace}_{route}_{}_{port}", b.name);
+                    // Five parts: never an Ingress's group (four), `_` being in no name; a
+                    // Service of another namespace as `service.namespace` (no `.` in a
+                    // Service's name).
+                    let service = match b.namespace.as_deref().filter(|n| *n != namespace) {
+                        Some(other) => format!("{}.{other}", b.name),
+                        None => b.name.clone(),
+                    };
+                    let name = format!("route_{namespace}_{route}_{service}_{port}");
                     self.servers.insert(name.clone(), servers);
                     name
                 });
