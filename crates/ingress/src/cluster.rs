@@ -28,6 +28,8 @@ pub struct Cluster {
     pub gateways: Vec<crate::gateway::objects::Gateway>,
     pub routes: Vec<crate::gateway::objects::HttpRoute>,
     pub grants: Vec<crate::gateway::objects::ReferenceGrant>,
+    /// Namespaces, for the labels listeners select routes' namespaces by.
+    pub namespaces: Vec<k8s_openapi::api::core::v1::Namespace>,
 }
 
 /// How the controller runs.

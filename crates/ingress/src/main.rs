@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -180,6 +180,8 @@ struct Watched {
     secrets: Store<Secret>,
     /// `nginx.org/jwk` Secrets, the key sets of `nginx.com/jwt-key`.
     key_sets: Store<Secret>,
+    /// Namespaces: their labels, which Gateway listeners select routes' namespaces by.
+    namespaces: Store<Namespace>,
     /// The controller's ConfigMap, when it has one.
     config: Option<Store<ConfigMap>>,
     /// GatewayClasses, Gateways and HTTPRoutes, once the cluster serves the Gateway API (at
@@ -248,6 +250,11 @@ impl Watched {
                 watcher::Config::default().fields("type=kubernetes.io/tls"),
                 &changed,
             ),
+            namespaces: watch(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                &changed,
+            ),
             key_sets: watch(
                 Api::all(client.clone()),
                 watcher::Config::default().fields("type=nginx.org/jwk"),
@@ -270,6 +277,7 @@ impl Watched {
         for (_, store) in self.gateway_api.get().iter().copied().flatten() {
             store.wait_until_ready().await.map_err(lost)?;
         }
+        self.namespaces.wait_until_ready().await.map_err(lost)?;
         self.key_sets.wait_until_ready().await.map_err(lost)
     }
 
@@ -287,6 +295,7 @@ impl Watched {
             services: all(&self.services),
             slices: all(&self.slices),
             secrets: [all(&self.secrets), all(&self.key_sets)].concat(),
+            namespaces: all(&self.namespaces),
             gateway_classes: self.gateway_objects(0),
             gateways: self.gateway_objects(1),
             routes: self.gateway_objects(2),

@@ -28,7 +28,13 @@ fn routes_match_filter_and_split_as_the_api_says() {
     let dir = temp("gateway-routes");
     let (one, two) = (backend("one"), backend("two"));
     let (port, empty) = (free_port(), free_port());
+    let (team_a, team_b) = (free_port(), free_port());
     let mut cluster = Cluster::default();
+    // The routes' namespace, selected by the labels of team a.
+    cluster.namespaces.push(
+        from_value(json!({"metadata": {"name": "shop", "labels": {"team": "a", "stage": "prod"}}}))
+            .expect("a Namespace"),
+    );
     for (name, p) in [("one", one), ("two", two)] {
         let (svc, slice) = service(name, p);
         cluster.services.push(from_value(svc).expect("a Service"));
@@ -60,6 +66,13 @@ fn routes_match_filter_and_split_as_the_api_says() {
                      "tls": {"certificateRefs": [{"name": "wildcard", "namespace": "certs"}]}},
                     {"name": "denied-tls", "port": free_port(), "protocol": "HTTPS",
                      "tls": {"certificateRefs": [{"name": "other", "namespace": "certs"}]}},
+                    {"name": "team-a", "port": team_a, "protocol": "HTTP",
+                     "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {
+                         "matchLabels": {"team": "a"},
+                         "matchExpressions": [{"key": "stage", "operator": "NotIn", "values": ["test"]}]}}}},
+                    {"name": "team-b", "port": team_b, "protocol": "HTTP",
+                     "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {
+                         "matchLabels": {"team": "b"}}}}},
                 ],
             }}),
         )
@@ -131,6 +144,18 @@ fn routes_match_filter_and_split_as_the_api_says() {
                     "hostnames": hosts,
                     "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
                                "backendRefs": to(to_backend)}],
+                }}),
+            )
+            .expect("an HTTPRoute"),
+        );
+    }
+    // Listeners that select namespaces by label: team a's takes the route, team b's not.
+    for listener in ["team-a", "team-b"] {
+        cluster.routes.push(
+            from_value(
+                json!({"metadata": meta(listener, "2026-01-05T00:00:00Z"), "spec": {
+                    "parentRefs": [{"name": "gw", "sectionName": listener}],
+                    "rules": [{"backendRefs": to("one")}],
                 }}),
             )
             .expect("an HTTPRoute"),
@@ -285,6 +310,8 @@ fn routes_match_filter_and_split_as_the_api_says() {
     // The granted Service of another namespace is served; the other one's share is 500.
     assert_eq!(on("far.example", "/"), "far200");
     assert_eq!(request_to("near.example", port, "GET", "/", &[]).0, 500);
+    assert_eq!(request_to("any.example", team_a, "GET", "/", &[]).0, 200);
+    assert_eq!(request_to("any.example", team_b, "GET", "/", &[]).0, 404);
     // A listener with no route listens, and answers 404.
     assert_eq!(request_to("empty.example", empty, "GET", "/", &[]).0, 404);
     // A regular expression of the whole path with a query parameter.
@@ -387,6 +414,8 @@ fn routes_match_filter_and_split_as_the_api_says() {
     );
     let denied = condition(&gw["listeners"][7], "ResolvedRefs");
     assert_eq!(denied["reason"], "RefNotPermitted", "{denied}");
+    let b = condition(&status("HTTPRoute", "team-b")["parents"][0], "Accepted");
+    assert_eq!(b["reason"], "NotAllowedByListeners", "{b}");
     let near = condition(&status("HTTPRoute", "near")["parents"][0], "ResolvedRefs");
     assert_eq!(near["reason"], "RefNotPermitted", "{near}");
     let far = condition(&status("HTTPRoute", "far")["parents"][0], "ResolvedRefs");

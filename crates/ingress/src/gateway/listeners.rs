@@ -4,6 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use super::objects::{granted, Gateway, Listener, GROUP};
 use crate::cluster::{certificate, names, valid_host, Cluster, Settings};
 
@@ -150,7 +153,12 @@ fn listener_certificate(
 }
 
 /// Whether `listener` takes HTTPRoutes from `route_ns` (its Gateway in `gateway_ns`).
-pub(super) fn allows(listener: &Listener, gateway_ns: &str, route_ns: &str) -> bool {
+pub(super) fn allows(
+    listener: &Listener,
+    gateway_ns: &str,
+    route_ns: &str,
+    namespaces: &[Namespace],
+) -> bool {
     let allowed = listener.allowed_routes.as_ref();
     let kinds = allowed.map(|a| a.kinds.as_slice()).unwrap_or_default();
     if !kinds.is_empty()
@@ -160,16 +168,41 @@ pub(super) fn allows(listener: &Listener, gateway_ns: &str, route_ns: &str) -> b
     {
         return false;
     }
-    let from = allowed
-        .and_then(|a| a.namespaces.as_ref())
+    let namespaces_rule = allowed.and_then(|a| a.namespaces.as_ref());
+    match namespaces_rule
         .and_then(|n| n.from.as_deref())
-        .unwrap_or("Same");
-    match from {
+        .unwrap_or("Same")
+    {
         "All" => true,
         "Same" => gateway_ns == route_ns,
-        // A label selector needs the namespaces' labels, which are not watched: none.
+        "Selector" => {
+            let labels = (namespaces.iter())
+                .find(|n| n.metadata.name.as_deref() == Some(route_ns))
+                .and_then(|n| n.metadata.labels.as_ref());
+            let selector = namespaces_rule.and_then(|n| n.selector.as_ref());
+            selector.is_some_and(|s| selects(s, labels))
+        }
         _ => false,
     }
+}
+
+/// Whether a label selector selects an object of `labels`: every `matchLabels` pair and every
+/// `matchExpressions` term (`In`, `NotIn`, `Exists`, `DoesNotExist`). One naming nothing
+/// selects everything, as Kubernetes reads it.
+fn selects(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let value = |key: &str| labels.and_then(|l| l.get(key));
+    let pairs = (selector.match_labels.iter().flatten()).all(|(k, v)| value(k) == Some(v));
+    let terms = (selector.match_expressions.iter().flatten()).all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match (e.operator.as_str(), value(&e.key)) {
+            ("In", Some(v)) => values.contains(v),
+            ("NotIn", v) => v.is_none_or(|v| !values.contains(v)),
+            ("Exists", v) => v.is_some(),
+            ("DoesNotExist", v) => v.is_none(),
+            _ => false,
+        }
+    });
+    pairs && terms
 }
 
 /// The hosts a listener's hostname and a route's meet on (`""`: every host).

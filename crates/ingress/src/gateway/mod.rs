@@ -11,7 +11,7 @@
 //!   On the Ingresses' ports a listener's hosts are served beside the Ingresses'; a host both
 //!   claim, or every host where an Ingress has a rule without a host, stays the Ingress's.
 //! - **Routes** attach to listeners by `parentRefs` (`sectionName`, `port`), where the
-//!   listener's `allowedRoutes` let them (`Same` namespace by default, `All`); their hostnames
+//!   listener's `allowedRoutes` let them (`Same` namespace by default, `All`, a label `Selector` of namespaces); their hostnames
 //!   meet the listener's as the API says (`*.example.com` matches any name under
 //!   `example.com`). Each rule's matches are nginx locations: `Exact`, `PathPrefix` (element
 //!   by element, a trailing `/` ignored) and `RegularExpression` (a whole-path match); at one

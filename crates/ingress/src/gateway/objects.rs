@@ -82,6 +82,8 @@ pub struct AllowedRoutes {
 #[serde(default, rename_all = "camelCase")]
 pub struct RouteNamespaces {
     pub from: Option<String>,
+    /// With `from: Selector`: the labels of the namespaces whose routes may attach.
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

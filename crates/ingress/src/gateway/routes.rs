@@ -116,7 +116,7 @@ pub(super) fn attach(
                 {
                     continue;
                 }
-                if !allows(&l.listener, &parent_ns, &namespace) {
+                if !allows(&l.listener, &parent_ns, &namespace, &cluster.namespaces) {
                     reason = (
                         "NotAllowedByListeners",
                         "the listener does not allow routes from this namespace".into(),
