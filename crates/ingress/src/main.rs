@@ -187,6 +187,8 @@ struct Watched {
     /// GatewayClasses, Gateways and HTTPRoutes, once the cluster serves the Gateway API (at
     /// start, or when its CRDs are installed later).
     gateway_api: Arc<std::sync::OnceLock<GatewayStores>>,
+    /// ReferenceGrants, once the cluster serves them.
+    grants: Arc<std::sync::OnceLock<GatewayStores>>,
     /// Told of every change.
     changed: Arc<Notify>,
 }
@@ -199,31 +201,40 @@ impl Watched {
             watch(Api::namespaced(client.clone(), ns), selector, &changed)
         });
         let gateway_api = Arc::new(std::sync::OnceLock::new());
-        match gateway_kinds(client).await {
-            Some(kinds) => {
-                let _ = gateway_api.set(gateway_stores(client, kinds, &changed));
-            }
-            None => {
-                eprintln!("portcullis-ingress: [notice] no Gateway API served: Ingresses only, until it is");
-                // Its CRDs installed later: watched from then on.
-                let (client, changed, stores) =
-                    (client.clone(), changed.clone(), gateway_api.clone());
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(GATEWAY_API_POLL).await;
-                        if let Some(kinds) = gateway_kinds(&client).await {
-                            eprintln!("portcullis-ingress: [notice] the Gateway API is served: watching it");
-                            let _ = stores.set(gateway_stores(&client, kinds, &changed));
-                            changed.notify_one();
-                            return;
+        let grants = Arc::new(std::sync::OnceLock::new());
+        for (slot, part) in [(&gateway_api, Part::Routes), (&grants, Part::Grants)] {
+            match part.kinds(client).await {
+                Some(kinds) => {
+                    let _ = slot.set(gateway_stores(client, kinds, &changed));
+                }
+                None => {
+                    eprintln!(
+                        "portcullis-ingress: [notice] {} not served: watched once it is",
+                        part.name()
+                    );
+                    // Its CRDs installed later: watched from then on.
+                    let (client, changed, slot) = (client.clone(), changed.clone(), slot.clone());
+                    tokio::spawn(async move {
+                        loop {
+                            tokio::time::sleep(GATEWAY_API_POLL).await;
+                            if let Some(kinds) = part.kinds(&client).await {
+                                eprintln!(
+                                    "portcullis-ingress: [notice] {} served: watching it",
+                                    part.name()
+                                );
+                                let _ = slot.set(gateway_stores(&client, kinds, &changed));
+                                changed.notify_one();
+                                return;
+                            }
                         }
-                    }
-                });
+                    });
+                }
             }
         }
         Watched {
             config,
             gateway_api,
+            grants,
             ingresses: watch(
                 Api::all(client.clone()),
                 watcher::Config::default(),
@@ -274,7 +285,8 @@ impl Watched {
         if let Some(c) = &self.config {
             c.wait_until_ready().await.map_err(lost)?;
         }
-        for (_, store) in self.gateway_api.get().iter().copied().flatten() {
+        let parts = [self.gateway_api.get(), self.grants.get()];
+        for (_, store) in parts.into_iter().flatten().flatten() {
             store.wait_until_ready().await.map_err(lost)?;
         }
         self.namespaces.wait_until_ready().await.map_err(lost)?;
@@ -296,43 +308,67 @@ impl Watched {
             slices: all(&self.slices),
             secrets: [all(&self.secrets), all(&self.key_sets)].concat(),
             namespaces: all(&self.namespaces),
-            gateway_classes: self.gateway_objects(0),
-            gateways: self.gateway_objects(1),
-            routes: self.gateway_objects(2),
-            grants: self.gateway_objects(3),
+            gateway_classes: gateway_objects(self.gateway_api.get(), 0),
+            gateways: gateway_objects(self.gateway_api.get(), 1),
+            routes: gateway_objects(self.gateway_api.get(), 2),
+            grants: gateway_objects(self.grants.get(), 0),
         }
-    }
-
-    /// The objects of one Gateway API kind, as the controller reads them.
-    fn gateway_objects<S: serde::de::DeserializeOwned + Default>(
-        &self,
-        kind: usize,
-    ) -> Vec<gateway::Object<S>> {
-        let Some(stores) = self.gateway_api.get() else {
-            return Vec::new();
-        };
-        let Some((_, store)) = stores.get(kind) else {
-            return Vec::new();
-        };
-        (store.state().iter())
-            .filter_map(|o| {
-                let value = serde_json::to_value(&**o).ok()?;
-                serde_json::from_value(value)
-                    .map_err(|e| {
-                        eprintln!(
-                            "portcullis-ingress: [warn] {}: {e}",
-                            o.metadata.name.as_deref().unwrap_or("")
-                        )
-                    })
-                    .ok()
-            })
-            .collect()
     }
 }
 
-/// The stores of the Gateway API's kinds: GatewayClass, Gateway, HTTPRoute, and
-/// ReferenceGrant where the cluster serves it.
+/// The objects of one Gateway API kind (`stores`' `kind`th), as the controller reads them.
+fn gateway_objects<S: serde::de::DeserializeOwned + Default>(
+    stores: Option<&GatewayStores>,
+    kind: usize,
+) -> Vec<gateway::Object<S>> {
+    let Some((_, store)) = stores.and_then(|s| s.get(kind)) else {
+        return Vec::new();
+    };
+    (store.state().iter())
+        .filter_map(|o| {
+            let value = serde_json::to_value(&**o).ok()?;
+            serde_json::from_value(value)
+                .map_err(|e| {
+                    let name = o.metadata.name.as_deref().unwrap_or("");
+                    eprintln!("portcullis-ingress: [warn] {name}: {e}");
+                })
+                .ok()
+        })
+        .collect()
+}
+
+/// The stores of Gateway API kinds: GatewayClass, Gateway and HTTPRoute, or ReferenceGrant.
 type GatewayStores = Vec<(ApiResource, Store<DynamicObject>)>;
+
+/// The parts of the Gateway API watched apart: the routes' kinds (`v1`), and the grants of
+/// references between namespaces (`v1beta1`), which a cluster may serve later or not at all.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Routes,
+    Grants,
+}
+
+impl Part {
+    fn name(self) -> &'static str {
+        match self {
+            Part::Routes => "the Gateway API",
+            Part::Grants => "its ReferenceGrants",
+        }
+    }
+
+    /// Its kinds, when the cluster serves them.
+    async fn kinds(self, client: &Client) -> Option<Vec<ApiResource>> {
+        match self {
+            Part::Routes => gateway_kinds(client).await,
+            Part::Grants => {
+                let version = format!("{}/v1beta1", gateway::GROUP);
+                let served = client.list_api_group_resources(&version).await.ok()?;
+                let kind = served_kinds("v1beta1", served);
+                Some(vec![kind("ReferenceGrant", "referencegrants")?])
+            }
+        }
+    }
+}
 
 /// How often a cluster without the Gateway API is asked again whether it serves it.
 const GATEWAY_API_POLL: Duration = Duration::from_secs(10);
@@ -355,34 +391,28 @@ fn gateway_stores(
 /// GatewayClass, Gateway and HTTPRoute of `gateway.networking.k8s.io/v1`, when the cluster
 /// serves them (their CRDs are installed).
 async fn gateway_kinds(client: &Client) -> Option<Vec<ApiResource>> {
-    let kinds_of =
-        |version: &'static str,
-         served: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList| {
-            move |kind: &str, plural: &str| {
-                served.resources.iter().any(|r| r.name == plural).then(|| {
-                    ApiResource::from_gvk_with_plural(
-                        &GroupVersionKind::gvk(gateway::GROUP, version, kind),
-                        plural,
-                    )
-                })
-            }
-        };
     let v1 = format!("{}/v1", gateway::GROUP);
-    let kind = kinds_of("v1", client.list_api_group_resources(&v1).await.ok()?);
-    let mut kinds = vec![
+    let kind = served_kinds("v1", client.list_api_group_resources(&v1).await.ok()?);
+    Some(vec![
         kind("GatewayClass", "gatewayclasses")?,
         kind("Gateway", "gateways")?,
         kind("HTTPRoute", "httproutes")?,
-    ];
-    // ReferenceGrant is v1beta1; without it, references to other namespaces are refused.
-    let beta = format!("{}/v1beta1", gateway::GROUP);
-    if let Ok(served) = client.list_api_group_resources(&beta).await {
-        kinds.extend(kinds_of("v1beta1", served)(
-            "ReferenceGrant",
-            "referencegrants",
-        ));
+    ])
+}
+
+/// A kind of the Gateway API's `version` by its plural, if `served` has it.
+fn served_kinds(
+    version: &'static str,
+    served: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+) -> impl Fn(&str, &str) -> Option<ApiResource> {
+    move |kind, plural| {
+        served.resources.iter().any(|r| r.name == plural).then(|| {
+            ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(gateway::GROUP, version, kind),
+                plural,
+            )
+        })
     }
-    Some(kinds)
 }
 
 /// A store of `api`'s objects, kept current by a task that watches them (and retries with
