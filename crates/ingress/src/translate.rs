@@ -229,10 +229,10 @@ pub fn translate(cluster: &Cluster, settings: &Settings) -> Generated {
 }
 
 /// When the whole configuration does not load (`loads` says why): the one without the
-/// Ingresses that make it fail, each a problem saying why. Each Ingress is tried, oldest
-/// first, with those before it that loaded. None when the cause is not an Ingress's: without
-/// any it does not load, or every one fails (a setting they all share), and the running
-/// configuration should stay.
+/// HTTPRoutes and Ingresses that make it fail, each an HTTPRoute status or a problem saying
+/// why. Each is tried, routes then Ingresses, oldest first, with those before it that loaded.
+/// None when the cause is not theirs: without any it does not load, or every one fails (a
+/// setting they all share), and the running configuration should stay.
 pub fn loadable(
     cluster: &Cluster,
     settings: &Settings,
@@ -244,9 +244,20 @@ pub fn loadable(
     };
     let mut kept = Cluster {
         ingresses: Vec::new(),
+        routes: Vec::new(),
         ..cluster.clone()
     };
     try_with(&kept).ok()?;
+    let mut routes: Vec<&crate::gateway::HttpRoute> = cluster.routes.iter().collect();
+    routes.sort_by_key(|r| age(&r.metadata));
+    let mut refused_routes = Vec::new();
+    for route in routes {
+        kept.routes.push(route.clone());
+        if let Err(e) = try_with(&kept) {
+            kept.routes.pop();
+            refused_routes.push((route, e));
+        }
+    }
     let mut ordered: Vec<&Ingress> = cluster.ingresses.iter().collect();
     ordered.sort_by_key(|i| age(&i.metadata));
     let mut refused = Vec::new();
@@ -262,11 +273,17 @@ pub fn loadable(
             });
         }
     }
-    if kept.ingresses.is_empty() {
+    if kept.ingresses.is_empty() && kept.routes.is_empty() {
         return None;
     }
     let mut generated = try_with(&kept).ok()?;
     generated.problems.extend(refused);
+    for (route, e) in refused_routes {
+        let why = format!("the configuration it makes does not load: {e}");
+        generated.statuses.extend(crate::gateway::refused_route(
+            cluster, settings, route, &why,
+        ));
+    }
     Some(generated)
 }
 
@@ -801,6 +818,61 @@ mod tests {
         portcullis_server::compile(&loaded, dir, None)
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_route_whose_configuration_does_not_load_is_left_out() {
+        let dir = temp("loadable-routes");
+        let settings = settings(&dir);
+        let mut c = cluster();
+        c.ingresses.push(ingress(
+            "shop",
+            "2026-01-01T00:00:00Z",
+            json!({"rules": [{"host": "a.example", "http": {"paths": [
+                {"path": "/", "pathType": "Prefix",
+                 "backend": {"service": {"name": "api", "port": {"number": 9000}}}}]}}]}),
+        ));
+        c.gateway_classes.push(
+            from_value(json!({"metadata": {"name": "gw"},
+                              "spec": {"controllerName": "portcullis.dev/gateway-controller"}}))
+            .expect("a GatewayClass"),
+        );
+        c.gateways.push(
+            from_value(
+                json!({"metadata": {"name": "gw", "namespace": "shop"}, "spec": {
+                "gatewayClassName": "gw",
+                "listeners": [{"name": "web", "port": 9080, "protocol": "HTTP"}]}}),
+            )
+            .expect("a Gateway"),
+        );
+        for (name, host) in [("good", "good.example"), ("bad", "bad.example")] {
+            c.routes.push(
+                from_value(
+                    json!({"metadata": {"name": name, "namespace": "shop"}, "spec": {
+                    "parentRefs": [{"name": "gw"}], "hostnames": [host],
+                    "rules": [{"backendRefs": [{"name": "api", "port": 9000}]}]}}),
+                )
+                .expect("an HTTPRoute"),
+            );
+        }
+        // What the server would not load, as a stand-in: the bad route's host.
+        let loads = |g: &Generated| match g.http.contains("bad.example") {
+            true => Err("refused".to_owned()),
+            false => Ok(()),
+        };
+        let g = loadable(&c, &settings, loads).expect("the rest loads");
+        assert!(g.http.contains("server_name good.example;"), "{}", g.http);
+        assert!(!g.http.contains("bad.example"), "{}", g.http);
+        assert!(g.applied.contains("shop/shop"));
+        let bad = (g.statuses.iter())
+            .find(|s| s.kind == "HTTPRoute" && s.name == "bad")
+            .expect("a status for the route left out");
+        let accepted = &bad.status["parents"][0]["conditions"][0];
+        assert_eq!(accepted["status"], "False", "{accepted}");
+        assert_eq!(
+            accepted["message"],
+            "the configuration it makes does not load: refused"
+        );
     }
 
     #[test]

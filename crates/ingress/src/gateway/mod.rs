@@ -59,6 +59,56 @@ pub(crate) struct Planned {
     pub statuses: Vec<Status>,
 }
 
+/// The Gateways of this controller's classes.
+fn our_gateways<'a>(cluster: &'a Cluster, settings: &Settings) -> Vec<&'a Gateway> {
+    let ours = |name: &str| {
+        cluster.gateway_classes.iter().any(|c| {
+            c.metadata.name.as_deref() == Some(name)
+                && c.spec.controller_name == settings.gateway_controller
+        })
+    };
+    (cluster.gateways.iter())
+        .filter(|g| ours(&g.spec.gateway_class_name))
+        .collect()
+}
+
+/// The status of a route left out because the configuration it makes does not load: not
+/// accepted by any of its parents that are this controller's (None if it has none).
+pub(crate) fn refused_route(
+    cluster: &Cluster,
+    settings: &Settings,
+    route: &HttpRoute,
+    why: &str,
+) -> Option<Status> {
+    let (namespace, name) = crate::cluster::names(&route.metadata);
+    let gateways = our_gateways(cluster, settings);
+    let parents: Vec<serde_json::Value> = (route.spec.parent_refs.iter())
+        .filter(|p| {
+            let ns = p.namespace.as_deref().unwrap_or(&namespace);
+            p.group.as_deref().unwrap_or(GROUP) == GROUP
+                && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+                && gateways.iter().any(|g| {
+                    let (gns, gname) = crate::cluster::names(&g.metadata);
+                    gns == ns && gname == p.name
+                })
+        })
+        .map(|p| {
+            let generation = route.metadata.generation;
+            json!({
+                "parentRef": p,
+                "controllerName": settings.gateway_controller,
+                "conditions": [status::condition("Accepted", false, "UnsupportedValue", why, generation)],
+            })
+        })
+        .collect();
+    (!parents.is_empty()).then(|| Status {
+        kind: "HTTPRoute",
+        namespace,
+        name,
+        status: json!({"parents": parents}),
+    })
+}
+
 /// The Gateway API objects of `cluster` that are this controller's, as configuration.
 pub(crate) fn plan(cluster: &Cluster, settings: &Settings, taken: &Taken) -> Planned {
     let mut out = Planned::default();
@@ -76,15 +126,7 @@ pub(crate) fn plan(cluster: &Cluster, settings: &Settings, taken: &Taken) -> Pla
             ]}),
         });
     }
-    let ours = |name: &str| {
-        cluster.gateway_classes.iter().any(|c| {
-            c.metadata.name.as_deref() == Some(name)
-                && c.spec.controller_name == settings.gateway_controller
-        })
-    };
-    let mut gateways: Vec<&Gateway> = (cluster.gateways.iter())
-        .filter(|g| ours(&g.spec.gateway_class_name))
-        .collect();
+    let mut gateways = our_gateways(cluster, settings);
     gateways.sort_by_key(|g| age(&g.metadata));
 
     let (mut listeners, protocols) = listeners::plan(&gateways, cluster, settings, &mut out.files);
