@@ -155,13 +155,35 @@ pub(crate) fn certificate(
     }
     // A key that is not the certificate's would refuse the whole configuration: checked
     // here as the server will, so that only what names the Secret is refused.
-    if let Err(why) = pair_loads(&settings.files, &cert, &key) {
+    if let Err(why) = pair_checked(&settings.files, &cert, &key) {
         return Err(format!("secret \"{namespace}/{secret}\": {why}"));
     }
     // `_` is in no Kubernetes name: no two Secrets share a file.
     let crt = settings.files.join(format!("{namespace}_{secret}.crt"));
     let pem = settings.files.join(format!("{namespace}_{secret}.key"));
     Ok(((crt.clone(), pem.clone()), vec![(crt, cert), (pem, key)]))
+}
+
+/// [`pair_loads`], asked once per certificate and key: the configuration is made again on
+/// every change the controller sees (an endpoint moved), and a Secret's bytes seldom change.
+fn pair_checked(files: &Path, cert: &[u8], key: &[u8]) -> Result<(), String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
+    type Checked = HashMap<(Vec<u8>, Vec<u8>), Result<(), String>>;
+    static CHECKED: Mutex<Option<Checked>> = Mutex::new(None);
+    let pair = (cert.to_vec(), key.to_vec());
+    let mut checked = CHECKED.lock().unwrap_or_else(PoisonError::into_inner);
+    let checked = checked.get_or_insert_with(HashMap::new);
+    if let Some(known) = checked.get(&pair) {
+        return known.clone();
+    }
+    // Secrets replaced over time: the old pairs go in a while.
+    if checked.len() >= 4096 {
+        checked.clear();
+    }
+    let result = pair_loads(files, cert, key);
+    checked.insert(pair, result.clone());
+    result
 }
 
 /// Whether the server loads a certificate chain and key, as it reads them from files: written
@@ -257,6 +279,16 @@ pub(crate) fn upstream_block(out: &mut String, name: &str, conf: &str, servers: 
 pub(crate) fn plain_regex(pattern: &str) -> bool {
     regex::Regex::new(pattern).is_ok_and(|re| re.capture_names().all(|n| n.is_none()))
 }
+
+/// The headers every proxied location sets, as NGINX Ingress Controller's template does.
+pub(crate) const PROXY_HEADERS: [(&str, &str); 6] = [
+    ("Host", "$host"),
+    ("X-Real-IP", "$remote_addr"),
+    ("X-Forwarded-For", "$proxy_add_x_forwarded_for"),
+    ("X-Forwarded-Host", "$host"),
+    ("X-Forwarded-Port", "$server_port"),
+    ("X-Forwarded-Proto", "$scheme"),
+];
 
 /// A word of nginx.conf in double quotes, its quotes and backslashes escaped.
 pub(crate) fn quote(s: &str) -> String {

@@ -754,15 +754,22 @@ fn loads(
     text: &str,
     files: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
 ) -> Result<(), String> {
+    compiled(opts, text, files).map(drop)
+}
+
+/// `text` compiled as the server runs it, the files it names written first.
+fn compiled(
+    opts: &Options,
+    text: &str,
+    files: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
+) -> Result<portcullis_server::Compiled, String> {
     for (path, bytes) in files {
         write_file(path, bytes)?;
     }
     let conf = opts.dir.join("nginx.conf");
     let loaded =
         portcullis_config::load_str(text, &conf, &Default::default()).map_err(|e| e.to_string())?;
-    portcullis_server::compile(&loaded, &opts.dir, None)
-        .map(drop)
-        .map_err(|e| e.to_string())
+    portcullis_server::compile(&loaded, &opts.dir, None).map_err(|e| e.to_string())
 }
 
 /// Writes the files `text` names and starts the server on it, or swaps it in.
@@ -772,15 +779,8 @@ fn apply(
     files: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
     server: &mut Option<portcullis_server::Server>,
 ) -> Result<(), String> {
-    for (path, bytes) in files {
-        write_file(path, bytes)?;
-    }
-    let conf = opts.dir.join("nginx.conf");
-    write_file(&conf, text.as_bytes())?;
-    let loaded =
-        portcullis_config::load_str(text, &conf, &Default::default()).map_err(|e| e.to_string())?;
-    let compiled =
-        portcullis_server::compile(&loaded, &opts.dir, None).map_err(|e| e.to_string())?;
+    write_file(&opts.dir.join("nginx.conf"), text.as_bytes())?;
+    let compiled = compiled(opts, text, files)?;
     match server {
         Some(s) => s.reload(compiled).map_err(|e| e.to_string()),
         None => {

@@ -38,7 +38,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass};
 use crate::annotations::Rewrite;
 use crate::cluster::{
     age, certificate, names, plain_path, plain_regex, prefix_rewrites, quote, service_servers,
-    upstream_block, valid_host,
+    upstream_block, valid_host, PROXY_HEADERS,
 };
 pub use crate::cluster::{Cluster, Settings};
 
@@ -368,8 +368,12 @@ fn plan(
         };
         let https = annotated.https_all || annotated.https_services.contains(service);
         let scheme = if https { "https" } else { "http" };
+        let mut body = String::from("proxy_http_version 1.1;");
+        for (header, value) in PROXY_HEADERS {
+            let _ = write!(body, " proxy_set_header {header} {value};");
+        }
         Ok(format!(
-            "{PROXY}{}{rewrite} proxy_pass {scheme}://{name};",
+            "{body}{}{rewrite} proxy_pass {scheme}://{name};",
             annotated.location
         ))
     };
@@ -528,13 +532,6 @@ fn valid_path(path: &str, how: Match) -> bool {
         _ => plain_path(path),
     }
 }
-
-/// What every proxied location says, as NGINX Ingress Controller's template does.
-const PROXY: &str = "proxy_http_version 1.1; proxy_set_header Host $host; \
-proxy_set_header X-Real-IP $remote_addr; \
-proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; \
-proxy_set_header X-Forwarded-Host $host; proxy_set_header X-Forwarded-Port $server_port; \
-proxy_set_header X-Forwarded-Proto $scheme;";
 
 /// The default server of one of the Ingresses' ports: their rules without a host, their
 /// default backend, or (with neither) the Gateway API's routes for every host of the port.

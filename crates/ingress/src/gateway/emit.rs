@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::listeners::{meet, ListenerPlan};
 use super::routes::{header_variable, Candidate, Groups, PathKind, Target, INTERNAL};
-use crate::cluster::{prefix_rewrites, quote, upstream_block, Settings};
+use crate::cluster::{prefix_rewrites, quote, upstream_block, Settings, PROXY_HEADERS};
 
 /// A location of a server: `= /p`, `/p/` (or `/`), `~ re`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -452,16 +452,9 @@ fn body(t: &Target, strip: &str, maps: &mut Maps) -> String {
         ""
     };
     // The request's headers: the controller's, then the filter's.
-    let mut headers: Vec<(String, String)> = [
-        ("Host", "$host"),
-        ("X-Real-IP", "$remote_addr"),
-        ("X-Forwarded-For", "$proxy_add_x_forwarded_for"),
-        ("X-Forwarded-Host", "$host"),
-        ("X-Forwarded-Port", "$server_port"),
-        ("X-Forwarded-Proto", "$scheme"),
-    ]
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .into();
+    let mut headers: Vec<(String, String)> = (PROXY_HEADERS.iter())
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     if let Some(host) = rewrite.and_then(|r| r.hostname.as_ref()) {
         set_header(&mut headers, "Host", host.clone());
     }
