@@ -202,7 +202,12 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => poll_writev(s, cx, &[io::IoSlice::new(buf)]),
-            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            MaybeTls::Tls(s) => {
+                let whole = [io::IoSlice::new(buf)];
+                let mut pieces = [io::IoSlice::new(&[]); TLS_PIECES];
+                let n = tls_pieces(&whole, &mut pieces);
+                Pin::new(s.as_mut()).poll_write_vectored(cx, &pieces[..n])
+            }
         }
     }
 
@@ -213,7 +218,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             MaybeTls::Plain(s) => poll_writev(s, cx, bufs),
-            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            MaybeTls::Tls(s) => {
+                let mut pieces = [io::IoSlice::new(&[]); TLS_PIECES];
+                let n = tls_pieces(bufs, &mut pieces);
+                Pin::new(s.as_mut()).poll_write_vectored(cx, &pieces[..n])
+            }
         }
     }
 
@@ -237,6 +246,30 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
+}
+
+/// The largest piece of plaintext handed to rustls at once. rustls copies what it is given
+/// into its records with memcpy, and glibc (2.36, Debian 12's) copies more than 2 KB with `rep
+/// movsb`, which an AMD EPYC runs about 30 times slower than a vector copy when source and
+/// destination differ modulo 16, as a record's payload (past its 5- or 13-byte header) and
+/// the caller's buffer mostly do: 16 KB took 5.5 µs instead of 0.2. Pieces of at most 2 KB
+/// are copied by vector instructions, at full speed whatever their alignment.
+const TLS_PIECE: usize = 2048;
+/// Pieces handed to rustls per write: 64 KB, four full records, sent in one writev.
+const TLS_PIECES: usize = 32;
+
+/// Cuts `bufs` into pieces of at most [`TLS_PIECE`] bytes, as many as `pieces` holds;
+/// returns how many it filled. Empty buffers are left out.
+fn tls_pieces<'a>(bufs: &'a [io::IoSlice<'_>], pieces: &mut [io::IoSlice<'a>]) -> usize {
+    let mut n = 0;
+    for piece in bufs.iter().flat_map(|b| b.chunks(TLS_PIECE)) {
+        if n == pieces.len() {
+            break;
+        }
+        pieces[n] = io::IoSlice::new(piece);
+        n += 1;
+    }
+    n
 }
 
 /// Reads from a plain socket once it is readable, as tokio's own `poll_read` does, but through
@@ -349,5 +382,33 @@ fn writev(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         Err(io::Error::last_os_error())
     } else {
         Ok(n as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_pieces_keep_the_bytes_in_order_and_stop_when_full() {
+        let a: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let b = vec![7u8; 100];
+        let bufs = [
+            io::IoSlice::new(&a),
+            io::IoSlice::new(&[]),
+            io::IoSlice::new(&b),
+        ];
+        let mut pieces = [io::IoSlice::new(&[]); TLS_PIECES];
+        let n = tls_pieces(&bufs, &mut pieces);
+        let sizes: Vec<usize> = pieces[..n].iter().map(|p| p.len()).collect();
+        assert_eq!(sizes, [2048, 2048, 904, 100]);
+        let joined: Vec<u8> = pieces[..n].iter().flat_map(|p| p.iter().copied()).collect();
+        assert_eq!(joined, [a.as_slice(), b.as_slice()].concat());
+
+        let big = vec![1u8; TLS_PIECE * TLS_PIECES + 1];
+        let whole = [io::IoSlice::new(&big)];
+        let n = tls_pieces(&whole, &mut pieces);
+        assert_eq!(n, TLS_PIECES);
+        assert!(pieces.iter().all(|p| p.len() == TLS_PIECE));
     }
 }
