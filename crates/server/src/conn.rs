@@ -695,13 +695,18 @@ impl Connection<'_> {
                     self.write_out(Some(body), timeout).await?;
                     return Ok(head_len + len);
                 }
-                self.write_out(None, timeout).await?;
-                tokio::time::timeout(
+                // Over TLS the head goes in the file's first records; over plain TCP it is
+                // written before sendfile.
+                if matches!(self.stream, Stream::Plain(_)) {
+                    self.write_out(None, timeout).await?;
+                }
+                let sent = tokio::time::timeout(
                     send_deadline(timeout, len),
-                    crate::tls::send_file(&mut self.stream, &file.file, offset, len),
+                    crate::tls::send_file(&mut self.stream, &self.out, &file.file, offset, len),
                 )
-                .await
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+                .await;
+                self.out.clear();
+                sent.map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
                 Ok(head_len + len)
             }
             Body::Stream(mut source) => {
@@ -764,7 +769,13 @@ impl Connection<'_> {
                             sent += len;
                             tokio::time::timeout(
                                 send_deadline(timeout, len),
-                                crate::tls::send_file(&mut self.stream, &file.file, offset, len),
+                                crate::tls::send_file(
+                                    &mut self.stream,
+                                    &[],
+                                    &file.file,
+                                    offset,
+                                    len,
+                                ),
                             )
                             .await
                             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;

@@ -286,23 +286,27 @@ fn server_tls<'a>(
     Some((conf, conf.tls.as_ref()))
 }
 
-/// Sends `len` bytes of `file` from `offset`: with sendfile on plain TCP, else read into a
-/// buffer and written through TLS.
+/// Sends `head`, then `len` bytes of `file` from `offset`: with sendfile on plain TCP, else
+/// read into a buffer and written through TLS, the head in the same records as the file's
+/// first bytes.
 pub(crate) async fn send_file(
     stream: &mut Stream,
+    head: &[u8],
     file: &std::fs::File,
     offset: u64,
     len: u64,
 ) -> io::Result<()> {
     if let Stream::Plain(s) = stream {
+        s.write_all(head).await?;
         return crate::files::send_file(s, file, offset, len).await;
     }
     let mut buf = vec![0u8; FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK))];
+    let mut head = head;
     let mut done = 0u64;
     while done < len {
-        let want = buf
-            .len()
-            .min(usize::try_from(len - done).unwrap_or(buf.len()));
+        // The first read leaves room for the head: four full records again.
+        let room = FILE_CHUNK.saturating_sub(head.len()).max(1).min(buf.len());
+        let want = room.min(usize::try_from(len - done).unwrap_or(room));
         let n = file.read_at(&mut buf[..want], offset + done)?;
         if n == 0 {
             return Err(io::Error::new(
@@ -310,10 +314,28 @@ pub(crate) async fn send_file(
                 "file was truncated while being sent",
             ));
         }
-        stream.write_all(&buf[..n]).await?;
+        write_both(stream, head, &buf[..n]).await?;
+        head = &[];
         done += n as u64;
     }
+    write_both(stream, head, &[]).await?;
     stream.flush().await
+}
+
+/// Writes `a` then `b`, in as few writes as the stream takes them.
+async fn write_both(stream: &mut Stream, mut a: &[u8], mut b: &[u8]) -> io::Result<()> {
+    while !a.is_empty() || !b.is_empty() {
+        let n = stream
+            .write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])
+            .await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let from_a = n.min(a.len());
+        a = &a[from_a..];
+        b = &b[n - from_a..];
+    }
+    Ok(())
 }
 
 /// Writes a TLS variable's value; nothing on a plain connection.

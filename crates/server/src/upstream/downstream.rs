@@ -153,7 +153,7 @@ pub(crate) trait FileSink {
 
 impl FileSink for crate::tls::Stream {
     async fn send_file(&mut self, file: &std::fs::File, offset: u64, len: u64) -> io::Result<()> {
-        crate::tls::send_file(self, file, offset, len).await
+        crate::tls::send_file(self, &[], file, offset, len).await
     }
 }
 
