@@ -10,8 +10,8 @@
 //! same work.
 
 use std::future::Future;
-use std::pin::{pin, Pin};
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
@@ -35,17 +35,12 @@ impl Timer {
 
     /// Runs `f` for at most `timeout`; the future is polled first, so work that is ready
     /// touches the timer only to compare two instants.
-    pub async fn run<F: Future>(&mut self, timeout: Duration, f: F) -> Result<F::Output, TimedOut> {
-        let deadline = Instant::now() + timeout;
-        self.run_until(deadline, f).await
+    pub fn run<F: Future>(&mut self, timeout: Duration, f: F) -> Run<'_, F> {
+        self.run_until(Instant::now() + timeout, f)
     }
 
     /// Runs `f` until `deadline` at the latest.
-    pub async fn run_until<F: Future>(
-        &mut self,
-        deadline: Instant,
-        f: F,
-    ) -> Result<F::Output, TimedOut> {
+    pub fn run_until<F: Future>(&mut self, deadline: Instant, f: F) -> Run<'_, F> {
         let sleep = match &mut self.sleep {
             Some(s) => {
                 if s.deadline() > deadline {
@@ -55,21 +50,44 @@ impl Timer {
             }
             none => none.insert(Box::pin(tokio::time::sleep_until(deadline))),
         };
-        let mut f = pin!(f);
-        std::future::poll_fn(|cx| {
-            if let Poll::Ready(v) = f.as_mut().poll(cx) {
-                return Poll::Ready(Ok(v));
+        Run {
+            sleep: sleep.as_mut(),
+            deadline,
+            f,
+        }
+    }
+}
+
+/// A wait on a [`Timer`]: `f`, cut short at `deadline`. A future of its own rather than an
+/// async fn's, which would hold `f` twice (as its argument and as the local it pins), and its
+/// caller's async fn twice again: a connection waiting for its next request held four copies
+/// of that wait.
+pub struct Run<'t, F> {
+    sleep: Pin<&'t mut Sleep>,
+    deadline: Instant,
+    f: F,
+}
+
+impl<F: Future> Future for Run<'_, F> {
+    type Output = Result<F::Output, TimedOut>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `f` is pinned with the wait (never moved out of it, and the wait has no
+        // Drop of its own); the other fields are not pinned through it.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above.
+        let f = unsafe { Pin::new_unchecked(&mut this.f) };
+        if let Poll::Ready(v) = f.poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        // Fired: at this wait's deadline, or at an earlier one that a past wait set.
+        while this.sleep.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= this.deadline {
+                return Poll::Ready(Err(TimedOut));
             }
-            // Fired: at this wait's deadline, or at an earlier one that a past wait set.
-            while sleep.as_mut().poll(cx).is_ready() {
-                if Instant::now() >= deadline {
-                    return Poll::Ready(Err(TimedOut));
-                }
-                sleep.as_mut().reset(deadline);
-            }
-            Poll::Pending
-        })
-        .await
+            this.sleep.as_mut().reset(this.deadline);
+        }
+        Poll::Pending
     }
 }
 

@@ -50,14 +50,28 @@ pub(crate) async fn serve(
     guard: ActiveGuard,
     generation: Arc<Generation>,
     addr: SocketAddr,
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
 ) {
+    if let Some(mut conn) = start(&guard, &generation, addr, stream, peer).await {
+        conn.run().await;
+    }
+    drop(guard);
+}
+
+/// A connection's start, up to its first request: the PROXY protocol header, the TLS
+/// handshake, and the modules that may take the connection over (HTTP/2). A future of its own,
+/// so that what only the start needs is not kept while the connection waits for requests.
+async fn start<'g>(
+    guard: &'g ActiveGuard,
+    generation: &'g Generation,
+    addr: SocketAddr,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<Connection<'g>> {
     let worker = guard.0.clone();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let Some(listen) = generation.http.listens.iter().find(|l| l.addr == addr) else {
-        return;
-    };
+    let listen = generation.http.listens.iter().find(|l| l.addr == addr)?;
     let default = listen.servers.default_server();
     let timeout = default.client_header_timeout;
     let mut proxied = None;
@@ -88,7 +102,7 @@ pub(crate) async fn serve(
                 if !failed.message.is_empty() {
                     log_unserved(&worker, listen, peer, level, &failed.message);
                 }
-                return;
+                return None;
             }
         }
     }
@@ -107,12 +121,12 @@ pub(crate) async fn serve(
                     guard.1.handshake(None);
                     log_unserved(&worker, listen, peer, Level::Info, &why);
                 }
-                return;
+                return None;
             }
             Start::Failed(why) => {
                 guard.1.handshake(None);
                 log_unserved(&worker, listen, peer, Level::Error, &why);
-                return;
+                return None;
             }
         }
     } else {
@@ -148,7 +162,7 @@ pub(crate) async fn serve(
             Take::Declined(new) => new,
             Take::Taken(serve) => match serve.await {
                 Some(left) => left,
-                None => return,
+                None => return None,
             },
         };
     }
@@ -158,7 +172,7 @@ pub(crate) async fn serve(
         info,
         ..
     } = new;
-    let mut conn = Connection {
+    Some(Connection {
         worker,
         listen,
         stream,
@@ -169,9 +183,7 @@ pub(crate) async fn serve(
         timer: Timer::new(),
         info,
         stat: &guard.1,
-    };
-    conn.run().await;
-    drop(guard);
+    })
 }
 
 /// Logs why a connection closed before its first request, in the default server's log.
@@ -300,7 +312,9 @@ impl Connection<'_> {
                 }
                 HeadRead::Close => return,
                 HeadRead::Bad(e) => {
-                    self.bad_request(&default, e).await;
+                    // Boxed: a rare path, and the largest wait of the loop, which every
+                    // idle connection's future would otherwise make room for.
+                    Box::pin(self.bad_request(&default, e)).await;
                     return;
                 }
             };
