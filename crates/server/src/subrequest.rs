@@ -84,7 +84,9 @@ pub(crate) async fn run<'a>(
 pub(crate) async fn run_background(req: &mut Request<'_>) {
     let method = req.head().method_str().to_owned();
     for (uri, body) in req.take_background() {
-        if let Err(e) = run_as(req, &uri, Keep::Head, &method, body, true).await {
+        // Boxed: most requests have none, and every request's future would otherwise make
+        // room for a whole subrequest.
+        if let Err(e) = Box::pin(run_as(req, &uri, Keep::Head, &method, body, true)).await {
             req.log(crate::Level::Error, &e);
         }
     }
