@@ -13,7 +13,7 @@ pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
 pub use stream::{try_writev, MaybeTls, OverTcp, Stream, Tcp};
-pub use timer::{TimedOut, Timer};
+pub use timer::{Run, TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{
     Change, ChangeError, CheckedPeer, Keepalive, Key, KeyKind, LocalState, NoLive, Outcome, Peer,

@@ -62,6 +62,7 @@ impl Timer {
 /// async fn's, which would hold `f` twice (as its argument and as the local it pins), and its
 /// caller's async fn twice again: a connection waiting for its next request held four copies
 /// of that wait.
+#[must_use = "a wait does nothing unless awaited, and has moved the timer already"]
 pub struct Run<'t, F> {
     sleep: Pin<&'t mut Sleep>,
     deadline: Instant,

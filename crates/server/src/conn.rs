@@ -41,8 +41,6 @@ const FIRST_OUT: usize = 512;
 const LINGERING_TIME: Duration = Duration::from_secs(30);
 /// Largest request body read and dropped to keep a connection alive; past it we close.
 const DISCARD_MAX: u64 = 1 << 30;
-/// The most plaintext one TLS record carries.
-const TLS_RECORD: usize = 16 * 1024;
 /// nginx's code for a plain HTTP request sent to a TLS port, answered as 400.
 const TO_HTTPS: u16 = 497;
 
@@ -714,8 +712,9 @@ impl Connection<'_> {
                     self.write_out(Some(body), timeout).await?;
                     return Ok(head_len + len);
                 }
-                // Over TLS the head goes in the file's first records; over plain TCP it is
-                // written before sendfile.
+                // Over TLS the head goes in the file's first records (so a file that cannot
+                // be read sends nothing, and the head shares the file's deadline); over plain
+                // TCP it is written before sendfile.
                 if matches!(self.stream, Stream::Plain(_)) {
                     self.write_out(None, timeout).await?;
                 }
@@ -1054,13 +1053,9 @@ impl Connection<'_> {
     /// Writes `self.out` and then `body`, in one writev when the socket takes them at once;
     /// over TLS, in as few records as rustls makes of them.
     async fn write_out(&mut self, body: Option<Bytes>, timeout: Duration) -> std::io::Result<()> {
-        let mut body = body.unwrap_or_default();
-        // rustls makes a record of each buffer it is given: a small body joins the head so
-        // that the response goes out in one record, as nginx's SSL buffer sends it.
-        if matches!(self.stream, Stream::Tls(_)) && self.out.len() + body.len() <= TLS_RECORD {
-            self.out.extend_from_slice(&body);
-            body = Bytes::new();
-        }
+        // Over TLS rustls makes records across the buffers it is given: a head and a small body
+        // go out in one record, as nginx's SSL buffer sends them.
+        let body = body.unwrap_or_default();
         // Most responses fit in the socket buffer: try once without arming a timer.
         let first = match &self.stream {
             Stream::Plain(s) => portcullis_proxy::try_writev(

@@ -614,8 +614,7 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
                 worker.active.set(worker.active.get() + 1);
                 let stat = crate::stats::Connection::accepted(&worker.counters);
                 let guard = ActiveGuard(worker.clone(), stat);
-                let conn = crate::conn::serve(guard, generation, addr, stream, peer);
-                tokio::task::spawn_local(Aligned(conn));
+                tokio::task::spawn_local(crate::conn::serve(guard, generation, addr, stream, peer));
             }
             Err(e) => {
                 // Out of descriptors or memory: nginx disables accepting for a moment rather
@@ -628,26 +627,6 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
-    }
-}
-
-/// A future kept at an address that is a multiple of 16. tokio moves a task's future several
-/// times as it spawns and ends it, each a memcpy of all of it (a connection's is over 2 KB),
-/// and glibc 2.36 copies that much with `rep movsb`, which an AMD EPYC runs about 30 times
-/// slower between addresses that differ modulo 16 (as a future aligned to 8 may be).
-#[repr(align(16))]
-struct Aligned<F>(F);
-
-impl<F: std::future::Future> std::future::Future for Aligned<F> {
-    type Output = F::Output;
-
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<F::Output> {
-        // SAFETY: the future is pinned with its wrapper: the wrapper never moves it out, has
-        // no Drop of its own, and is Unpin only where the future is.
-        unsafe { self.map_unchecked_mut(|a| &mut a.0) }.poll(cx)
     }
 }
 
