@@ -518,6 +518,36 @@ fn sigquit_finishes_an_in_flight_request() {
     }
 }
 
+/// A graceful stop closes a keepalive connection that waits for its next request at once,
+/// as nginx closes its idle connections, and the server exits.
+#[test]
+fn sigquit_closes_an_idle_keepalive_connection() {
+    for kind in support::kinds() {
+        let Some(mut server) = Server::start(kind, 1, &config("one")) else {
+            continue;
+        };
+        let mut client = Client::connect(server.port(0));
+        client
+            .send(b"GET /text HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("send");
+        let response = client.read_response(false).expect("response");
+        assert_eq!(response.status, 200, "{kind}");
+        // Kept open: nothing comes while the connection waits for a request.
+        assert!(
+            !client.is_closed(Duration::from_millis(200)),
+            "{kind}: closed before QUIT"
+        );
+        server.signal(libc::SIGQUIT);
+        assert!(
+            client.is_closed(SIGNAL_DEADLINE),
+            "{kind}: idle connection still open after QUIT\n{}",
+            server.logs()
+        );
+        let status = server.wait_exit(SIGNAL_DEADLINE);
+        assert!(status.is_some_and(|s| s.success()), "{kind}: {status:?}");
+    }
+}
+
 /// USR1 reopens the access log; so does a reload (HUP), which opens every file anew.
 #[test]
 fn sigusr1_and_reload_reopen_the_access_log() {
