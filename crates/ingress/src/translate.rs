@@ -914,10 +914,28 @@ mod tests {
         assert!(loadable(&all, &settings, |g| loads(g, &dir)).is_none());
     }
 
-    fn temp(label: &str) -> PathBuf {
+    /// A test's directory, removed when the test ends (a failed one's too: it is the
+    /// assertion's message that tells why, not the files).
+    struct Temp(PathBuf);
+
+    impl std::ops::Deref for Temp {
+        type Target = std::path::Path;
+
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp(label: &str) -> Temp {
         let dir = std::env::temp_dir().join(format!("ingress-{label}-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("logs")).expect("mkdir");
-        dir
+        Temp(dir)
     }
 
     #[test]
