@@ -273,6 +273,25 @@ fn tls_pieces<'a>(bufs: &'a [io::IoSlice<'_>], pieces: &mut [io::IoSlice<'a>]) -
     n
 }
 
+/// Writes `a` then `b`, vectored, in as few writes as `w` takes them.
+pub async fn write_two<W: AsyncWrite + Unpin>(w: &mut W, a: &[u8], b: &[u8]) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let total = a.len() + b.len();
+    let mut written = 0;
+    while written < total {
+        let h = &a[written.min(a.len())..];
+        let t = &b[written.saturating_sub(a.len())..];
+        let n = w
+            .write_vectored(&[io::IoSlice::new(h), io::IoSlice::new(t)])
+            .await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        written += n;
+    }
+    Ok(())
+}
+
 /// Reads from a plain socket once it is readable, as tokio's own `poll_read` does, but through
 /// [`recv`].
 fn poll_recv(s: &TcpStream, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {

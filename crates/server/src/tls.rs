@@ -314,28 +314,12 @@ pub(crate) async fn send_file(
                 "file was truncated while being sent",
             ));
         }
-        write_both(stream, head, &buf[..n]).await?;
+        portcullis_proxy::write_two(stream, head, &buf[..n]).await?;
         head = &[];
         done += n as u64;
     }
-    write_both(stream, head, &[]).await?;
+    portcullis_proxy::write_two(stream, head, &[]).await?;
     stream.flush().await
-}
-
-/// Writes `a` then `b`, in as few writes as the stream takes them.
-async fn write_both(stream: &mut Stream, mut a: &[u8], mut b: &[u8]) -> io::Result<()> {
-    while !a.is_empty() || !b.is_empty() {
-        let n = stream
-            .write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])
-            .await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        let from_a = n.min(a.len());
-        a = &a[from_a..];
-        b = &b[n - from_a..];
-    }
-    Ok(())
 }
 
 /// Writes a TLS variable's value; nothing on a plain connection.

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use portcullis_http::{chunk_header, Framing, LAST_CHUNK};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use portcullis_proxy::write_two;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// The response head as the exchange writes it, field by field in nginx's order.
 pub(crate) trait Fields {
@@ -640,22 +641,4 @@ fn rest<'a>(a: &'a [u8], b: &'a [u8], n: usize) -> (&'a [u8], &'a [u8]) {
         Some(rest) => (rest, b),
         None => (&[][..], &b[n - a.len()..]),
     }
-}
-
-/// Writes `a` then `b`, vectored.
-async fn write_two<W: AsyncWrite + Unpin>(w: &mut W, a: &[u8], b: &[u8]) -> io::Result<()> {
-    let total = a.len() + b.len();
-    let mut written = 0;
-    while written < total {
-        let h = &a[written.min(a.len())..];
-        let t = &b[written.saturating_sub(a.len())..];
-        let n = w
-            .write_vectored(&[IoSlice::new(h), IoSlice::new(t)])
-            .await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        written += n;
-    }
-    Ok(())
 }
