@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-/// A free port of 127.0.0.1.
+#[path = "../../../portcullis/tests/support/ports.rs"]
+mod ports;
+
+/// A free port of 127.0.0.1, never handed out before in this test process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    ports::free_ports(1)[0]
 }
 
 /// A backend that answers every request with its name, the request line and the headers

@@ -13,6 +13,10 @@
 // Each test file compiles this module on its own and uses a different part of it.
 #![allow(dead_code)]
 
+mod ports;
+
+pub use ports::free_ports;
+
 use std::fmt;
 use std::fs;
 use std::io::{self, ErrorKind, Read, Write};
@@ -193,18 +197,6 @@ impl Drop for TempDir {
         // Best effort: a leftover temp dir must not turn a passing test into a failure.
         let _ = fs::remove_dir_all(&self.path);
     }
-}
-
-/// Picks `n` distinct free ports on 127.0.0.1: bind to port 0, read the port, close.
-/// Another process may take one before the server binds it; `Server::start` retries then.
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
 }
 
 /// Substitutes the harness placeholders in a configuration template: `{PREFIX}` (the temp
