@@ -8,17 +8,22 @@ pub const COLOURS: [&str; 6] = [
     "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b",
 ];
 
-/// A system's colour, the same in every chart: portcullis, nginx, HAProxy, then the rest.
+/// The systems with a colour of their own, in [`COLOURS`]' order.
+const NAMED: [&str; 4] = ["portcullis", "nginx", "haproxy", "l4-floor"];
+
+/// A system's colour, the same in every chart: one each for the systems `run` knows, then
+/// the rest by their order among the other systems (a chart without nginx, such as the
+/// ratio to nginx, gives them the same colours as one with it).
 pub fn colour(system: &str, systems: &[String]) -> &'static str {
-    match system {
-        "portcullis" => COLOURS[0],
-        "nginx" => COLOURS[1],
-        "haproxy" => COLOURS[2],
-        _ => {
-            let i = systems.iter().position(|s| s == system).unwrap_or(0);
-            COLOURS[3 + i % (COLOURS.len() - 3)]
-        }
+    if let Some(i) = NAMED.iter().position(|&n| n == system) {
+        return COLOURS[i];
     }
+    let i = systems
+        .iter()
+        .filter(|s| !NAMED.contains(&s.as_str()))
+        .position(|s| s == system)
+        .unwrap_or(0);
+    COLOURS[NAMED.len() + i % (COLOURS.len() - NAMED.len())]
 }
 const CHART_H: f64 = 300.0;
 const MIN_W: f64 = 560.0;
@@ -278,6 +283,22 @@ pub fn lines(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_system_keeps_its_colour_in_every_chart() {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let all = names(&["portcullis", "nginx", "l4-floor", "other", "more"]);
+        let without_nginx = names(&["portcullis", "l4-floor", "other", "more"]);
+        for system in ["portcullis", "l4-floor", "other", "more"] {
+            assert_eq!(
+                colour(system, &all),
+                colour(system, &without_nginx),
+                "{system}"
+            );
+        }
+        assert_ne!(colour("other", &all), colour("more", &all));
+        assert_ne!(colour("other", &all), colour("l4-floor", &all));
+    }
 
     #[test]
     fn ticks_are_round_and_readable() {

@@ -24,6 +24,7 @@
 pub mod assets;
 pub mod charts;
 pub mod data;
+pub mod floor;
 pub mod ingress;
 pub mod model;
 pub mod procfs;

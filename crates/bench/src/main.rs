@@ -21,7 +21,7 @@ use portcullis_bench::data::{self, Priced};
 use portcullis_bench::model::Instance;
 use portcullis_bench::rig::{self, Kind, Plan, System};
 use portcullis_bench::size::{self, Options, SEED_TARGETS};
-use portcullis_bench::{results, run, scenario, Format, Policy, RunRecord, SEEDS_CATALOG};
+use portcullis_bench::{floor, results, run, scenario, Format, Policy, RunRecord, SEEDS_CATALOG};
 
 /// How errors and reports name the built-in catalog.
 const SEEDS_CATALOG_NAME: &str = "catalog-seeds.csv (built in)";
@@ -45,6 +45,37 @@ enum Command {
     Run(RunArgs),
     /// Make a run's report.html again from its results.jsonl.
     Report(ReportArgs),
+    /// The L4 floor of the proxy scenarios: copies bytes between each client and an
+    /// upstream connection of its own, parsing nothing (what `run` measures as `l4-floor`).
+    Floor(FloorArgs),
+}
+
+#[derive(Args)]
+struct FloorArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR")]
+    listen: std::net::SocketAddr,
+    /// Upstream address, once per upstream; clients are spread round robin.
+    #[arg(long = "upstream", value_name = "ADDR", required = true)]
+    upstreams: Vec<std::net::SocketAddr>,
+    /// Certificate for TLS towards clients (with --key and --cipher).
+    #[arg(long, value_name = "FILE", requires_all = ["key", "cipher"])]
+    cert: Option<PathBuf>,
+    /// The certificate's key.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// The TLS 1.2 cipher towards clients, an OpenSSL name.
+    #[arg(long, requires = "cert")]
+    cipher: Option<String>,
+    /// TLS towards the upstreams, with nginx's proxy_ssl defaults.
+    #[arg(long)]
+    upstream_tls: bool,
+    /// Worker threads, each with its own listener.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Check the settings and exit, as `nginx -t` does.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Args)]
@@ -69,7 +100,8 @@ struct RunArgs {
     /// Scenarios, comma-separated, or `all`; `--scenarios list` prints them.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     scenarios: Vec<String>,
-    /// Systems under test, comma-separated; one not found is skipped with a message.
+    /// Systems under test, comma-separated: portcullis, nginx, haproxy, l4-floor (a proxy
+    /// that parses nothing, see `floor`); one not found is skipped with a message.
     #[arg(
         long,
         value_delimiter = ',',
@@ -180,6 +212,7 @@ fn main() -> ExitCode {
         Command::Size(args) => size(args),
         Command::Run(args) => run_command(args),
         Command::Report(args) => report_command(args),
+        Command::Floor(args) => floor_command(args),
     };
     match result {
         Ok(text) => {
@@ -191,6 +224,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn floor_command(args: FloorArgs) -> anyhow::Result<String> {
+    let floor = floor::Floor {
+        listen: args.listen,
+        upstreams: args.upstreams,
+        server_tls: match (args.cert, args.key, args.cipher) {
+            (Some(cert), Some(key), Some(cipher)) => Some((cert, key, cipher)),
+            _ => None,
+        },
+        upstream_tls: args.upstream_tls,
+        workers: args.workers,
+    };
+    if args.check {
+        floor::check(&floor)?;
+        return Ok("the floor's settings are good\n".to_owned());
+    }
+    floor::run(&floor)?;
+    Ok(String::new())
 }
 
 fn size(args: SizeArgs) -> anyhow::Result<String> {
@@ -448,7 +500,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<String> {
     let mut systems = Vec::new();
     for name in &args.systems {
         let kind = Kind::parse(name).ok_or_else(|| {
-            anyhow::anyhow!("unknown system {name:?} (portcullis, nginx or haproxy)")
+            anyhow::anyhow!("unknown system {name:?} (portcullis, nginx, haproxy or l4-floor)")
         })?;
         let binary = match kind {
             Kind::Portcullis => args
@@ -457,6 +509,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<String> {
                 .or_else(|| find_binary("portcullis")),
             Kind::Nginx => nginx.clone(),
             Kind::Haproxy => args.haproxy.clone().or_else(|| find_binary("haproxy")),
+            Kind::Floor => std::env::current_exe().ok(),
         };
         match binary {
             Some(binary) if binary.is_file() => systems.push(System { kind, binary }),

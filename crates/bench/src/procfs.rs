@@ -3,7 +3,7 @@
 //! A system under test is a root process and whatever it forks (nginx's master and workers,
 //! HAProxy's or portcullis's threads). /proc/PID/stat covers all threads of a process, so
 //! summing utime + stime (and the children's cutime + cstime, for workers that exited) over
-//! the tree gives the CPU the whole system spent.
+//! the tree gives the CPU the whole system spent; stime + cstime is the kernel's part of it.
 
 use std::collections::HashMap;
 use std::fs;
@@ -43,21 +43,46 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
-/// utime + stime + cutime + cstime of `pid` and its descendants, in clock ticks.
-pub fn cpu_ticks(pid: u32) -> u64 {
+/// CPU time of a process tree, in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ticks {
+    /// utime + cutime: in the programs themselves.
+    pub user: u64,
+    /// stime + cstime: in the kernel on their behalf.
+    pub system: u64,
+}
+
+impl Ticks {
+    pub fn total(self) -> u64 {
+        self.user + self.system
+    }
+
+    /// What was spent from `earlier` to `self`.
+    pub fn since(self, earlier: Ticks) -> Ticks {
+        Ticks {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+}
+
+/// The CPU time of `pid` and its descendants, children that exited included.
+pub fn cpu_ticks(pid: u32) -> Ticks {
     tree(pid)
         .into_iter()
         .filter_map(stat_fields)
         .map(|fields| {
             // utime is stat field 14, index 11; stime, cutime, cstime follow.
-            fields
-                .iter()
-                .skip(11)
-                .take(4)
-                .filter_map(|f| f.parse::<u64>().ok())
-                .sum::<u64>()
+            let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+            Ticks {
+                user: field(11).unwrap_or(0) + field(13).unwrap_or(0),
+                system: field(12).unwrap_or(0) + field(14).unwrap_or(0),
+            }
         })
-        .sum()
+        .fold(Ticks::default(), |sum, t| Ticks {
+            user: sum.user + t.user,
+            system: sum.system + t.system,
+        })
 }
 
 /// Whether `pid` is still running (and not a zombie).
@@ -78,7 +103,9 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(i);
         }
         assert!(x != 1);
-        assert!(cpu_ticks(me) > 0);
+        let spent = cpu_ticks(me);
+        assert!(spent.user > 0, "{spent:?}");
+        assert_eq!(spent.since(spent).total(), 0);
         assert!(alive(me));
         assert!(!alive(u32::MAX));
     }

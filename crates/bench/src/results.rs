@@ -20,6 +20,8 @@ pub struct Summary {
     pub requests_per_s: Option<Spread>,
     /// CPU microseconds per request.
     pub cpu_us: Option<Spread>,
+    /// The kernel's share of the CPU, over the runs that measured it.
+    pub kernel_share: Option<f64>,
     pub latency_p99_ms: Option<Spread>,
     pub transfer_per_s: Option<Spread>,
     pub syscalls_per_request: Option<f64>,
@@ -62,6 +64,7 @@ pub fn summarize(records: &[RunRecord]) -> Vec<Summary> {
                 runs: runs.len(),
                 requests_per_s: spread(&|r| r.requests_per_s),
                 cpu_us: spread(&|r| Some(r.cpu_per_request() * 1e6)),
+                kernel_share: kernel_share(&good),
                 latency_p99_ms: spread(&|r| r.latency_p99_ms),
                 transfer_per_s: spread(&|r| r.transfer_per_s),
                 syscalls_per_request: runs.iter().find_map(|r| r.syscalls_per_request),
@@ -72,12 +75,26 @@ pub fn summarize(records: &[RunRecord]) -> Vec<Summary> {
         .collect()
 }
 
+/// Kernel seconds over CPU seconds of the runs that measured both.
+fn kernel_share(runs: &[&RunRecord]) -> Option<f64> {
+    let measured: Vec<(f64, f64)> = runs
+        .iter()
+        .filter_map(|r| Some((r.cpu_system_s?, r.cpu_s)))
+        .collect();
+    let cpu: f64 = measured.iter().map(|m| m.1).sum();
+    (cpu > 0.0).then(|| measured.iter().map(|m| m.0).sum::<f64>() / cpu)
+}
+
 /// CPU per request of `s` over nginx's in the same scenario and worker count.
 pub fn ratio_to_nginx(all: &[Summary], s: &Summary) -> Option<f64> {
     let nginx = all
         .iter()
         .find(|n| n.system == "nginx" && n.scenario == s.scenario && n.workers == s.workers)?;
     Some(s.cpu_us?.median / nginx.cpu_us?.median)
+}
+
+fn percent(share: Option<f64>) -> String {
+    share.map_or_else(|| "-".to_owned(), |s| format!("{:.0}%", s * 100.0))
 }
 
 fn opt(value: Option<f64>, decimals: usize) -> String {
@@ -89,7 +106,8 @@ pub fn csv(records: &[RunRecord]) -> String {
     let mut out = String::from(
         "scenario,system,workers,round,cpus,duration_s,requests,requests_per_s,transfer_per_s,\
          latency_p50_ms,latency_p90_ms,latency_p99_ms,latency_max_ms,non_2xx,socket_errors,\
-         errors,cpu_s,cpu_us_per_request,requests_per_s_per_core,syscalls_per_request,failure\n",
+         errors,cpu_s,cpu_system_s,cpu_us_per_request,requests_per_s_per_core,syscalls_per_request,\
+         failure\n",
     );
     for r in records {
         let (cpu_us, per_core) = if r.requests > 0 && r.cpu_s > 0.0 {
@@ -106,7 +124,7 @@ pub fn csv(records: &[RunRecord]) -> String {
             .map_or_else(String::new, |f| format!("\"{}\"", f.replace('"', "\"\"")));
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{cpu_us},{per_core},{},{failure}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{cpu_us},{per_core},{},{failure}",
             r.scenario,
             r.system,
             r.workers,
@@ -124,6 +142,7 @@ pub fn csv(records: &[RunRecord]) -> String {
             int(r.socket_errors),
             r.errors,
             r.cpu_s,
+            num(r.cpu_system_s),
             num(r.syscalls_per_request),
         );
     }
@@ -140,6 +159,7 @@ pub fn text_table(summaries: &[Summary]) -> String {
         "±".to_owned(),
         "p99 ms".to_owned(),
         "CPU µs/req".to_owned(),
+        "kernel".to_owned(),
         "req/s/core".to_owned(),
         "syscalls/req".to_owned(),
         "vs nginx".to_owned(),
@@ -161,6 +181,7 @@ pub fn text_table(summaries: &[Summary]) -> String {
             ),
             opt(s.latency_p99_ms.map(|r| r.median), 2),
             opt(s.cpu_us.map(|r| r.median), 2),
+            percent(s.kernel_share),
             opt(s.per_core(), 0),
             opt(s.syscalls_per_request, 1),
             opt(ratio_to_nginx(summaries, s), 2),
@@ -476,7 +497,8 @@ pub fn html(records: &[RunRecord], catalog: Option<&[Priced]>, method: &str) -> 
     let _ = writeln!(out, "<p>{}</p>", escape(method));
     out.push_str(
         "<table><tr><th>scenario</th><th>system</th><th>workers</th><th>req/s</th><th>±</th>\
-         <th>p99 ms</th><th>CPU µs/req</th><th>req/s per core</th><th>syscalls/req</th>\
+         <th>p99 ms</th><th>CPU µs/req</th><th>kernel</th><th>req/s per core</th>\
+         <th>syscalls/req</th>\
          <th>vs nginx</th><th>errors</th></tr>\n",
     );
     for s in &summaries {
@@ -493,15 +515,19 @@ pub fn html(records: &[RunRecord], catalog: Option<&[Priced]>, method: &str) -> 
             out,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td{class}>{}</td></tr>",
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td{class}>{}</td></tr>",
             escape(&s.scenario),
             escape(&s.system),
             s.workers,
             opt(s.requests_per_s.map(|r| r.median), 0),
-            s.requests_per_s
-                .map_or_else(|| "-".to_owned(), |r| format!("{:.1}%", r.relative() * 100.0)),
+            s.requests_per_s.map_or_else(
+                || "-".to_owned(),
+                |r| format!("{:.1}%", r.relative() * 100.0)
+            ),
             opt(s.latency_p99_ms.map(|r| r.median), 2),
             opt(s.cpu_us.map(|r| r.median), 2),
+            percent(s.kernel_share),
             opt(s.per_core(), 0),
             opt(s.syscalls_per_request, 1),
             opt(ratio_to_nginx(&summaries, s), 2),
@@ -592,6 +618,23 @@ mod tests {
         let h = &all[3];
         assert_eq!((h.good_runs, h.cpu_us), (0, None));
         assert!(text_table(&all).contains("failed: HAProxy does not serve files"));
+    }
+
+    #[test]
+    fn kernel_share_is_over_the_runs_that_measured_it() {
+        let mut runs = vec![
+            record("nginx", 1, 1, 1000.0, 1.0),
+            record("nginx", 1, 2, 1000.0, 3.0),
+            record("nginx", 1, 3, 1000.0, 4.0),
+        ];
+        runs[0].cpu_system_s = Some(0.5);
+        runs[1].cpu_system_s = Some(2.5);
+        let all = summarize(&runs);
+        // 3 kernel seconds of 4 measured; the third run has no split.
+        assert_eq!(all[0].kernel_share, Some(0.75));
+        assert!(text_table(&all).contains(" 75% "), "{}", text_table(&all));
+        assert!(csv(&runs).lines().nth(1).unwrap().contains(",1,0.5,"));
+        assert_eq!(summarize(&runs[2..])[0].kernel_share, None);
     }
 
     #[test]

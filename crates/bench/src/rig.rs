@@ -40,6 +40,8 @@ pub enum Kind {
     Portcullis,
     Nginx,
     Haproxy,
+    /// `portcullis-bench floor`: the L4 floor of the proxy scenarios.
+    Floor,
 }
 
 impl Kind {
@@ -48,11 +50,12 @@ impl Kind {
             Kind::Portcullis => "portcullis",
             Kind::Nginx => "nginx",
             Kind::Haproxy => "haproxy",
+            Kind::Floor => "l4-floor",
         }
     }
 
     pub fn parse(name: &str) -> Option<Kind> {
-        [Kind::Portcullis, Kind::Nginx, Kind::Haproxy]
+        [Kind::Portcullis, Kind::Nginx, Kind::Haproxy, Kind::Floor]
             .into_iter()
             .find(|k| k.name() == name)
     }
@@ -509,7 +512,14 @@ fn wait_ready(
 }
 
 /// The command that checks a system's config, and the one that runs it.
-fn commands(plan: &Plan, stage: &Stage, system: &System, conf: &Path) -> (Command, Command) {
+/// `conf` is the file written from `text`; the floor takes `text` as its arguments.
+fn commands(
+    plan: &Plan,
+    stage: &Stage,
+    system: &System,
+    conf: &Path,
+    text: &str,
+) -> (Command, Command) {
     let mut check = Command::new(&system.binary);
     let mut run = Command::new("taskset");
     run.arg("-c")
@@ -519,6 +529,10 @@ fn commands(plan: &Plan, stage: &Stage, system: &System, conf: &Path) -> (Comman
         Kind::Haproxy => {
             check.arg("-c").arg("-f").arg(conf);
             run.arg("-f").arg(conf).arg("-db");
+        }
+        Kind::Floor => {
+            check.arg("floor").args(text.lines()).arg("--check");
+            run.arg("floor").args(text.lines());
         }
         Kind::Nginx | Kind::Portcullis => {
             nginx_args(&mut check, &stage.layout, conf, system.kind.name());
@@ -564,6 +578,15 @@ fn measure_into(
                     format!("{na}HAProxy has no equivalent (it serves no files, and its cache is of another kind)")
                 })?,
         ),
+        Kind::Floor => (
+            layout.dir.join("floor.args"),
+            stage
+                .scenario
+                .floor_args(layout, workers)
+                .ok_or_else(|| {
+                    format!("{na}the L4 floor passes requests unchanged: it stands in only for a proxy that does nothing else")
+                })?,
+        ),
         Kind::Nginx => (
             layout.dir.join("nginx.conf"),
             stage.scenario.nginx_conf(layout, workers),
@@ -577,8 +600,8 @@ fn measure_into(
             },
         ),
     };
-    fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))?;
-    let (mut check, run) = commands(plan, stage, system, &conf);
+    fs::write(&conf, &text).map_err(|e| format!("{}: {e}", conf.display()))?;
+    let (mut check, run) = commands(plan, stage, system, &conf, &text);
     let checked = check
         .output()
         .map_err(|e| format!("cannot run {}: {e}", system.binary.display()))?;
@@ -623,7 +646,9 @@ fn measure_into(
     record.duration_s = report.duration_s;
     record.requests = report.requests;
     record.errors = report.errors();
-    record.cpu_s = after.saturating_sub(before) as f64 / clock_ticks_per_second();
+    let spent = after.since(before);
+    record.cpu_s = spent.total() as f64 / clock_ticks_per_second();
+    record.cpu_system_s = Some(spent.system as f64 / clock_ticks_per_second());
     record.requests_per_s = Some(report.requests_per_s);
     record.transfer_per_s = Some(report.transfer_per_s);
     record.latency_p50_ms = Some(report.latency_ms.p50);
@@ -776,6 +801,7 @@ mod tests {
     #[test]
     fn kinds_and_cpus() {
         assert_eq!(Kind::parse("haproxy"), Some(Kind::Haproxy));
+        assert_eq!(Kind::parse("l4-floor"), Some(Kind::Floor));
         assert_eq!(Kind::parse("apache"), None);
         assert_eq!(cpu_list(&[1, 3]), "1,3");
         let [a, b] = free_ports::<2>().unwrap();

@@ -35,6 +35,9 @@ pub struct RunRecord {
     pub errors: u64,
     /// CPU seconds (utime + stime) the system under test spent in the run.
     pub cpu_s: f64,
+    /// Of `cpu_s`, the seconds spent in the kernel (stime + cstime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_system_s: Option<f64>,
     /// The CPU the run was measured on, as /proc/cpuinfo names it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
@@ -95,6 +98,7 @@ impl RunRecord {
             requests: 0,
             errors: 0,
             cpu_s: 0.0,
+            cpu_system_s: None,
             machine: None,
             round: None,
             cpus: None,

@@ -769,6 +769,43 @@ impl Scenario {
         Some(out)
     }
 
+    /// The arguments of `portcullis-bench floor` for this scenario, one per line, or `None`
+    /// when the floor cannot stand in for the proxy: it passes requests unchanged, so only
+    /// a proxy scenario that neither rewrites, checks, limits, compresses nor caches has one.
+    /// It spreads clients round robin over the two upstream ports rp and rp-http use.
+    pub fn floor_args(&self, layout: &Layout, workers: u32) -> Option<String> {
+        let Content::Proxy { tls } = self.content else {
+            return None;
+        };
+        let plain_proxy = self.jwt.is_none()
+            && !self.cache
+            && !self.limit_req
+            && self.gzip.is_none()
+            && !self.path.starts_with("/api_old/");
+        if !plain_proxy {
+            return None;
+        }
+        let [a, b, _, _] = layout.upstream_ports;
+        let mut out = format!(
+            "--listen\n127.0.0.1:{}\n--upstream\n127.0.0.1:{a}\n--upstream\n127.0.0.1:{b}\n\
+             --workers\n{workers}\n",
+            layout.port
+        );
+        if let Some(cert) = self.tls {
+            let _ = write!(
+                out,
+                "--cert\n{}\n--key\n{}\n--cipher\n{}\n",
+                layout.cert(cert).display(),
+                layout.key(cert).display(),
+                cert.cipher()
+            );
+        }
+        if tls {
+            out.push_str("--upstream-tls\n");
+        }
+        Some(out)
+    }
+
     /// An haproxy.cfg doing the same work as [`Scenario::nginx_conf`], or `None` when the
     /// scenario serves files, which HAProxy does not do, or caches.
     pub fn haproxy_cfg(&self, layout: &Layout, workers: u32, hs256_secret: &str) -> Option<String> {
@@ -954,6 +991,35 @@ mod tests {
         assert!(!conf.contains("upstream"));
         assert_eq!(find("web-1k").unwrap().upstream_conf(&layout(), 1), None);
         assert_eq!(find("web-1k").unwrap().haproxy_cfg(&layout(), 1, "s"), None);
+    }
+
+    #[test]
+    fn the_floor_stands_in_only_for_a_proxy_that_passes_requests_unchanged() {
+        let rp = find("rp").unwrap().floor_args(&layout(), 2).unwrap();
+        let lines: Vec<&str> = rp.lines().collect();
+        assert_eq!(
+            lines[..8],
+            [
+                "--listen",
+                "127.0.0.1:8443",
+                "--upstream",
+                "127.0.0.1:9001",
+                "--upstream",
+                "127.0.0.1:9002",
+                "--workers",
+                "2"
+            ]
+        );
+        assert!(lines.contains(&"--upstream-tls"), "{rp}");
+        assert!(lines.contains(&"ECDHE-ECDSA-AES256-GCM-SHA384"), "{rp}");
+        let plain = find("rp-http").unwrap().floor_args(&layout(), 1).unwrap();
+        assert!(
+            !plain.contains("--upstream-tls") && !plain.contains("--cert"),
+            "{plain}"
+        );
+        for name in ["apigw", "apigw-jwt-hs256", "rp-cache-1k", "web-1k", "cps"] {
+            assert_eq!(find(name).unwrap().floor_args(&layout(), 1), None, "{name}");
+        }
     }
 
     #[test]

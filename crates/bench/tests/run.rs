@@ -244,6 +244,56 @@ fn web_1k_run_writes_records_size_reads() {
     check(&sized, "portcullis-bench size --from-run");
 }
 
+/// The L4 floor proxies rp (TLS both ways) and rp-http (plain) without an error, each
+/// answer the size of the file, and is not applicable where the proxy has more to do.
+#[test]
+fn l4_floor_proxies_rp_and_rp_http_without_errors() {
+    let (Some(nginx), Some(_wrk)) = (tool("nginx"), tool("wrk")) else {
+        return skip("nginx or wrk not installed");
+    };
+    let out = TempDir::new("floor");
+    let output = Command::new(env!("CARGO_BIN_EXE_portcullis-bench"))
+        .args([
+            "run",
+            "--scenarios",
+            "rp,rp-http,apigw",
+            "--systems",
+            "l4-floor",
+        ])
+        .args(["--duration", "2s", "--warmup", "0", "--repeats", "1"])
+        .arg("--nginx")
+        .arg(&nginx)
+        .arg("--out")
+        .arg(&out.0)
+        .output()
+        .unwrap();
+    check(&output, "portcullis-bench run --systems l4-floor");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("measuring anyway"), "{stderr}");
+    let text = std::fs::read_to_string(out.0.join("results.jsonl")).unwrap();
+    let records = run::parse(&text, "results.jsonl").unwrap();
+    let seen: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| (r.scenario.as_str(), r.system.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("rp", "l4-floor"),
+            ("rp-http", "l4-floor"),
+            ("apigw", "l4-floor")
+        ],
+        "{text}"
+    );
+    for r in &records[..2] {
+        assert_eq!(r.failure, None, "{text}");
+        assert!(r.requests > 1000, "{text}");
+        assert_eq!((r.errors, r.socket_errors), (0, Some(0)), "{text}");
+    }
+    let apigw = records[2].failure.as_deref().unwrap_or_default();
+    assert!(apigw.contains("not applicable"), "{text}");
+}
+
 /// What a request the token cycle script sent carried: its connection, token and Host.
 struct Seen {
     connection: usize,

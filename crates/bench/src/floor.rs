@@ -1,0 +1,421 @@
+//! The L4 floor of the proxy scenarios: a proxy that parses nothing.
+//!
+//! Each client connection gets one upstream connection of its own (round robin over the
+//! upstream addresses), and every byte read from one side is written to the other, decrypted
+//! and encrypted again where a side speaks TLS (with portcullis's own TLS configuration, so
+//! the crypto is the same). It makes the socket calls an HTTP proxy cannot avoid, one read and
+//! one write per side and request, and none of the parsing, routing or header work: what it
+//! costs per request is the least an HTTP proxy pays for the same traffic on this kernel.
+//!
+//! One thread per worker, each with a level-triggered epoll loop, sharing one listener as
+//! nginx's workers do (`EPOLLEXCLUSIVE`). A side whose peer cannot take more is not read until the peer has taken what
+//! is pending, so nothing buffers without bound.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+
+use anyhow::Context;
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
+use socket2::{Domain, Socket, Type};
+
+/// The most read from a socket at once.
+const READ_SIZE: usize = 16 * 1024;
+/// Plaintext handed to rustls in pieces of at most this size: glibc copies larger ones with
+/// `rep movsb`, slow on this CPU when the record's offset misaligns it (as portcullis does,
+/// see BENCHMARKS.md, "Large responses over TLS").
+const TLS_PIECE: usize = 2048;
+/// The epoll token of the listener; a side's token is its pair's slot times two plus the side.
+const LISTENER: u64 = u64::MAX;
+/// Events taken from one `epoll_wait`.
+const EVENTS: usize = 256;
+/// The listener's backlog, as nginx's default on Linux.
+const BACKLOG: i32 = 511;
+
+/// What the floor listens on and where it sends the bytes.
+#[derive(Debug, Clone)]
+pub struct Floor {
+    pub listen: SocketAddr,
+    pub upstreams: Vec<SocketAddr>,
+    /// TLS towards clients: the certificate, key and TLS 1.2 cipher (an OpenSSL name).
+    pub server_tls: Option<(PathBuf, PathBuf, String)>,
+    /// TLS towards the upstreams, with nginx's defaults as portcullis applies them.
+    pub upstream_tls: bool,
+    pub workers: usize,
+}
+
+/// The TLS configurations both sides are built with, shared by the workers.
+#[derive(Clone)]
+struct Tls {
+    server: Option<Arc<ServerConfig>>,
+    client: Option<Arc<ClientConfig>>,
+}
+
+/// Checks the floor's settings (certificates, cipher, upstreams) without serving.
+pub fn check(floor: &Floor) -> anyhow::Result<()> {
+    tls(floor).map(|_| ())
+}
+
+/// Serves until the process is stopped. The first worker runs on the calling thread, so a
+/// single worker is a single-threaded process, as a one-worker nginx is.
+pub fn run(floor: &Floor) -> anyhow::Result<()> {
+    let tls = tls(floor)?;
+    let listener = listen(floor.listen).with_context(|| format!("listen on {}", floor.listen))?;
+    let mut workers = Vec::new();
+    for _ in 0..floor.workers {
+        let listener = listener.try_clone()?;
+        workers.push(Worker::new(listener, floor.upstreams.clone(), tls.clone())?);
+    }
+    let first = workers.remove(0);
+    let threads: Vec<_> = workers
+        .into_iter()
+        .map(|w| thread::spawn(move || w.run()))
+        .collect();
+    first.run()?;
+    for t in threads {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("a worker panicked"))??;
+    }
+    Ok(())
+}
+
+fn tls(floor: &Floor) -> anyhow::Result<Tls> {
+    anyhow::ensure!(!floor.upstreams.is_empty(), "no upstream");
+    anyhow::ensure!(floor.workers > 0, "no worker");
+    let server = match &floor.server_tls {
+        Some((cert, key, cipher)) => {
+            let certified = portcullis_tls::load_certified_key(cert, key, &[])?;
+            let settings = portcullis_tls::ServerSettings {
+                certs: vec![certified],
+                loader: None,
+                versions: vec![&rustls::version::TLS12],
+                tls12_suites: portcullis_tls::tls12_suites(cipher)?,
+                kx_groups: None,
+                prefer_server_ciphers: false,
+                session_storage: Arc::new(rustls::server::NoServerSessionStorage {}),
+                session_cache: false,
+                ticketer: None,
+                client_auth: None,
+                alpn: Vec::new(),
+                max_fragment_size: None,
+            };
+            Some(portcullis_tls::ServerTls::build(settings)?.config)
+        }
+        None => None,
+    };
+    let client = if floor.upstream_tls {
+        Some(portcullis_tls::client::build(
+            &portcullis_tls::ClientSpec::default(),
+        )?)
+    } else {
+        None
+    };
+    Ok(Tls { server, client })
+}
+
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// One end of a proxied connection: a socket, its TLS if it has any, and what it could not
+/// take yet.
+struct Side {
+    socket: TcpStream,
+    tls: Option<Connection>,
+    /// Plain bytes the socket did not take (a TLS side's wait in rustls's own buffer).
+    pending: Vec<u8>,
+    /// The interest registered with epoll, once registered.
+    interest: Option<u32>,
+}
+
+impl Side {
+    fn new(socket: TcpStream, tls: Option<Connection>) -> io::Result<Side> {
+        socket.set_nonblocking(true)?;
+        socket.set_nodelay(true)?;
+        Ok(Side {
+            socket,
+            tls,
+            pending: Vec::new(),
+            interest: None,
+        })
+    }
+
+    /// Reads what the socket has, once, and appends the plaintext to `out`. Returns false at
+    /// the end of the stream.
+    fn receive(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+        let Some(tls) = &mut self.tls else {
+            let start = out.len();
+            out.resize(start + READ_SIZE, 0);
+            let read = self.socket.read(&mut out[start..]);
+            out.truncate(start + *read.as_ref().unwrap_or(&0));
+            return match read {
+                Ok(n) => Ok(n > 0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+                Err(e) => Err(e),
+            };
+        };
+        match tls.read_tls(&mut self.socket) {
+            Ok(0) => return Ok(false),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+            Err(e) => return Err(e),
+        }
+        tls.process_new_packets().map_err(io::Error::other)?;
+        match tls.reader().read_to_end(out) {
+            Ok(_) => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends `data` as far as the socket takes it; the rest waits.
+    fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        match &mut self.tls {
+            Some(tls) => {
+                let mut rest = data;
+                while !rest.is_empty() {
+                    let mut pieces = [IoSlice::new(&[]); 8];
+                    let mut count = 0;
+                    for (piece, chunk) in pieces.iter_mut().zip(rest.chunks(TLS_PIECE)) {
+                        *piece = IoSlice::new(chunk);
+                        count += 1;
+                    }
+                    match tls.writer().write_vectored(&pieces[..count])? {
+                        0 => return Err(io::ErrorKind::WriteZero.into()),
+                        n => rest = &rest[n..],
+                    }
+                }
+            }
+            None => self.pending.extend_from_slice(data),
+        }
+        self.flush()
+    }
+
+    /// Writes what waits, until done or the socket is full.
+    fn flush(&mut self) -> io::Result<()> {
+        loop {
+            let written = match &mut self.tls {
+                Some(tls) if tls.wants_write() => tls.write_tls(&mut self.socket),
+                Some(_) => return Ok(()),
+                None if self.pending.is_empty() => return Ok(()),
+                None => self.socket.write(&self.pending),
+            };
+            match written {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    if self.tls.is_none() {
+                        self.pending.drain(..n);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether bytes wait for the socket.
+    fn blocked(&self) -> bool {
+        match &self.tls {
+            Some(tls) => tls.wants_write(),
+            None => !self.pending.is_empty(),
+        }
+    }
+}
+
+/// A client connection and its upstream connection: side 0 and side 1.
+struct Pair {
+    sides: [Side; 2],
+}
+
+struct Worker {
+    epoll: OwnedFd,
+    listener: TcpListener,
+    upstreams: Vec<SocketAddr>,
+    next_upstream: usize,
+    tls: Tls,
+    pairs: Vec<Option<Pair>>,
+    free: Vec<usize>,
+    buf: Vec<u8>,
+}
+
+impl Worker {
+    fn new(listener: TcpListener, upstreams: Vec<SocketAddr>, tls: Tls) -> io::Result<Worker> {
+        // SAFETY: epoll_create1 takes no pointers; a valid descriptor is owned from here on.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and nothing else owns it.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let worker = Worker {
+            epoll,
+            listener,
+            upstreams,
+            next_upstream: 0,
+            tls,
+            pairs: Vec::new(),
+            free: Vec::new(),
+            buf: Vec::with_capacity(READ_SIZE),
+        };
+        control(
+            worker.epoll.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            worker.listener.as_raw_fd(),
+            (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32,
+            LISTENER,
+        )?;
+        Ok(worker)
+    }
+
+    fn run(mut self) -> anyhow::Result<()> {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+        loop {
+            // SAFETY: `events` has room for EVENTS entries and outlives the call.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    EVENTS as i32,
+                    -1,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e).context("epoll_wait");
+            }
+            for event in &events[..n as usize] {
+                let (token, ready) = (event.u64, event.events);
+                if token == LISTENER {
+                    self.accept();
+                } else {
+                    let slot = (token >> 1) as usize;
+                    // Closing both sockets takes them out of the epoll set. A slot closed
+                    // by an earlier event of this batch is freed once, not again.
+                    if self.serve(slot, (token & 1) as usize, ready).is_err()
+                        && self.pairs[slot].take().is_some()
+                    {
+                        self.free.push(slot);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Accepts every waiting client and connects each to the next upstream. A client whose
+    /// upstream cannot be reached is closed.
+    fn accept(&mut self) {
+        while let Ok((client, _)) = self.listener.accept() {
+            let upstream = self.upstreams[self.next_upstream % self.upstreams.len()];
+            self.next_upstream = self.next_upstream.wrapping_add(1);
+            if let Ok(pair) = self.pair(client, upstream) {
+                let slot = self.free.pop().unwrap_or(self.pairs.len());
+                if slot == self.pairs.len() {
+                    self.pairs.push(None);
+                }
+                self.pairs[slot] = Some(pair);
+                if self.sync(slot).is_err() {
+                    self.pairs[slot] = None;
+                    self.free.push(slot);
+                }
+            }
+        }
+    }
+
+    fn pair(&self, client: TcpStream, upstream: SocketAddr) -> io::Result<Pair> {
+        let client_tls = match &self.tls.server {
+            Some(config) => Some(Connection::Server(
+                ServerConnection::new(config.clone()).map_err(io::Error::other)?,
+            )),
+            None => None,
+        };
+        let upstream_tls = match &self.tls.client {
+            Some(config) => {
+                let name = ServerName::IpAddress(upstream.ip().into());
+                Some(Connection::Client(
+                    ClientConnection::new(config.clone(), name).map_err(io::Error::other)?,
+                ))
+            }
+            None => None,
+        };
+        // Loopback connects at once; the socket turns non-blocking after.
+        let socket = TcpStream::connect(upstream)?;
+        let mut upstream_side = Side::new(socket, upstream_tls)?;
+        // A client handshake starts with the client's hello.
+        upstream_side.flush()?;
+        Ok(Pair {
+            sides: [Side::new(client, client_tls)?, upstream_side],
+        })
+    }
+
+    /// Moves what side `from` has to the other side, writes what waits on the side that
+    /// became writable, and registers the interest that follows.
+    fn serve(&mut self, slot: usize, from: usize, ready: u32) -> io::Result<()> {
+        let pair = self.pairs[slot].as_mut().ok_or(io::ErrorKind::NotFound)?;
+        let [a, b] = &mut pair.sides;
+        let (side, other) = if from == 0 { (a, b) } else { (b, a) };
+        if ready & libc::EPOLLOUT as u32 != 0 {
+            side.flush()?;
+        }
+        if ready & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
+            self.buf.clear();
+            let open = side.receive(&mut self.buf)?;
+            // A handshake's answer, or an alert.
+            side.flush()?;
+            if !self.buf.is_empty() {
+                other.send(&self.buf)?;
+            }
+            if !open {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        self.sync(slot)
+    }
+
+    /// Registers each side for what it waits for: reading while its peer has nothing
+    /// pending, writing while it has.
+    fn sync(&mut self, slot: usize) -> io::Result<()> {
+        let epoll = self.epoll.as_raw_fd();
+        let pair = self.pairs[slot].as_mut().ok_or(io::ErrorKind::NotFound)?;
+        let blocked = [pair.sides[0].blocked(), pair.sides[1].blocked()];
+        for (i, side) in pair.sides.iter_mut().enumerate() {
+            let mut want = 0;
+            if !blocked[1 - i] {
+                want |= libc::EPOLLIN as u32;
+            }
+            if blocked[i] {
+                want |= libc::EPOLLOUT as u32;
+            }
+            if side.interest != Some(want) {
+                let op = match side.interest {
+                    None => libc::EPOLL_CTL_ADD,
+                    Some(_) => libc::EPOLL_CTL_MOD,
+                };
+                let token = (slot as u64) << 1 | i as u64;
+                control(epoll, op, side.socket.as_raw_fd(), want, token)?;
+                side.interest = Some(want);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn control(epoll: RawFd, op: i32, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+    let mut event = libc::epoll_event { events, u64: token };
+    // SAFETY: both descriptors are open and `event` outlives the call.
+    if unsafe { libc::epoll_ctl(epoll, op, fd, &mut event) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
