@@ -33,6 +33,19 @@ impl AsFd for Stream {
     }
 }
 
+impl Stream {
+    /// Ready once a read may find something: the socket's readiness for plain TCP and unix
+    /// sockets, at once over TLS (rustls may hold what an earlier read took in). Lets a
+    /// caller take a buffer for an answer only when the answer starts to come.
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Stream::Tcp(MaybeTls::Plain(s)) => s.poll_read_ready(cx),
+            Stream::Tcp(MaybeTls::Tls(_)) => Poll::Ready(Ok(())),
+            Stream::Unix(s) => s.poll_read_ready(cx),
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,

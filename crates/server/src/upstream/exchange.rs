@@ -1280,9 +1280,11 @@ enum HeadFailure {
     Cgi(String),
 }
 
-/// Reads the response head, skipping interim 1xx responses other than 101.
-async fn read_head<R: AsyncRead + Unpin>(
-    r: &mut R,
+/// Reads the response head, skipping interim 1xx responses other than 101. The buffer grows
+/// to `limit` only once the upstream starts to answer: a request waiting for a slow upstream
+/// holds no room for its answer, as nginx's does not.
+async fn read_head(
+    r: &mut Stream,
     timer: &mut Timer,
     buf: &mut BytesMut,
     limit: usize,
@@ -1290,6 +1292,14 @@ async fn read_head<R: AsyncRead + Unpin>(
     received: &mut u64,
 ) -> Result<ResponseHead, HeadFailure> {
     let mut got_any = false;
+    if buf.capacity() == 0 {
+        let readable = std::future::poll_fn(|cx| r.poll_readable(cx));
+        match timer.run_until(deadline, readable).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(HeadFailure::Io(e)),
+            Err(_) => return Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
+        }
+    }
     loop {
         match parse_response_head(buf, limit) {
             Ok(Some(h)) if (100..200).contains(&h.status()) && h.status() != 101 => continue,
