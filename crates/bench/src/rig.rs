@@ -563,7 +563,7 @@ fn measure_into(
     let layout = &stage.layout;
     let name = system.kind.name();
     let na = crate::run::NOT_APPLICABLE;
-    if system.kind == Kind::Nginx && stage.scenario.jwt.is_some() {
+    if system.kind == Kind::Nginx && stage.scenario.checked_jwt().is_some() {
         return Err(format!(
             "{na}auth_jwt is NGINX Plus's, not in open source nginx"
         ));

@@ -85,6 +85,9 @@ pub struct Scenario {
     /// wrk sends a different valid token with every request (see
     /// [`crate::assets::wrk_token_cycle_script`]) instead of one token on all of them.
     pub distinct_tokens: bool,
+    /// wrk sends the `jwt` token, but the gateway has no `auth_jwt`: what carrying the token
+    /// costs, against which the scenario that checks it measures the check alone.
+    pub bearer_only: bool,
     /// Every request goes through `limit_req` with a key per client, at a rate and burst
     /// no request reaches: the cost of the limit itself.
     pub limit_req: bool,
@@ -105,6 +108,7 @@ const fn web(name: &'static str, path: &'static str, tls: Option<Cert>) -> Scena
         close: false,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -121,6 +125,7 @@ const fn rp_http(path: &'static str) -> Scenario {
         close: false,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -137,6 +142,7 @@ const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Sce
         close: false,
         jwt,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -155,6 +161,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -189,6 +196,24 @@ pub const SCENARIOS: &[Scenario] = &[
         "API gateway with auth_jwt, RS256 token checked against a JWK file (seed 002)",
         Some(Jwt::Rs256),
     ),
+    Scenario {
+        bearer_only: true,
+        ..apigw(
+            "apigw-bearer-hs256",
+            "API gateway as apigw, wrk sending apigw-jwt-hs256's token, which nothing checks: \
+             the cost of carrying the token, to measure the check against",
+            Some(Jwt::Hs256),
+        )
+    },
+    Scenario {
+        bearer_only: true,
+        ..apigw(
+            "apigw-bearer-rs256",
+            "API gateway as apigw, wrk sending apigw-jwt-rs256's token, which nothing checks: \
+             the cost of carrying the token, to measure the check against",
+            Some(Jwt::Rs256),
+        )
+    },
     Scenario {
         distinct_tokens: true,
         ..apigw(
@@ -259,6 +284,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: true,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -272,6 +298,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: true,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -285,6 +312,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: true,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -298,6 +326,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -311,6 +340,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -324,6 +354,7 @@ pub const SCENARIOS: &[Scenario] = &[
         close: false,
         jwt: None,
         distinct_tokens: false,
+        bearer_only: false,
         limit_req: false,
         gzip: None,
         cache: false,
@@ -495,6 +526,11 @@ fn ssl_lines(out: &mut String, layout: &Layout, cert: Cert) {
 }
 
 impl Scenario {
+    /// The algorithm of the token the gateway checks, if it checks one.
+    pub fn checked_jwt(&self) -> Option<Jwt> {
+        self.jwt.filter(|_| !self.bearer_only)
+    }
+
     /// The URL wrk and the readiness probe request.
     pub fn url(&self, port: u16) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
@@ -638,7 +674,7 @@ impl Scenario {
                 );
             }
             let scheme = if tls { "https" } else { "http" };
-            if let Some(jwt) = self.jwt {
+            if let Some(jwt) = self.checked_jwt() {
                 let _ = write!(
                     out,
                     "
@@ -850,7 +886,7 @@ frontend gateway
                 let _ = writeln!(out, "    bind 127.0.0.1:{}", layout.port);
             }
         }
-        if let Some(jwt) = self.jwt {
+        if let Some(jwt) = self.checked_jwt() {
             let key = match jwt {
                 Jwt::Hs256 => format!("\"{hs256_secret}\""),
                 Jwt::Rs256 => format!("\"{}\"", layout.jwt_public_pem().display()),
@@ -991,6 +1027,25 @@ mod tests {
         assert!(!conf.contains("upstream"));
         assert_eq!(find("web-1k").unwrap().upstream_conf(&layout(), 1), None);
         assert_eq!(find("web-1k").unwrap().haproxy_cfg(&layout(), 1, "s"), None);
+    }
+
+    #[test]
+    fn bearer_scenarios_send_the_token_and_check_nothing() {
+        for (bearer, checked) in [
+            ("apigw-bearer-hs256", "apigw-jwt-hs256"),
+            ("apigw-bearer-rs256", "apigw-jwt-rs256"),
+        ] {
+            let (bearer, checked) = (find(bearer).unwrap(), find(checked).unwrap());
+            assert_eq!(bearer.jwt, checked.jwt);
+            assert_eq!(bearer.checked_jwt(), None);
+            assert_eq!(checked.checked_jwt(), checked.jwt);
+            let conf = bearer.nginx_conf(&layout(), 1);
+            assert!(!conf.contains("auth_jwt"), "{conf}");
+            assert_eq!(conf, find("apigw").unwrap().nginx_conf(&layout(), 1));
+            let cfg = bearer.haproxy_cfg(&layout(), 1, "s").unwrap();
+            assert!(!cfg.contains("jwt_verify"), "{cfg}");
+            assert!(checked.nginx_conf(&layout(), 1).contains("auth_jwt"));
+        }
     }
 
     #[test]
