@@ -4,7 +4,8 @@
 #
 # Usage: bench/idle-memory.sh [PORTCULLIS_BINARY] [N] [idle|proxy]
 #   PORTCULLIS_BINARY  default target/release/portcullis
-#   N                  connections, default 10000
+#   N                  connections, default 10000 (idle) or 9000 (proxy: it needs 2N + 1000
+#                      open files, and 20,000 is a common hard limit)
 #   idle               (default) N idle keepalive connections: one request each, answered,
 #                      then held open
 #   proxy              N requests in flight through the proxy: each client sends one request,
@@ -15,15 +16,19 @@
 # while the connections are held, and after they closed.
 set -euo pipefail
 binary=${1:-target/release/portcullis}
-n=${2:-10000}
 mode=${3:-idle}
+if [ "$mode" = proxy ]; then n=${2:-9000}; else n=${2:-10000}; fi
 nginx=${NGINX:-/usr/sbin/nginx}
 case $mode in idle | proxy) ;; *) echo "idle-memory.sh: mode is idle or proxy, not $mode" >&2; exit 2 ;; esac
 dir=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-upstream_port=$(free_port)
+# On any exit: the servers and helpers this script started stop, and the directory goes
+# (KEEP=1 keeps it).
+trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT
+read -r port upstream_port < <(python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
 # A proxying server holds two sockets per request in flight. nginx closes waiting connections
 # once fewer than a sixteenth of its worker_connections are free, so it gets more of those.
 files=$((2 * n + 1000))
@@ -46,7 +51,7 @@ cat > "$dir/hold.py" <<'PY'
 import resource, socket, sys
 n, port = int(sys.argv[1]), int(sys.argv[2])
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, n + 1000), max(hard, n + 1000)))
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 socks = []
 for _ in range(n):
     s = socket.create_connection(("127.0.0.1", port))
@@ -66,7 +71,8 @@ PY
 cat > "$dir/upstream.py" <<'PY'
 import resource, selectors, socket, sys, threading
 n, port = int(sys.argv[1]), int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_NOFILE, (n + 1000, n + 1000))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 listener = socket.create_server(("127.0.0.1", port), backlog=4096)
 print("listening", flush=True)
 sel = selectors.DefaultSelector()

@@ -5,14 +5,15 @@
 //! and encrypted again where a side speaks TLS (with portcullis's own TLS configuration, so
 //! the crypto is the same). It makes the socket calls an HTTP proxy cannot avoid, one read and
 //! one write per side and request, and none of the parsing, routing or header work: what it
-//! costs per request is the least an HTTP proxy pays for the same traffic on this kernel.
+//! costs per request estimates the least an HTTP proxy pays for the same traffic on this
+//! kernel.
 //!
 //! One thread per worker, each with a level-triggered epoll loop, sharing one listener as
 //! nginx's workers do (`EPOLLEXCLUSIVE`). A side whose peer cannot take more is not read until the peer has taken what
 //! is pending, so nothing buffers without bound.
 
 use std::io::{self, IoSlice, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -131,10 +132,22 @@ fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
 struct Side {
     socket: TcpStream,
     tls: Option<Connection>,
-    /// Plain bytes the socket did not take (a TLS side's wait in rustls's own buffer).
+    /// Bytes waiting: plain bytes the socket did not take, or over TLS plaintext rustls does
+    /// not take yet (its handshake is not done). Encrypted records wait in rustls itself.
     pending: Vec<u8>,
     /// The interest registered with epoll, once registered.
     interest: Option<u32>,
+    /// The peer ended its stream: nothing more is read from this side.
+    ended: bool,
+    /// This side was told the stream ended (TCP shutdown, or TLS close_notify).
+    closed: bool,
+}
+
+/// What one read of a side gave.
+enum Received {
+    Data(usize),
+    Nothing,
+    End,
 }
 
 impl Side {
@@ -146,22 +159,16 @@ impl Side {
             tls,
             pending: Vec::new(),
             interest: None,
+            ended: false,
+            closed: false,
         })
     }
 
-    /// Reads what the socket has, once, and appends the plaintext to `out`. Returns false at
-    /// the end of the stream.
-    fn receive(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
+    /// Over TLS, reads what the socket has, once, and decrypts it; false at the end of the
+    /// stream. Plain sides read in [`Side::take`].
+    fn fill(&mut self) -> io::Result<bool> {
         let Some(tls) = &mut self.tls else {
-            let start = out.len();
-            out.resize(start + READ_SIZE, 0);
-            let read = self.socket.read(&mut out[start..]);
-            out.truncate(start + *read.as_ref().unwrap_or(&0));
-            return match read {
-                Ok(n) => Ok(n > 0),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
-                Err(e) => Err(e),
-            };
+            return Ok(true);
         };
         match tls.read_tls(&mut self.socket) {
             Ok(0) => return Ok(false),
@@ -170,65 +177,120 @@ impl Side {
             Err(e) => return Err(e),
         }
         tls.process_new_packets().map_err(io::Error::other)?;
-        match tls.reader().read_to_end(out) {
-            Ok(_) => Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(true),
+        Ok(true)
+    }
+
+    /// Plaintext into `buf`: from the socket (one read), or what TLS decrypted.
+    fn take(&mut self, buf: &mut [u8]) -> io::Result<Received> {
+        let read = match &mut self.tls {
+            Some(tls) => tls.reader().read(buf),
+            None => self.socket.read(buf),
+        };
+        match read {
+            Ok(0) => Ok(Received::End),
+            Ok(n) => Ok(Received::Data(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Received::Nothing),
             Err(e) => Err(e),
         }
     }
 
     /// Sends `data` as far as the socket takes it; the rest waits.
     fn send(&mut self, data: &[u8]) -> io::Result<()> {
-        match &mut self.tls {
-            Some(tls) => {
-                let mut rest = data;
-                while !rest.is_empty() {
-                    let mut pieces = [IoSlice::new(&[]); 8];
-                    let mut count = 0;
-                    for (piece, chunk) in pieces.iter_mut().zip(rest.chunks(TLS_PIECE)) {
-                        *piece = IoSlice::new(chunk);
-                        count += 1;
-                    }
-                    match tls.writer().write_vectored(&pieces[..count])? {
-                        0 => return Err(io::ErrorKind::WriteZero.into()),
-                        n => rest = &rest[n..],
-                    }
-                }
+        let taken = if self.pending.is_empty() {
+            match &mut self.tls {
+                Some(tls) if tls.is_handshaking() => 0,
+                Some(tls) => encrypt(tls, data)?,
+                None => match self.socket.write(data) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                    Err(e) => return Err(e),
+                },
             }
-            None => self.pending.extend_from_slice(data),
-        }
+        } else {
+            0
+        };
+        self.pending.extend_from_slice(&data[taken..]);
         self.flush()
     }
 
     /// Writes what waits, until done or the socket is full.
     fn flush(&mut self) -> io::Result<()> {
-        loop {
-            let written = match &mut self.tls {
-                Some(tls) if tls.wants_write() => tls.write_tls(&mut self.socket),
-                Some(_) => return Ok(()),
-                None if self.pending.is_empty() => return Ok(()),
-                None => self.socket.write(&self.pending),
-            };
-            match written {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    if self.tls.is_none() {
-                        self.pending.drain(..n);
-                    }
+        let Some(tls) = &mut self.tls else {
+            while !self.pending.is_empty() {
+                match self.socket.write(&self.pending) {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => drop(self.pending.drain(..n)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) => return Err(e),
                 }
+            }
+            return Ok(());
+        };
+        if !self.pending.is_empty() && !tls.is_handshaking() {
+            let n = encrypt(tls, &self.pending)?;
+            self.pending.drain(..n);
+        }
+        while tls.wants_write() {
+            match tls.write_tls(&mut self.socket) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(e),
             }
         }
+        Ok(())
     }
 
-    /// Whether bytes wait for the socket.
-    fn blocked(&self) -> bool {
+    /// Tells the side that the stream ended, once all that waits has gone out.
+    fn close(&mut self) -> io::Result<()> {
+        if self.closed || self.full() {
+            return Ok(());
+        }
+        self.closed = true;
+        match &mut self.tls {
+            Some(tls) => {
+                tls.send_close_notify();
+                self.flush()
+            }
+            // A peer that went away already has nothing to be told.
+            None => match self.socket.shutdown(Shutdown::Write) {
+                Err(e) if e.kind() != io::ErrorKind::NotConnected => Err(e),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// Whether bytes wait for the socket, or for the handshake.
+    fn full(&self) -> bool {
+        !self.pending.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+
+    /// Whether bytes wait for the socket to become writable.
+    fn wants_out(&self) -> bool {
         match &self.tls {
             Some(tls) => tls.wants_write(),
             None => !self.pending.is_empty(),
         }
     }
+}
+
+/// Hands `data` to rustls in pieces of at most [`TLS_PIECE`]; returns how much it took (all
+/// but what its buffer limit refuses).
+fn encrypt(tls: &mut Connection, data: &[u8]) -> io::Result<usize> {
+    let mut taken = 0;
+    while taken < data.len() {
+        let mut pieces = [IoSlice::new(&[]); 8];
+        let mut count = 0;
+        for (piece, chunk) in pieces.iter_mut().zip(data[taken..].chunks(TLS_PIECE)) {
+            *piece = IoSlice::new(chunk);
+            count += 1;
+        }
+        match tls.writer().write_vectored(&pieces[..count])? {
+            0 => break,
+            n => taken += n,
+        }
+    }
+    Ok(taken)
 }
 
 /// A client connection and its upstream connection: side 0 and side 1.
@@ -239,6 +301,9 @@ struct Pair {
 struct Worker {
     epoll: OwnedFd,
     listener: TcpListener,
+    /// Whether the listener is in the epoll set: it leaves it while no descriptor is left to
+    /// accept with, and comes back when a pair closes.
+    listening: bool,
     upstreams: Vec<SocketAddr>,
     next_upstream: usize,
     tls: Tls,
@@ -256,24 +321,43 @@ impl Worker {
         }
         // SAFETY: `fd` was just created and nothing else owns it.
         let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-        let worker = Worker {
+        let mut worker = Worker {
             epoll,
             listener,
+            listening: false,
             upstreams,
             next_upstream: 0,
             tls,
             pairs: Vec::new(),
             free: Vec::new(),
-            buf: Vec::with_capacity(READ_SIZE),
+            buf: vec![0; READ_SIZE],
+        };
+        worker.listen(true)?;
+        Ok(worker)
+    }
+
+    /// Puts the listener into the epoll set or takes it out.
+    fn listen(&mut self, on: bool) -> io::Result<()> {
+        if on == self.listening {
+            return Ok(());
+        }
+        let (op, events) = if on {
+            (
+                libc::EPOLL_CTL_ADD,
+                (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32,
+            )
+        } else {
+            (libc::EPOLL_CTL_DEL, 0)
         };
         control(
-            worker.epoll.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            worker.listener.as_raw_fd(),
-            (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32,
+            self.epoll.as_raw_fd(),
+            op,
+            self.listener.as_raw_fd(),
+            events,
             LISTENER,
         )?;
-        Ok(worker)
+        self.listening = on;
+        Ok(())
     }
 
     fn run(mut self) -> anyhow::Result<()> {
@@ -295,40 +379,66 @@ impl Worker {
                 }
                 return Err(e).context("epoll_wait");
             }
+            // Slots freed in this batch are handed out only after it, so that an event of a
+            // closed pair never reaches a new one.
+            let mut freed = Vec::new();
             for event in &events[..n as usize] {
                 let (token, ready) = (event.u64, event.events);
                 if token == LISTENER {
-                    self.accept();
-                } else {
-                    let slot = (token >> 1) as usize;
-                    // Closing both sockets takes them out of the epoll set. A slot closed
-                    // by an earlier event of this batch is freed once, not again.
-                    if self.serve(slot, (token & 1) as usize, ready).is_err()
-                        && self.pairs[slot].take().is_some()
-                    {
-                        self.free.push(slot);
-                    }
+                    self.accept()?;
+                    continue;
                 }
+                let slot = (token >> 1) as usize;
+                if self.pairs[slot].is_none() {
+                    continue;
+                }
+                // Closing both sockets takes them out of the epoll set.
+                if !matches!(self.serve(slot, (token & 1) as usize, ready), Ok(true)) {
+                    self.pairs[slot] = None;
+                    freed.push(slot);
+                }
+            }
+            if !freed.is_empty() {
+                self.free.append(&mut freed);
+                self.listen(true)?;
             }
         }
     }
 
     /// Accepts every waiting client and connects each to the next upstream. A client whose
-    /// upstream cannot be reached is closed.
-    fn accept(&mut self) {
-        while let Ok((client, _)) = self.listener.accept() {
+    /// upstream cannot be reached is closed. Out of descriptors, the worker stops accepting
+    /// until a pair closes.
+    fn accept(&mut self) -> io::Result<()> {
+        loop {
+            let client = match self.listener.accept() {
+                Ok((client, _)) => client,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    return self.listen(false);
+                }
+                Err(e) => return Err(e),
+            };
             let upstream = self.upstreams[self.next_upstream % self.upstreams.len()];
             self.next_upstream = self.next_upstream.wrapping_add(1);
-            if let Ok(pair) = self.pair(client, upstream) {
-                let slot = self.free.pop().unwrap_or(self.pairs.len());
-                if slot == self.pairs.len() {
-                    self.pairs.push(None);
-                }
-                self.pairs[slot] = Some(pair);
-                if self.sync(slot).is_err() {
-                    self.pairs[slot] = None;
-                    self.free.push(slot);
-                }
+            let Ok(pair) = self.pair(client, upstream) else {
+                continue;
+            };
+            let slot = self.free.pop().unwrap_or(self.pairs.len());
+            if slot == self.pairs.len() {
+                self.pairs.push(None);
+            }
+            self.pairs[slot] = Some(pair);
+            if self.sync(slot).is_err() {
+                self.pairs[slot] = None;
+                self.free.push(slot);
             }
         }
     }
@@ -349,7 +459,9 @@ impl Worker {
             }
             None => None,
         };
-        // Loopback connects at once; the socket turns non-blocking after.
+        // Loopback connects at once (a blocking connect: an upstream whose backlog is full
+        // stalls the worker, which a benchmark's upstreams never have); the socket turns
+        // non-blocking after.
         let socket = TcpStream::connect(upstream)?;
         let mut upstream_side = Side::new(socket, upstream_tls)?;
         // A client handshake starts with the client's hello.
@@ -360,41 +472,68 @@ impl Worker {
     }
 
     /// Moves what side `from` has to the other side, writes what waits on the side that
-    /// became writable, and registers the interest that follows.
-    fn serve(&mut self, slot: usize, from: usize, ready: u32) -> io::Result<()> {
+    /// became writable, passes on the end of a stream once what came before it is out, and
+    /// registers the interest that follows. False once both streams ended: the pair is done.
+    fn serve(&mut self, slot: usize, from: usize, ready: u32) -> io::Result<bool> {
         let pair = self.pairs[slot].as_mut().ok_or(io::ErrorKind::NotFound)?;
         let [a, b] = &mut pair.sides;
         let (side, other) = if from == 0 { (a, b) } else { (b, a) };
         if ready & libc::EPOLLOUT as u32 != 0 {
             side.flush()?;
         }
-        if ready & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 {
-            self.buf.clear();
-            let open = side.receive(&mut self.buf)?;
+        // A socket gone both ways takes nothing more: epoll reports it whatever the interest,
+        // so it ends the pair rather than wake the worker again and again.
+        if ready & libc::EPOLLERR as u32 != 0 || (side.ended && ready & libc::EPOLLHUP as u32 != 0)
+        {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        let readable = (libc::EPOLLIN | libc::EPOLLHUP) as u32;
+        if ready & readable != 0 && !side.ended {
+            side.ended = !side.fill()?;
+            loop {
+                match side.take(&mut self.buf)? {
+                    Received::Data(n) => other.send(&self.buf[..n])?,
+                    Received::Nothing => break,
+                    Received::End => {
+                        side.ended = true;
+                        break;
+                    }
+                }
+                // A plain socket is read once per event: a short read left nothing, and a
+                // full one is reported again.
+                if side.tls.is_none() {
+                    break;
+                }
+            }
             // A handshake's answer, or an alert.
             side.flush()?;
-            if !self.buf.is_empty() {
-                other.send(&self.buf)?;
-            }
-            if !open {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
         }
-        self.sync(slot)
+        if side.ended {
+            other.close()?;
+        }
+        if other.ended {
+            side.close()?;
+        }
+        if side.ended && other.ended && side.closed && other.closed && !side.full() && !other.full()
+        {
+            return Ok(false);
+        }
+        self.sync(slot)?;
+        Ok(true)
     }
 
-    /// Registers each side for what it waits for: reading while its peer has nothing
-    /// pending, writing while it has.
+    /// Registers each side for what it waits for: reading while its stream goes on and its
+    /// peer has nothing pending, writing while it has.
     fn sync(&mut self, slot: usize) -> io::Result<()> {
         let epoll = self.epoll.as_raw_fd();
         let pair = self.pairs[slot].as_mut().ok_or(io::ErrorKind::NotFound)?;
-        let blocked = [pair.sides[0].blocked(), pair.sides[1].blocked()];
+        let full = [pair.sides[0].full(), pair.sides[1].full()];
         for (i, side) in pair.sides.iter_mut().enumerate() {
             let mut want = 0;
-            if !blocked[1 - i] {
+            if !side.ended && !full[1 - i] {
                 want |= libc::EPOLLIN as u32;
             }
-            if blocked[i] {
+            if side.wants_out() {
                 want |= libc::EPOLLOUT as u32;
             }
             if side.interest != Some(want) {

@@ -4,13 +4,17 @@
 //! installed.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use portcullis_proxy::{Key, Outcome, Upstream};
+
+#[path = "../../portcullis/tests/support/ports.rs"]
+mod ports;
+use ports::free_ports;
 
 const NGINX: &str = "/usr/sbin/nginx";
 /// How long nginx may take to start listening.
@@ -141,16 +145,6 @@ fn nginx_installed() -> bool {
     );
     let _ = writeln!(std::io::stderr(), "SKIPPED: {NGINX} not installed");
     false
-}
-
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("addr").port())
-        .collect()
 }
 
 /// The peers this crate chooses for `keys`, one successful request each.

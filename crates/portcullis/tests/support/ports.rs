@@ -1,4 +1,5 @@
-//! Free ports for servers under test, shared by the test harnesses of every crate.
+//! Free ports for servers under test, shared by the test harnesses of every crate (each
+//! includes this file with `#[path]`).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
