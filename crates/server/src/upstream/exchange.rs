@@ -1027,15 +1027,19 @@ async fn attempt_once<S: AsyncRead + Unpin>(
         if !body.is_empty() || source.is_some() {
             sent_at = Instant::now();
         }
-        let mut ubuf = {
-            let mut w = req.worker().upstreams.borrow_mut();
-            w.take_buffer()
+        // A spare buffer of the worker's, taken once the answer starts to come (see
+        // `read_head`); FastCGI, uwsgi and SCGI take it at once.
+        let spare = || {
+            let mut buf = req.worker().upstreams.borrow_mut().take_buffer();
+            buf.clear();
+            buf
         };
-        ubuf.clear();
+        let mut ubuf = BytesMut::new();
         let deadline = tokio::time::Instant::from_std(sent_at) + settings.read_timeout;
         let mut decoder = plan.is_fastcgi().then(super::fastcgi::Decoder::default);
         let read = match decoder.as_mut() {
             Some(d) => {
+                ubuf = spare();
                 let records = Records {
                     conn: &mut conn,
                     decoder: std::mem::take(d),
@@ -1055,6 +1059,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
             }
             // uwsgi and SCGI: an HTTP or CGI head on the stream itself.
             None if plan.is_gateway() => {
+                ubuf = spare();
                 read_stream_head(
                     &mut conn,
                     &mut ubuf,
@@ -1069,6 +1074,7 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                     &mut conn.stream,
                     &mut conn.timer,
                     &mut ubuf,
+                    spare,
                     settings.buffer_size,
                     deadline,
                     &mut attempt.bytes_received,
@@ -1280,26 +1286,26 @@ enum HeadFailure {
     Cgi(String),
 }
 
-/// Reads the response head, skipping interim 1xx responses other than 101. The buffer grows
-/// to `limit` only once the upstream starts to answer: a request waiting for a slow upstream
-/// holds no room for its answer, as nginx's does not.
+/// Reads the response head, skipping interim 1xx responses other than 101, into `buf`:
+/// `spare()` once the upstream starts to answer, grown to `limit` as needed. A request waiting
+/// for a slow upstream holds no room for its answer, as nginx's does not.
 async fn read_head(
     r: &mut Stream,
     timer: &mut Timer,
     buf: &mut BytesMut,
+    spare: impl FnOnce() -> BytesMut,
     limit: usize,
     deadline: tokio::time::Instant,
     received: &mut u64,
 ) -> Result<ResponseHead, HeadFailure> {
     let mut got_any = false;
-    if buf.capacity() == 0 {
-        let readable = std::future::poll_fn(|cx| r.poll_readable(cx));
-        match timer.run_until(deadline, readable).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(HeadFailure::Io(e)),
-            Err(_) => return Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
-        }
+    let readable = std::future::poll_fn(|cx| r.poll_readable(cx));
+    match timer.run_until(deadline, readable).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(HeadFailure::Io(e)),
+        Err(_) => return Err(HeadFailure::Io(std::io::ErrorKind::TimedOut.into())),
     }
+    *buf = spare();
     loop {
         match parse_response_head(buf, limit) {
             Ok(Some(h)) if (100..200).contains(&h.status()) && h.status() != 101 => continue,
