@@ -149,6 +149,20 @@ const fn apigw(name: &'static str, about: &'static str, jwt: Option<Jwt>) -> Sce
     }
 }
 
+/// The gateway as apigw, wrk sending the token of the `jwt` scenario, which nothing checks:
+/// the cost of carrying it, to measure the check against.
+const fn bearer(name: &'static str, jwt: Jwt) -> Scenario {
+    Scenario {
+        bearer_only: true,
+        ..apigw(
+            name,
+            "API gateway as apigw, wrk sending the token of apigw-jwt-* with the same \
+             algorithm, which nothing checks: the cost of carrying the token",
+            Some(jwt),
+        )
+    }
+}
+
 /// Every scenario, in the order `--scenarios all` runs them.
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
@@ -196,24 +210,8 @@ pub const SCENARIOS: &[Scenario] = &[
         "API gateway with auth_jwt, RS256 token checked against a JWK file (seed 002)",
         Some(Jwt::Rs256),
     ),
-    Scenario {
-        bearer_only: true,
-        ..apigw(
-            "apigw-bearer-hs256",
-            "API gateway as apigw, wrk sending apigw-jwt-hs256's token, which nothing checks: \
-             the cost of carrying the token, to measure the check against",
-            Some(Jwt::Hs256),
-        )
-    },
-    Scenario {
-        bearer_only: true,
-        ..apigw(
-            "apigw-bearer-rs256",
-            "API gateway as apigw, wrk sending apigw-jwt-rs256's token, which nothing checks: \
-             the cost of carrying the token, to measure the check against",
-            Some(Jwt::Rs256),
-        )
-    },
+    bearer("apigw-bearer-hs256", Jwt::Hs256),
+    bearer("apigw-bearer-rs256", Jwt::Rs256),
     Scenario {
         distinct_tokens: true,
         ..apigw(

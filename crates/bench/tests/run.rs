@@ -159,6 +159,19 @@ fn every_scenario_config_passes_nginx_t() {
     }
 }
 
+/// `portcullis-bench run` of `scenarios` on `systems`, one 2-second run each, no warm-up,
+/// with `nginx` (also the upstreams'), writing into `out`.
+fn short_run(scenarios: &str, systems: &str, nginx: &Path, out: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_portcullis-bench"));
+    cmd.args(["run", "--scenarios", scenarios, "--systems", systems])
+        .args(["--duration", "2s", "--warmup", "0", "--repeats", "1"])
+        .arg("--nginx")
+        .arg(nginx)
+        .arg("--out")
+        .arg(out);
+    cmd
+}
+
 #[test]
 fn web_1k_run_writes_records_size_reads() {
     let (Some(nginx), Some(_wrk)) = (tool("nginx"), tool("wrk")) else {
@@ -174,21 +187,9 @@ fn web_1k_run_writes_records_size_reads() {
         return skip("the method needs two CPUs");
     }
     let out = TempDir::new("e2e");
-    let output = Command::new(env!("CARGO_BIN_EXE_portcullis-bench"))
-        .args([
-            "run",
-            "--scenarios",
-            "web-1k",
-            "--systems",
-            "portcullis,nginx",
-        ])
-        .args(["--duration", "2s", "--warmup", "0", "--repeats", "1"])
+    let output = short_run("web-1k", "portcullis,nginx", &nginx, &out.0)
         .arg("--portcullis")
         .arg(&portcullis)
-        .arg("--nginx")
-        .arg(&nginx)
-        .arg("--out")
-        .arg(&out.0)
         .output()
         .unwrap();
     check(&output, "portcullis-bench run");
@@ -252,19 +253,7 @@ fn l4_floor_proxies_rp_and_rp_http_without_errors() {
         return skip("nginx or wrk not installed");
     };
     let out = TempDir::new("floor");
-    let output = Command::new(env!("CARGO_BIN_EXE_portcullis-bench"))
-        .args([
-            "run",
-            "--scenarios",
-            "rp,rp-http,apigw",
-            "--systems",
-            "l4-floor",
-        ])
-        .args(["--duration", "2s", "--warmup", "0", "--repeats", "1"])
-        .arg("--nginx")
-        .arg(&nginx)
-        .arg("--out")
-        .arg(&out.0)
+    let output = short_run("rp,rp-http,apigw", "l4-floor", &nginx, &out.0)
         .output()
         .unwrap();
     check(&output, "portcullis-bench run --systems l4-floor");
