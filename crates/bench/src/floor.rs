@@ -20,16 +20,13 @@ use std::sync::Arc;
 use std::thread;
 
 use anyhow::Context;
+use portcullis_proxy::{tls_pieces, TLS_PIECES};
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 use socket2::{Domain, Socket, Type};
 
 /// The most read from a socket at once.
 const READ_SIZE: usize = 16 * 1024;
-/// Plaintext handed to rustls in pieces of at most this size: glibc copies larger ones with
-/// `rep movsb`, slow on this CPU when the record's offset misaligns it (as portcullis does,
-/// see BENCHMARKS.md, "Large responses over TLS").
-const TLS_PIECE: usize = 2048;
 /// The epoll token of the listener; a side's token is its pair's slot times two plus the side.
 const LISTENER: u64 = u64::MAX;
 /// Events taken from one `epoll_wait`.
@@ -274,18 +271,16 @@ impl Side {
     }
 }
 
-/// Hands `data` to rustls in pieces of at most [`TLS_PIECE`]; returns how much it took (all
-/// but what its buffer limit refuses).
+/// Hands `data` to rustls in the pieces portcullis hands it (see
+/// [`portcullis_proxy::tls_pieces`]); returns how much it took (all but what its buffer limit
+/// refuses).
 fn encrypt(tls: &mut Connection, data: &[u8]) -> io::Result<usize> {
     let mut taken = 0;
     while taken < data.len() {
-        let mut pieces = [IoSlice::new(&[]); 8];
-        let mut count = 0;
-        for (piece, chunk) in pieces.iter_mut().zip(data[taken..].chunks(TLS_PIECE)) {
-            *piece = IoSlice::new(chunk);
-            count += 1;
-        }
-        match tls.writer().write_vectored(&pieces[..count])? {
+        let rest = [IoSlice::new(&data[taken..])];
+        let mut pieces = [IoSlice::new(&[]); TLS_PIECES];
+        let n = tls_pieces(&rest, &mut pieces);
+        match tls.writer().write_vectored(&pieces[..n])? {
             0 => break,
             n => taken += n,
         }

@@ -12,7 +12,7 @@ mod tls;
 pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
-pub use stream::{try_writev, write_two, MaybeTls, OverTcp, Stream, Tcp};
+pub use stream::{tls_pieces, try_writev, write_two, MaybeTls, OverTcp, Stream, Tcp, TLS_PIECES};
 pub use timer::{Run, TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{

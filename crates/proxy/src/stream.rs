@@ -270,11 +270,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
 const TLS_PIECE: usize = 2048;
 /// Pieces handed to rustls per write: 64 KB (four full records, sent in one writev) and a few
 /// short buffers before it, a response's head.
-const TLS_PIECES: usize = 40;
+pub const TLS_PIECES: usize = 40;
 
 /// Cuts `bufs` into pieces of at most [`TLS_PIECE`] bytes, as many as `pieces` holds;
 /// returns how many it filled. Empty buffers are left out.
-fn tls_pieces<'a>(bufs: &'a [io::IoSlice<'_>], pieces: &mut [io::IoSlice<'a>]) -> usize {
+pub fn tls_pieces<'a>(bufs: &'a [io::IoSlice<'_>], pieces: &mut [io::IoSlice<'a>]) -> usize {
     let mut n = 0;
     for piece in bufs.iter().flat_map(|b| b.chunks(TLS_PIECE)) {
         if n == pieces.len() {
