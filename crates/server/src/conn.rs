@@ -302,7 +302,7 @@ enum HeadRead {
     Bad(RequestError),
 }
 
-impl Connection<'_> {
+impl<'c> Connection<'c> {
     async fn run(&mut self) {
         let default = self.listen.servers.find(None).clone();
         let mut keepalive_timeout = default.conf.keepalive_timeout;
@@ -343,167 +343,177 @@ impl Connection<'_> {
 
     /// Serves one request whose head was read, to its access log line and background
     /// subrequests: whether the connection goes on to another, and its keepalive_timeout.
-    async fn request(&mut self, head: RequestHead) -> Next {
-        let start = Instant::now();
-        // Lossy, so a host that is not UTF-8 still matches wildcard and regex names by
-        // its other bytes, as nginx matches bytewise; the copy is made only for such hosts.
-        let server = self
-            .listen
-            .servers
-            .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
-            .clone();
-        let worker = self.worker.clone();
-        let info = self.info.clone();
-        let mut req = Request::new(&worker, &server, &info, head, start);
-        let mut resp = match self.refuse {
-            Some(code) => req.refuse_client_certificate(code),
-            None => req.run().await,
-        };
-        // An upstream that fails is answered through error_page, whose target may be
-        // proxied too and fail again: each round's answer is proxied in its turn until
-        // one is a response of our own. error_page allows one redirect (or at most
-        // nginx's limit with recursive_error_pages), so the rounds are few.
-        let mut round = Round {
-            first: true,
-            close: false,
-        };
-        while let Body::Proxy(_) = resp.body {
-            round.close |= resp.close;
-            let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
-                break;
+    ///
+    /// A function returning an async block rather than an async fn: an async fn keeps its
+    /// arguments and the locals they are moved into side by side, the head twice over.
+    #[allow(clippy::manual_async_fn)]
+    fn request(&mut self, head: RequestHead) -> impl Future<Output = Next> + use<'_, 'c> {
+        async move {
+            let start = Instant::now();
+            // Lossy, so a host that is not UTF-8 still matches wildcard and regex names by
+            // its other bytes, as nginx matches bytewise; the copy is made only for such hosts.
+            let server = self
+                .listen
+                .servers
+                .find(head.host_bytes().map(String::from_utf8_lossy).as_deref())
+                .clone();
+            let worker = self.worker.clone();
+            let info = self.info.clone();
+            let mut req = Request::new(&worker, &server, &info, head, start);
+            let mut resp = match self.refuse {
+                Some(code) => req.refuse_client_certificate(code),
+                None => req.run().await,
             };
-            match self.proxy(&mut req, plan, round).await {
-                Proxied::Answer(r) => {
-                    resp = r;
-                    resp.close |= round.close;
-                    round.first = false;
+            // An upstream that fails is answered through error_page, whose target may be
+            // proxied too and fail again: each round's answer is proxied in its turn until
+            // one is a response of our own. error_page allows one redirect (or at most
+            // nginx's limit with recursive_error_pages), so the rounds are few.
+            let mut round = Round {
+                first: true,
+                close: false,
+            };
+            while let Body::Proxy(_) = resp.body {
+                round.close |= resp.close;
+                let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
+                    break;
+                };
+                match self.proxy(&mut req, plan, round).await {
+                    Proxied::Answer(r) => {
+                        resp = r;
+                        resp.close |= round.close;
+                        round.first = false;
+                    }
+                    Proxied::Close => {
+                        crate::subrequest::run_background(&mut req).await;
+                        return Next::Close;
+                    }
+                    Proxied::Done => {
+                        // Copies of the request (`mirror`), before the next request.
+                        crate::subrequest::run_background(&mut req).await;
+                        self.set_nodelay();
+                        return Next::Keep(req.loc().keepalive_timeout);
+                    }
                 }
-                Proxied::Close => {
-                    crate::subrequest::run_background(&mut req).await;
+            }
+            let loc = req.loc().clone();
+            let mut keep_alive = req.head().keep_alive()
+                && !resp.close
+                && !loc.keepalive_timeout.is_zero()
+                && self.info.requests < loc.keepalive_requests
+                && req.started().duration_since(self.info.started) <= loc.keepalive_time
+                && !*self.worker.stopping.borrow();
+            // A proxy round has taken the body, or left the connection to close.
+            let mut proxied = !round.first;
+            // A copy of the request that takes the body (`mirror`) has it read whole, as
+            // nginx's mirror reads it before the content.
+            if !proxied && req.copies_body() {
+                if !self.ask_for_body(&req).await {
                     return Next::Close;
                 }
-                Proxied::Done => {
-                    // Copies of the request (`mirror`), before the next request.
-                    crate::subrequest::run_background(&mut req).await;
-                    self.set_nodelay();
-                    return Next::Keep(req.loc().keepalive_timeout);
+                match self.read_body_whole(&mut req).await {
+                    Ok(b) => req.keep_request_body(&b),
+                    // As nginx's mirror, which makes its copies once the body is read.
+                    Err(r) => {
+                        req.take_background();
+                        resp = r;
+                    }
                 }
-            }
-        }
-        let loc = req.loc().clone();
-        let mut keep_alive = req.head().keep_alive()
-            && !resp.close
-            && !loc.keepalive_timeout.is_zero()
-            && self.info.requests < loc.keepalive_requests
-            && req.started().duration_since(self.info.started) <= loc.keepalive_time
-            && !*self.worker.stopping.borrow();
-        // A proxy round has taken the body, or left the connection to close.
-        let mut proxied = !round.first;
-        // A copy of the request that takes the body (`mirror`) has it read whole, as
-        // nginx's mirror reads it before the content.
-        if !proxied && req.copies_body() {
-            if !self.ask_for_body(&req).await {
-                return Next::Close;
-            }
-            match self.read_body_whole(&mut req).await {
-                Ok(b) => req.keep_request_body(&b),
-                // As nginx's mirror, which makes its copies once the body is read.
-                Err(r) => {
-                    req.take_background();
-                    resp = r;
-                }
-            }
-            proxied = true;
-        }
-        // A response made of the request's body (an API write), once it is read.
-        // (What makes it stays in the response while the body is read, so that the request's
-        // future holds nothing more across the read.)
-        if let Body::MadeOfRequest(_) = resp.body {
-            let body = if proxied {
-                Ok(req.read_request_body().unwrap_or_default())
-            } else if !self.ask_for_body(&req).await {
-                return Next::Close;
-            } else {
                 proxied = true;
-                self.read_body_whole(&mut req).await
-            };
-            if let Body::MadeOfRequest(make) = std::mem::replace(&mut resp.body, Body::Empty) {
-                resp = match body {
-                    Ok(b) => make(b),
-                    Err(r) => r,
-                };
             }
-        }
-        let mut discard = match req.head().body() {
-            _ if proxied => None,
-            BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
-            BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
-            _ => None,
-        };
-        // Like nginx, look at the body bytes that came with the head before answering: a
-        // broken chunked body is answered with 400 even where the body is not used.
-        if let Some(d) = discard.as_mut() {
-            match self.discard_buffered(d) {
-                Ok(true) => discard = None,
-                Ok(false) => {}
-                Err(e) => {
-                    req.log_client_error(e.reason());
-                    resp = Response::error_page(400, 400, loc.server_tokens);
-                    discard = None;
-                    keep_alive = false;
+            // A response made of the request's body (an API write), once it is read.
+            // (What makes it stays in the response while the body is read, so that the request's
+            // future holds nothing more across the read.)
+            if let Body::MadeOfRequest(_) = resp.body {
+                let body = if proxied {
+                    Ok(req.read_request_body().unwrap_or_default())
+                } else if !self.ask_for_body(&req).await {
+                    return Next::Close;
+                } else {
+                    proxied = true;
+                    self.read_body_whole(&mut req).await
+                };
+                if let Body::MadeOfRequest(make) = std::mem::replace(&mut resp.body, Body::Empty) {
+                    resp = match body {
+                        Ok(b) => make(b),
+                        Err(r) => r,
+                    };
                 }
             }
-        }
-        if matches!(resp.status, 400 | 413 | 414 | 500 | 501)
-            || req.head().version() == Version::Http09
-        {
-            keep_alive = false;
-        }
-        req.not_modified(&mut resp);
-        keep_alive &= !resp.close;
-        req.add_headers(&mut resp);
-        req.recode(&mut resp).await;
-        // nginx closes without a response (`return 444`, or a body filter that failed).
-        if resp.status == crate::request::NO_RESPONSE {
-            return Next::Close;
-        }
-        if matches!(resp.body, Body::Stream(_)) && resp.content_length.is_none() && !req.is_head() {
-            // A body of no known length: chunked over HTTP/1.1, to the close before.
-            resp.chunked = req.head().version() == Version::Http11 && loc.chunked;
-        }
-        // A response with neither a length nor a status that forbids a body ends where
-        // the connection does: a client must never wait for bytes nobody will send.
-        if !resp.chunked && !resp.is_delimited(req.is_head()) {
-            keep_alive = false;
-        }
-        resp.keep_alive = keep_alive;
-        // An error answered before the body is read needs no body: no 100 Continue then.
-        let send_continue = req.head().expect_continue() && discard.is_some() && resp.status < 400;
-        let sent = self.send(&req, &mut resp, send_continue, &loc).await;
-        // Trailers a response did not end with (HTTP/1.0) are read all the same, for
-        // `$sent_trailer_*`, as nginx's trailers filter reads them.
-        if !(req.is_head() || matches!(resp.status, 204 | 304)) {
-            req.read_trailers();
-        }
-        if sent.is_err() {
-            req.set_incomplete();
-        }
-        req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
-        crate::subrequest::run_background(&mut req).await;
-        if sent.is_err() || !keep_alive {
-            if discard.is_some() || (proxied && !matches!(req.head().body(), BodyKind::None)) {
-                self.linger().await;
+            let mut discard = match req.head().body() {
+                _ if proxied => None,
+                BodyKind::Length(n) if n > 0 => Some(Discard::Length(n)),
+                BodyKind::Chunked => Some(Discard::Chunked(ChunkedDecoder::new())),
+                _ => None,
+            };
+            // Like nginx, look at the body bytes that came with the head before answering: a
+            // broken chunked body is answered with 400 even where the body is not used.
+            if let Some(d) = discard.as_mut() {
+                match self.discard_buffered(d) {
+                    Ok(true) => discard = None,
+                    Ok(false) => {}
+                    Err(e) => {
+                        req.log_client_error(e.reason());
+                        resp = Response::error_page(400, 400, loc.server_tokens);
+                        discard = None;
+                        keep_alive = false;
+                    }
+                }
             }
-            return Next::Close;
-        }
-        if let Some(d) = discard {
-            if !self.discard_rest(d, loc.client_body_timeout).await {
+            if matches!(resp.status, 400 | 413 | 414 | 500 | 501)
+                || req.head().version() == Version::Http09
+            {
+                keep_alive = false;
+            }
+            req.not_modified(&mut resp);
+            keep_alive &= !resp.close;
+            req.add_headers(&mut resp);
+            req.recode(&mut resp).await;
+            // nginx closes without a response (`return 444`, or a body filter that failed).
+            if resp.status == crate::request::NO_RESPONSE {
                 return Next::Close;
             }
+            if matches!(resp.body, Body::Stream(_))
+                && resp.content_length.is_none()
+                && !req.is_head()
+            {
+                // A body of no known length: chunked over HTTP/1.1, to the close before.
+                resp.chunked = req.head().version() == Version::Http11 && loc.chunked;
+            }
+            // A response with neither a length nor a status that forbids a body ends where
+            // the connection does: a client must never wait for bytes nobody will send.
+            if !resp.chunked && !resp.is_delimited(req.is_head()) {
+                keep_alive = false;
+            }
+            resp.keep_alive = keep_alive;
+            // An error answered before the body is read needs no body: no 100 Continue then.
+            let send_continue =
+                req.head().expect_continue() && discard.is_some() && resp.status < 400;
+            let sent = self.send(&req, &mut resp, send_continue, &loc).await;
+            // Trailers a response did not end with (HTTP/1.0) are read all the same, for
+            // `$sent_trailer_*`, as nginx's trailers filter reads them.
+            if !(req.is_head() || matches!(resp.status, 204 | 304)) {
+                req.read_trailers();
+            }
+            if sent.is_err() {
+                req.set_incomplete();
+            }
+            req.log_access(&resp, *sent.as_ref().unwrap_or(&0));
+            crate::subrequest::run_background(&mut req).await;
+            if sent.is_err() || !keep_alive {
+                if discard.is_some() || (proxied && !matches!(req.head().body(), BodyKind::None)) {
+                    self.linger().await;
+                }
+                return Next::Close;
+            }
+            if let Some(d) = discard {
+                if !self.discard_rest(d, loc.client_body_timeout).await {
+                    return Next::Close;
+                }
+            }
+            // The next response may follow an unacknowledged one: Nagle would hold it back.
+            self.set_nodelay();
+            Next::Keep(loc.keepalive_timeout)
         }
-        // The next response may follow an unacknowledged one: Nagle would hold it back.
-        self.set_nodelay();
-        Next::Keep(loc.keepalive_timeout)
     }
 
     /// Reads until a whole head is parsed. The first bytes of a request may take

@@ -623,7 +623,8 @@ pub(super) async fn send_two<W: AsyncWrite + Unpin>(
         return Ok(());
     }
     let (a, b) = rest(a, b, n);
-    timeout_io(timeout, write_two(w, a, b)).await
+    // Boxed: the wait, rare, then takes no room in the futures of the writes that need none.
+    Box::pin(timeout_io(timeout, write_two(w, a, b))).await
 }
 
 /// Writes what the socket takes of `a` then `b` now, without waiting: the bytes written.

@@ -205,10 +205,10 @@ pub(crate) async fn serve<D: Downstream>(
         req.set_cache_status(job.status);
         match found {
             Found::Send(entry) => {
-                return send_entry(down, req, &plan, &entry, job.client_head).await;
+                return Box::pin(send_entry(down, req, &plan, &entry, job.client_head)).await;
             }
             Found::SendThenUpdate(entry) => {
-                let sent = send_entry(down, req, &plan, &entry, job.client_head).await;
+                let sent = Box::pin(send_entry(down, req, &plan, &entry, job.client_head)).await;
                 // The update runs once the stale answer went out, as nginx's background
                 // subrequest, before the connection reads its next request.
                 job.background = true;
@@ -343,7 +343,9 @@ pub(crate) async fn serve<D: Downstream>(
             upstream.select(&mut l.state, key, &mut tried, now)
         };
         let Ok(peer) = selected else {
-            if let Some(finish) = serve_stale(down, req, &plan, &mut cache, next::ERROR).await {
+            if let Some(finish) =
+                Box::pin(serve_stale(down, req, &plan, &mut cache, next::ERROR)).await
+            {
                 return finish.with_attempts(attempts);
             }
             req.log_upstream(
@@ -366,97 +368,101 @@ pub(crate) async fn serve<D: Downstream>(
         let url = Url::new(&plan, &head, &peer_ref.name);
         let attempt_start = now;
         let mut attempt = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer)));
-        let result = if let Some(s) = streamed.as_mut() {
-            // A streamed body is read from the client during the attempt, which sees it close.
-            // Only an HTTP/1 connection streams one.
-            let Some(c) = down.connection() else {
-                return Finish::Status {
-                    code: 500,
-                    body_read: false,
-                    attempts,
-                    challenge: None,
+        // In a block of its own: `result` then holds nothing across the awaits after it.
+        let answered = {
+            let result = if let Some(s) = streamed.as_mut() {
+                // A streamed body is read from the client during the attempt, which sees it close.
+                // Only an HTTP/1 connection streams one.
+                let Some(c) = down.connection() else {
+                    return Finish::Status {
+                        code: 500,
+                        body_read: false,
+                        attempts,
+                        challenge: None,
+                    };
                 };
-            };
-            let source = Some((c.stream, c.read, s, c.send_timeout));
-            attempt_once(
-                &plan,
-                &local,
-                peer,
-                &peer_ref.addr,
-                &head,
-                &whole,
-                source,
-                req,
-                url,
-                now,
-                &mut attempt,
-            )
-            .await
-        } else {
-            let attempted = attempt_once::<D::Io>(
-                &plan,
-                &local,
-                peer,
-                &peer_ref.addr,
-                &head,
-                &whole,
-                None,
-                req,
-                url,
-                now,
-                &mut attempt,
-            );
-            if settings.ignore_client_abort {
-                attempted.await
+                let source = Some((c.stream, c.read, s, c.send_timeout));
+                attempt_once(
+                    &plan,
+                    &local,
+                    peer,
+                    &peer_ref.addr,
+                    &head,
+                    &whole,
+                    source,
+                    req,
+                    url,
+                    now,
+                    &mut attempt,
+                )
+                .await
             } else {
-                // The client is watched while the upstream is reached and answers, as nginx
-                // watches it: one that goes away ends the attempt.
-                tokio::select! {
-                    biased;
-                    r = attempted => r,
-                    () = down.gone() => {
-                        let end = Instant::now();
-                        upstream.release(peer, Outcome::Ok, end);
-                        req.log_upstream(
-                            Level::Info,
-                            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too",
-                            &url,
-                        );
-                        // `$upstream_status` shows no status for it, as in nginx.
-                        attempt.status = None;
-                        attempt.response = end - attempt_start;
-                        attempts.push(attempt);
-                        return Finish::ClientClosed { attempts };
+                let attempted = attempt_once::<D::Io>(
+                    &plan,
+                    &local,
+                    peer,
+                    &peer_ref.addr,
+                    &head,
+                    &whole,
+                    None,
+                    req,
+                    url,
+                    now,
+                    &mut attempt,
+                );
+                if settings.ignore_client_abort {
+                    attempted.await
+                } else {
+                    // The client is watched while the upstream is reached and answers, as nginx
+                    // watches it: one that goes away ends the attempt.
+                    tokio::select! {
+                        biased;
+                        r = attempted => r,
+                        () = down.gone() => {
+                            let end = Instant::now();
+                            upstream.release(peer, Outcome::Ok, end);
+                            req.log_upstream(
+                                Level::Info,
+                                "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too",
+                                &url,
+                            );
+                            // `$upstream_status` shows no status for it, as in nginx.
+                            attempt.status = None;
+                            attempt.response = end - attempt_start;
+                            attempts.push(attempt);
+                            return Finish::ClientClosed { attempts };
+                        }
                     }
                 }
+            };
+            match result {
+                Ok(r) => r,
+                Err(Failed { why, request_sent }) => {
+                    let end = Instant::now();
+                    attempt.response = end - attempt_start;
+                    upstream.release(peer, Outcome::Failed, end);
+                    attempt.status = Some(why.status());
+                    attempts.push(attempt);
+                    let once = request_sent && streams;
+                    if !once && may_retry(&plan, why.bit(), request_sent, tries, max_tries, start) {
+                        continue;
+                    }
+                    if let Some(finish) =
+                        Box::pin(serve_stale(down, req, &plan, &mut cache, why.bit())).await
+                    {
+                        return finish.with_attempts(attempts);
+                    }
+                    return Finish::Status {
+                        code: why.status(),
+                        body_read: true,
+                        attempts,
+                        challenge: None,
+                    };
+                }
             }
         };
-        let (mut conn, resp_head, ubuf, decoder) = match result {
-            Ok(r) => r,
-            Err(Failed { why, request_sent }) => {
-                let end = Instant::now();
-                attempt.response = end - attempt_start;
-                upstream.release(peer, Outcome::Failed, end);
-                attempt.status = Some(why.status());
-                attempts.push(attempt);
-                let once = request_sent && streams;
-                if !once && may_retry(&plan, why.bit(), request_sent, tries, max_tries, start) {
-                    continue;
-                }
-                if let Some(finish) = serve_stale(down, req, &plan, &mut cache, why.bit()).await {
-                    return finish.with_attempts(attempts);
-                }
-                return Finish::Status {
-                    code: why.status(),
-                    body_read: true,
-                    attempts,
-                    challenge: None,
-                };
-            }
-        };
-        let status = resp_head.status();
+        let (answered, status) = kept_head(answered, req);
         attempt.status = Some(status);
-        req.keep_upstream_head(&resp_head);
         let bit = next::status_bit(status);
         if bit & settings.next_upstream != 0
             && !streams
@@ -474,228 +480,256 @@ pub(crate) async fn serve<D: Downstream>(
             put_back(&local, peer, None::<Conn<Stream>>, end);
             continue;
         }
-        if status == 101 && plan.upgrade {
-            req.write_proxied_head(down.begin(Framing::Length(0)), &plan, &resp_head);
-            if let Some(c) = down.connection() {
-                let head_len = c.out.len() as u64;
-                // Boxed, as the connect: an upgrade is rare and its future large.
-                let sent = Box::pin(tunnel(
-                    c.stream,
-                    &mut conn.stream,
-                    c.out,
-                    c.read,
-                    ubuf,
-                    settings.read_timeout,
-                    c.send_timeout,
-                ))
-                .await;
-                let end = Instant::now();
-                attempt.response = end - attempt_start;
-                attempts.push(attempt);
-                upstream.release(peer, Outcome::Ok, end);
-                // `$body_bytes_sent`: what the tunnel carried to the client after the head.
-                return Finish::Sent {
-                    status,
-                    sent,
-                    body: sent.saturating_sub(head_len),
-                    keep_alive: false,
-                    attempts,
-                };
-            }
-        }
-        let failed = bit & next::FAILURE_STATUSES & settings.next_upstream != 0;
-        let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
-        let mut store = None;
-        if let Some(job) = cache.as_mut() {
-            let stale = bit != 0 && job.stale_for(bit);
-            let revalidated = (status == 304 && job.revalidation().is_some())
-                .then(|| job.revalidated(&resp_head))
-                .flatten();
-            if stale || revalidated.is_some() {
-                let end = Instant::now();
-                attempt.response = end - attempt_start;
-                attempts.push(attempt);
-                upstream.release(peer, outcome, end);
-                // The upstream's body, if any, is not read: its connection is not kept.
-                let entry = match revalidated {
-                    Some(e) => e,
-                    None => {
-                        job.status = super::cache::Status::Stale;
-                        match job.stale.take() {
-                            Some(e) => e,
-                            None => unreachable!("stale_for found a stale entry"),
-                        }
-                    }
-                };
-                req.set_cache_status(job.status);
-                return send_entry(down, req, &plan, &entry, job.client_head)
-                    .await
-                    .with_attempts(attempts);
-            }
-        }
-        // A stale entry answers before an error page would (nginx tests the cache first).
-        if settings.intercept_errors && status >= 300 && req.has_error_page(status) {
+        // Boxed: a request's future then holds none of the answer's locals while it waits
+        // for the upstream.
+        let tried = (&local, peer, url);
+        let attempt = (attempt, attempt_start, attempts);
+        return Box::pin(answer(
+            down, req, &plan, &mut cache, tried, attempt, answered,
+        ))
+        .await;
+    }
+}
+
+/// Keeps the answer's head for `$upstream_http_*` and gives the answer back with its status.
+/// Taken and given back by value: a borrow of it in the caller's future would keep room for
+/// it there across the awaits that follow.
+fn kept_head(answered: Attempted, req: &Request<'_>) -> (Attempted, u16) {
+    req.keep_upstream_head(&answered.1);
+    let status = answered.1.status();
+    (answered, status)
+}
+
+/// The answer of the attempt that got one, past the retries: a tunnel, a cache entry, an
+/// error page's or another location's status, or the response forwarded.
+async fn answer<D: Downstream>(
+    down: &mut D,
+    req: &Request<'_>,
+    plan: &Plan,
+    cache: &mut Option<Box<Job>>,
+    (local, peer, url): (
+        &std::rc::Rc<std::cell::RefCell<super::Local>>,
+        PeerId,
+        Url<'_>,
+    ),
+    (mut attempt, attempt_start, mut attempts): (Attempt, Instant, Vec<Attempt>),
+    (mut conn, resp_head, ubuf, decoder): Attempted,
+) -> Finish {
+    let settings = &plan.settings;
+    let upstream = &plan.upstream;
+    let status = resp_head.status();
+    let bit = next::status_bit(status);
+    if status == 101 && plan.upgrade {
+        req.write_proxied_head(down.begin(Framing::Length(0)), plan, &resp_head);
+        if let Some(c) = down.connection() {
+            let head_len = c.out.len() as u64;
+            // Boxed, as the connect: an upgrade is rare and its future large.
+            let sent = Box::pin(tunnel(
+                c.stream,
+                &mut conn.stream,
+                c.out,
+                c.read,
+                ubuf,
+                settings.read_timeout,
+                c.send_timeout,
+            ))
+            .await;
             let end = Instant::now();
             attempt.response = end - attempt_start;
+            attempts.push(attempt);
             upstream.release(peer, Outcome::Ok, end);
-            attempts.push(attempt);
-            return Finish::Status {
-                code: status,
-                body_read: true,
+            // `$body_bytes_sent`: what the tunnel carried to the client after the head.
+            return Finish::Sent {
+                status,
+                sent,
+                body: sent.saturating_sub(head_len),
+                keep_alive: false,
                 attempts,
-                challenge: (status == 401)
-                    .then(|| resp_head.header("www-authenticate").map(<[u8]>::to_vec))
-                    .flatten(),
             };
         }
-        // `X-Accel-Redirect`: the response is another location's; this one's body is not
-        // read, and its connection not kept.
-        if let Some(uri) = resp_head
-            .header("x-accel-redirect")
-            .filter(|_| settings.cache.ignore & super::cache::ignore::X_ACCEL_REDIRECT == 0)
-        {
+    }
+    let failed = bit & next::FAILURE_STATUSES & settings.next_upstream != 0;
+    let outcome = if failed { Outcome::Failed } else { Outcome::Ok };
+    let mut store = None;
+    if let Some(job) = cache.as_mut() {
+        let stale = bit != 0 && job.stale_for(bit);
+        let revalidated = (status == 304 && job.revalidation().is_some())
+            .then(|| job.revalidated(&resp_head))
+            .flatten();
+        if stale || revalidated.is_some() {
             let end = Instant::now();
             attempt.response = end - attempt_start;
-            upstream.release(peer, outcome, end);
             attempts.push(attempt);
-            let fields = resp_head
-                .fields()
-                .filter(|f| {
-                    KEPT_ON_REDIRECT
-                        .iter()
-                        .any(|k| f.name.eq_ignore_ascii_case(k.as_bytes()))
-                })
-                .map(|f| (f.name.to_vec(), f.value.to_vec()))
-                .collect();
-            return Finish::Redirect {
-                uri: uri.to_vec(),
-                fields,
-                attempts,
-            };
-        }
-        if let Some(job) = cache.as_mut() {
-            store = asking(req, |ask| job.store(ask, &resp_head, plan.head_request));
-            if store.is_some() {
-                req.set_cache_ranges();
-            }
-        }
-        // A response the cache keeps is one the client's conditions apply to.
-        let shown = match store
-            .as_ref()
-            .map(|_| super::cache::not_modified(&req.conditions(), &resp_head))
-        {
-            Some(Err(code)) => {
-                attempts.push(attempt);
-                return Finish::Status {
-                    code,
-                    body_read: true,
-                    attempts,
-                    challenge: None,
-                };
-            }
-            Some(Ok(shown)) => shown,
-            None => None,
-        };
-        let head_only = cache
-            .as_ref()
-            .is_some_and(|j| j.client_head || j.background)
-            || shown.is_some();
-        let no_body = plan.head_request || status == 204 || status == 304 || status < 200;
-        let framing = if no_body {
-            Framing::Length(0)
-        } else {
-            resp_head.framing()
-        };
-        // A response the cache stores whole may be sent as one range of it, and so may any
-        // with proxy_force_ranges.
-        // A HEAD's answer has no body but the length it would have.
-        let whole = if plan.head_request {
-            resp_head.framing()
-        } else {
-            framing
-        };
-        let cut = match whole {
-            Framing::Length(n) if (store.is_some() || settings.force_ranges) && shown.is_none() => {
-                cut(req, &plan, &resp_head, n, false)
-            }
-            _ => Cut::Whole,
-        };
-        let (shown, slice) = match cut {
-            Cut::Part {
-                head,
-                start,
-                len,
-                range,
-            } => {
-                req.set_range_field(range);
-                (Some(head), Some((start, len)))
-            }
-            Cut::Unsatisfiable => {
-                if let Framing::Length(n) = framing {
-                    req.set_range_field(crate::files::unsatisfied_range(n).into_bytes());
+            upstream.release(peer, outcome, end);
+            // The upstream's body, if any, is not read: its connection is not kept.
+            let entry = match revalidated {
+                Some(e) => e,
+                None => {
+                    job.status = super::cache::Status::Stale;
+                    match job.stale.take() {
+                        Some(e) => e,
+                        None => unreachable!("stale_for found a stale entry"),
+                    }
                 }
-                attempts.push(attempt);
-                return Finish::Status {
-                    code: 416,
-                    body_read: true,
-                    attempts,
-                    challenge: None,
-                };
-            }
-            Cut::Whole | Cut::Parts { .. } => (shown, None),
-        };
-        let fill = (store.is_some() || head_only || slice.is_some()).then_some(Cached {
-            store,
-            head_only,
-            slice,
-        });
-        let shown = shown.as_ref().unwrap_or(&resp_head);
-        let framed = (framing, no_body || head_only);
-        let (forwarded, reusable) = match decoder {
-            Some(decoder) => {
-                let mut source = Records {
-                    conn: &mut conn,
-                    decoder,
-                    req,
-                    url,
-                };
-                let f = forward(
-                    down,
-                    req,
-                    &plan,
-                    shown,
-                    framed,
-                    ubuf,
-                    &mut source,
-                    url,
-                    fill,
-                );
-                let forwarded = f.await;
-                // The response's end was read, and nothing after it.
-                let whole = source.decoder.is_whole();
-                (forwarded, whole && plan.keepalive)
-            }
-            None => {
-                let f = forward(down, req, &plan, shown, framed, ubuf, &mut conn, url, fill);
-                let forwarded = f.await;
-                let reusable = forwarded.upstream_done && plan.keepalive;
-                (forwarded, reusable && !resp_head.connection_close())
-            }
-        };
+            };
+            req.set_cache_status(job.status);
+            return Box::pin(send_entry(down, req, plan, &entry, job.client_head))
+                .await
+                .with_attempts(attempts);
+        }
+    }
+    // A stale entry answers before an error page would (nginx tests the cache first).
+    if settings.intercept_errors && status >= 300 && req.has_error_page(status) {
         let end = Instant::now();
         attempt.response = end - attempt_start;
-        attempt.length = forwarded.length;
-        attempt.bytes_received += forwarded.received;
+        upstream.release(peer, Outcome::Ok, end);
         attempts.push(attempt);
+        return Finish::Status {
+            code: status,
+            body_read: true,
+            attempts,
+            challenge: (status == 401)
+                .then(|| resp_head.header("www-authenticate").map(<[u8]>::to_vec))
+                .flatten(),
+        };
+    }
+    // `X-Accel-Redirect`: the response is another location's; this one's body is not
+    // read, and its connection not kept.
+    if let Some(uri) = resp_head
+        .header("x-accel-redirect")
+        .filter(|_| settings.cache.ignore & super::cache::ignore::X_ACCEL_REDIRECT == 0)
+    {
+        let end = Instant::now();
+        attempt.response = end - attempt_start;
         upstream.release(peer, outcome, end);
-        put_back(&local, peer, reusable.then_some(conn), end);
-        return Finish::Sent {
-            status,
-            sent: forwarded.sent,
-            body: forwarded.body,
-            keep_alive: forwarded.keep_alive,
+        attempts.push(attempt);
+        let fields = resp_head
+            .fields()
+            .filter(|f| {
+                KEPT_ON_REDIRECT
+                    .iter()
+                    .any(|k| f.name.eq_ignore_ascii_case(k.as_bytes()))
+            })
+            .map(|f| (f.name.to_vec(), f.value.to_vec()))
+            .collect();
+        return Finish::Redirect {
+            uri: uri.to_vec(),
+            fields,
             attempts,
         };
+    }
+    if let Some(job) = cache.as_mut() {
+        store = asking(req, |ask| job.store(ask, &resp_head, plan.head_request));
+        if store.is_some() {
+            req.set_cache_ranges();
+        }
+    }
+    // A response the cache keeps is one the client's conditions apply to.
+    let shown = match store
+        .as_ref()
+        .map(|_| super::cache::not_modified(&req.conditions(), &resp_head))
+    {
+        Some(Err(code)) => {
+            attempts.push(attempt);
+            return Finish::Status {
+                code,
+                body_read: true,
+                attempts,
+                challenge: None,
+            };
+        }
+        Some(Ok(shown)) => shown,
+        None => None,
+    };
+    let head_only = cache
+        .as_ref()
+        .is_some_and(|j| j.client_head || j.background)
+        || shown.is_some();
+    let no_body = plan.head_request || status == 204 || status == 304 || status < 200;
+    let framing = if no_body {
+        Framing::Length(0)
+    } else {
+        resp_head.framing()
+    };
+    // A response the cache stores whole may be sent as one range of it, and so may any
+    // with proxy_force_ranges.
+    // A HEAD's answer has no body but the length it would have.
+    let whole = if plan.head_request {
+        resp_head.framing()
+    } else {
+        framing
+    };
+    let cut = match whole {
+        Framing::Length(n) if (store.is_some() || settings.force_ranges) && shown.is_none() => {
+            cut(req, plan, &resp_head, n, false)
+        }
+        _ => Cut::Whole,
+    };
+    let (shown, slice) = match cut {
+        Cut::Part {
+            head,
+            start,
+            len,
+            range,
+        } => {
+            req.set_range_field(range);
+            (Some(head), Some((start, len)))
+        }
+        Cut::Unsatisfiable => {
+            if let Framing::Length(n) = framing {
+                req.set_range_field(crate::files::unsatisfied_range(n).into_bytes());
+            }
+            attempts.push(attempt);
+            return Finish::Status {
+                code: 416,
+                body_read: true,
+                attempts,
+                challenge: None,
+            };
+        }
+        Cut::Whole | Cut::Parts { .. } => (shown, None),
+    };
+    let fill = (store.is_some() || head_only || slice.is_some()).then_some(Cached {
+        store,
+        head_only,
+        slice,
+    });
+    let shown = shown.as_ref().unwrap_or(&resp_head);
+    let framed = (framing, no_body || head_only);
+    let (forwarded, reusable) = match decoder {
+        Some(decoder) => {
+            let mut source = Records {
+                conn: &mut conn,
+                decoder,
+                req,
+                url,
+            };
+            let f = forward(down, req, plan, shown, framed, ubuf, &mut source, url, fill);
+            let forwarded = f.await;
+            // The response's end was read, and nothing after it.
+            let whole = source.decoder.is_whole();
+            (forwarded, whole && plan.keepalive)
+        }
+        None => {
+            let f = forward(down, req, plan, shown, framed, ubuf, &mut conn, url, fill);
+            let forwarded = f.await;
+            let reusable = forwarded.upstream_done && plan.keepalive;
+            (forwarded, reusable && !resp_head.connection_close())
+        }
+    };
+    let end = Instant::now();
+    attempt.response = end - attempt_start;
+    attempt.length = forwarded.length;
+    attempt.bytes_received += forwarded.received;
+    attempts.push(attempt);
+    upstream.release(peer, outcome, end);
+    put_back(local, peer, reusable.then_some(conn), end);
+    Finish::Sent {
+        status,
+        sent: forwarded.sent,
+        body: forwarded.body,
+        keep_alive: forwarded.keep_alive,
+        attempts,
     }
 }
 
@@ -1046,13 +1080,14 @@ async fn attempt_once<S: AsyncRead + Unpin>(
                     req,
                     url,
                 };
-                let (read, records) = read_cgi_head(
+                // Boxed: an HTTP upstream's attempt then makes no room for it while it waits.
+                let (read, records) = Box::pin(read_cgi_head(
                     records,
                     &mut ubuf,
                     settings.buffer_size,
                     deadline,
                     &mut attempt.bytes_received,
-                )
+                ))
                 .await;
                 *d = records;
                 read
@@ -1569,7 +1604,8 @@ async fn forward<D: Downstream, S: Source>(
         let mut after = Encoded::new(down, after, no_body, flush, &log);
         let mut filtered = Filtered::new(&mut after, req, edit, no_body);
         let mut before = Encoded::new(&mut filtered, before, no_body, flush, &log);
-        return keep(&mut before, req, plan, head, body, cached).await;
+        // Boxed: the rare filtered response's wait is the largest of the three.
+        return Box::pin(keep(&mut before, req, plan, head, body, cached)).await;
     }
     // A HEAD response gets the head a GET's would have.
     let enc = match head.status() {
