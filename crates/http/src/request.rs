@@ -126,6 +126,22 @@ impl Method {
             _ => Method::Other,
         }
     }
+
+    /// The token of a known method (`None` for [`Method::Other`]).
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Patch => "PATCH",
+            Method::Trace => "TRACE",
+            Method::Connect => "CONNECT",
+            Method::Other => return None,
+        })
+    }
 }
 
 /// How the request body is framed.
@@ -200,8 +216,14 @@ impl RequestHead {
 
     /// The method token exactly as sent.
     pub fn method_str(&self) -> &str {
-        // The token was checked to be `A-Z`, `_` and `-` only.
-        std::str::from_utf8(&self.bytes[..self.method_end as usize]).unwrap_or_default()
+        // A known method's token is its name exactly (`Method::from_token`); another token
+        // was checked to be `A-Z`, `_` and `-` only.
+        match self.method.name() {
+            Some(name) => name,
+            None => {
+                std::str::from_utf8(&self.bytes[..self.method_end as usize]).unwrap_or_default()
+            }
+        }
     }
 
     pub fn version(&self) -> Version {
@@ -250,9 +272,12 @@ impl RequestHead {
     /// parser ignored (see [`parse_request_head`]) are not found: by default, any name with
     /// '_'.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v)
+        // Bytes compared as they are: a name that is not UTF-8 never equals `name`, as it
+        // never does in `headers()`, and no name is checked for UTF-8 on the way.
+        self.headers
+            .iter()
+            .find(|h| h.name.of(&self.bytes).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| h.value.of(&self.bytes))
     }
 
     /// The first header `$http_<name>` reads, `name` written with `-` for `_`: as nginx
@@ -975,6 +1000,21 @@ mod tests {
             Ok(Some(head)) => head,
             other => panic!("{:?}: {other:?}", String::from_utf8_lossy(input)),
         }
+    }
+
+    #[test]
+    fn a_known_methods_token_is_its_name() {
+        let tokens = [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT",
+        ];
+        for token in tokens {
+            let h = parse_ok(format!("{token} / HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+            assert_ne!(h.method(), Method::Other, "{token}");
+            assert_eq!(h.method().name(), Some(token));
+            assert_eq!(h.method_str(), token);
+        }
+        let h = parse_ok(b"GETS / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!((h.method().name(), h.method_str()), (None, "GETS"));
     }
 
     fn parse_err(input: &[u8]) -> RequestError {
