@@ -29,15 +29,37 @@ impl Captures {
             .map_or(0, |i| i + 1)
     }
 
-    /// No groups: the match was not a regex one.
-    pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
-    }
-
     pub fn get<'u>(&self, uri: &'u [u8], n: usize) -> &'u [u8] {
         match self.groups.get(n) {
             Some(Some((s, e))) => &uri[*s..*e],
             _ => b"",
+        }
+    }
+}
+
+/// What a regex location's match leaves for `$1`..: nothing (not a regex match), its groups,
+/// or the regex that takes them when one is read. Most regex locations' groups are never read
+/// (a `rewrite` in the location matches a regex of its own), so a linear-time regex only tests
+/// for a match, and takes its groups from the same URI if they are asked for; its match cannot
+/// then fail. A backtracking one takes them at once: its search may fail, which is a 500.
+#[derive(Default)]
+pub enum Captured<'a> {
+    #[default]
+    None,
+    Groups(Captures),
+    Later(&'a regex::bytes::Regex),
+}
+
+impl Captured<'_> {
+    /// The groups, taken from `uri`, the URI the location was matched against.
+    pub fn take(&self, uri: &[u8]) -> Captures {
+        match self {
+            Captured::None => Captures::default(),
+            Captured::Groups(c) => c.clone(),
+            Captured::Later(re) => re
+                .captures(uri)
+                .map(|c| Captures::from_match(&c))
+                .unwrap_or_default(),
         }
     }
 }
@@ -118,13 +140,22 @@ impl LocationRegex {
             }
         }
     }
+
+    /// Whether `uri` matches, and what the match leaves for `$1`.. ([`Captured`]). `Err`: the
+    /// backtracking engine could not decide (a URI that is not UTF-8, or its backtracking
+    /// limit), which must not pass for a non-match: a `deny` in the location would be skipped.
+    #[inline]
+    pub fn matched(&self, uri: &[u8]) -> Result<Option<Captured<'_>>, RegexFailed> {
+        match self {
+            LocationRegex::Linear(re) => Ok(re.is_match(uri).then_some(Captured::Later(re))),
+            LocationRegex::Backtracking(_) => Ok(self.captures(uri)?.map(Captured::Groups)),
+        }
+    }
 }
 
 /// A location regex that could not be run on a URI (see [`LocationRegex::captures`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegexFailed;
-
-impl LocationRegex {}
 
 /// A regex of the configuration that does not compile, in nginx's words.
 pub(crate) fn regex_error(pattern: &str, e: &regex::Error) -> String {
@@ -146,7 +177,7 @@ pub(crate) fn regex_reason(e: &regex::Error) -> String {
 
 pub struct Match<'a, T> {
     pub conf: &'a T,
-    pub captures: Captures,
+    pub captures: Captured<'a>,
     /// The URI is the name of a location that proxies, less its final slash: nginx answers
     /// with a permanent redirect to the name.
     pub redirect: bool,
@@ -253,7 +284,7 @@ impl<T> LocationTree<T> {
     /// Finds the location for `uri` (already normalised).
     pub fn find(&self, uri: &[u8]) -> Result<Option<Match<'_, T>>, RegexFailed> {
         let mut best = None;
-        let mut captures = Captures::default();
+        let mut captures = Captured::None;
         let found = self.search(uri, &mut best, &mut captures)?;
         let redirect = matches!(found, Found::Redirect);
         Ok(match found {
@@ -270,7 +301,7 @@ impl<T> LocationTree<T> {
         &'a self,
         uri: &[u8],
         best: &mut Option<&'a T>,
-        caps: &mut Captures,
+        caps: &mut Captured<'a>,
     ) -> Result<Found, RegexFailed> {
         let mut found = Found::None;
         let mut noregex = false;
@@ -312,10 +343,8 @@ impl<T> LocationTree<T> {
             }
         }
         if !noregex {
-            // A capture search allocates its groups: the many URIs a regex does not match
-            // are turned away by the cheaper test first.
             for r in &self.regexes {
-                if let Some(c) = r.re.captures(uri)? {
+                if let Some(c) = r.re.matched(uri)? {
                     *best = Some(&r.conf);
                     *caps = c;
                     r.nested.search(uri, best, caps)?;
@@ -438,7 +467,9 @@ mod tests {
         assert_eq!(find(&t, "/a/b/c").as_deref(), Some("ab"));
         let m = t.find(b"/a/q/r.bin").unwrap().unwrap();
         assert_eq!(m.conf, "bin");
-        assert_eq!(m.captures.get(b"/a/q/r.bin", 1), b"q/r");
+        // A linear regex leaves its groups to be taken when read.
+        assert!(matches!(m.captures, Captured::Later(_)));
+        assert_eq!(m.captures.take(b"/a/q/r.bin").get(b"/a/q/r.bin", 1), b"q/r");
         assert_eq!(find(&t, "/a/zzz").as_deref(), Some("a"));
     }
 

@@ -26,7 +26,7 @@ use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::encode::{Encode, Outgoing};
 use crate::files::{CachedFile, Conditions, Lookup, Plan};
-use crate::location::Captures;
+use crate::location::{Captured, Captures};
 use crate::module::{Confs, Registry, Slot};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
@@ -833,7 +833,9 @@ pub(crate) struct Request<'a> {
     /// `$args`.
     args: Option<Vec<u8>>,
     loc: Arc<LocConf>,
-    captures: Captures,
+    /// `$1`..: taken from `captured` when first read (see [`Captured`]).
+    captures: std::cell::OnceCell<Captures>,
+    captured: Captured<'a>,
     /// The value the captures refer to: the URI, or the subject of the last regex test.
     capture_uri: Vec<u8>,
     named: Option<String>,
@@ -954,7 +956,8 @@ impl<'a> Request<'a> {
             uri: Vec::new(),
             args,
             loc: server.conf.clone(),
-            captures: Captures::default(),
+            captures: std::cell::OnceCell::new(),
+            captured: Captured::None,
             capture_uri: Vec::new(),
             named: None,
             internal: false,
@@ -1318,16 +1321,30 @@ impl<'a> Request<'a> {
     pub(crate) fn set_captures(&mut self, captures: Option<(Captures, Vec<u8>)>) {
         match captures {
             Some((captures, subject)) => {
-                self.captures = captures;
+                self.put_captures(Captured::Groups(captures));
                 self.capture_uri = subject;
             }
-            None => self.captures = Captures::default(),
+            None => self.put_captures(Captured::None),
         }
+    }
+
+    /// Replaces the captures; their subject is `capture_uri`.
+    fn put_captures(&mut self, captured: Captured<'a>) {
+        (self.captures, self.captured) = match captured {
+            Captured::Groups(c) => (c.into(), Captured::None),
+            other => (std::cell::OnceCell::new(), other),
+        };
+    }
+
+    /// The captures of the last regex that matched, taken now if they were left for later.
+    fn captures(&self) -> &Captures {
+        self.captures
+            .get_or_init(|| self.captured.take(&self.capture_uri))
     }
 
     /// `$n` of the last regex that matched with captures.
     pub(crate) fn capture(&self, n: usize) -> &[u8] {
-        self.captures.get(&self.capture_uri, n)
+        self.captures().get(&self.capture_uri, n)
     }
 
     /// The request goes on in the configuration of an `if` block whose condition held (a
@@ -1453,9 +1470,11 @@ impl<'a> Request<'a> {
                     return Step::Status(500);
                 }
             }
-            self.captures = Captures::default();
+            self.put_captures(Captured::None);
         } else {
-            let found = match self.server.find_location(&self.uri) {
+            // The server's own reference: a match borrows the configuration, not the request.
+            let server = self.server;
+            let found = match server.find_location(&self.uri) {
                 Ok(found) => found,
                 Err(_) => {
                     let uri = String::from_utf8_lossy(&self.uri).into_owned();
@@ -1469,28 +1488,28 @@ impl<'a> Request<'a> {
             match found {
                 Some(m) if m.redirect => {
                     self.loc = m.conf.clone();
-                    self.captures = Captures::default();
+                    self.put_captures(Captured::None);
                     slash_redirect = true;
                 }
                 Some(m) => {
                     self.loc = m.conf.clone();
-                    self.captures = m.captures;
+                    // The groups are ranges of this URI, which a rewrite may change.
+                    if !matches!(m.captures, Captured::None) {
+                        self.capture_uri.clone_from(&self.uri);
+                    }
+                    self.put_captures(m.captures);
                     // A regex location's named groups are variables, as in nginx.
                     if !self.loc.named_slots.is_empty() {
                         let loc = self.loc.clone();
                         for &(group, slot) in &loc.named_slots {
-                            let value = self.captures.get(&self.uri, group).to_vec();
+                            let value = self.capture(group).to_vec();
                             self.set_var(slot, value);
                         }
-                    }
-                    // The groups are ranges of this URI, which a rewrite may change.
-                    if !self.captures.is_empty() {
-                        self.capture_uri.clone_from(&self.uri);
                     }
                 }
                 None => {
                     self.loc = self.server.conf.clone();
-                    self.captures = Captures::default();
+                    self.put_captures(Captured::None);
                 }
             }
         }
@@ -2271,7 +2290,7 @@ impl<'a> Request<'a> {
                 }
             }
             Var::Arg(name) => out.extend_from_slice(self.arg(name.as_bytes()).unwrap_or(b"")),
-            Var::Capture(n) => out.extend_from_slice(self.captures.get(&self.capture_uri, *n)),
+            Var::Capture(n) => out.extend_from_slice(self.capture(*n)),
             Var::Uri => out.extend_from_slice(&self.uri),
             Var::RequestUri => {
                 out.extend_from_slice(self.main_head().target());
