@@ -75,6 +75,15 @@ const HTTP_BLOCK: &str = r#"
         location ~ ^/re/(\w+)$ {
             return 200 "capture $1\n";
         }
+        location ~ ^/kept/(\w+)$ {
+            rewrite ^/kept/ /changed/;
+            return 200 "capture $1 of $uri\n";
+        }
+        location ~ ^/ifkept/(\w+)$ {
+            if ($uri ~ ^/ifkept/) {
+                return 200 "capture $1\n";
+            }
+        }
         location /nested/ {
             location ~ \.txt$ {
                 return 200 "nested txt\n";
@@ -318,6 +327,9 @@ fn cases() -> Vec<Case> {
         Case::one("shorter prefix", get("/prefix/x", ""), 200),
         Case::one("caseless regex", get("/case/x", ""), 200),
         Case::one("regex capture", get("/re/word", ""), 200),
+        // A rewrite regex without groups that matches leaves no `$1` of the location's.
+        Case::one("location capture after a rewrite", get("/kept/word", ""), 200),
+        Case::one("location capture after an if regex", get("/ifkept/word", ""), 200),
         Case::one("nested regex location", get("/nested/n.txt", ""), 200),
         Case::one("nested parent location", get("/nested/n.html", ""), 200),
         Case::one("alias file", get("/alias/index.html", ""), 200),

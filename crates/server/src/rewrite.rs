@@ -575,8 +575,8 @@ impl Request<'_> {
         Flow::Continue
     }
 
-    /// Matches `regex` against `subject` as nginx's script regex code does: a match of a regex
-    /// with groups replaces the captures; a failed match clears them.
+    /// Matches `regex` against `subject` as nginx's script regex code does: a match replaces
+    /// the captures (with none, for a regex without groups); a failed match clears them.
     fn regex_match(&mut self, script: &ScriptRegex, subject: Vec<u8>, log: bool) -> bool {
         let (regex, source) = (&script.regex, &script.source);
         let caps = regex.captures(&subject);
@@ -613,6 +613,9 @@ impl Request<'_> {
                 self.set_var(slot, value);
             }
             self.set_captures(Some((captures, subject)));
+        } else {
+            // As in nginx, a match of a regex without groups leaves no `$1` of an earlier one.
+            self.set_captures(None);
         }
         true
     }
