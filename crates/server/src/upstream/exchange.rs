@@ -368,97 +368,94 @@ pub(crate) async fn serve<D: Downstream>(
         let url = Url::new(&plan, &head, &peer_ref.name);
         let attempt_start = now;
         let mut attempt = Attempt::new(peer_ref.name.clone(), Some((&upstream, peer)));
-        // In a block of its own: `result` then holds nothing across the awaits after it.
-        let answered = {
-            let result = if let Some(s) = streamed.as_mut() {
-                // A streamed body is read from the client during the attempt, which sees it close.
-                // Only an HTTP/1 connection streams one.
-                let Some(c) = down.connection() else {
-                    return Finish::Status {
-                        code: 500,
-                        body_read: false,
-                        attempts,
-                        challenge: None,
-                    };
+        let result = if let Some(s) = streamed.as_mut() {
+            // A streamed body is read from the client during the attempt, which sees it close.
+            // Only an HTTP/1 connection streams one.
+            let Some(c) = down.connection() else {
+                return Finish::Status {
+                    code: 500,
+                    body_read: false,
+                    attempts,
+                    challenge: None,
                 };
-                let source = Some((c.stream, c.read, s, c.send_timeout));
-                attempt_once(
-                    &plan,
-                    &local,
-                    peer,
-                    &peer_ref.addr,
-                    &head,
-                    &whole,
-                    source,
-                    req,
-                    url,
-                    now,
-                    &mut attempt,
-                )
-                .await
-            } else {
-                let attempted = attempt_once::<D::Io>(
-                    &plan,
-                    &local,
-                    peer,
-                    &peer_ref.addr,
-                    &head,
-                    &whole,
-                    None,
-                    req,
-                    url,
-                    now,
-                    &mut attempt,
-                );
-                if settings.ignore_client_abort {
-                    attempted.await
-                } else {
-                    // The client is watched while the upstream is reached and answers, as nginx
-                    // watches it: one that goes away ends the attempt.
-                    tokio::select! {
-                        biased;
-                        r = attempted => r,
-                        () = down.gone() => {
-                            let end = Instant::now();
-                            upstream.release(peer, Outcome::Ok, end);
-                            req.log_upstream(
-                                Level::Info,
-                                "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too",
-                                &url,
-                            );
-                            // `$upstream_status` shows no status for it, as in nginx.
-                            attempt.status = None;
-                            attempt.response = end - attempt_start;
-                            attempts.push(attempt);
-                            return Finish::ClientClosed { attempts };
-                        }
-                    }
-                }
             };
-            match result {
-                Ok(r) => r,
-                Err(Failed { why, request_sent }) => {
-                    let end = Instant::now();
-                    attempt.response = end - attempt_start;
-                    upstream.release(peer, Outcome::Failed, end);
-                    attempt.status = Some(why.status());
-                    attempts.push(attempt);
-                    let once = request_sent && streams;
-                    if !once && may_retry(&plan, why.bit(), request_sent, tries, max_tries, start) {
-                        continue;
+            let source = Some((c.stream, c.read, s, c.send_timeout));
+            attempt_once(
+                &plan,
+                &local,
+                peer,
+                &peer_ref.addr,
+                &head,
+                &whole,
+                source,
+                req,
+                url,
+                now,
+                &mut attempt,
+            )
+            .await
+        } else {
+            let attempted = attempt_once::<D::Io>(
+                &plan,
+                &local,
+                peer,
+                &peer_ref.addr,
+                &head,
+                &whole,
+                None,
+                req,
+                url,
+                now,
+                &mut attempt,
+            );
+            if settings.ignore_client_abort {
+                attempted.await
+            } else {
+                // The client is watched while the upstream is reached and answers, as nginx
+                // watches it: one that goes away ends the attempt.
+                tokio::select! {
+                    biased;
+                    r = attempted => r,
+                    () = down.gone() => {
+                        let end = Instant::now();
+                        upstream.release(peer, Outcome::Ok, end);
+                        req.log_upstream(
+                            Level::Info,
+                            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too",
+                            &url,
+                        );
+                        // `$upstream_status` shows no status for it, as in nginx.
+                        attempt.status = None;
+                        attempt.response = end - attempt_start;
+                        attempts.push(attempt);
+                        return Finish::ClientClosed { attempts };
                     }
-                    if let Some(finish) =
-                        Box::pin(serve_stale(down, req, &plan, &mut cache, why.bit())).await
-                    {
-                        return finish.with_attempts(attempts);
-                    }
-                    return Finish::Status {
-                        code: why.status(),
-                        body_read: true,
-                        attempts,
-                        challenge: None,
-                    };
                 }
+            }
+        };
+        let answered = match result {
+            Ok(r) => r,
+            Err(Failed { why, request_sent }) => {
+                let end = Instant::now();
+                attempt.response = end - attempt_start;
+                upstream.release(peer, Outcome::Failed, end);
+                attempt.status = Some(why.status());
+                attempts.push(attempt);
+                let once = request_sent && streams;
+                if !once && may_retry(&plan, why.bit(), request_sent, tries, max_tries, start) {
+                    continue;
+                }
+                if let Some(finish) =
+                    Box::pin(serve_stale(down, req, &plan, &mut cache, why.bit())).await
+                {
+                    return finish.with_attempts(attempts);
+                }
+                return Finish::Status {
+                    code: why.status(),
+                    body_read: true,
+                    attempts,
+                    challenge: None,
+                };
             }
         };
         let (answered, status) = kept_head(answered, req);
