@@ -16,13 +16,15 @@
 # the two runs' totals over the difference of their requests, which leaves out start-up, the
 # stop and the TLS handshakes of wrk's connections. aws-lc's one-time seeding of its random
 # generator from jitter entropy (hundreds of millions of instructions at the first handshake,
-# varying by millions between runs) is taken out of each total. Needs valgrind and wrk.
+# varying by millions between runs) is taken out of each total; it is found by its symbol, so
+# BINARY must keep its symbols (the release profile does; `image` strips them). Needs valgrind
+# and wrk.
 set -euo pipefail
 
 seconds=10
 if [[ ${1:-} == --seconds ]]; then
-    seconds=$2
-    shift 2
+    seconds=${2:-}
+    shift $(($# < 2 ? 1 : 2))
 fi
 if (($# < 3)); then
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -49,7 +51,7 @@ nginx=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 out=$(mktemp -d)
 server=
 cleanup() {
-    [[ -n $server ]] && kill "$server" 2>/dev/null
+    if [[ -n $server ]]; then kill "$server" 2>/dev/null || true; fi
     if [[ -f $dir/upstream.conf && -f $out/upstream-started ]]; then
         "$nginx" -c "$dir/upstream.conf" -p "$dir/" -s quit 2>/dev/null || true
     fi
@@ -71,7 +73,7 @@ run() {
     server=$!
     local tries=0
     until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-        ((++tries < 600)) || die "portcullis did not listen on port $port (see $out/valgrind.$load)"
+        ((++tries < 600)) || die "portcullis did not listen on port $port: $(tail -3 "$out/valgrind.$load")"
         kill -0 "$server" 2>/dev/null || die "portcullis exited: $(tail -3 "$out/valgrind.$load")"
         sleep 0.1
     done
@@ -84,8 +86,10 @@ run() {
     local total jitter
     total=$(awk '/^(summary|totals):/ && !seen {print $2; seen = 1}' "$file")
     jitter=$(callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$file" 2>/dev/null |
-        awk '/tree_jitter_initialize_once/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
+        awk '/tree_jitter_initialize_once/ && !seen {gsub(",", "", $1); print $1; seen = 1}') ||
+        die "callgrind_annotate could not read $file"
     [[ -n $requests ]] || die "wrk reported no requests"
+    [[ -n $total ]] || die "no instruction total in callgrind's output"
     echo "$requests $((total - ${jitter:-0}))" >"$out/$load"
 }
 

@@ -195,7 +195,7 @@ impl Sweep {
         let chosen: Vec<&RunRecord> = records
             .iter()
             .filter(|r| {
-                system.map_or(true, |s| r.system == s) && scenario.map_or(true, |s| r.scenario == s)
+                system.is_none_or(|s| r.system == s) && scenario.is_none_or(|s| r.scenario == s)
             })
             .collect();
         if chosen.is_empty() {

@@ -479,12 +479,10 @@ pub(crate) async fn serve<D: Downstream>(
         }
         // Boxed: a request's future then holds none of the answer's locals while it waits
         // for the upstream.
-        let tried = (&local, peer, url);
-        let attempt = (attempt, attempt_start, attempts);
-        return Box::pin(answer(
-            down, req, &plan, &mut cache, tried, attempt, answered,
-        ))
-        .await;
+        let peer = (&local, peer, url);
+        let timing = (attempt, attempt_start, attempts);
+        let answering = answer(down, req, &plan, &mut cache, peer, timing, answered);
+        return Box::pin(answering).await;
     }
 }
 
