@@ -41,8 +41,11 @@ die() {
     echo "instructions.sh: $*" >&2
     exit 1
 }
-command -v valgrind >/dev/null || die "valgrind is not installed (apt-get install valgrind)"
-command -v wrk >/dev/null || die "wrk is not installed (apt-get install wrk)"
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need valgrind "install it (apt-get install valgrind)"
+need wrk "install it (apt-get install wrk) or run .ci/run"
+need taskset "install util-linux"
 [[ -f $dir/nginx.conf ]] || die "no nginx.conf in $dir"
 port=$(sed -n 's/.*listen 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$dir/nginx.conf" | head -1)
 [[ -n $port ]] || die "no 'listen 127.0.0.1:PORT' in $dir/nginx.conf"
