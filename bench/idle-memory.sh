@@ -13,7 +13,8 @@
 #                      answer; measured once the upstream holds all N, then answered
 #
 # Prints, per system, the resident memory (KB, master and worker processes summed) before,
-# while the connections are held, and after they closed.
+# while the connections are held (idle: once every answer is in, and again 4 s later), and
+# after they closed.
 set -euo pipefail
 binary=${1:-target/release/portcullis}
 mode=${3:-idle}
@@ -130,6 +131,11 @@ for b in "$nginx" "$binary"; do
         echo >&3
         wait_for held "$dir/h.out"
         during=$(sum)
+        # portcullis parks a connection that has waited one to two seconds, and gives the
+        # memory back at the tick after (BENCHMARKS.md, "Memory per idle keepalive
+        # connection"): measured again once all have.
+        sleep 4
+        settled=$(sum)
     fi
     exec 3>&-
     wait $hp
@@ -137,9 +143,14 @@ for b in "$nginx" "$binary"; do
     after=$(sum)
     what="$n idle connections"
     [ "$mode" = proxy ] && what="$n requests in flight"
-    printf '%-12s before %6d KB  with %s %7d KB (%+d, %.2f KB each)  after %6d KB\n' \
+    printf '%-12s before %6d KB  with %s %7d KB (%+d, %.2f KB each)' \
         "$(basename "$b")" "$before" "$what" "$during" $((during - before)) \
-        "$(echo "($during - $before) / $n" | bc -l)" "$after"
+        "$(echo "($during - $before) / $n" | bc -l)"
+    if [ "$mode" = idle ]; then
+        printf '  4 s later %7d KB (%+d, %.2f KB each)' "$settled" $((settled - before)) \
+            "$(echo "($settled - $before) / $n" | bc -l)"
+    fi
+    printf '  after %6d KB\n' "$after"
     kill "$pid"; wait "$pid" 2>/dev/null || true
     if [ "$mode" = proxy ]; then
         exec 4>&-

@@ -30,7 +30,17 @@ use crate::process::{say, Failure};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Gives the calling thread's free pages back to the system at once: mimalloc does so on its
+/// own only when the thread next allocates or frees, and only past a delay. Forced, since the
+/// unforced collection left half of what parked connections had freed resident (0.59 KB per
+/// idle connection against 0.33 with `bench/idle-memory.sh`).
+fn release_memory() {
+    // SAFETY: mi_collect takes no pointers and may be called from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 fn main() -> ExitCode {
+    portcullis_server::set_memory_release(release_memory);
     let opts = match cli::parse(std::env::args_os().skip(1)) {
         Ok(opts) => opts,
         Err(e) => {

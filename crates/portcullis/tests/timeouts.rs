@@ -5,6 +5,10 @@
 //! the time a client takes to send its body is not counted against proxy_read_timeout.
 //! portcullis keeps one timer entry per connection and moves its deadline lazily; these are
 //! what that must not change.
+//!
+//! A connection that waits for its next request through two of portcullis's ticks (one to two
+//! seconds) leaves its task and parks; it must still carry its next request, close at its
+//! keepalive_timeout, when its client closes, and when the server stops, as nginx's does.
 
 mod support;
 #[path = "support/proxy.rs"]
@@ -27,7 +31,8 @@ fn config(keepalive: &str) -> String {
     support::main_config(&format!(
         "    keepalive_timeout {keepalive};\n    client_header_timeout 1s;\n\
          server {{\n        listen 127.0.0.1:{{PORT0}};\n\
-         location / {{ return 200 \"ok\\n\"; }}\n    }}\n"
+         location / {{ return 200 \"ok\\n\"; }}\n\
+         location = /status {{ stub_status; }}\n    }}\n"
     ))
 }
 
@@ -46,6 +51,18 @@ fn connect(server: &Server) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
     s.set_read_timeout(Some(TIMEOUT + SLACK + SLACK))
         .expect("read timeout");
+    s
+}
+
+/// Longer than two of portcullis's ticks, a second apart: a connection idle this long has
+/// parked.
+const PARKED: Duration = Duration::from_millis(2500);
+
+/// A connection that made one request and then waited until it parked.
+fn parked(server: &Server, kind: Kind) -> TcpStream {
+    let mut s = connect(server);
+    exchange(&mut s, kind);
+    std::thread::sleep(PARKED);
     s
 }
 
@@ -267,5 +284,92 @@ fn a_request_past_keepalive_time_is_the_last_on_its_connection() {
         assert_eq!(last.status, 200, "{kind}");
         assert_eq!(last.header("connection"), Some("close"), "{kind}: {last:?}");
         assert!(client.is_closed(SLACK), "{kind}: closed after the last");
+    }
+}
+
+#[test]
+fn parked_connection_carries_its_next_requests() {
+    for kind in support::kinds() {
+        let Some(server) = long_keepalive(kind) else {
+            continue;
+        };
+        let mut s = parked(&server, kind);
+        exchange(&mut s, kind);
+        exchange(&mut s, kind);
+        // Parked again, then a request with the client's side closed behind it: answered.
+        std::thread::sleep(PARKED);
+        s.write_all(REQUEST).expect("write request");
+        s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let mut got = String::new();
+        s.read_to_string(&mut got).expect("read to the close");
+        assert!(
+            got.starts_with("HTTP/1.1 200 ") && got.ends_with("\r\n\r\nok\n"),
+            "{kind}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn parked_connection_closes_at_keepalive_timeout() {
+    let keepalive = Duration::from_secs(4);
+    for kind in support::kinds() {
+        let Some(server) = Server::start(kind, 1, &config("4s")) else {
+            continue;
+        };
+        let mut s = connect(&server);
+        s.set_read_timeout(Some(keepalive + SLACK + SLACK))
+            .expect("read timeout");
+        exchange(&mut s, kind);
+        let took = time_to_close(&mut s, kind);
+        assert!(
+            took >= keepalive - Duration::from_millis(100) && took <= keepalive + SLACK,
+            "{kind}: closed after {took:?}, keepalive_timeout is {keepalive:?}"
+        );
+    }
+}
+
+/// stub_status's active connections, asked on a connection of its own (counted).
+fn active(server: &Server) -> u32 {
+    let (status, reply) = get(server, "/status");
+    assert_eq!(status, 200, "{reply}");
+    let line = reply
+        .lines()
+        .find_map(|l| l.strip_prefix("Active connections: "))
+        .unwrap_or_else(|| panic!("no active connections in {reply:?}"));
+    line.trim().parse().expect("a count")
+}
+
+#[test]
+fn parked_connection_closed_by_its_client_is_no_longer_counted() {
+    for kind in support::kinds() {
+        let Some(server) = long_keepalive(kind) else {
+            continue;
+        };
+        let s = parked(&server, kind);
+        assert_eq!(
+            active(&server),
+            2,
+            "{kind}: the parked connection and the asking one"
+        );
+        drop(s);
+        let gone = support::wait_until(Duration::from_secs(5), || active(&server) == 1);
+        assert!(gone, "{kind}: the closed connection is still counted");
+    }
+}
+
+#[test]
+fn graceful_stop_closes_parked_connections() {
+    for kind in support::kinds() {
+        let Some(mut server) = long_keepalive(kind) else {
+            continue;
+        };
+        let mut s = parked(&server, kind);
+        server.signal(libc::SIGQUIT);
+        let took = time_to_close(&mut s, kind);
+        assert!(took < SLACK, "{kind}: closed {took:?} after SIGQUIT");
+        assert!(
+            server.wait_exit(Duration::from_secs(5)).is_some(),
+            "{kind}: still running after a graceful stop with only idle connections"
+        );
     }
 }

@@ -26,6 +26,7 @@ use crate::worker::state::{ActiveGuard, Generation, Worker};
 use crate::Level;
 
 pub(crate) mod info;
+pub(crate) mod park;
 pub(crate) mod proxy_protocol;
 use info::ConnInfo;
 
@@ -44,20 +45,63 @@ const DISCARD_MAX: u64 = 1 << 30;
 /// nginx's code for a plain HTTP request sent to a TLS port, answered as 400.
 const TO_HTTPS: u16 = 497;
 
-pub(crate) async fn serve(
+/// Serves a connection just accepted. A function returning an async block rather than an async
+/// fn: an async fn keeps its arguments and the locals they are moved into side by side, and
+/// the guard and the generation are moved at the end, when the connection parks.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn serve(
     guard: ActiveGuard,
     generation: Arc<Generation>,
-    addr: SocketAddr,
+    listen: usize,
     stream: TcpStream,
     peer: SocketAddr,
-) {
-    // Not `if let`: its scrutinee would live, a second copy of the connection, for as long
-    // as the connection runs.
-    let Some(mut conn) = start(&guard, &generation, addr, stream, peer).await else {
-        return;
-    };
-    conn.run().await;
-    drop(guard);
+) -> impl Future<Output = ()> {
+    async move {
+        // Not `if let`: its scrutinee would live, a second copy of the connection, for as long
+        // as the connection runs.
+        let Some(mut conn) = start(&guard, &generation, listen, stream, peer).await else {
+            return;
+        };
+        let wait = conn.listen.servers.find(None).conf.keepalive_timeout;
+        let parks = conn.run(wait).await;
+        if let Some(held) = conn.into_held(parks) {
+            park(held, guard, generation);
+        }
+    }
+}
+
+/// Takes up a parked connection whose socket became readable: a task again, with what is
+/// left of its keepalive_timeout. What it held is boxed until the connection is made of it,
+/// so that the task's future, which keeps its captures whole, is no larger than a new
+/// connection's.
+#[allow(clippy::manual_async_fn)]
+fn resume(parked: park::Parked) -> impl Future<Output = ()> {
+    let park::Parked {
+        guard,
+        generation,
+        held,
+    } = parked;
+    let held = Box::new(held);
+    async move {
+        let Some((mut conn, wait)) = Connection::taken_up(&guard, &generation, *held) else {
+            return;
+        };
+        let parks = conn.run(wait).await;
+        if let Some(held) = conn.into_held(parks) {
+            park(held, guard, generation);
+        }
+    }
+}
+
+/// Puts a connection that has waited long enough for its next request into the worker's table
+/// of parked connections (see `park`).
+fn park(held: park::Held, guard: ActiveGuard, generation: Arc<Generation>) {
+    let worker = guard.0.clone();
+    worker.parking.park(park::Parked {
+        guard,
+        generation,
+        held,
+    });
 }
 
 /// A connection's start, up to its first request: the PROXY protocol header, the TLS
@@ -66,13 +110,13 @@ pub(crate) async fn serve(
 async fn start<'g>(
     guard: &'g ActiveGuard,
     generation: &'g Generation,
-    addr: SocketAddr,
+    listen: usize,
     mut stream: TcpStream,
     peer: SocketAddr,
 ) -> Option<Connection<'g>> {
     let worker = guard.0.clone();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-    let listen = generation.http.listens.iter().find(|l| l.addr == addr)?;
+    let listen = generation.http.listens.get(listen)?;
     let default = listen.servers.default_server();
     let timeout = default.client_header_timeout;
     let mut proxied = None;
@@ -136,7 +180,7 @@ async fn start<'g>(
     let info = ConnInfo {
         id: worker.shared.next_connection(),
         peer,
-        local: addr,
+        local: listen.addr,
         requests: 0,
         pipelined: false,
         started: Instant::now(),
@@ -276,16 +320,36 @@ async fn read_idle(
     stream.read_buf(buf).await
 }
 
-/// Resolves when the worker's graceful stop begins. Boxed, and made only by a connection that
-/// waits between requests: its 144 bytes in every connection's future took the task into
-/// tokio's next size of allocation.
-type Stop = Pin<Box<dyn Future<Output = ()>>>;
+/// Resolves when the worker's graceful stop begins, or at its next tick. Boxed, and made only
+/// by a connection that waits between requests: its size in every connection's future took
+/// the task into tokio's next size of allocation.
+type IdleWake = Pin<Box<dyn Future<Output = Woken>>>;
 
-fn stop_wait(worker: &Worker) -> Stop {
+/// Why an idle keepalive connection's wait ended without bytes.
+enum Woken {
+    /// The worker's graceful stop began.
+    Stop,
+    /// The worker's clock ticked: a connection that waited through two ticks parks.
+    Tick,
+}
+
+/// A connection over TLS does not park, and so does not count ticks.
+fn idle_wake(worker: &Rc<Worker>, ticks: bool) -> IdleWake {
     let mut stopping = worker.stopping.clone();
+    let worker = worker.clone();
     Box::pin(async move {
-        let _ = stopping.wait_for(|s| *s).await;
+        tokio::select! {
+            biased;
+            _ = stopping.wait_for(|s| *s) => Woken::Stop,
+            _ = worker.parking.ticked(), if ticks => Woken::Tick,
+        }
     })
+}
+
+/// How a wait for bytes of a request head ended, short of its deadline.
+enum Waited {
+    Read(std::io::Result<usize>),
+    Woken(Woken),
 }
 
 /// What follows a request on its connection.
@@ -300,15 +364,59 @@ enum HeadRead {
     /// Closed, timed out, or told to stop while idle: close quietly.
     Close,
     Bad(RequestError),
+    /// Idle for a second or more over plain TCP: park until this deadline.
+    Park(Instant),
 }
 
 impl<'c> Connection<'c> {
-    async fn run(&mut self) {
+    /// A parked connection made again, with how long its wait for the next request may still
+    /// last; None if the reactor refuses its socket.
+    fn taken_up(
+        guard: &'c ActiveGuard,
+        generation: &'c Generation,
+        held: park::Held,
+    ) -> Option<(Connection<'c>, Duration)> {
+        let listens = &generation.http.listens;
+        let listen = listens.iter().find(|l| l.addr == held.info.local)?;
+        let conn = Connection {
+            worker: guard.0.clone(),
+            listen,
+            stream: Stream::Plain(TcpStream::from_std(held.stream).ok()?),
+            refuse: held.refuse,
+            buf: BytesMut::new(),
+            out: BytesMut::new(),
+            nodelay: held.nodelay,
+            timer: Timer::new(),
+            info: held.info,
+            stat: &guard.1,
+        };
+        Some((conn, held.until.saturating_duration_since(Instant::now())))
+    }
+
+    /// What a connection that parks (with its wait's deadline, from `run`) keeps, its socket
+    /// taken out of the reactor. None for a connection that closes, or if the reactor fails to
+    /// let go of the socket.
+    fn into_held(self, parks: Option<Instant>) -> Option<park::Held> {
+        let (Some(until), Stream::Plain(tcp)) = (parks, self.stream) else {
+            return None;
+        };
+        Some(park::Held {
+            stream: tcp.into_std().ok()?,
+            info: self.info,
+            refuse: self.refuse,
+            nodelay: self.nodelay,
+            until,
+        })
+    }
+
+    /// Carries requests until the connection closes, or parks: then the deadline of its wait.
+    /// `wait` is how long the wait for a next request may last, if one comes first.
+    async fn run(&mut self, wait: Duration) -> Option<Instant> {
         let default = self.listen.servers.find(None).clone();
-        let mut keepalive_timeout = default.conf.keepalive_timeout;
-        // One wait for the worker's graceful stop for all the connection's idle times, made
-        // when the connection first waits between requests.
-        let mut stop = None;
+        let mut keepalive_timeout = wait;
+        // One wait for the worker's graceful stop (and its tick) for the connection's idle
+        // times, made when the connection first waits between requests.
+        let mut wake = None;
         loop {
             // nginx's r->pipeline: the request's first bytes came with the one before.
             self.info.pipelined = self.info.requests > 0 && !self.buf.is_empty();
@@ -317,17 +425,18 @@ impl<'c> Connection<'c> {
             } else {
                 self.stat.request();
             }
-            let head = match self.read_head(&default, keepalive_timeout, &mut stop).await {
+            let head = match self.read_head(&default, keepalive_timeout, &mut wake).await {
                 HeadRead::Head(h) => {
                     self.stat.set(State::Writing);
                     h
                 }
-                HeadRead::Close => return,
+                HeadRead::Close => return None,
+                HeadRead::Park(until) => return Some(until),
                 HeadRead::Bad(e) => {
                     // Boxed: a rare path, and the largest wait of the loop, which every
                     // idle connection's future would otherwise make room for.
                     Box::pin(self.bad_request(&default, e)).await;
-                    return;
+                    return None;
                 }
             };
             self.info.requests += 1;
@@ -336,7 +445,7 @@ impl<'c> Connection<'c> {
             // for the next head needs, as nginx frees a request's memory between requests.
             match Box::pin(self.request(head)).await {
                 Next::Keep(timeout) => keepalive_timeout = timeout,
-                Next::Close => return,
+                Next::Close => return None,
             }
         }
     }
@@ -523,9 +632,13 @@ impl<'c> Connection<'c> {
         &mut self,
         server: &ServerConf,
         idle_timeout: Duration,
-        stop: &mut Option<Stop>,
+        wake: &mut Option<IdleWake>,
     ) -> HeadRead {
+        // The head's deadline, once its first bytes came.
         let mut deadline = None;
+        // Between requests: the wait's deadline, and the worker's ticks when it began.
+        let mut waiting = None;
+        let plain = matches!(self.stream, Stream::Plain(_));
         loop {
             match parse_request_head(&mut self.buf, &server.head_limits) {
                 Ok(Some(h)) => return HeadRead::Head(h),
@@ -533,14 +646,21 @@ impl<'c> Connection<'c> {
                 Err(e) => return HeadRead::Bad(e),
             }
             let idle = self.buf.is_empty();
-            let timeout = match (idle, self.info.requests, deadline) {
-                (true, n, _) if n > 0 => idle_timeout,
-                (_, _, Some(d)) => d - Instant::now().min(d),
-                _ => server.client_header_timeout,
+            let keepalive = idle && self.info.requests > 0;
+            let until = match (keepalive, deadline) {
+                (true, _) => {
+                    let start = || (Instant::now() + idle_timeout, self.worker.parking.ticks());
+                    waiting.get_or_insert_with(start).0
+                }
+                (false, Some(d)) => d,
+                (false, None) => {
+                    let d = Instant::now() + server.client_header_timeout;
+                    if !idle {
+                        deadline = Some(d);
+                    }
+                    d
+                }
             };
-            if deadline.is_none() && !idle {
-                deadline = Some(Instant::now() + server.client_header_timeout);
-            }
             // Between requests, reads go to the start of the buffer again once the last
             // request's head is gone, as nginx reuses its header buffer: the same few cache
             // lines every time, and no allocation.
@@ -552,37 +672,52 @@ impl<'c> Connection<'c> {
                 self.buf.reserve(READ_CHUNK);
             }
             let (stream, buf, out) = (&mut self.stream, &mut self.buf, &mut self.out);
-            let keepalive = idle && self.info.requests > 0;
-            // An idle keepalive connection closes when a graceful stop begins.
-            let stop = match keepalive {
-                true => Some(stop.get_or_insert_with(|| stop_wait(&self.worker)).as_mut()),
+            // An idle keepalive connection closes when a graceful stop begins, and parks
+            // once it has waited through two of the worker's ticks.
+            let woken = match keepalive {
+                true => Some(
+                    wake.get_or_insert_with(|| idle_wake(&self.worker, plain))
+                        .as_mut(),
+                ),
                 false => None,
             };
             let read = async {
-                match stop {
-                    Some(stop) => tokio::select! {
+                match woken {
+                    Some(woken) => tokio::select! {
                         biased;
-                        r = read_idle(stream, buf, out) => Some(r),
-                        _ = stop => None,
+                        r = read_idle(stream, buf, out) => Waited::Read(r),
+                        w = woken => Waited::Woken(w),
                     },
-                    None => Some(stream.read_buf(buf).await),
+                    None => Waited::Read(stream.read_buf(buf).await),
                 }
             };
-            match self.timer.run(timeout, read).await {
+            match self.timer.run_until(until.into(), read).await {
                 // The head's deadline is set at the top of the loop, if the bytes read are
                 // not a whole head.
-                Ok(Some(Ok(n))) if n > 0 => {
+                Ok(Waited::Read(Ok(n))) if n > 0 => {
                     if idle {
                         self.stat.request();
                     }
                 }
-                Ok(Some(Ok(_))) => {
+                Ok(Waited::Read(Ok(_))) => {
                     if !idle {
                         self.log(Level::Info, "client prematurely closed connection while reading client request line");
                     }
                     return HeadRead::Close;
                 }
-                Ok(Some(Err(_))) | Ok(None) => return HeadRead::Close,
+                Ok(Waited::Read(Err(_))) | Ok(Waited::Woken(Woken::Stop)) => {
+                    return HeadRead::Close
+                }
+                Ok(Waited::Woken(Woken::Tick)) => {
+                    // The wait is made again for the next tick; the tick may have come while
+                    // the connection was busy, before this wait began.
+                    *wake = None;
+                    if let Some((until, since)) = waiting {
+                        if self.worker.parking.ticks() >= since + 2 {
+                            return HeadRead::Park(until);
+                        }
+                    }
+                }
                 Err(_) => {
                     if !idle || self.info.requests == 0 {
                         self.log(Level::Info, "client timed out (110: Connection timed out) while reading client request headers");
@@ -1219,5 +1354,27 @@ mod tests {
     fn a_requests_future_fits_in_4_kb() {
         let size = returned_size::<&mut Connection<'static>, RequestHead, _>(&Connection::request);
         assert!(size <= 4096, "the request's future is {size} bytes");
+    }
+
+    /// A connection's task is its future and tokio's 128 bytes around it, aligned to 128: a
+    /// future of up to 904 bytes makes a task of 1,024, one more byte a task of 1,152, in
+    /// mimalloc's 1,280 class. Every connection holds its task while it waits for a request
+    /// and while its requests run (BENCHMARKS.md, "Idle connections that are no task").
+    #[test]
+    fn a_connections_task_fits_in_1_kb() {
+        fn size<R>(
+            _: &impl FnOnce(ActiveGuard, Arc<Generation>, usize, TcpStream, SocketAddr) -> R,
+        ) -> usize {
+            std::mem::size_of::<R>()
+        }
+        fn resumed<R>(_: &impl FnOnce(park::Parked) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let (new, taken_up) = (size(&serve), resumed(&resume));
+        assert!(new <= 904, "a new connection's future is {new} bytes");
+        assert!(
+            taken_up <= 904,
+            "a parked connection's future, taken up, is {taken_up} bytes"
+        );
     }
 }

@@ -68,6 +68,7 @@ mod worker;
 mod zone;
 
 pub use conf::Compiled;
+pub use conn::park::set_memory_release;
 pub use portcullis_config::ConfigError;
 pub use worker::Server;
 

@@ -482,6 +482,18 @@ fn run_worker(
         }
     };
     let local = LocalSet::new();
+    // The parked connections' epoll set is watched by the runtime's reactor.
+    let parking = {
+        let _runtime = rt.enter();
+        crate::conn::park::Parking::new()
+    };
+    let parking = match parking {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let modules = module_states(&generation);
     let counters = shared.stats.add();
@@ -500,6 +512,7 @@ fn run_worker(
         upstreams: RefCell::default(),
         resolvers: RefCell::default(),
         modules,
+        parking,
     });
     let graceful = local.block_on(&rt, async {
         let mut accepting: HashMap<SocketAddr, AbortHandle> = HashMap::new();
@@ -516,6 +529,7 @@ fn run_worker(
         }
         let _ = ready.send(Ok(()));
         let flusher = tokio::task::spawn_local(tick(worker.clone()));
+        let parked = tokio::task::spawn_local(crate::conn::park::run(worker.clone()));
         let graceful = loop {
             match commands.recv().await {
                 Some(Command::Generation {
@@ -575,9 +589,13 @@ fn run_worker(
                 worker.drained.notified().await;
             }
         }
+        parked.abort();
         graceful
     });
     let _ = graceful;
+    // Parked connections hold the worker (their count in it): closed here, as the tasks of
+    // the others are dropped with the runtime.
+    worker.parking.clear();
     let http = worker.generation.borrow().http.clone();
     for (m, state) in http.modules.iter().zip(&worker.modules) {
         m.stop(&**state);
@@ -611,10 +629,17 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
                     );
                     continue;
                 }
+                // The listening address's place in the generation: the connection's future
+                // keeps an index, not the address.
+                let listens = &generation.http.listens;
+                let Some(listen) = listens.iter().position(|l| l.addr == addr) else {
+                    continue;
+                };
                 worker.active.set(worker.active.get() + 1);
                 let stat = crate::stats::Connection::accepted(&worker.counters);
                 let guard = ActiveGuard(worker.clone(), stat);
-                tokio::task::spawn_local(crate::conn::serve(guard, generation, addr, stream, peer));
+                let serve = crate::conn::serve(guard, generation, listen, stream, peer);
+                tokio::task::spawn_local(serve);
             }
             Err(e) => {
                 // Out of descriptors or memory: nginx disables accepting for a moment rather
@@ -630,12 +655,14 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
     }
 }
 
-/// Once a second: idle upstream connections past their keepalive_timeout close, and each
-/// module does what waits on time (buffered access log lines whose `flush=` passed).
+/// Once a second: idle upstream connections past their keepalive_timeout close, idle client
+/// connections count the second (two make them park), and each module does what waits on
+/// time (buffered access log lines whose `flush=` passed).
 async fn tick(worker: Rc<Worker>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
+        worker.parking.tick();
         worker
             .upstreams
             .borrow_mut()

@@ -64,6 +64,8 @@ pub(crate) struct Worker {
     pub resolvers: RefCell<crate::upstream::resolve::WorkerResolvers>,
     /// Each module's state in this worker, in the registry's order.
     pub modules: Vec<Box<dyn std::any::Any>>,
+    /// Idle keepalive connections that left their tasks.
+    pub parking: crate::conn::park::Parking,
 }
 
 /// Counts a connection as open for as long as it lives, for the worker and for
