@@ -44,6 +44,10 @@ const LINGERING_TIME: Duration = Duration::from_secs(30);
 const DISCARD_MAX: u64 = 1 << 30;
 /// nginx's code for a plain HTTP request sent to a TLS port, answered as 400.
 const TO_HTTPS: u16 = 497;
+/// The least a parked connection taken up waits for its bytes. Its socket was readable, but
+/// the reactor learns so only at its next turn: a connection taken up at its keepalive
+/// deadline is served, as nginx handles a read event before the timers of the same turn.
+const TAKEN_UP_WAIT: Duration = Duration::from_secs(1);
 
 /// Serves a connection just accepted. A function returning an async block rather than an async
 /// fn: an async fn keeps its arguments and the locals they are moved into side by side, and
@@ -225,6 +229,7 @@ async fn start<'g>(
         buf,
         out: BytesMut::with_capacity(FIRST_OUT),
         nodelay: false,
+        watched: false,
         timer: Timer::new(),
         info,
         stat: &guard.1,
@@ -260,6 +265,8 @@ struct Connection<'g> {
     /// written whole in one writev is not delayed by Nagle, so a connection that carries one
     /// small response never pays the syscall.
     nodelay: bool,
+    /// Whether the socket is in the worker's set of parked sockets already (see `park`).
+    watched: bool,
     /// The timeout of waiting for a request head.
     timer: Timer,
     info: ConnInfo,
@@ -386,11 +393,13 @@ impl<'c> Connection<'c> {
             buf: BytesMut::new(),
             out: BytesMut::new(),
             nodelay: held.nodelay,
+            watched: held.watched,
             timer: Timer::new(),
             info: held.info,
             stat: &guard.1,
         };
-        Some((conn, held.until.saturating_duration_since(Instant::now())))
+        let left = held.until.saturating_duration_since(Instant::now());
+        Some((conn, left.max(TAKEN_UP_WAIT)))
     }
 
     /// What a connection that parks (with its wait's deadline, from `run`) keeps, its socket
@@ -405,6 +414,7 @@ impl<'c> Connection<'c> {
             info: self.info,
             refuse: self.refuse,
             nodelay: self.nodelay,
+            watched: self.watched,
             until,
         })
     }
@@ -414,8 +424,8 @@ impl<'c> Connection<'c> {
     async fn run(&mut self, wait: Duration) -> Option<Instant> {
         let default = self.listen.servers.find(None).clone();
         let mut keepalive_timeout = wait;
-        // One wait for the worker's graceful stop (and its tick) for the connection's idle
-        // times, made when the connection first waits between requests.
+        // The wait for the worker's graceful stop and its tick, made when the connection
+        // first waits between requests and again after each tick it saw.
         let mut wake = None;
         loop {
             // nginx's r->pipeline: the request's first bytes came with the one before.
@@ -667,8 +677,9 @@ impl<'c> Connection<'c> {
             if idle {
                 let _ = self.buf.try_reclaim(FIRST_READ);
             }
-            // Room for a head; a longer one grows the buffer within the head limits.
-            if self.buf.capacity() == self.buf.len() {
+            // Room for a head; a longer one grows the buffer within the head limits. A wait
+            // between requests over plain TCP takes its buffer once bytes come.
+            if self.buf.capacity() == self.buf.len() && !(keepalive && plain) {
                 self.buf.reserve(READ_CHUNK);
             }
             let (stream, buf, out) = (&mut self.stream, &mut self.buf, &mut self.out);
@@ -714,6 +725,7 @@ impl<'c> Connection<'c> {
                     *wake = None;
                     if let Some((until, since)) = waiting {
                         if self.worker.parking.ticks() >= since + 2 {
+                            self.stat.set(State::Waiting);
                             return HeadRead::Park(until);
                         }
                     }
@@ -1356,9 +1368,9 @@ mod tests {
         assert!(size <= 4096, "the request's future is {size} bytes");
     }
 
-    /// A connection's task is its future and tokio's 128 bytes around it, aligned to 128: a
-    /// future of up to 904 bytes makes a task of 1,024, one more byte a task of 1,152, in
-    /// mimalloc's 1,280 class. Every connection holds its task while it waits for a request
+    /// A connection's task is its future with tokio's 120 bytes of header and trailer, rounded
+    /// up to 128: a future of up to 904 bytes makes a task of 1,024, one of 912 a task of
+    /// 1,152, in mimalloc's 1,280 class. Every connection holds its task while it waits for a request
     /// and while its requests run (BENCHMARKS.md, "Idle connections that are no task").
     #[test]
     fn a_connections_task_fits_in_1_kb() {

@@ -660,6 +660,9 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net:
 /// time (buffered access log lines whose `flush=` passed).
 async fn tick(worker: Rc<Worker>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // A late tick is not made up for at once: two close together would park a connection
+    // that waited a moment.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         worker.parking.tick();
