@@ -370,3 +370,24 @@ fn graceful_stop_closes_parked_connections() {
         );
     }
 }
+
+/// portcullis keeps a connection on the configuration it started with, so that a reload costs
+/// no request that races with the close of an idle connection (tests/reload_under_load.rs);
+/// a parked connection is no exception. (nginx closes its idle connections on reload.)
+#[test]
+fn parked_connection_outlives_a_reload() {
+    let Some(server) = long_keepalive(Kind::Portcullis) else {
+        return;
+    };
+    let mut s = parked(&server, Kind::Portcullis);
+    // The new configuration answers /new, which shows when it is in force.
+    let new = config("30s").replace(
+        "location = /status",
+        "location = /new { return 200 \"new\\n\"; }\n         location = /status",
+    );
+    server.write_config(&new);
+    server.signal(libc::SIGHUP);
+    let reloaded = support::wait_until(Duration::from_secs(10), || get(&server, "/new").0 == 200);
+    assert!(reloaded, "the new configuration is not in force");
+    exchange(&mut s, Kind::Portcullis);
+}
