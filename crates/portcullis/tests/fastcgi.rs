@@ -579,6 +579,12 @@ echo "v=", $_GET["v"] ?? "", " method=", $s["REQUEST_METHOD"],
             );
             c.send(raw.as_bytes()).expect("send");
             let r = c.read_response(method == "HEAD").expect("response");
+            // The server closes once the request is finished, its cache entry written too
+            // (for a HEAD, after the head was sent): the next request finds the entry.
+            assert!(
+                c.is_closed(support::IO_TIMEOUT),
+                "{kind}: {method} {path}: still open after Connection: close"
+            );
             let mut text = format!("{method} {path} -> {}", r.status);
             for h in ["x-cache", "content-range", "content-length"] {
                 if let Some(v) = r.header(h) {
