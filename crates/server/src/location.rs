@@ -64,6 +64,36 @@ impl Captured<'_> {
     }
 }
 
+/// `$1`.. of the last regex that matched: its groups, taken from the subject when first read
+/// if the match left them for later ([`Captured::Later`]).
+#[derive(Default)]
+pub struct LazyCaptures<'a> {
+    taken: std::cell::OnceCell<Captures>,
+    left: Captured<'a>,
+}
+
+impl<'a> LazyCaptures<'a> {
+    /// Replaces the captures with what a match left.
+    pub fn set(&mut self, captured: Captured<'a>) {
+        *self = match captured {
+            Captured::Groups(c) => LazyCaptures {
+                taken: c.into(),
+                left: Captured::None,
+            },
+            left => LazyCaptures {
+                taken: std::cell::OnceCell::new(),
+                left,
+            },
+        };
+    }
+
+    /// The groups, taken from `subject`, the value the last match was made on, if they were
+    /// left for later.
+    pub fn get(&self, subject: &[u8]) -> &Captures {
+        self.taken.get_or_init(|| self.left.take(subject))
+    }
+}
+
 /// The named groups of `pattern`, which nginx makes variables; an invalid pattern has none
 /// (it is reported where it is compiled).
 pub(crate) fn named_groups(pattern: &str, out: &mut Vec<String>) {

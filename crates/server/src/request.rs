@@ -26,7 +26,7 @@ use crate::conf::{ErrorTarget, LocConf, ServerConf, TryLast};
 use crate::conn::info::ConnInfo;
 use crate::encode::{Encode, Outgoing};
 use crate::files::{CachedFile, Conditions, Lookup, Plan};
-use crate::location::{Captured, Captures};
+use crate::location::{Captured, Captures, LazyCaptures};
 use crate::module::{Confs, Registry, Slot};
 use crate::vars::{Template, Var};
 use crate::worker::state::Worker;
@@ -833,9 +833,8 @@ pub(crate) struct Request<'a> {
     /// `$args`.
     args: Option<Vec<u8>>,
     loc: Arc<LocConf>,
-    /// `$1`..: taken from `captured` when first read (see [`Captured`]).
-    captures: std::cell::OnceCell<Captures>,
-    captured: Captured<'a>,
+    /// `$1`.., of `capture_uri`.
+    captures: LazyCaptures<'a>,
     /// The value the captures refer to: the URI, or the subject of the last regex test.
     capture_uri: Vec<u8>,
     named: Option<String>,
@@ -956,8 +955,7 @@ impl<'a> Request<'a> {
             uri: Vec::new(),
             args,
             loc: server.conf.clone(),
-            captures: std::cell::OnceCell::new(),
-            captured: Captured::None,
+            captures: LazyCaptures::default(),
             capture_uri: Vec::new(),
             named: None,
             internal: false,
@@ -1321,30 +1319,17 @@ impl<'a> Request<'a> {
     pub(crate) fn set_captures(&mut self, captures: Option<(Captures, Vec<u8>)>) {
         match captures {
             Some((captures, subject)) => {
-                self.put_captures(Captured::Groups(captures));
+                self.captures.set(Captured::Groups(captures));
                 self.capture_uri = subject;
             }
-            None => self.put_captures(Captured::None),
+            None => self.captures.set(Captured::None),
         }
-    }
-
-    /// Replaces the captures; their subject is `capture_uri`.
-    fn put_captures(&mut self, captured: Captured<'a>) {
-        (self.captures, self.captured) = match captured {
-            Captured::Groups(c) => (c.into(), Captured::None),
-            other => (std::cell::OnceCell::new(), other),
-        };
-    }
-
-    /// The captures of the last regex that matched, taken now if they were left for later.
-    fn captures(&self) -> &Captures {
-        self.captures
-            .get_or_init(|| self.captured.take(&self.capture_uri))
     }
 
     /// `$n` of the last regex that matched with captures.
     pub(crate) fn capture(&self, n: usize) -> &[u8] {
-        self.captures().get(&self.capture_uri, n)
+        let uri = &self.capture_uri;
+        self.captures.get(uri).get(uri, n)
     }
 
     /// The request goes on in the configuration of an `if` block whose condition held (a
@@ -1470,7 +1455,7 @@ impl<'a> Request<'a> {
                     return Step::Status(500);
                 }
             }
-            self.put_captures(Captured::None);
+            self.captures.set(Captured::None);
         } else {
             // The server's own reference: a match borrows the configuration, not the request.
             let server = self.server;
@@ -1488,7 +1473,7 @@ impl<'a> Request<'a> {
             match found {
                 Some(m) if m.redirect => {
                     self.loc = m.conf.clone();
-                    self.put_captures(Captured::None);
+                    self.captures.set(Captured::None);
                     slash_redirect = true;
                 }
                 Some(m) => {
@@ -1497,7 +1482,7 @@ impl<'a> Request<'a> {
                     if !matches!(m.captures, Captured::None) {
                         self.capture_uri.clone_from(&self.uri);
                     }
-                    self.put_captures(m.captures);
+                    self.captures.set(m.captures);
                     // A regex location's named groups are variables, as in nginx.
                     if !self.loc.named_slots.is_empty() {
                         let loc = self.loc.clone();
@@ -1509,7 +1494,7 @@ impl<'a> Request<'a> {
                 }
                 None => {
                     self.loc = self.server.conf.clone();
-                    self.put_captures(Captured::None);
+                    self.captures.set(Captured::None);
                 }
             }
         }
