@@ -24,6 +24,8 @@
 #   --duration TIME           length of the measured wrk run (wrk syntax, default 10s)
 #   --tls12                   offer TLS 1.2 only (the seeds' cipher names are TLS 1.2 suites);
 #                             the default offers TLS 1.2 and 1.3, and clients choose 1.3
+#   --deferred                `listen ... deferred` on the system under test (TCP_DEFER_ACCEPT:
+#                             a connection is accepted once its request came)
 #   --rounds N                alternate the systems N times (default 3); medians are reported,
 #                             the ratio is the median of the per-round ratios
 #   --keep                    keep the work directory (config, logs, wrk output) and print it
@@ -83,6 +85,7 @@ header=true
 scenario=""
 rounds=3
 tls_protocols="TLSv1.2 TLSv1.3"
+listen_deferred=""
 
 while (($# > 0)); do
     case $1 in
@@ -110,6 +113,10 @@ while (($# > 0)); do
         ;;
     --tls12)
         tls_protocols="TLSv1.2"
+        shift
+        ;;
+    --deferred)
+        listen_deferred=" deferred"
         shift
         ;;
     --keep)
@@ -394,7 +401,7 @@ $http_settings
 $upstream_block
 
     server {
-        listen 127.0.0.1:$port$listen_ssl;
+        listen 127.0.0.1:$port$listen_ssl$listen_deferred;
 $server_ssl
 $content
     }

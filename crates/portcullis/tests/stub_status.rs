@@ -207,3 +207,42 @@ fn stub_status_counts_as_nginx_does() {
         assert_eq!(nginx.len(), ours.len());
     }
 }
+
+const DEFERRED: &str = r#"
+    server {
+        listen 127.0.0.1:{PORT0} deferred;
+        listen 127.0.0.1:{PORT1};
+        location = /status { stub_status; }
+        location / { return 200 "served\n"; }
+    }
+"#;
+
+/// `listen ... deferred` (TCP_DEFER_ACCEPT): a connection that has sent nothing is not yet
+/// accepted, where one to a plain address is, and it is served once its request comes.
+#[test]
+fn a_deferred_listen_accepts_a_connection_once_it_sends() {
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 2, &support::main_config(DEFERRED)) else {
+            continue;
+        };
+        let (deferred, plain) = (server.port(0), server.port(1));
+        // The readiness probes are gone: only the page's own connection is counted.
+        settled(plain, [1, 0, 1, 0]);
+        let mut silent = Client::connect(deferred);
+        let _control = Client::connect(plain);
+        // The control connection, made after the silent one, is accepted and waits; the
+        // silent one is not there (it would make three active, two waiting).
+        settled(plain, [2, 0, 1, 1]);
+        silent
+            .send(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let r = silent.read_response(false).unwrap();
+        assert_eq!(
+            (r.status, r.body_text().as_str()),
+            (200, "served\n"),
+            "{kind}"
+        );
+        // Served, it waits for its next request beside the control connection.
+        settled(plain, [3, 0, 1, 2]);
+    }
+}

@@ -2,16 +2,19 @@
 //! and the per-worker keepalive pools of idle connections to them.
 //!
 //! Modules: `upstream` (groups, peers, balancers), `pool` (idle connections per peer, generic
-//! over plain and TLS streams), `stream` (an upstream connection, plain or TLS), `tls` (the
+//! over plain and TLS streams), `stream` (an upstream connection, plain or TLS), `sock` (a
+//! plain socket that enters the reactor only when a call on it would block), `tls` (the
 //! handshake of `proxy_pass https://`), `timer` (a connection's timeouts on one timer entry).
 
 pub mod pool;
+mod sock;
 mod stream;
 mod timer;
 mod tls;
 pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
+pub use sock::Sock;
 pub use stream::{tls_pieces, try_writev, write_two, MaybeTls, OverTcp, Stream, Tcp, TLS_PIECES};
 pub use timer::{Run, TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};

@@ -9,10 +9,12 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::sock::Sock;
+
 /// A connection, plain or TLS; `T` is tokio-rustls's client or server stream.
 #[derive(Debug)]
 pub enum MaybeTls<T> {
-    Plain(TcpStream),
+    Plain(Sock),
     /// Boxed: the TLS state is large and most connections of a pool are of one kind.
     Tls(Box<T>),
 }
@@ -37,7 +39,7 @@ impl Stream {
     /// Ready once a read may find something: the socket's readiness for plain TCP and unix
     /// sockets, at once over TLS (rustls may hold what an earlier read took in). Lets a
     /// caller take a buffer for an answer only when the answer starts to come.
-    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Stream::Tcp(MaybeTls::Plain(s)) => s.poll_read_ready(cx),
             Stream::Tcp(MaybeTls::Tls(_)) => Poll::Ready(Ok(())),
@@ -166,20 +168,14 @@ impl OverTcp for tokio_rustls::server::TlsStream<Tcp> {
     }
 }
 
-impl<T: OverTcp> MaybeTls<T> {
-    /// The TCP socket, under TLS too: for socket options and the connection's state, never
-    /// for I/O.
-    pub fn tcp(&self) -> &TcpStream {
-        match self {
-            MaybeTls::Plain(s) => s,
-            MaybeTls::Tls(s) => s.tcp(),
-        }
-    }
-}
-
+/// The TCP socket, under TLS too: for socket options and the connection's state, never for
+/// I/O.
 impl<T: OverTcp> AsFd for MaybeTls<T> {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.tcp().as_fd()
+        match self {
+            MaybeTls::Plain(s) => s.as_fd(),
+            MaybeTls::Tls(s) => s.tcp().as_fd(),
+        }
     }
 }
 
@@ -190,7 +186,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for MaybeTls<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            MaybeTls::Plain(s) => poll_recv(s, cx, buf),
+            MaybeTls::Plain(s) => s.poll_recv(cx, buf),
             MaybeTls::Tls(s) => {
                 let read = Pin::new(s.as_mut()).poll_read(cx, buf);
                 // What reading made TLS answer (an alert refusing a renegotiation, a key
@@ -214,7 +210,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            MaybeTls::Plain(s) => poll_writev(s, cx, &[io::IoSlice::new(buf)]),
+            MaybeTls::Plain(s) => s.poll_writev(cx, &[io::IoSlice::new(buf)]),
             MaybeTls::Tls(s) => {
                 let whole = [io::IoSlice::new(buf)];
                 let mut pieces = [io::IoSlice::new(&[]); TLS_PIECES];
@@ -230,7 +226,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            MaybeTls::Plain(s) => poll_writev(s, cx, bufs),
+            MaybeTls::Plain(s) => s.poll_writev(cx, bufs),
             MaybeTls::Tls(s) => {
                 let mut pieces = [io::IoSlice::new(&[]); TLS_PIECES];
                 let n = tls_pieces(bufs, &mut pieces);
@@ -307,7 +303,11 @@ pub async fn write_two<W: AsyncWrite + Unpin>(w: &mut W, a: &[u8], b: &[u8]) -> 
 
 /// Reads from a plain socket once it is readable, as tokio's own `poll_read` does, but through
 /// [`recv`].
-fn poll_recv(s: &TcpStream, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+pub(crate) fn poll_recv(
+    s: &TcpStream,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
     loop {
         ready!(s.poll_read_ready(cx))?;
         // SAFETY: recv only writes into the unfilled part, and what it wrote is marked
@@ -330,7 +330,7 @@ fn poll_recv(s: &TcpStream, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll
 }
 
 /// Writes to a plain socket once it is writable, through [`writev`].
-fn poll_writev(
+pub(crate) fn poll_writev(
     s: &TcpStream,
     cx: &mut Context<'_>,
     bufs: &[io::IoSlice<'_>],
@@ -384,7 +384,7 @@ pub fn try_writev(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> 
 // point, which cost more than the call's own user-space work; nothing here is ever cancelled.
 
 /// recv(2) on a non-blocking socket.
-fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+pub(crate) fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
     // SAFETY: the buffer is valid for writes of its length; the address arguments are null.
     let n = unsafe {
         libc::syscall(
@@ -405,7 +405,7 @@ fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
 }
 
 /// writev(2) on a non-blocking socket; at most IOV_MAX buffers are passed.
-fn writev(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+pub(crate) fn writev(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
     /// Linux's IOV_MAX: writev refuses more buffers than this.
     const IOV_MAX: usize = 1024;
     let count = bufs.len().min(IOV_MAX);

@@ -24,7 +24,8 @@ pub struct TimedOut;
 #[derive(Debug, Default)]
 pub struct Timer {
     /// Armed at the deadline of some wait, never later than the deadline of the wait in
-    /// progress. Made on the first wait: a connection that never waits costs no entry.
+    /// progress. Made when a wait first has to wait: a connection whose reads and writes are
+    /// always ready costs no entry.
     sleep: Option<Pin<Box<Sleep>>>,
 }
 
@@ -41,17 +42,8 @@ impl Timer {
 
     /// Runs `f` until `deadline` at the latest.
     pub fn run_until<F: Future>(&mut self, deadline: Instant, f: F) -> Run<'_, F> {
-        let sleep = match &mut self.sleep {
-            Some(s) => {
-                if s.deadline() > deadline {
-                    s.as_mut().reset(deadline);
-                }
-                s
-            }
-            none => none.insert(Box::pin(tokio::time::sleep_until(deadline))),
-        };
         Run {
-            sleep: sleep.as_mut(),
+            sleep: &mut self.sleep,
             deadline,
             f,
         }
@@ -62,9 +54,9 @@ impl Timer {
 /// async fn's, which would hold `f` twice (as its argument and as the local it pins), and its
 /// caller's async fn twice again: a connection waiting for its next request held four copies
 /// of that wait.
-#[must_use = "a wait does nothing unless awaited, and has moved the timer already"]
+#[must_use = "a wait does nothing unless awaited"]
 pub struct Run<'t, F> {
-    sleep: Pin<&'t mut Sleep>,
+    sleep: &'t mut Option<Pin<Box<Sleep>>>,
     deadline: Instant,
     f: F,
 }
@@ -81,12 +73,20 @@ impl<F: Future> Future for Run<'_, F> {
         if let Poll::Ready(v) = f.poll(cx) {
             return Poll::Ready(Ok(v));
         }
+        // The entry is made, or moved earlier, only when the work has to wait.
+        let deadline = this.deadline;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() > deadline {
+            sleep.as_mut().reset(deadline);
+        }
         // Fired: at this wait's deadline, or at an earlier one that a past wait set.
-        while this.sleep.as_mut().poll(cx).is_ready() {
+        while sleep.as_mut().poll(cx).is_ready() {
             if Instant::now() >= this.deadline {
                 return Poll::Ready(Err(TimedOut));
             }
-            this.sleep.as_mut().reset(this.deadline);
+            sleep.as_mut().reset(this.deadline);
         }
         Poll::Pending
     }
@@ -111,11 +111,31 @@ mod tests {
         assert_eq!(time_out(&mut t, secs).await, secs);
     }
 
+    /// Work that finishes after `after`.
+    async fn slow(after: Duration) -> u32 {
+        tokio::time::sleep(after).await;
+        1
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_is_ready_arms_no_timer() {
+        let mut t = Timer::new();
+        assert_eq!(t.run(Duration::from_secs(5), async { 1 }).await, Ok(1));
+        assert!(t.sleep.is_none());
+        assert_eq!(
+            t.run(Duration::from_secs(5), slow(Duration::from_millis(1)))
+                .await,
+            Ok(1)
+        );
+        assert!(t.sleep.is_some());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_later_wait_outlives_the_deadline_armed_before_it() {
         let mut t = Timer::new();
-        assert_eq!(t.run(Duration::from_secs(5), async { 1 }).await, Ok(1));
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        let first = t.run(Duration::from_secs(5), slow(Duration::from_secs(1)));
+        assert_eq!(first.await, Ok(1));
+        tokio::time::sleep(Duration::from_secs(2)).await;
         // Armed for 0 + 5 s; this wait may last until 3 + 5 s.
         let secs = Duration::from_secs(5);
         assert_eq!(time_out(&mut t, secs).await, secs);
@@ -124,7 +144,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_shorter_wait_moves_the_deadline_earlier() {
         let mut t = Timer::new();
-        assert_eq!(t.run(Duration::from_secs(60), async {}).await, Ok(()));
+        let first = t.run(Duration::from_secs(60), slow(Duration::from_secs(1)));
+        assert_eq!(first.await, Ok(1));
         let secs = Duration::from_secs(2);
         assert_eq!(time_out(&mut t, secs).await, secs);
     }

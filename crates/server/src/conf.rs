@@ -78,6 +78,9 @@ pub(crate) struct Listen {
     pub http2: bool,
     /// `listen ... proxy_protocol`: every connection starts with a PROXY protocol header.
     pub proxy_protocol: bool,
+    /// `listen ... deferred`: TCP_DEFER_ACCEPT, a connection is accepted once its first bytes
+    /// came.
+    pub deferred: bool,
     pub servers: ServerNames,
 }
 
@@ -531,6 +534,7 @@ struct ListenSpec {
     ssl: bool,
     http2: bool,
     proxy_protocol: bool,
+    deferred: bool,
 }
 
 impl Builder {
@@ -694,6 +698,7 @@ impl Builder {
                 http2: list.iter().any(|e| e.spec.http2),
                 // As `ssl` and `http2`, one server's listen sets it for the address.
                 proxy_protocol: list.iter().any(|e| e.spec.proxy_protocol),
+                deferred: list.iter().any(|e| e.spec.deferred),
                 servers: names,
             });
         }
@@ -752,6 +757,7 @@ impl Builder {
                 ssl: false,
                 http2: false,
                 proxy_protocol: false,
+                deferred: false,
             });
         }
         if bits.names.is_empty() {
@@ -1352,6 +1358,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
         ssl: false,
         http2: false,
         proxy_protocol: false,
+        deferred: false,
     };
     for ip in &ips {
         for p in lo..=hi {
@@ -1366,7 +1373,8 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
             "ssl" => out.ssl = true,
             "http2" => out.http2 = true,
             "proxy_protocol" => out.proxy_protocol = true,
-            "deferred" | "bind" | "quic" => {}
+            "deferred" => out.deferred = true,
+            "bind" | "quic" => {}
             _ => {
                 if let Some(b) = v.strip_prefix("backlog=") {
                     out.backlog = b

@@ -13,9 +13,9 @@ use portcullis_http::{
     chunk_header, parse_request_head, BodyKind, Chunk, ChunkedDecoder, RequestError, RequestHead,
     Version,
 };
+use portcullis_proxy::Sock;
 use portcullis_proxy::Timer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::conf::{Listen, ServerConf};
 use crate::request::{Body, NewConnection, Phases, Request, Response, Take};
@@ -49,15 +49,16 @@ const TO_HTTPS: u16 = 497;
 /// deadline is served, as nginx handles a read event before the timers of the same turn.
 const TAKEN_UP_WAIT: Duration = Duration::from_secs(1);
 
-/// Serves a connection just accepted. A function returning an async block rather than an async
-/// fn: an async fn keeps its arguments and the locals they are moved into side by side, and
-/// the guard and the generation are moved at the end, when the connection parks.
+/// Serves a connection just accepted, its non-blocking socket not yet in the reactor. A
+/// function returning an async block rather than an async fn: an async fn keeps its arguments
+/// and the locals they are moved into side by side, and the guard and the generation are
+/// moved at the end, when the connection parks.
 #[allow(clippy::manual_async_fn)]
 pub(crate) fn serve(
     guard: ActiveGuard,
     generation: Arc<Generation>,
     listen: usize,
-    stream: TcpStream,
+    stream: std::net::TcpStream,
     peer: SocketAddr,
 ) -> impl Future<Output = ()> {
     async move {
@@ -115,7 +116,7 @@ async fn start<'g>(
     guard: &'g ActiveGuard,
     generation: &'g Generation,
     listen: usize,
-    mut stream: TcpStream,
+    stream: std::net::TcpStream,
     peer: SocketAddr,
 ) -> Option<Connection<'g>> {
     let worker = guard.0.clone();
@@ -125,19 +126,19 @@ async fn start<'g>(
     let timeout = default.client_header_timeout;
     let mut proxied = None;
     let mut first = BytesMut::new();
+    // Read and written directly until a call would block (see `Sock`); the PROXY protocol
+    // header and the TLS handshake are read through tokio's socket.
+    let mut stream = Sock::direct(stream);
     if listen.proxy_protocol {
         let first_read = match listen.ssl {
             true => proxy_protocol::TLS_FIRST_READ,
             false => default.head_limits.header_buffer_size,
         };
-        match Box::pin(proxy_protocol::read(
-            &mut stream,
-            listen.ssl,
-            first_read,
-            timeout,
-        ))
-        .await
-        {
+        let tcp = match stream.registered() {
+            Ok(tcp) => tcp,
+            Err(e) => return unregistered(&worker, listen, peer, &e),
+        };
+        match Box::pin(proxy_protocol::read(tcp, listen.ssl, first_read, timeout)).await {
             Ok((named, rest)) => {
                 proxied = named.map(Rc::new);
                 first = rest;
@@ -156,15 +157,19 @@ async fn start<'g>(
         }
     }
     let (stream, tls, refuse) = if listen.ssl {
+        let tcp = match stream.into_registered() {
+            Ok(tcp) => tcp,
+            Err(e) => return unregistered(&worker, listen, peer, &e),
+        };
         // As nginx counts a handshake: neither reading, writing nor waiting.
         guard.1.set(State::Busy);
-        match Box::pin(crate::tls::accept(stream, listen, timeout)).await {
+        match Box::pin(crate::tls::accept(tcp, listen, timeout)).await {
             Start::Tls(s, info) => {
                 guard.1.handshake(Some(info.reused));
                 let refuse = info.refuse;
                 (s, Some(info), refuse)
             }
-            Start::PlainHttp(s) => (Stream::Plain(s), None, Some(TO_HTTPS)),
+            Start::PlainHttp(s) => (Stream::Plain(s.into()), None, Some(TO_HTTPS)),
             Start::Closed(why) => {
                 if let Some(why) = why {
                     guard.1.handshake(None);
@@ -234,6 +239,18 @@ async fn start<'g>(
         info,
         stat: &guard.1,
     })
+}
+
+/// Closes a connection whose socket the reactor refused.
+fn unregistered<T>(
+    worker: &Worker,
+    listen: &Listen,
+    peer: SocketAddr,
+    e: &std::io::Error,
+) -> Option<T> {
+    let why = format!("epoll_ctl() failed {}", crate::log::os_error(e));
+    log_unserved(worker, listen, peer, Level::Alert, &why);
+    None
 }
 
 /// Logs why a connection closed before its first request, in the default server's log.
@@ -377,7 +394,7 @@ enum HeadRead {
 
 impl<'c> Connection<'c> {
     /// A parked connection made again, with how long its wait for the next request may still
-    /// last; None if the reactor refuses its socket.
+    /// last; None if its address is no longer listened on.
     fn taken_up(
         guard: &'c ActiveGuard,
         generation: &'c Generation,
@@ -388,7 +405,8 @@ impl<'c> Connection<'c> {
         let conn = Connection {
             worker: guard.0.clone(),
             listen,
-            stream: Stream::Plain(TcpStream::from_std(held.stream).ok()?),
+            // Registered with the reactor when it first waits.
+            stream: Stream::Plain(Sock::direct(held.stream)),
             refuse: held.refuse,
             buf: BytesMut::new(),
             out: BytesMut::new(),
@@ -1215,7 +1233,7 @@ impl<'c> Connection<'c> {
     fn set_nodelay(&mut self) {
         if !self.nodelay {
             self.nodelay = true;
-            let _ = self.stream.tcp().set_nodelay(true);
+            let _ = socket2::SockRef::from(&self.stream).set_nodelay(true);
         }
     }
 
@@ -1227,13 +1245,10 @@ impl<'c> Connection<'c> {
         let body = body.unwrap_or_default();
         // Most responses fit in the socket buffer: try once without arming a timer.
         let first = match &self.stream {
-            Stream::Plain(s) => portcullis_proxy::try_writev(
-                s,
-                &[
-                    std::io::IoSlice::new(&self.out),
-                    std::io::IoSlice::new(&body),
-                ],
-            ),
+            Stream::Plain(s) => s.try_writev(&[
+                std::io::IoSlice::new(&self.out),
+                std::io::IoSlice::new(&body),
+            ]),
             Stream::Tls(_) => Ok(0),
         };
         let mut written = match first {
@@ -1375,7 +1390,7 @@ mod tests {
     #[test]
     fn a_connections_task_fits_in_1_kb() {
         fn size<R>(
-            _: &impl FnOnce(ActiveGuard, Arc<Generation>, usize, TcpStream, SocketAddr) -> R,
+            _: &impl FnOnce(ActiveGuard, Arc<Generation>, usize, std::net::TcpStream, SocketAddr) -> R,
         ) -> usize {
             std::mem::size_of::<R>()
         }

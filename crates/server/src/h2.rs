@@ -35,8 +35,8 @@ use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 use portcullis_http::{parse_request_head, HeadLimits, RequestError};
+use portcullis_proxy::Sock;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use crate::conf::{Listen, ServerConf};
@@ -184,11 +184,11 @@ async fn sniff(
     worker: &Rc<Worker>,
     listen: &Listen,
     settings: Http2Conf,
-    mut stream: TcpStream,
+    mut stream: Sock,
     mut buf: BytesMut,
     info: ConnInfo,
     stat: &crate::stats::Connection,
-) -> Option<(TcpStream, BytesMut, ConnInfo)> {
+) -> Option<(Sock, BytesMut, ConnInfo)> {
     let timeout = listen.servers.default_server().client_header_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     loop {

@@ -298,7 +298,7 @@ pub(crate) async fn send_file(
 ) -> io::Result<()> {
     if let Stream::Plain(s) = stream {
         s.write_all(head).await?;
-        return crate::files::send_file(s, file, offset, len).await;
+        return crate::files::send_file(s.registered()?, file, offset, len).await;
     }
     let mut buf = vec![0u8; FILE_CHUNK.min(usize::try_from(len).unwrap_or(FILE_CHUNK))];
     let mut head = head;

@@ -5,17 +5,20 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use socket2::{Domain, Socket, Type};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{AbortHandle, LocalSet};
 
-use crate::conf::{Compiled, HttpConf};
+use crate::conf::{Compiled, HttpConf, Listen};
 use crate::files::FileCache;
 use crate::log::ErrorLog;
 use crate::module::{Opened, Running, Start};
@@ -53,6 +56,8 @@ struct WorkerHandle {
 /// Listening sockets by address: per worker for `reuseport`, else one shared by all.
 struct Bound {
     reuseport: bool,
+    /// TCP_DEFER_ACCEPT is set on the sockets.
+    deferred: bool,
     sockets: Vec<std::net::TcpListener>,
 }
 
@@ -82,7 +87,7 @@ impl Server {
         let n = compiled.main.workers;
         let mut bound = HashMap::new();
         for l in &compiled.http.listens {
-            bound.insert(l.addr, bind_all(l.addr, l.reuseport, l.backlog, n)?);
+            bound.insert(l.addr, bind_all(l, l.reuseport, n)?);
         }
         let generation = Arc::new(Generation {
             http: compiled.http.clone(),
@@ -135,10 +140,10 @@ impl Server {
         for l in &compiled.http.listens {
             match bound.get(&l.addr) {
                 None => {
-                    fresh.insert(l.addr, bind_all(l.addr, l.reuseport, l.backlog, new_n)?);
+                    fresh.insert(l.addr, bind_all(l, l.reuseport, new_n)?);
                 }
                 Some(b) if b.reuseport && new_n > b.sockets.len() => {
-                    let more = bind_all(l.addr, true, l.backlog, new_n - b.sockets.len())?;
+                    let more = bind_all(l, true, new_n - b.sockets.len())?;
                     extra.push((l.addr, more.sockets));
                 }
                 Some(_) => {}
@@ -201,6 +206,7 @@ impl Server {
                 return Err(e);
             }
             apply_bound(bound, &removed, fresh, extra, new_n);
+            set_deferred(bound, &compiled.http.listens, &self.shared.error_log);
             retire(std::mem::replace(workers, started));
             *current = generation;
             *credentials = compiled.main.credentials;
@@ -220,6 +226,7 @@ impl Server {
             });
         }
         apply_bound(bound, &removed, fresh, extra, new_n);
+        set_deferred(bound, &compiled.http.listens, &self.shared.error_log);
         *current = generation.clone();
         *running = start_modules(&compiled.http, credentials.as_ref(), &self.shared);
         if new_n < old_n {
@@ -390,10 +397,11 @@ fn spawn_worker(
     }
 }
 
-fn bind_all(addr: SocketAddr, reuseport: bool, backlog: i32, workers: usize) -> io::Result<Bound> {
+fn bind_all(l: &Listen, reuseport: bool, workers: usize) -> io::Result<Bound> {
+    let addr = l.addr;
     let count = if reuseport { workers } else { 1 };
     let sockets = (0..count)
-        .map(|_| bind(addr, reuseport, backlog))
+        .map(|_| bind(l, reuseport))
         .collect::<io::Result<Vec<_>>>()
         .map_err(|e| {
             io::Error::new(
@@ -401,10 +409,15 @@ fn bind_all(addr: SocketAddr, reuseport: bool, backlog: i32, workers: usize) -> 
                 format!("bind() to {addr} failed {}", crate::log::os_error(&e)),
             )
         })?;
-    Ok(Bound { reuseport, sockets })
+    Ok(Bound {
+        reuseport,
+        deferred: l.deferred,
+        sockets,
+    })
 }
 
-fn bind(addr: SocketAddr, reuseport: bool, backlog: i32) -> io::Result<std::net::TcpListener> {
+fn bind(l: &Listen, reuseport: bool) -> io::Result<std::net::TcpListener> {
+    let addr = l.addr;
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     if reuseport {
@@ -414,9 +427,34 @@ fn bind(addr: SocketAddr, reuseport: bool, backlog: i32) -> io::Result<std::net:
         s.set_only_v6(true)?;
     }
     s.bind(&addr.into())?;
-    s.listen(backlog)?;
+    s.listen(l.backlog)?;
     s.set_nonblocking(true)?;
-    Ok(s.into())
+    let s = s.into();
+    if l.deferred {
+        defer_accept(&s, true)?;
+    }
+    Ok(s)
+}
+
+/// `listen ... deferred`: TCP_DEFER_ACCEPT, one second, as nginx sets it. The kernel hands
+/// over a connection once its first bytes came (or its handshake was retried for that long),
+/// so a connection's first read finds the request.
+fn defer_accept(s: &std::net::TcpListener, on: bool) -> io::Result<()> {
+    let seconds = libc::c_int::from(on);
+    // SAFETY: the option's value is a c_int that outlives the call, and its size is given.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&raw const seconds).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Worker `id`'s socket for a bound address: its own with reuseport, else a duplicate of the
@@ -453,6 +491,28 @@ fn apply_bound(
     }
     for b in bound.values_mut().filter(|b| b.reuseport) {
         b.sockets.truncate(workers);
+    }
+}
+
+/// Sets TCP_DEFER_ACCEPT anew on the sockets kept whose `deferred` changed; as nginx, a
+/// failure is logged and ignored.
+fn set_deferred(bound: &mut HashMap<SocketAddr, Bound>, listens: &[Listen], log: &ErrorLog) {
+    for l in listens {
+        let Some(b) = bound.get_mut(&l.addr).filter(|b| b.deferred != l.deferred) else {
+            continue;
+        };
+        b.deferred = l.deferred;
+        for socket in &b.sockets {
+            if let Err(e) = defer_accept(socket, l.deferred) {
+                let message = format!(
+                    "setsockopt(TCP_DEFER_ACCEPT, {}) for {} failed, ignored {}",
+                    u8::from(l.deferred),
+                    l.addr,
+                    crate::log::os_error(&e)
+                );
+                log.write(Level::Alert, None, &message);
+            }
+        }
     }
 }
 
@@ -607,14 +667,55 @@ fn start_accepting(
     addr: SocketAddr,
     l: std::net::TcpListener,
 ) -> io::Result<AbortHandle> {
-    let listener = tokio::net::TcpListener::from_std(l)?;
+    // SAFETY: the listener owns its descriptor, the same one, for as long as the AsyncFd that
+    // owns the listener lives.
+    let listener = unsafe { AsyncFd::register_with_interest(l, Interest::READABLE) }
+        .map_err(io::Error::from)?;
     let task = tokio::task::spawn_local(accept_loop(worker.clone(), addr, listener));
     Ok(task.abort_handle())
 }
 
-async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: tokio::net::TcpListener) {
+/// Accepts a connection. Its socket is non-blocking and left out of the reactor: the
+/// connection registers it only if it must wait (see `portcullis_proxy::Sock`).
+async fn accept(listener: &AsyncFd<TcpListener>) -> io::Result<(TcpStream, SocketAddr)> {
     loop {
-        match listener.accept().await {
+        let mut ready = listener.readable().await?;
+        if let Ok(accepted) = ready.try_io(|l| accept4(l.get_ref())) {
+            return accepted;
+        }
+    }
+}
+
+/// accept4(2), non-blocking and close-on-exec.
+fn accept4(listener: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
+    // SAFETY: zeroed bytes are a valid sockaddr_storage.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&storage) as libc::socklen_t;
+    // SAFETY: the address and its length point to the storage above, which outlives the call.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            (&raw mut storage).cast(),
+            &mut len,
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    // SAFETY: the kernel wrote an address of `len` bytes into the storage.
+    let peer = unsafe { socket2::SockAddr::new(storage, len) };
+    let peer = peer
+        .as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP address"))?;
+    Ok((stream, peer))
+}
+
+async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: AsyncFd<TcpListener>) {
+    loop {
+        match accept(&listener).await {
             Ok((stream, peer)) => {
                 let generation = worker.generation.borrow().clone();
                 if worker.active.get() >= generation.worker_connections {

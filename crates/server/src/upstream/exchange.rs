@@ -1205,7 +1205,7 @@ pub(super) async fn connect(
             let _ = s.set_nodelay(true);
             match plan.settings.tls.as_deref().filter(|_| plan.https) {
                 Some(tls) => handshake(plan, tls, s, addr, deadline, req, url).await,
-                None => Ok(Stream::Tcp(MaybeTls::Plain(s))),
+                None => Ok(Stream::Tcp(MaybeTls::Plain(s.into()))),
             }
         }
         Ok(Err(e)) => Err(connect_failed(&e, "connect()", req, url)),
