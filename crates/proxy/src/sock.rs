@@ -147,6 +147,15 @@ impl Sock {
         poll_writev(self.registered()?, cx, bufs)
     }
 
+    /// TCP_NODELAY on.
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        match &self.0 {
+            State::Direct(s) => s.set_nodelay(true),
+            State::Registered(s) => s.set_nodelay(true),
+            State::Closed => Err(closed()),
+        }
+    }
+
     fn shutdown_write(&self) -> io::Result<()> {
         match &self.0 {
             State::Direct(s) => s.shutdown(Shutdown::Write),
@@ -161,7 +170,9 @@ impl AsFd for Sock {
         match &self.0 {
             State::Direct(s) => s.as_fd(),
             State::Registered(s) => s.as_fd(),
-            // Never seen by a caller: a failed registration's error ends the connection.
+            // Only a client's socket registers lazily, and the client's connection takes its
+            // descriptor through `set_nodelay`, which fails here instead; an upstream socket
+            // is registered from the start.
             State::Closed => panic!("a closed socket has no descriptor"),
         }
     }

@@ -168,6 +168,16 @@ impl OverTcp for tokio_rustls::server::TlsStream<Tcp> {
     }
 }
 
+impl<T: OverTcp> MaybeTls<T> {
+    /// TCP_NODELAY on, under TLS too.
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        match self {
+            MaybeTls::Plain(s) => s.set_nodelay(),
+            MaybeTls::Tls(s) => s.tcp().set_nodelay(true),
+        }
+    }
+}
+
 /// The TCP socket, under TLS too: for socket options and the connection's state, never for
 /// I/O.
 impl<T: OverTcp> AsFd for MaybeTls<T> {

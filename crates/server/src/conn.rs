@@ -405,7 +405,7 @@ impl<'c> Connection<'c> {
         let conn = Connection {
             worker: guard.0.clone(),
             listen,
-            // Registered with the reactor when it first waits.
+            // Registered with the reactor again as its wait for the next request begins.
             stream: Stream::Plain(Sock::direct(held.stream)),
             refuse: held.refuse,
             buf: BytesMut::new(),
@@ -1233,7 +1233,7 @@ impl<'c> Connection<'c> {
     fn set_nodelay(&mut self) {
         if !self.nodelay {
             self.nodelay = true;
-            let _ = socket2::SockRef::from(&self.stream).set_nodelay(true);
+            let _ = self.stream.set_nodelay();
         }
     }
 

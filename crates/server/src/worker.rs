@@ -501,9 +501,11 @@ fn set_deferred(bound: &mut HashMap<SocketAddr, Bound>, listens: &[Listen], log:
         let Some(b) = bound.get_mut(&l.addr).filter(|b| b.deferred != l.deferred) else {
             continue;
         };
-        b.deferred = l.deferred;
+        // Kept as it was if a socket refused, so that the next reload tries again.
+        let mut set = true;
         for socket in &b.sockets {
             if let Err(e) = defer_accept(socket, l.deferred) {
+                set = false;
                 let message = format!(
                     "setsockopt(TCP_DEFER_ACCEPT, {}) for {} failed, ignored {}",
                     u8::from(l.deferred),
@@ -512,6 +514,9 @@ fn set_deferred(bound: &mut HashMap<SocketAddr, Bound>, listens: &[Listen], log:
                 );
                 log.write(Level::Alert, None, &message);
             }
+        }
+        if set {
+            b.deferred = l.deferred;
         }
     }
 }
@@ -680,8 +685,16 @@ fn start_accepting(
 async fn accept(listener: &AsyncFd<TcpListener>) -> io::Result<(TcpStream, SocketAddr)> {
     loop {
         let mut ready = listener.readable().await?;
-        if let Ok(accepted) = ready.try_io(|l| accept4(l.get_ref())) {
-            return accepted;
+        // Each accept spends the task's budget, as tokio's own accept does: a flood of
+        // connections lets the worker's other connections, timers and reactor run now and
+        // then.
+        let coop = std::future::poll_fn(tokio::task::coop::poll_proceed).await;
+        match ready.try_io(|l| accept4(l.get_ref())) {
+            Ok(accepted) => {
+                coop.made_progress();
+                return accepted;
+            }
+            Err(_would_block) => {}
         }
     }
 }
@@ -742,6 +755,12 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: AsyncFd<Tcp
                 let serve = crate::conn::serve(guard, generation, listen, stream, peer);
                 tokio::task::spawn_local(serve);
             }
+            // A connection reset before it was accepted: nginx logs it and accepts on.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {
+                let message = format!("accept() failed {}", crate::log::os_error(&e));
+                worker.shared.error_log.write(Level::Error, None, &message);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 // Out of descriptors or memory: nginx disables accepting for a moment rather
                 // than spinning on the error.
@@ -812,4 +831,37 @@ fn start_modules(
 fn open_files(http: &HttpConf) -> io::Result<Vec<Opened>> {
     let modules = http.modules.iter().zip(&http.loaded);
     modules.map(|(m, loaded)| m.open(&**loaded)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// TCP_DEFER_ACCEPT as the kernel reports it: 0 when off.
+    fn deferral(s: &TcpListener) -> libc::c_int {
+        let mut value: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: value and len point to a c_int and its size, which outlive the call.
+        let r = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_DEFER_ACCEPT,
+                (&raw mut value).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        value
+    }
+
+    #[test]
+    fn deferred_is_set_on_a_listening_socket_and_taken_off_again() {
+        let s = TcpListener::bind("127.0.0.1:0").unwrap();
+        assert_eq!(deferral(&s), 0);
+        defer_accept(&s, true).unwrap();
+        assert!(deferral(&s) > 0);
+        defer_accept(&s, false).unwrap();
+        assert_eq!(deferral(&s), 0);
+    }
 }
