@@ -238,6 +238,12 @@ mod tests {
         (Sock::direct(accepted), client)
     }
 
+    /// A wait that a lost wake-up would make endless fails instead.
+    async fn in_time<F: std::future::Future>(f: F) -> F::Output {
+        let limit = std::time::Duration::from_secs(10);
+        tokio::time::timeout(limit, f).await.expect("never woken")
+    }
+
     fn direct(s: &Sock) -> bool {
         matches!(s.0, State::Direct(_))
     }
@@ -277,12 +283,12 @@ mod tests {
             tokio::task::yield_now().await;
             std::io::Write::write_all(&mut client, b"late").unwrap();
         };
-        let (n, ()) = tokio::join!(read, write);
+        let (n, ()) = in_time(async { tokio::join!(read, write) }).await;
         assert_eq!(&buf[..n.unwrap()], b"late");
         assert!(!direct(&sock));
         // Registered, the socket is read and written as tokio's.
         std::io::Write::write_all(&mut client, b"again").unwrap();
-        let n = sock.read(&mut buf).await.unwrap();
+        let n = in_time(sock.read(&mut buf)).await.unwrap();
         assert_eq!(&buf[..n], b"again");
         let std = sock.into_std().expect("out of the reactor");
         assert!(std.peer_addr().is_ok());
@@ -298,7 +304,7 @@ mod tests {
             std::io::Read::read_to_end(&mut &client, &mut got).unwrap();
             got.len()
         });
-        sock.write_all(&big).await.unwrap();
+        in_time(sock.write_all(&big)).await.unwrap();
         assert!(!direct(&sock));
         sock.shutdown().await.unwrap();
         drop(sock);
