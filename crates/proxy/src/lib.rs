@@ -15,7 +15,7 @@ pub mod upstream;
 
 pub use pool::{Conn, Pool, PoolLimits};
 pub use sock::Sock;
-pub use stream::{tls_pieces, try_writev, write_two, MaybeTls, OverTcp, Stream, Tcp, TLS_PIECES};
+pub use stream::{tls_pieces, write_two, MaybeTls, OverTcp, Stream, Tcp, TLS_PIECES};
 pub use timer::{Run, TimedOut, Timer};
 pub use tls::{HandshakeError, UpstreamTls};
 pub use upstream::{

@@ -20,7 +20,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::stream::{poll_recv, poll_writev, recv, try_writev, writev};
+use crate::stream::{poll_recv, poll_writev, recv_into, try_writev, writev};
 
 /// A plain TCP socket, in tokio's reactor or not yet; see the module's text.
 #[derive(Debug)]
@@ -108,15 +108,9 @@ impl Sock {
             // A direct call spends the task's budget as a wait in the reactor does, so that a
             // client whose bytes never run out still lets the worker's other connections run.
             let coop = ready!(tokio::task::coop::poll_proceed(cx));
-            // SAFETY: recv only writes into the unfilled part, and what it wrote is marked
-            // initialized below.
-            let unfilled = unsafe { buf.unfilled_mut() };
-            match recv(s.as_raw_fd(), unfilled) {
-                Ok(n) => {
+            match recv_into(s.as_raw_fd(), buf) {
+                Ok(_) => {
                     coop.made_progress();
-                    // SAFETY: the kernel wrote n bytes into the unfilled part.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

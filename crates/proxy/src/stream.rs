@@ -320,19 +320,11 @@ pub(crate) fn poll_recv(
 ) -> Poll<io::Result<()>> {
     loop {
         ready!(s.poll_read_ready(cx))?;
-        // SAFETY: recv only writes into the unfilled part, and what it wrote is marked
-        // initialized below.
-        let unfilled = unsafe { buf.unfilled_mut() };
-        let room = unfilled.len();
+        let room = buf.remaining();
         match drain(s, Interest::READABLE, room, || {
-            recv(s.as_raw_fd(), unfilled)
+            recv_into(s.as_raw_fd(), buf)
         }) {
-            Ok(n) => {
-                // SAFETY: the kernel wrote n bytes into the unfilled part.
-                unsafe { buf.assume_init(n) };
-                buf.advance(n);
-                return Poll::Ready(Ok(()));
-            }
+            Ok(_) => return Poll::Ready(Ok(())),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Poll::Ready(Err(e)),
         }
@@ -383,7 +375,7 @@ fn drain(
 
 /// Writes to a plain socket if it takes the bytes now, without waiting: a response that fits
 /// the socket buffer goes out with no task wake-up and no timer.
-pub fn try_writev(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+pub(crate) fn try_writev(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
     let want = bufs.iter().map(|b| b.len()).sum();
     drain(s, Interest::WRITABLE, want, || writev(s.as_raw_fd(), bufs))
 }
@@ -394,7 +386,7 @@ pub fn try_writev(s: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> 
 // point, which cost more than the call's own user-space work; nothing here is ever cancelled.
 
 /// recv(2) on a non-blocking socket.
-pub(crate) fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
     // SAFETY: the buffer is valid for writes of its length; the address arguments are null.
     let n = unsafe {
         libc::syscall(
@@ -412,6 +404,17 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Resu
     } else {
         Ok(n as usize)
     }
+}
+
+/// [`recv`] into the unfilled part of `buf`, which it then counts as filled.
+pub(crate) fn recv_into(fd: RawFd, buf: &mut ReadBuf<'_>) -> io::Result<usize> {
+    // SAFETY: recv only writes into the unfilled part, and what it wrote is marked
+    // initialized below.
+    let n = recv(fd, unsafe { buf.unfilled_mut() })?;
+    // SAFETY: the kernel wrote n bytes into the unfilled part.
+    unsafe { buf.assume_init(n) };
+    buf.advance(n);
+    Ok(n)
 }
 
 /// writev(2) on a non-blocking socket; at most IOV_MAX buffers are passed.

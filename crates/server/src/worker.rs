@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -701,29 +701,12 @@ async fn accept(listener: &AsyncFd<TcpListener>) -> io::Result<(TcpStream, Socke
 
 /// accept4(2), non-blocking and close-on-exec.
 fn accept4(listener: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
-    // SAFETY: zeroed bytes are a valid sockaddr_storage.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of_val(&storage) as libc::socklen_t;
-    // SAFETY: the address and its length point to the storage above, which outlives the call.
-    let fd = unsafe {
-        libc::accept4(
-            listener.as_raw_fd(),
-            (&raw mut storage).cast(),
-            &mut len,
-            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: accept4 returned a new descriptor that nothing else owns.
-    let stream = unsafe { TcpStream::from_raw_fd(fd) };
-    // SAFETY: the kernel wrote an address of `len` bytes into the storage.
-    let peer = unsafe { socket2::SockAddr::new(storage, len) };
+    let (socket, peer) =
+        socket2::SockRef::from(listener).accept4(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)?;
     let peer = peer
         .as_socket()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP address"))?;
-    Ok((stream, peer))
+    Ok((socket.into(), peer))
 }
 
 async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: AsyncFd<TcpListener>) {
