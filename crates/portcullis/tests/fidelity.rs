@@ -370,6 +370,65 @@ fn named_captures_of_server_name_and_location_regexes_are_variables() {
     }
 }
 
+/// `$1`.. as nginx keeps them: set by the `server_name` regex that chose the server (not when
+/// a plain name did), replaced by each regex that matches (a location's, a rewrite's, an
+/// `if`'s; one without groups leaves none), cleared by a failed `if`, and kept through prefix,
+/// exact and named locations and the internal redirects of error_page, try_files and
+/// `rewrite ... last`.
+#[test]
+fn numbered_captures_of_server_name_are_kept_until_another_regex_matches() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        server_name foo.test ~^(www\.)?([a-z]+)\.(test|example)$;
+        root /nonexistent;
+        location / { return 200 "1=$1 2=$2 3=$3\n"; }
+        location = /exact { return 200 "exact 1=$1 2=$2\n"; }
+        location ^~ /stop { set $x "$2-$3"; return 200 "set $x\n"; }
+        location ~ ^/ep/(.*)$ { error_page 404 = /fallback; }
+        location ~ ^/tf/(.*)$ { try_files /nothere @named; }
+        location /rw { rewrite ^/rw/(.*)$ /fallback/$1 last; }
+        location /fallback { return 200 "fallback 1=$1 2=$2\n"; }
+        location @named { return 200 "named 1=$1 2=$2\n"; }
+        location ~ ^/nogroups { return 200 "nogroups 1=$1\n"; }
+        location /if { if ($uri ~ ^/if/(z+)$) { return 200 "if 1=$1\n"; } return 200 "no 1=$1 2=$2\n"; }
+    }
+    server {
+        listen 127.0.0.1:{PORT0} default_server;
+        server_name *.wild.test ~^(.+)\.wild\.test$;
+        location / { return 200 "default 1=$1\n"; }
+    }
+"#;
+    let cases = [
+        ("www.abc.test", "/", "1=www. 2=abc 3=test\n"),
+        ("ABC.EXAMPLE", "/", "1= 2=abc 3=example\n"),
+        ("foo.test", "/", "1= 2= 3=\n"),
+        ("www.abc.test", "/exact", "exact 1=www. 2=abc\n"),
+        ("www.abc.test", "/stop", "set abc-test\n"),
+        ("www.abc.test", "/ep/a", "fallback 1=a 2=\n"),
+        ("www.abc.test", "/tf/b", "named 1=b 2=\n"),
+        ("www.abc.test", "/rw/c", "fallback 1=c 2=\n"),
+        ("www.abc.test", "/nogroups", "nogroups 1=\n"),
+        ("www.abc.test", "/if/zz", "if 1=zz\n"),
+        ("www.abc.test", "/if/q", "no 1= 2=\n"),
+        ("a.wild.test", "/", "default 1=\n"),
+        ("elsewhere", "/", "default 1=\n"),
+    ];
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (host, path, body) in cases {
+            let r = support::request(
+                server.port(0),
+                &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            )
+            .expect("GET");
+            assert_eq!(r.body_text(), body, "{kind} {host}{path}");
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

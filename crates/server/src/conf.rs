@@ -136,8 +136,11 @@ pub(crate) struct ServerConf {
     pub conf: Arc<LocConf>,
     /// The variables the configuration declares, for what a request reads of them.
     pub names: Arc<crate::vars::Names>,
-    /// The `server_name` regexes with named groups, and the slots those set.
-    pub name_captures: Vec<(regex::Regex, Vec<(usize, usize)>)>,
+    /// The `server_name` regexes with groups, each with the slots its named groups set: the
+    /// one that chose the server sets `$1`.. and those variables.
+    pub name_captures: Vec<(regex::bytes::Regex, Vec<(usize, usize)>)>,
+    /// The names that are not regexes, as matched: lowercase, `$hostname` replaced.
+    pub plain_names: Vec<String>,
     /// Every `server_name` as written (`example.com`, `*.example.com`, `~^www\d+$`).
     pub host_names: Vec<String>,
     /// The regexes among them, compiled for bytes.
@@ -794,12 +797,18 @@ impl Builder {
         let name_captures = bits
             .names
             .iter()
-            .filter_map(|n| regex::Regex::new(n.strip_prefix('~')?).ok())
+            .filter_map(|n| regex::bytes::Regex::new(n.strip_prefix('~')?).ok())
+            .filter(|re| re.captures_len() > 1)
             .map(|re| {
                 let slots = named_slots(re.capture_names(), &self.names);
                 (re, slots)
             })
-            .filter(|(_, slots)| !slots.is_empty())
+            .collect();
+        let plain_names = bits
+            .names
+            .iter()
+            .filter(|n| !n.starts_with('~'))
+            .map(|n| n.replace("$hostname", &self.hostname).to_ascii_lowercase())
             .collect();
         Ok((
             ServerConf {
@@ -807,6 +816,7 @@ impl Builder {
                 conf,
                 names: self.names.clone(),
                 name_captures,
+                plain_names,
                 host_names: bits.names.clone(),
                 host_regexes: bits
                     .names
@@ -1434,6 +1444,27 @@ fn add_server_name(
     Ok(())
 }
 
+/// Whether `host` is `name`, a server name that is not a regex: `example.com`, `*.example.com`,
+/// `.example.com` (the domain and its subdomains) or `www.example.*`.
+pub(crate) fn plain_name_matches(name: &str, host: &str) -> bool {
+    let subdomain = |domain: &str| {
+        host.strip_suffix(domain)
+            .and_then(|h| h.strip_suffix('.'))
+            .is_some_and(|h| !h.is_empty())
+    };
+    if let Some(domain) = name.strip_prefix("*.") {
+        subdomain(domain)
+    } else if let Some(domain) = name.strip_prefix('.') {
+        host == domain || subdomain(domain)
+    } else if let Some(start) = name.strip_suffix(".*") {
+        host.strip_prefix(start)
+            .and_then(|h| h.strip_prefix('.'))
+            .is_some_and(|h| !h.is_empty())
+    } else {
+        host == name
+    }
+}
+
 fn error_page(d: &Directive, names: &crate::vars::Names) -> Result<ErrorPage, ConfigError> {
     let n = d.args.len();
     let target = d.arg(n - 1);
@@ -1503,6 +1534,27 @@ mod tests {
             .find(|l| l.addr.port() == port)
             .unwrap();
         &l.servers.find(host).conf.root.as_literal().unwrap()[1..]
+    }
+
+    #[test]
+    fn plain_names_match_as_nginx_matches_them() {
+        for (name, host, matches) in [
+            ("example.com", "example.com", true),
+            ("example.com", "www.example.com", false),
+            ("*.example.com", "www.example.com", true),
+            ("*.example.com", "example.com", false),
+            ("*.example.com", ".example.com", false),
+            ("*.example.com", "wwwexample.com", false),
+            (".example.com", "example.com", true),
+            (".example.com", "a.b.example.com", true),
+            (".example.com", "badexample.com", false),
+            ("www.example.*", "www.example.org", true),
+            ("www.example.*", "www.example.", false),
+            ("www.example.*", "www.examples.org", false),
+            ("", "", true),
+        ] {
+            assert_eq!(plain_name_matches(name, host), matches, "{name} {host}");
+        }
     }
 
     #[test]

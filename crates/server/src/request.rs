@@ -1354,17 +1354,24 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The named groups of the `server_name` regex that chose this server, as variables:
-    /// the first of the server's regexes that matches the host.
+    /// The groups of the `server_name` regex that chose this server, as nginx sets them when
+    /// it chooses a server by regex: `$1`.. of the host, and its named groups as variables. A
+    /// server chosen by one of its other names ran no regex.
     fn set_server_name_captures(&mut self) {
         let server: &Arc<ServerConf> = self.server;
         let host = String::from_utf8_lossy(self.head.host_bytes().unwrap_or_default()).into_owned();
+        if (server.plain_names.iter()).any(|n| crate::conf::plain_name_matches(n, &host)) {
+            return;
+        }
+        let host = host.into_bytes();
         for (re, slots) in &server.name_captures {
             if let Some(c) = re.captures(&host) {
                 for &(group, slot) in slots {
-                    let value = c.get(group).map_or("", |m| m.as_str());
-                    self.set_var(slot, value.as_bytes().to_vec());
+                    let value = c.get(group).map_or(&[][..], |m| m.as_bytes());
+                    self.set_var(slot, value.to_vec());
                 }
+                let captures = Captures::from_match(&c);
+                self.set_captures(Some((captures, host)));
                 return;
             }
         }
@@ -1455,7 +1462,6 @@ impl<'a> Request<'a> {
                     return Step::Status(500);
                 }
             }
-            self.captures.set(Captured::None);
         } else {
             // The server's own reference: a match borrows the configuration, not the request.
             let server = self.server;
@@ -1473,16 +1479,17 @@ impl<'a> Request<'a> {
             match found {
                 Some(m) if m.redirect => {
                     self.loc = m.conf.clone();
-                    self.captures.set(Captured::None);
                     slash_redirect = true;
                 }
                 Some(m) => {
                     self.loc = m.conf.clone();
-                    // The groups are ranges of this URI, which a rewrite may change.
+                    // A regex location's groups replace the captures, as ranges of this URI,
+                    // which a rewrite may change. A prefix location ran no regex, and keeps
+                    // what the server name, a rewrite or an earlier location captured.
                     if !matches!(m.captures, Captured::None) {
                         self.capture_uri.clone_from(&self.uri);
+                        self.captures.set(m.captures);
                     }
-                    self.captures.set(m.captures);
                     // A regex location's named groups are variables, as in nginx.
                     if !self.loc.named_slots.is_empty() {
                         let loc = self.loc.clone();
@@ -1492,10 +1499,7 @@ impl<'a> Request<'a> {
                         }
                     }
                 }
-                None => {
-                    self.loc = self.server.conf.clone();
-                    self.captures.set(Captured::None);
-                }
+                None => self.loc = self.server.conf.clone(),
             }
         }
         let loc = self.loc.clone();
