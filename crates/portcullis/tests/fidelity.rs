@@ -429,6 +429,34 @@ fn numbered_captures_of_server_name_are_kept_until_another_regex_matches() {
     }
 }
 
+/// The named groups of a `map` regex are variables, as in nginx: set when the map is evaluated
+/// and its regex matches, usable in the map's value and after it.
+#[test]
+fn named_groups_of_map_regexes_are_variables() {
+    let http = r#"
+    map $uri $site {
+        ~^/s/(?<tenant>[a-z]+)/ $tenant-home;
+        default none;
+    }
+    server {
+        listen 127.0.0.1:{PORT0};
+        location / { return 200 "site=$site tenant=$tenant\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, body) in [
+            ("/s/abc/page", "site=abc-home tenant=abc\n"),
+            ("/elsewhere", "site=none tenant=\n"),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.body_text(), body, "{kind} {path}");
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

@@ -4,7 +4,7 @@
 //! Keys are matched as nginx does: exact strings (case-insensitively), then with `hostnames`
 //! the wildcard names (`*.example.com` and `.example.com`, most specific first, then
 //! `www.example.*`), then the `~` and `~*` regexes in the order written (their captures usable
-//! in the value), else `default`. A value is computed when the variable is first used and kept
+//! in the value, and their named groups variables, set when the regex matches), else `default`. A value is computed when the variable is first used and kept
 //! for the rest of the request, unless the map is `volatile`. `map_hash_max_size` and
 //! `map_hash_bucket_size` size nginx's hash tables and mean nothing here.
 
@@ -35,6 +35,15 @@ impl Module for MapModule {
     /// nginx).
     fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
         names.add_block_targets(me, target_names(http));
+        // The named groups of the regexes are variables, as in nginx.
+        for map in http.iter().filter(|d| d.name == "map") {
+            for key in map.children() {
+                if let Some(re) = key.name.strip_prefix('~') {
+                    let re = re.strip_prefix('*').unwrap_or(re);
+                    crate::location::named_groups(re, &mut names.set);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -82,13 +91,17 @@ fn variable(
     // `set $target ...` gives the variable its value from then on, as nginx's set writes
     // the variable the map made.
     if let Some(map) = maps.maps.get(i) {
-        if let Some(value) = map.set_slot.and_then(|slot| req.set_value(slot)) {
-            out.extend_from_slice(value);
+        if map
+            .set_slot
+            .is_some_and(|slot| req.set_value_into(slot, out))
+        {
             return;
         }
     }
     let cache = req.var_ctx::<MapCache>();
-    if let Err(Cycle(name)) = maps.value(i, &cache, out, &mut |v, o| req.var(v, o, resp)) {
+    let mut lookup = |v: &Var, o: &mut Vec<u8>| req.var(v, o, resp);
+    let mut set = |slot, value: &[u8]| req.set_var_while_reading(slot, value.to_vec());
+    if let Err(Cycle(name)) = maps.value(i, &cache, out, &mut lookup, &mut set) {
         req.log(
             Level::Error,
             &format!("cycle while evaluating variable \"{name}\""),
@@ -117,8 +130,16 @@ struct Map {
     leading: Vec<(Vec<u8>, bool, Template)>,
     /// `www.example.*` as "www.example.", longest first.
     trailing: Vec<(Vec<u8>, Template)>,
-    regexes: Vec<(Regex, Template)>,
+    regexes: Vec<RegexKey>,
     default: Option<Template>,
+}
+
+/// A `~` or `~*` key.
+struct RegexKey {
+    regex: Regex,
+    value: Template,
+    /// Each named group, with the slot of the variable it sets.
+    named: Vec<(usize, usize)>,
 }
 
 /// The target names of the `map` blocks among `directives`, in order: the index is the map's.
@@ -131,13 +152,15 @@ fn target_names(directives: &[Directive]) -> Vec<String> {
 }
 
 impl Maps {
-    /// Appends the value of map `i`, computing it with `lookup` unless `cache` has it.
+    /// Appends the value of map `i`, computing it with `lookup` unless `cache` has it; `set`
+    /// gives the named groups of a regex that matched their values.
     fn value(
         &self,
         i: usize,
         cache: &MapCache,
         out: &mut Vec<u8>,
         lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
+        set: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<(), Cycle> {
         let Some(map) = self.maps.get(i) else {
             return Ok(());
@@ -156,7 +179,7 @@ impl Maps {
                 Value::Empty => values[i] = Value::Evaluating,
             }
         }
-        let value = map.evaluate(lookup);
+        let value = map.evaluate(lookup, set);
         out.extend_from_slice(&value);
         cache.values.borrow_mut()[i] = if map.volatile {
             Value::Empty
@@ -231,7 +254,14 @@ impl Map {
                     .case_insensitive(caseless)
                     .build()
                     .map_err(|x| ConfigError::at(e, crate::location::regex_error(re, &x)))?;
-                map.regexes.push((regex, value));
+                let named = (regex.capture_names().enumerate())
+                    .filter_map(|(group, n)| Some((group, names.set_slot(n?)?)))
+                    .collect();
+                map.regexes.push(RegexKey {
+                    regex,
+                    value,
+                    named,
+                });
             } else {
                 let key = key.strip_prefix('\\').unwrap_or(key).to_ascii_lowercase();
                 map.add_key(e, key, value)?;
@@ -268,7 +298,11 @@ impl Map {
         Ok(())
     }
 
-    fn evaluate(&self, lookup: &mut dyn FnMut(&Var, &mut Vec<u8>)) -> Vec<u8> {
+    fn evaluate(
+        &self,
+        lookup: &mut dyn FnMut(&Var, &mut Vec<u8>),
+        set: &mut dyn FnMut(usize, &[u8]),
+    ) -> Vec<u8> {
         let mut source = Vec::new();
         self.source.eval_into(&mut source, lookup);
         if self.hostnames && source.last() == Some(&b'.') {
@@ -277,10 +311,17 @@ impl Map {
         let mut out = Vec::new();
         match self.find(&source) {
             Found::Plain(t) => t.eval_into(&mut out, lookup),
-            Found::Regex(t, caps) => t.eval_into(&mut out, &mut |v, o| match v {
-                Var::Capture(n) => o.extend_from_slice(caps.get(&source, *n)),
-                _ => lookup(v, o),
-            }),
+            Found::Regex(key, caps) => {
+                // As nginx, the named groups are set before the value is made, which may
+                // use them.
+                for &(group, slot) in &key.named {
+                    set(slot, caps.get(&source, group));
+                }
+                key.value.eval_into(&mut out, &mut |v, o| match v {
+                    Var::Capture(n) => o.extend_from_slice(caps.get(&source, *n)),
+                    _ => lookup(v, o),
+                })
+            }
             Found::None => {}
         }
         out
@@ -304,9 +345,9 @@ impl Map {
                     return Found::Plain(t);
                 }
             }
-            for (re, t) in &self.regexes {
-                if let Some(c) = re.captures(source) {
-                    return Found::Regex(t, Captures::from_match(&c));
+            for key in &self.regexes {
+                if let Some(c) = key.regex.captures(source) {
+                    return Found::Regex(key, Captures::from_match(&c));
                 }
             }
         }
@@ -319,7 +360,7 @@ impl Map {
 
 enum Found<'a> {
     Plain(&'a Template),
-    Regex(&'a Template, Captures),
+    Regex(&'a RegexKey, Captures),
     None,
 }
 
@@ -342,16 +383,34 @@ mod tests {
         })
     }
 
-    /// The value of the map for source `x`; each variable other than a capture reads as `x`.
+    /// The value of the map for source `x`; each variable other than a capture or one the map
+    /// set reads as `x`.
     fn lookup(m: &Maps, x: &str) -> String {
+        lookup_and_set(m, x).0
+    }
+
+    /// The value, and the variables the map set, by slot.
+    fn lookup_and_set(m: &Maps, x: &str) -> (String, Vec<(usize, String)>) {
         let mut out = Vec::new();
         let cache = MapCache::default();
-        m.value(0, &cache, &mut out, &mut |v, o| match v {
+        let set = std::cell::RefCell::new(Vec::<(usize, String)>::new());
+        let mut lookup = |v: &Var, o: &mut Vec<u8>| match v {
             Var::HttpHeader(_) => o.extend_from_slice(x.as_bytes()),
+            Var::Set(slot) => {
+                let set = set.borrow();
+                let value = set.iter().rev().find(|(s, _)| s == slot);
+                o.extend_from_slice(value.map_or("<unset>", |(_, v)| v.as_str()).as_bytes())
+            }
             other => o.extend_from_slice(format!("<{other:?}>").as_bytes()),
-        })
-        .unwrap_or_else(|c| panic!("cycle {c:?}"));
-        String::from_utf8(out).unwrap_or_default()
+        };
+        let mut setter = |slot, value: &[u8]| {
+            let value = String::from_utf8_lossy(value).into_owned();
+            set.borrow_mut().push((slot, value))
+        };
+        m.value(0, &cache, &mut out, &mut lookup, &mut setter)
+            .unwrap_or_else(|c| panic!("cycle {c:?}"));
+        let set = set.into_inner();
+        (String::from_utf8(out).unwrap_or_default(), set)
     }
 
     #[test]
@@ -363,6 +422,16 @@ mod tests {
         assert_eq!(lookup(&m, "xyz"), "x");
         assert_eq!(lookup(&m, "q"), "d");
         assert_eq!(lookup(&m, ""), "d");
+    }
+
+    #[test]
+    fn named_groups_are_variables_set_before_the_value() {
+        let m = maps("default none;\n~^(?<sub>[a-z]+)\\.(?<tld>[a-z]+)$ $sub-site;").unwrap();
+        let (value, set) = lookup_and_set(&m, "abc.test");
+        assert_eq!(value, "abc-site");
+        let set: Vec<&str> = set.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(set, ["abc", "test"]);
+        assert_eq!(lookup_and_set(&m, "no match"), ("none".into(), Vec::new()));
     }
 
     #[test]
@@ -400,10 +469,14 @@ mod tests {
         let mut inner = |v: &Var, o: &mut Vec<u8>| {
             if let Var::Module(v) = v {
                 let i = *module::get::<usize>(&v.var);
-                assert!(m.value(i, &cache, o, &mut |_, _| {}).is_err());
+                assert!(m
+                    .value(i, &cache, o, &mut |_, _| {}, &mut |_, _| {})
+                    .is_err());
             }
         };
-        assert!(m.value(0, &cache, &mut out, &mut inner).is_ok());
+        assert!(m
+            .value(0, &cache, &mut out, &mut inner, &mut |_, _| {})
+            .is_ok());
     }
 
     #[test]

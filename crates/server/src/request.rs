@@ -722,6 +722,14 @@ fn unreadable_as_before_epoch(value: &[u8]) -> SystemTime {
         .unwrap_or(SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(1))
 }
 
+/// Gives variable `slot` its value in `vars`, the request's values by slot.
+fn set_slot(vars: &mut Vec<Option<Vec<u8>>>, slot: usize, value: Vec<u8>) {
+    if vars.len() <= slot {
+        vars.resize(slot + 1, None);
+    }
+    vars[slot] = Some(value);
+}
+
 /// `$request_id`: 16 random bytes in hex, as nginx makes it.
 fn random_id() -> [u8; 32] {
     let mut bytes = [0u8; 16];
@@ -848,7 +856,7 @@ pub(crate) struct Request<'a> {
     restricted: bool,
     start: Instant,
     /// Values of `set` variables, by slot; `None` until set.
-    vars: Vec<Option<Vec<u8>>>,
+    vars: std::cell::RefCell<Vec<Option<Vec<u8>>>>,
     /// The modules' state of this request that their variables keep (see [`Self::var_ctx`]).
     var_ctx: std::cell::RefCell<Vec<Rc<dyn std::any::Any>>>,
     /// The bytes of a body made as it was sent ([`Body::Stream`]), once sent, for
@@ -969,7 +977,7 @@ impl<'a> Request<'a> {
             trailers_read: std::cell::Cell::new(false),
             sent_trailers: std::cell::RefCell::new(Vec::new()),
             start,
-            vars: Vec::new(),
+            vars: std::cell::RefCell::default(),
             var_ctx: Default::default(),
             main_ctx: Default::default(),
             depth: 0,
@@ -1839,18 +1847,27 @@ impl<'a> Request<'a> {
         self.status = status;
     }
 
-    /// The value a `set` (or a named capture) gave variable `slot` in this request, if one
-    /// did.
-    pub(crate) fn set_value(&self, slot: usize) -> Option<&[u8]> {
-        self.vars.get(slot)?.as_deref()
+    /// Appends the value a `set` (or a named capture) gave variable `slot` in this request,
+    /// if one did; whether one did.
+    pub(crate) fn set_value_into(&self, slot: usize, out: &mut Vec<u8>) -> bool {
+        match self.vars.borrow().get(slot) {
+            Some(Some(v)) => {
+                out.extend_from_slice(v);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The value a `set` or a named capture gave variable `slot`.
     pub(crate) fn set_var(&mut self, slot: usize, value: Vec<u8>) {
-        if self.vars.len() <= slot {
-            self.vars.resize(slot + 1, None);
-        }
-        self.vars[slot] = Some(value);
+        set_slot(self.vars.get_mut(), slot, value);
+    }
+
+    /// As [`set_var`](Self::set_var), for what sets a variable while a value is being read:
+    /// the named groups of a `map` regex, set when the map is evaluated.
+    pub(crate) fn set_var_while_reading(&self, slot: usize, value: Vec<u8>) {
+        set_slot(&mut self.vars.borrow_mut(), slot, value);
     }
 
     /// The URI with a slash added, escaped as nginx escapes it (a space, `%`, `?`, `#`,
@@ -2261,7 +2278,7 @@ impl<'a> Request<'a> {
                         .starts_with(format!("{name}=").as_bytes())
                 })
             }),
-            Var::Set(slot) => self.vars.get(*slot).is_some_and(Option::is_some),
+            Var::Set(slot) => self.vars.borrow().get(*slot).is_some_and(Option::is_some),
             Var::Module(m) => self.phases.empty_values & (1 << m.module) != 0,
             other => other.empty_is_a_value(),
         }
@@ -2517,9 +2534,9 @@ impl<'a> Request<'a> {
                     variable(self, conf, &v.var, out, resp);
                 }
             }
-            Var::Set(slot) => match self.vars.get(*slot) {
-                Some(Some(v)) => out.extend_from_slice(v),
-                _ if self.loc.uninitialized_warn && !self.server.names.quiet.contains(slot) => {
+            Var::Set(slot) => match self.set_value_into(*slot, out) {
+                true => {}
+                false if self.loc.uninitialized_warn && !self.server.names.quiet.contains(slot) => {
                     let name = self.server.names.set.get(*slot).map_or("", String::as_str);
                     self.log(
                         Level::Warn,
