@@ -430,7 +430,9 @@ fn numbered_captures_of_server_name_are_kept_until_another_regex_matches() {
 }
 
 /// The named groups of a `map` regex are variables, as in nginx: set when the map is evaluated
-/// and its regex matches, usable in the map's value and after it.
+/// and its regex matches, usable in the map's value and after it. Read while unset, a named
+/// group (of a map, a location or a rewrite) is empty without the warning an unset `set`
+/// variable logs.
 #[test]
 fn named_groups_of_map_regexes_are_variables() {
     let http = r#"
@@ -440,19 +442,34 @@ fn named_groups_of_map_regexes_are_variables() {
     }
     server {
         listen 127.0.0.1:{PORT0};
-        location / { return 200 "site=$site tenant=$tenant\n"; }
+        location ~ ^/u/(?<user>[a-z]+)$ { return 200 "user=$user\n"; }
+        location /r { rewrite ^/r/(?<rw>.*)$ /x; }
+        location /setx { set $plain 1; }
+        location / { return 200 "site=$site tenant=$tenant user=$user rw=$rw plain=$plain\n"; }
     }
 "#;
     for kind in kinds() {
-        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+        let Some(mut server) = Server::start(kind, 1, &support::main_config(http)) else {
             continue;
         };
         for (path, body) in [
-            ("/s/abc/page", "site=abc-home tenant=abc\n"),
-            ("/elsewhere", "site=none tenant=\n"),
+            ("/s/abc/page", "site=abc-home tenant=abc user= rw= plain=\n"),
+            ("/elsewhere", "site=none tenant= user= rw= plain=\n"),
         ] {
             let r = get(server.port(0), path).expect("GET");
             assert_eq!(r.body_text(), body, "{kind} {path}");
+        }
+        server.stop();
+        let log = server.error_log();
+        assert!(
+            log.contains("using uninitialized \"plain\" variable"),
+            "{kind}:\n{log}"
+        );
+        for group in ["tenant", "user", "rw"] {
+            assert!(
+                !log.contains(&format!("using uninitialized \"{group}\"")),
+                "{kind}: {group}\n{log}"
+            );
         }
     }
 }

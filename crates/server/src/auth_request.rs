@@ -55,7 +55,7 @@ impl Module for AuthRequestModule {
                 if d.name == "auth_request_set" {
                     let name = variable_name(d.arg(0));
                     if let Some(name) = name.filter(|n| names.set_slot(n).is_none()) {
-                        names.quiet.push(names.set.len());
+                        names.quiet.push(name.to_owned());
                         names.set.push(name.to_owned());
                     }
                 }

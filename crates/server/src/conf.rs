@@ -311,6 +311,7 @@ pub(crate) fn compile(
     let http = loaded.directives.iter().find(|d| d.name == "http");
     let http = http.map_or(&[][..], |h| h.children());
     let mut names = crate::vars::Names {
+        quiet: set.clone(),
         set,
         ..Default::default()
     };

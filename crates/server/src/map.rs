@@ -40,7 +40,9 @@ impl Module for MapModule {
             for key in map.children() {
                 if let Some(re) = key.name.strip_prefix('~') {
                     let re = re.strip_prefix('*').unwrap_or(re);
+                    let from = names.set.len();
                     crate::location::named_groups(re, &mut names.set);
+                    names.quiet.extend_from_slice(&names.set[from..]);
                 }
             }
         }

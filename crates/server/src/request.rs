@@ -2536,12 +2536,15 @@ impl<'a> Request<'a> {
             }
             Var::Set(slot) => match self.set_value_into(*slot, out) {
                 true => {}
-                false if self.loc.uninitialized_warn && !self.server.names.quiet.contains(slot) => {
-                    let name = self.server.names.set.get(*slot).map_or("", String::as_str);
-                    self.log(
-                        Level::Warn,
-                        &format!("using uninitialized \"{name}\" variable"),
-                    );
+                false if self.loc.uninitialized_warn => {
+                    let names = &self.server.names;
+                    let name = names.set.get(*slot).map_or("", String::as_str);
+                    if !names.quiet.iter().any(|q| q == name) {
+                        self.log(
+                            Level::Warn,
+                            &format!("using uninitialized \"{name}\" variable"),
+                        );
+                    }
                 }
                 _ => {}
             },

@@ -50,7 +50,7 @@ impl Module for RewriteModule {
         names: &mut Names,
         _me: usize,
     ) -> Result<(), ConfigError> {
-        collect_variables(http, &mut names.set);
+        collect_variables(http, names);
         Ok(())
     }
 
@@ -484,8 +484,8 @@ fn compile_condition(d: &Directive, names: &Names) -> Result<Cond, ConfigError> 
 }
 
 /// The variables of the rewrite module among `directives` and their blocks: `set` targets,
-/// and the named groups of its regexes.
-fn collect_variables(directives: &[Directive], out: &mut Vec<String>) {
+/// and the named groups of its regexes (quiet while unset).
+fn collect_variables(directives: &[Directive], names: &mut Names) {
     for d in directives {
         match d.name.as_str() {
             "set" => {
@@ -496,18 +496,24 @@ fn collect_variables(directives: &[Directive], out: &mut Vec<String>) {
                     .and_then(|a| variable_name(&a.value))
                     .filter(|n| *n != "limit_rate")
                 {
-                    out.push(name.to_string());
+                    names.set.push(name.to_string());
                 }
             }
-            "rewrite" => named_groups(d.arg(0), out),
+            "rewrite" => {
+                let from = names.set.len();
+                named_groups(d.arg(0), &mut names.set);
+                names.quiet.extend_from_slice(&names.set[from..]);
+            }
             "if" => {
+                let from = names.set.len();
                 for a in &d.args {
-                    named_groups(a.value.trim_end_matches(')'), out);
+                    named_groups(a.value.trim_end_matches(')'), &mut names.set);
                 }
+                names.quiet.extend_from_slice(&names.set[from..]);
             }
             _ => {}
         }
-        collect_variables(d.children(), out);
+        collect_variables(d.children(), names);
     }
 }
 

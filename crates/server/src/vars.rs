@@ -202,9 +202,10 @@ pub enum SslVar {
 #[derive(Default)]
 pub(crate) struct Names {
     pub set: Vec<String>,
-    /// The slots of `set` that read as empty without a warning while unset: those only a
-    /// module sets (`auth_request_set`), whose variables nginx gives a handler of their own.
-    pub quiet: Vec<usize>,
+    /// The variables that read as empty without a warning while unset, as nginx gives them a
+    /// handler of their own: the named groups of regexes, and what only a module sets
+    /// (`auth_request_set`).
+    pub quiet: Vec<String>,
     /// The modules' variables: each module's place in the registry and how it resolves a name.
     pub modules: Vec<(usize, Resolve)>,
     /// Those that a `set` variable of the same name does not hide (`map` targets).
