@@ -38,8 +38,10 @@ const CONFIG: &str = r#"
             auth_request /auth/token;
             auth_request_set $user "$upstream_status:$upstream_http_x_user";
         }
-        location /deny/ { }
-        location /off/ { auth_request off; }
+        # A variable set twice must not shift the auth_request_set ones, which read as
+        # empty without a warning while unset.
+        location /deny/ { set $twice 1; }
+        location /off/ { auth_request off; set $twice 2; }
         location /return/ { auth_request /local204; }
         location = /local204 { return 204; }
         location /return401/ { auth_request /local401; }
