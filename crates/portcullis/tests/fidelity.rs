@@ -474,6 +474,63 @@ fn named_groups_of_map_regexes_are_variables() {
     }
 }
 
+/// nginx merges a request's slashes before it reads the `Host` header, so the address's
+/// default server's `merge_slashes` decides, not the named server's: a server that turns it
+/// off still sees `//private/` merged into its guarded `/private/`.
+#[test]
+fn merge_slashes_is_the_default_servers() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0} default_server;
+        location / { return 200 "default uri=$uri\n"; }
+    }
+    server {
+        listen 127.0.0.1:{PORT0};
+        server_name app.test;
+        merge_slashes off;
+        location /private/ { deny all; }
+        location / { return 200 "app uri=$uri\n"; }
+    }
+    server {
+        listen 127.0.0.1:{PORT1} default_server;
+        merge_slashes off;
+        location / { return 200 "unmerged default uri=$uri\n"; }
+    }
+    server {
+        listen 127.0.0.1:{PORT1};
+        server_name merging.test;
+        location / { return 200 "merging uri=$uri\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 2, &support::main_config(http)) else {
+            continue;
+        };
+        for (port, host, path, status, body) in [
+            (0, "app.test", "//private/x", 403, None),
+            (0, "app.test", "/a/..//private/x", 403, None),
+            (0, "app.test", "//open//x", 200, Some("app uri=/open/x\n")),
+            (
+                1,
+                "merging.test",
+                "//e//a",
+                200,
+                Some("merging uri=//e//a\n"),
+            ),
+        ] {
+            let r = support::request(
+                server.port(port),
+                &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+            )
+            .expect("GET");
+            assert_eq!(r.status, status, "{kind} {host}{path}");
+            if let Some(body) = body {
+                assert_eq!(r.body_text(), body, "{kind} {host}{path}");
+            }
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

@@ -1388,7 +1388,7 @@ impl<'a> Request<'a> {
     /// Runs the phases once and returns the response to send, or a placeholder when they
     /// stopped for a [`Suspension`].
     pub fn process(&mut self) -> Response {
-        match portcullis_http::normalize_path(self.head.path(), self.server.merge_slashes) {
+        match portcullis_http::normalize_path(self.head.path(), self.conn.merge_slashes) {
             Ok(uri) => self.uri = uri,
             Err(e) => {
                 self.log(Level::Info, e.reason());

@@ -27,6 +27,10 @@ pub(crate) struct ConnInfo {
     pub fd: std::os::fd::RawFd,
     /// What the PROXY protocol header named, on a `listen ... proxy_protocol` address.
     pub proxy_protocol: Option<Rc<super::proxy_protocol::ProxyProtocol>>,
+    /// `merge_slashes` of the server the connection is in before a request names its host:
+    /// the address's default server, or the one the TLS handshake's SNI chose. nginx parses
+    /// the request line, and merges its slashes, before it reads the `Host` header.
+    pub merge_slashes: bool,
 }
 
 impl ConnInfo {
