@@ -531,6 +531,61 @@ fn merge_slashes_is_the_default_servers() {
     }
 }
 
+/// `set $args` changes the request's arguments, as nginx's: `$args`, `$query_string`,
+/// `$arg_*`, what a rewrite appends them to, and the URI a proxied request is sent with; in
+/// every other location `$args` is the request's own. A `set` of a prefixed name (`$arg_a`,
+/// `$http_foo`) gives it a value where it runs, and leaves it the argument's or header's
+/// elsewhere.
+#[test]
+fn set_args_changes_the_arguments_and_prefixed_names_stay_readable() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        location / { try_files /nothing /index.php?$args; }
+        location = /index.php { return 200 "php args=$args arg_p=$arg_p qs=$query_string\n"; }
+        location /strip { set $args ""; rewrite ^ /index.php last; }
+        location /append { set $args "n=1"; rewrite ^ /index.php?o=2 last; }
+        location /redirect { rewrite ^/redirect(.*)$ http://x.test$1?$args permanent; }
+        location /if { if ($arg_t) { set $args "t=1"; } return 200 "args=$args\n"; }
+        location /set-arg { set $arg_a forced; set $http_foo set; return 200 "a=$arg_a foo=$http_foo\n"; }
+        location /read-arg { return 200 "a=$arg_a foo=$http_foo\n"; }
+        location /proxied { set $args "x=1"; proxy_pass http://127.0.0.1:{PORT0}/echo; }
+        location /echo { return 200 "echo args=$args request_uri=$request_uri\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, body) in [
+            ("/page?p=42", "php args=p=42 arg_p=42 qs=p=42\n"),
+            ("/strip?p=42", "php args= arg_p= qs=\n"),
+            ("/append?p=42", "php args=o=2&n=1 arg_p= qs=o=2&n=1\n"),
+            ("/if?t=5&u=6", "args=t=1\n"),
+            ("/if?u=6", "args=u=6\n"),
+            ("/set-arg?a=1", "a=forced foo=set\n"),
+            ("/read-arg?a=1", "a=1 foo=x\n"),
+            ("/proxied?q=1", "echo args=x=1 request_uri=/echo?x=1\n"),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: localhost\r\nFoo: x\r\nConnection: close\r\n\r\n"
+                ),
+            )
+            .expect("GET");
+            assert_eq!(r.body_text(), body, "{kind} {path}");
+        }
+        let r = get(server.port(0), "/redirect/x?a=1").expect("GET");
+        assert_eq!(r.status, 301, "{kind}");
+        assert_eq!(
+            r.header("location"),
+            Some("http://x.test/x?a=1&a=1"),
+            "{kind}"
+        );
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

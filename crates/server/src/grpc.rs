@@ -247,7 +247,7 @@ fn request(req: &mut Request<'_>, s: &ProxySettings, https: bool) -> Result<Grpc
     // made another URI.
     let mut path = BytesMut::new();
     let target = req.head().target();
-    if !req.is_internal() && target.starts_with(b"/") {
+    if req.target_as_sent() && target.starts_with(b"/") {
         path.extend_from_slice(target);
     } else {
         crate::vars::escape(req.uri(), &mut path, crate::vars::Escape::Uri);

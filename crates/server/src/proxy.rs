@@ -245,7 +245,7 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
     let uri_start = head.len();
     match (&dynamic_uri, &pass.uri) {
         (Some(Some(uri)), _) => head.put_slice(uri),
-        (Some(None), None) | (None, None) if !req.is_internal() => {
+        (Some(None), None) | (None, None) if req.target_as_sent() => {
             let target = req.head().target();
             if target.starts_with(b"/") {
                 head.put_slice(target);

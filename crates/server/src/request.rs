@@ -847,6 +847,9 @@ pub(crate) struct Request<'a> {
     capture_uri: Vec<u8>,
     named: Option<String>,
     internal: bool,
+    /// A `set $args` gave the request new arguments: as after an internal redirect, a
+    /// proxied request's URI is made from `$uri` and `$args`, not taken from the request line.
+    args_set: bool,
     /// The server's rewrite directives are due: at the start and after an internal redirect.
     server_rewrite: bool,
     redirects: u32,
@@ -967,6 +970,7 @@ impl<'a> Request<'a> {
             capture_uri: Vec::new(),
             named: None,
             internal: false,
+            args_set: false,
             server_rewrite: true,
             redirects: 0,
             error_page_used: false,
@@ -1257,10 +1261,16 @@ impl<'a> Request<'a> {
         &self.method
     }
 
-    /// Whether the request came to its location by an internal redirect (or is a
-    /// subrequest): nginx's `r->internal`.
-    pub(crate) fn is_internal(&self) -> bool {
-        self.internal
+    /// Whether `$uri` and `$args` are still what the request line says, so that a proxied
+    /// request may send that line's URI as it came (nginx's `valid_unparsed_uri`).
+    pub(crate) fn target_as_sent(&self) -> bool {
+        !self.internal && !self.args_set
+    }
+
+    /// `set $args`: the request's arguments from now on.
+    pub(crate) fn set_args_variable(&mut self, args: Vec<u8>) {
+        self.args = Some(args);
+        self.args_set = true;
     }
 
     /// The host and port of the upstream the request goes to (`$proxy_host`, `$proxy_port`),
@@ -2279,6 +2289,9 @@ impl<'a> Request<'a> {
                 })
             }),
             Var::Set(slot) => self.vars.borrow().get(*slot).is_some_and(Option::is_some),
+            Var::SetOr(slot, unset) => {
+                self.vars.borrow().get(*slot).is_some_and(Option::is_some) || self.has_var(unset)
+            }
             Var::Module(m) => self.phases.empty_values & (1 << m.module) != 0,
             other => other.empty_is_a_value(),
         }
@@ -2532,6 +2545,11 @@ impl<'a> Request<'a> {
                 let confs = Self::access_confs(&self.loc, restricted);
                 if let (Some(Some(variable)), Some(conf)) = (variable, confs.get(v.module)) {
                     variable(self, conf, &v.var, out, resp);
+                }
+            }
+            Var::SetOr(slot, unset) => {
+                if !self.set_value_into(*slot, out) {
+                    self.var(unset, out, resp);
                 }
             }
             Var::Set(slot) => match self.set_value_into(*slot, out) {

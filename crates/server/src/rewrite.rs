@@ -221,6 +221,8 @@ enum Op {
     Set(SetVar),
     /// `set $limit_rate`: the response's rate.
     SetLimitRate(Template),
+    /// `set $args`: the request's arguments.
+    SetArgs(Template),
     If(Box<If>),
     Return(Return),
     Break,
@@ -309,6 +311,7 @@ fn compile(
             "set" if d.arg(0) == "$limit_rate" => {
                 Op::SetLimitRate(Template::compile(d.arg(1), d, names)?)
             }
+            "set" if d.arg(0) == "$args" => Op::SetArgs(Template::compile(d.arg(1), d, names)?),
             "set" => Op::Set(compile_set(d, names)?),
             "return" => Op::Return(compile_return(d, names)?),
             "break" => Op::Break,
@@ -489,12 +492,13 @@ fn collect_variables(directives: &[Directive], names: &mut Names) {
     for d in directives {
         match d.name.as_str() {
             "set" => {
-                // `$limit_rate` is the request's own, not a variable of the configuration.
+                // `$limit_rate` and `$args` are the request's own, not variables of the
+                // configuration.
                 if let Some(name) = d
                     .args
                     .first()
                     .and_then(|a| variable_name(&a.value))
-                    .filter(|n| *n != "limit_rate")
+                    .filter(|n| !matches!(*n, "limit_rate" | "args"))
                 {
                     names.set.push(name.to_string());
                 }
@@ -558,6 +562,10 @@ impl Request<'_> {
                 Op::SetLimitRate(value) => {
                     let value = self.eval(value);
                     self.set_limit_rate(&value);
+                }
+                Op::SetArgs(value) => {
+                    let value = self.eval(value);
+                    self.set_args_variable(value);
                 }
                 Op::Return(ret) => return Flow::Stop(Outcome::Return(ret)),
                 Op::Break => return Flow::Stop(Outcome::Next),

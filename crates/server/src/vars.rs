@@ -55,6 +55,10 @@ pub enum Var {
     Uri,
     /// A variable of `set` (or a regex's named capture): its slot among the request's values.
     Set(usize),
+    /// A `set` variable named as a prefixed one (`$arg_x`, `$http_x`, `$cookie_x`): its value
+    /// once a `set` gave it one in the request, the prefixed variable's until then, as in
+    /// nginx.
+    SetOr(usize, Box<Var>),
     UpstreamAddr,
     /// `$upstream_cache_status`.
     UpstreamCacheStatus,
@@ -136,6 +140,21 @@ impl Var {
                 | Var::IsArgs
                 | Var::ServerName
                 | Var::Ssl(SslVar::Https)
+        )
+    }
+
+    /// One of a family of variables named by a prefix and a name of the request's own, which
+    /// a `set` of the same name leaves readable until it runs.
+    fn is_prefixed(&self) -> bool {
+        matches!(
+            self,
+            Var::HttpHeader(_)
+                | Var::UpstreamHttp(_)
+                | Var::UpstreamCookie(_)
+                | Var::SentTrailer(_)
+                | Var::SentHttp(_)
+                | Var::Arg(_)
+                | Var::Cookie(_)
         )
     }
 }
@@ -289,8 +308,16 @@ impl Var {
             return Some(var);
         }
         if let Some(slot) = names.set_slot(name) {
-            return Some(Var::Set(slot));
+            return Some(match Var::unset(name, names) {
+                Some(var) if var.is_prefixed() => Var::SetOr(slot, Box::new(var)),
+                _ => Var::Set(slot),
+            });
         }
+        Var::unset(name, names)
+    }
+
+    /// The variable `name` names when no `set` does.
+    fn unset(name: &str, names: &Names) -> Option<Var> {
         if let Some(var) = Names::module_variable(&names.modules, name) {
             return Some(var);
         }
