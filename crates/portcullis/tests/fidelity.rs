@@ -586,6 +586,33 @@ fn set_args_changes_the_arguments_and_prefixed_names_stay_readable() {
     }
 }
 
+/// An `if` that holds hands the request to the block, a nested location that nginx does not
+/// give the location's `try_files`: the file is looked for as it is ("if is evil").
+#[test]
+fn try_files_does_not_apply_inside_an_if_that_holds() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        root /nonexistent;
+        location / { try_files $uri @fallback; if ($arg_y) { add_header X-Y y; } }
+        location @fallback { return 200 "fallback $uri\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        let r = get(server.port(0), "/missing").expect("GET");
+        assert_eq!(
+            (r.status, r.body_text().as_str()),
+            (200, "fallback /missing\n"),
+            "{kind}"
+        );
+        let r = get(server.port(0), "/missing?y=1").expect("GET");
+        assert_eq!(r.status, 404, "{kind}: {}", r.body_text());
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

@@ -1015,6 +1015,9 @@ impl Builder {
     /// settings on top (nginx makes a nameless nested location of it).
     fn if_conf(&mut self, parent: &LocConf, d: &Directive) -> Result<Arc<LocConf>, ConfigError> {
         let mut conf = parent.clone();
+        // nginx does not merge `try_files` into the nested location: a request whose `if`
+        // held is served by the block without it.
+        conf.try_files = None;
         let mut touched = HashSet::new();
         let place = Place {
             name: parent.name.clone(),
