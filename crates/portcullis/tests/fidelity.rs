@@ -613,6 +613,43 @@ fn try_files_does_not_apply_inside_an_if_that_holds() {
     }
 }
 
+/// An error_page to a URI makes the request a GET, and `$request_method` says so; one to a
+/// named location keeps the method.
+#[test]
+fn an_error_page_to_a_uri_is_a_get() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        location /deny { deny all; error_page 403 /show; }
+        location /uri { error_page 404 = /show; return 404; }
+        location /named { error_page 404 = @show; return 404; }
+        location /show { return 200 "method=$request_method\n"; }
+        location @show { return 200 "named method=$request_method\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, status, body) in [
+            ("/deny", 403, "method=GET\n"),
+            ("/uri", 200, "method=GET\n"),
+            ("/named", 200, "named method=POST\n"),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"),
+            )
+            .expect("POST");
+            assert_eq!(
+                (r.status, r.body_text().as_str()),
+                (status, body),
+                "{kind} {path}"
+            );
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

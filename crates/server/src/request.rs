@@ -2360,6 +2360,11 @@ impl<'a> Request<'a> {
                 b"http"
             }),
             Var::Request => out.extend_from_slice(self.request_line().as_bytes()),
+            // An error_page or X-Accel-Redirect to a URI made the request a GET, and nginx's
+            // `$request_method` says so.
+            Var::RequestMethod if self.method == Method::Get && !self.subrequest => {
+                out.extend_from_slice(b"GET")
+            }
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
             Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
             // Mapped from the current URI whenever it is read, as nginx does, so that
