@@ -280,6 +280,31 @@ impl RequestHead {
             .map(|h| h.value.of(&self.bytes))
     }
 
+    /// Appends the values of every header called `name`, joined by `sep`: nginx's
+    /// `$http_cookie` (`"; "`) and `$http_x_forwarded_for` (`", "`) read a repeated header so.
+    /// Whether there was one.
+    pub fn joined_header(&self, name: &str, sep: &[u8], out: &mut Vec<u8>) -> bool {
+        let mut found = false;
+        for h in &self.headers {
+            if h.name.of(&self.bytes).eq_ignore_ascii_case(name.as_bytes()) {
+                if found {
+                    out.extend_from_slice(sep);
+                }
+                out.extend_from_slice(h.value.of(&self.bytes));
+                found = true;
+            }
+        }
+        found
+    }
+
+    /// The values of every header called `name`, in order.
+    pub fn header_values<'h>(&'h self, name: &'h str) -> impl Iterator<Item = &'h [u8]> + 'h {
+        self.headers
+            .iter()
+            .filter(move |h| h.name.of(&self.bytes).eq_ignore_ascii_case(name.as_bytes()))
+            .map(|h| h.value.of(&self.bytes))
+    }
+
     /// The first header `$http_<name>` reads, `name` written with `-` for `_`: as nginx
     /// compares, ASCII case-insensitively and with `_` and `-` alike (a name may hold `_` with
     /// `underscores_in_headers on`).

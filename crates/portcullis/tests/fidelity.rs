@@ -650,6 +650,51 @@ fn an_error_page_to_a_uri_is_a_get() {
     }
 }
 
+/// A repeated Cookie or X-Forwarded-For header reads as its values joined (nginx 1.22 joins
+/// these two), `$cookie_name` looks in every Cookie header and matches the name in any case,
+/// and `$proxy_add_x_forwarded_for` adds the client to all of them.
+#[test]
+fn repeated_cookie_and_forwarded_headers_are_joined() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        location / {
+            return 200 "s=$cookie_session ck=$http_cookie xff=$http_x_forwarded_for add=$proxy_add_x_forwarded_for\n";
+        }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (fields, body) in [
+            (
+                "Cookie: a=1\r\nCookie: session=2\r\n",
+                "s=2 ck=a=1; session=2 xff= add=127.0.0.1\n",
+            ),
+            (
+                "X-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For: 2.2.2.2\r\n",
+                "s= ck= xff=1.1.1.1, 2.2.2.2 add=1.1.1.1, 2.2.2.2, 127.0.0.1\n",
+            ),
+            (
+                "Cookie: SESSION=3; x=1\r\n",
+                "s=3 ck=SESSION=3; x=1 xff= add=127.0.0.1\n",
+            ),
+            (
+                "Cookie: xsession=4;session=5\r\n",
+                "s=5 ck=xsession=4;session=5 xff= add=127.0.0.1\n",
+            ),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!("GET / HTTP/1.1\r\nHost: localhost\r\n{fields}Connection: close\r\n\r\n"),
+            )
+            .expect("GET");
+            assert_eq!(r.body_text(), body, "{kind} {fields:?}");
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

@@ -187,8 +187,8 @@ fn variable(
             }
         }
         _ => {
-            if let Some(v) = req.head().header("x-forwarded-for") {
-                out.extend_from_slice(v);
+            // Every X-Forwarded-For the client sent, joined, as nginx joins them.
+            if req.head().joined_header("x-forwarded-for", b", ", out) {
                 out.extend_from_slice(b", ");
             }
             out.extend_from_slice(req.client_ip().to_string().as_bytes());

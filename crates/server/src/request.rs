@@ -1318,6 +1318,20 @@ impl<'a> Request<'a> {
             })
     }
 
+    /// `$cookie_name`: the value of the first cookie called `name` (any case), in any of the
+    /// request's Cookie headers, as nginx looks for it.
+    pub(crate) fn cookie(&self, name: &str) -> Option<&[u8]> {
+        self.head.header_values("cookie").find_map(|c| {
+            c.split(|&b| b == b';').find_map(|pair| {
+                let pair = pair.trim_ascii_start();
+                let (key, rest) = pair.split_at_checked(name.len())?;
+                key.eq_ignore_ascii_case(name.as_bytes())
+                    .then_some(rest)?
+                    .strip_prefix(b"=")
+            })
+        })
+    }
+
     pub(crate) fn take_args(&mut self) -> Option<Vec<u8>> {
         self.args.take()
     }
@@ -2282,12 +2296,7 @@ impl<'a> Request<'a> {
         match v {
             Var::HttpHeader(name) => self.head.header_for_variable(name).is_some(),
             Var::Arg(name) => self.arg(name.as_bytes()).is_some(),
-            Var::Cookie(name) => self.head.header("cookie").is_some_and(|c| {
-                c.split(|&b| b == b';').any(|p| {
-                    p.trim_ascii_start()
-                        .starts_with(format!("{name}=").as_bytes())
-                })
-            }),
+            Var::Cookie(name) => self.cookie(name).is_some(),
             Var::Set(slot) => self.vars.borrow().get(*slot).is_some_and(Option::is_some),
             Var::SetOr(slot, unset) => {
                 self.vars.borrow().get(*slot).is_some_and(Option::is_some) || self.has_var(unset)
@@ -2329,27 +2338,26 @@ impl<'a> Request<'a> {
                     "x-forwarded-for",
                     "cookie",
                 ];
-                let found = if KNOWN.contains(&name.as_str()) {
-                    h.header(name)
-                } else {
-                    h.header_for_variable(name)
+                // A repeated Cookie or X-Forwarded-For reads as its values joined.
+                let found = match name.as_str() {
+                    "cookie" => {
+                        h.joined_header(name, b"; ", out);
+                        None
+                    }
+                    "x-forwarded-for" => {
+                        h.joined_header(name, b", ", out);
+                        None
+                    }
+                    _ if KNOWN.contains(&name.as_str()) => h.header(name),
+                    _ => h.header_for_variable(name),
                 };
                 if let Some(val) = found {
                     out.extend_from_slice(val)
                 }
             }
             Var::Cookie(name) => {
-                if let Some(c) = h.header("cookie") {
-                    for pair in c.split(|&b| b == b';') {
-                        let pair = pair.trim_ascii_start();
-                        if let Some(val) = pair
-                            .strip_prefix(name.as_bytes())
-                            .and_then(|r| r.strip_prefix(b"="))
-                        {
-                            out.extend_from_slice(val);
-                            break;
-                        }
-                    }
+                if let Some(val) = self.cookie(name) {
+                    out.extend_from_slice(val);
                 }
             }
             Var::ServerName => out.extend_from_slice(self.server.name.as_bytes()),
