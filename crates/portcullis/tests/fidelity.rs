@@ -695,6 +695,35 @@ fn repeated_cookie_and_forwarded_headers_are_joined() {
     }
 }
 
+/// Variable names as nginx reads them: `$1` is one digit (`$1_thumb` is `$1` and text), and
+/// names are case-insensitive (`$HOST`, a `set $Foo` read as `$foo`, a map's `$MyMap`).
+#[test]
+fn variable_names_are_read_as_nginx_reads_them() {
+    let http = r#"
+    map $uri $MyMap { default mapped; }
+    server {
+        listen 127.0.0.1:{PORT0};
+        location /pic/ { rewrite ^/pic/(.*)$ /echo/$1_thumb.jpg last; }
+        location /echo/ { return 200 "echo $uri\n"; }
+        location ~ ^/c/(a)(b)$ { return 200 "$10x$1abc $2$12\n"; }
+        location /case { set $Foo 1; return 200 "host=$HOST ax=$ARG_X foo=$foo map=$mymap\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, body) in [
+            ("/pic/p", "echo /echo/p_thumb.jpg\n"),
+            ("/c/ab", "a0xaabc ba2\n"),
+            ("/case?x=7", "host=localhost ax=7 foo=1 map=mapped\n"),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.body_text(), body, "{kind} {path}");
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

@@ -2570,7 +2570,7 @@ impl<'a> Request<'a> {
                 false if self.loc.uninitialized_warn => {
                     let names = &self.server.names;
                     let name = names.set.get(*slot).map_or("", String::as_str);
-                    if !names.quiet.iter().any(|q| q == name) {
+                    if !names.quiet.iter().any(|q| q.eq_ignore_ascii_case(name)) {
                         self.log(
                             Level::Warn,
                             &format!("using uninitialized \"{name}\" variable"),

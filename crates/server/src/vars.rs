@@ -269,7 +269,7 @@ impl Names {
         self.add_module_variables_first(
             module,
             Box::new(move |name| {
-                let i = targets.iter().rposition(|n| n == name)?;
+                let i = targets.iter().rposition(|n| n.eq_ignore_ascii_case(name))?;
                 Some(std::sync::Arc::new(i) as std::sync::Arc<dyn std::any::Any + Send + Sync>)
             }),
         );
@@ -296,14 +296,16 @@ impl Names {
         })
     }
 
-    /// The slot of `set` variable `name`.
+    /// The slot of `set` variable `name` (any case: nginx's names are).
     pub fn set_slot(&self, name: &str) -> Option<usize> {
-        self.set.iter().position(|n| n == name)
+        self.set.iter().position(|n| n.eq_ignore_ascii_case(name))
     }
 }
 
 impl Var {
     pub(crate) fn from_name(name: &str, names: &Names) -> Option<Var> {
+        // nginx's variable names are case-insensitive: `$HOST` is `$host`.
+        let name = &name.to_ascii_lowercase();
         if let Some(var) = Names::module_variable(&names.modules_first, name) {
             return Some(var);
         }
@@ -571,7 +573,10 @@ impl Template {
                 continue;
             }
             i += 1;
-            let (name, end) = if bytes.get(i) == Some(&b'{') {
+            let (name, end) = if matches!(bytes.get(i), Some(b'1'..=b'9')) {
+                // As nginx, `$1` is one digit: `$1_thumb` and `$12` are `$1` and text.
+                (&text[i..i + 1], i + 1)
+            } else if bytes.get(i) == Some(&b'{') {
                 let close = text[i..].find('}').ok_or_else(|| {
                     ConfigError::at(
                         d,
@@ -595,8 +600,14 @@ impl Template {
                     format!("invalid variable name in \"{text}\""),
                 ));
             }
-            let var = Var::from_name(name, names)
-                .ok_or_else(|| ConfigError::at(d, format!("unknown \"{name}\" variable")))?;
+            let unknown = || ConfigError::at(d, format!("unknown \"{name}\" variable"));
+            // `${1}` names a variable "1", which nginx does not have; only a bare `$1` is a
+            // capture.
+            let braced_digits = bytes[i] == b'{' && name.bytes().all(|b| b.is_ascii_digit());
+            if braced_digits {
+                return Err(unknown());
+            }
+            let var = Var::from_name(name, names).ok_or_else(unknown)?;
             if !lit.is_empty() {
                 pieces.push(Piece::Lit(std::mem::take(&mut lit)));
             }
@@ -714,6 +725,17 @@ mod tests {
         assert_eq!(e.message, "unknown \"nosuch\" variable");
         assert!(Template::compile("a $ b", &d(), &Names::default()).is_err());
         assert!(Template::compile("${host", &d(), &Names::default()).is_err());
+        let e = Template::compile("${1}", &d(), &Names::default()).unwrap_err();
+        assert_eq!(e.message, "unknown \"1\" variable");
+    }
+
+    #[test]
+    fn a_capture_is_one_digit_and_names_are_caseless() {
+        let t = Template::compile("$1_x $12 $HOST $Http_X_Y", &d(), &Names::default()).unwrap();
+        assert_eq!(
+            eval(&t),
+            "<Capture(1)>_x <Capture(1)>2 <Host> <HttpHeader(\"x-y\")>"
+        );
     }
 
     #[test]
