@@ -724,6 +724,51 @@ fn variable_names_are_read_as_nginx_reads_them() {
     }
 }
 
+/// `return 408` and `return 499`, like `return 444`, close the connection with nothing sent:
+/// nginx ends a request of either status at once.
+#[test]
+fn return_408_and_499_close_without_a_response() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        location /408 { return 408; }
+        location /499 { return 499; }
+        location /444 { return 444; }
+        location /200 { return 200 "ok\n"; }
+    }
+"#;
+    use std::io::{Read, Write};
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, answered) in [
+            ("/408", false),
+            ("/499", false),
+            ("/444", false),
+            ("/200", true),
+        ] {
+            let mut s =
+                std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            assert_eq!(
+                !got.is_empty(),
+                answered,
+                "{kind} {path}: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

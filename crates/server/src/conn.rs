@@ -610,8 +610,10 @@ impl<'c> Connection<'c> {
             keep_alive &= !resp.close;
             req.add_headers(&mut resp);
             req.recode(&mut resp).await;
-            // nginx closes without a response (`return 444`, or a body filter that failed).
-            if resp.status == crate::request::NO_RESPONSE {
+            // nginx closes without a response (`return 444`, a body filter that failed, 408 and
+            // 499), and logs the request with the status.
+            if crate::request::no_response(resp.status) {
+                req.log_access(&resp, 0);
                 return Next::Close;
             }
             if matches!(resp.body, Body::Stream(_))

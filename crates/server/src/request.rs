@@ -71,6 +71,13 @@ pub(crate) enum Body {
 /// closes instead, as nginx's 444 (`return 444`, a body filter that failed).
 pub(crate) const NO_RESPONSE: u16 = 444;
 
+/// Whether a response of `status` goes out as none: 444, and the two nginx ends a request
+/// with at once, 408 (the client was too slow) and 499 (it went away), whatever made them
+/// (`return 408;` too).
+pub(crate) fn no_response(status: u16) -> bool {
+    matches!(status, NO_RESPONSE | 408 | 499)
+}
+
 pub(crate) struct Response {
     pub status: u16,
     pub content_type: Option<Arc<str>>,
