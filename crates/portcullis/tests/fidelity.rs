@@ -766,6 +766,22 @@ fn return_408_and_499_close_without_a_response() {
                 String::from_utf8_lossy(&got)
             );
         }
+        // Each is logged with its status, as nginx logs a request it ended.
+        let log_path = server.access_log_path();
+        let logged = |status: &str| {
+            std::fs::read_to_string(&log_path)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.contains(&format!("\" {status} ")))
+        };
+        let all = support::wait_until(std::time::Duration::from_secs(5), || {
+            ["408", "499", "444", "200"].iter().all(|s| logged(s))
+        });
+        assert!(
+            all,
+            "{kind}: {}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
     }
 }
 
