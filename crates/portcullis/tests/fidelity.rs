@@ -785,6 +785,73 @@ fn return_408_and_499_close_without_a_response() {
     }
 }
 
+/// More of nginx's variable rules: a `server_name` regex without groups that chose the server
+/// leaves `$1` empty (a later regex of the server does not run); a subrequest starts without
+/// captures; `set $args ""` sends no `?` upstream; an `auth_request_set` variable named like a
+/// header reads empty until the subrequest sets it; `set $ARGS` is `set $args`; a Cookie
+/// header's pairs part at `;` or `,`, with spaces around `=`.
+#[test]
+fn server_name_subrequest_args_and_cookie_rules() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        server_name ~^www\. ~^([^.]+)\.example\.test$;
+        location / { return 200 "[$1]\n"; }
+        location /sub/ { auth_request /auth; root /nonexistent; }
+        location = /auth { proxy_pass http://127.0.0.1:{PORT1}/check/$1; }
+    }
+    server {
+        listen 127.0.0.1:{PORT1};
+        location /check/ { return 204; }
+        location /check/foo { return 403; }
+        location /echo { return 200 "request_uri=$request_uri\n"; }
+        location /strip { set $args ""; proxy_pass http://127.0.0.1:{PORT1}/echo; }
+        location /upper { set $ARGS "z=1"; return 200 "args=$args\n"; }
+        location /plain { return 200 "args=$args user=$http_x_user\n"; }
+        location = /ok { return 204; }
+        location /set-user { auth_request /ok; auth_request_set $http_x_user $upstream_status; return 200 "x"; }
+        location /cookie { return 200 "a=[$cookie_a] b=[$cookie_b]\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 2, &support::main_config(http)) else {
+            continue;
+        };
+        let ask = |port: usize, host: &str, path: &str, fields: &str| {
+            support::request(
+                server.port(port),
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: {host}\r\n{fields}Connection: close\r\n\r\n"
+                ),
+            )
+            .expect("GET")
+        };
+        let r = ask(0, "www.example.test", "/", "");
+        assert_eq!(
+            r.body_text(),
+            "[]\n",
+            "{kind}: the group-less regex chose the server"
+        );
+        let r = ask(0, "foo.example.test", "/", "");
+        assert_eq!(r.body_text(), "[foo]\n", "{kind}");
+        let r = ask(0, "foo.example.test", "/sub/x", "");
+        assert_eq!(
+            r.status, 404,
+            "{kind}: the subrequest asked /check/, not /check/foo"
+        );
+        for (path, fields, body) in [
+            ("/strip?x=1", "", "request_uri=/echo\n"),
+            ("/upper?q=1", "", "args=z=1\n"),
+            ("/plain?q=1", "X-User: admin\r\n", "args=q=1 user=\n"),
+            ("/cookie", "Cookie: a = 1\r\n", "a=[1] b=[]\n"),
+            ("/cookie", "Cookie: a=1,b=2\r\n", "a=[1,b=2] b=[2]\n"),
+        ] {
+            let r = ask(1, "localhost", path, fields);
+            assert_eq!(r.body_text(), body, "{kind} {path} {fields:?}");
+        }
+    }
+}
+
 /// `allow`/`deny` as nginx's access module: one list per level made by both directives,
 /// replacing what the level inherits; no matching rule decides nothing (so `satisfy any`
 /// admits); a `limit_except` block applies its own rules, or its location's, to the methods

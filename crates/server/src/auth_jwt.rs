@@ -198,7 +198,7 @@ fn jwt_variable(name: &str, declared: &[(String, JwtVar)]) -> Option<JwtVar> {
     let declared = declared
         .iter()
         .rev()
-        .find(|(n, _)| n == name)
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, var)| var.clone());
     if declared.is_some() {
         return declared;
@@ -923,6 +923,9 @@ mod tests {
         );
         assert_eq!(jwt_variable("jwt_claim_", &[]), None);
         assert_eq!(jwt_variable("uri", &[]), None);
+        // A declared name is found in any case, as nginx's variable names are.
+        let declared = [("jwtUser".to_string(), JwtVar::Payload)];
+        assert_eq!(jwt_variable("jwtuser", &declared), Some(JwtVar::Payload));
     }
 
     #[test]

@@ -136,8 +136,9 @@ pub(crate) struct ServerConf {
     pub conf: Arc<LocConf>,
     /// The variables the configuration declares, for what a request reads of them.
     pub names: Arc<crate::vars::Names>,
-    /// The `server_name` regexes with groups, each with the slots its named groups set: the
-    /// one that chose the server sets `$1`.. and those variables.
+    /// The `server_name` regexes, in order, each with the slots its named groups set, when
+    /// one of them has groups (else none): the first that matches chose the server, and sets
+    /// `$1`.. and those variables.
     pub name_captures: Vec<(regex::bytes::Regex, Vec<(usize, usize)>)>,
     /// The names that are not regexes, as matched: lowercase, `$hostname` replaced.
     pub plain_names: Vec<String>,
@@ -319,7 +320,7 @@ pub(crate) fn compile(
         m.declare(http, &mut names, i)?;
     }
     let mut seen = HashSet::new();
-    names.set.retain(|n| seen.insert(n.clone()));
+    names.set.retain(|n| seen.insert(n.to_ascii_lowercase()));
     compile_declared(loaded, prefix, error_log, names, modules, phases)
 }
 
@@ -795,16 +796,19 @@ impl Builder {
             self.location(&conf, l, &mut tree)?;
         }
         // An invalid regex is reported where the server names are compiled.
-        let name_captures = bits
+        let mut name_captures: Vec<_> = bits
             .names
             .iter()
             .filter_map(|n| regex::bytes::Regex::new(n.strip_prefix('~')?).ok())
-            .filter(|re| re.captures_len() > 1)
             .map(|re| {
                 let slots = named_slots(re.capture_names(), &self.names);
                 (re, slots)
             })
             .collect();
+        // A regex without groups that chose the server leaves nothing to set.
+        if name_captures.iter().all(|(re, _)| re.captures_len() == 1) {
+            name_captures.clear();
+        }
         let plain_names = bits
             .names
             .iter()
@@ -1450,22 +1454,22 @@ fn add_server_name(
 
 /// Whether `host` is `name`, a server name that is not a regex: `example.com`, `*.example.com`,
 /// `.example.com` (the domain and its subdomains) or `www.example.*`.
-pub(crate) fn plain_name_matches(name: &str, host: &str) -> bool {
+pub(crate) fn plain_name_matches(name: &str, host: &[u8]) -> bool {
     let subdomain = |domain: &str| {
-        host.strip_suffix(domain)
-            .and_then(|h| h.strip_suffix('.'))
+        host.strip_suffix(domain.as_bytes())
+            .and_then(|h| h.strip_suffix(b"."))
             .is_some_and(|h| !h.is_empty())
     };
     if let Some(domain) = name.strip_prefix("*.") {
         subdomain(domain)
     } else if let Some(domain) = name.strip_prefix('.') {
-        host == domain || subdomain(domain)
+        host == domain.as_bytes() || subdomain(domain)
     } else if let Some(start) = name.strip_suffix(".*") {
-        host.strip_prefix(start)
-            .and_then(|h| h.strip_prefix('.'))
+        host.strip_prefix(start.as_bytes())
+            .and_then(|h| h.strip_prefix(b"."))
             .is_some_and(|h| !h.is_empty())
     } else {
-        host == name
+        host == name.as_bytes()
     }
 }
 
@@ -1557,7 +1561,11 @@ mod tests {
             ("www.example.*", "www.examples.org", false),
             ("", "", true),
         ] {
-            assert_eq!(plain_name_matches(name, host), matches, "{name} {host}");
+            assert_eq!(
+                plain_name_matches(name, host.as_bytes()),
+                matches,
+                "{name} {host}"
+            );
         }
     }
 

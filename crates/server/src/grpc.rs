@@ -251,7 +251,7 @@ fn request(req: &mut Request<'_>, s: &ProxySettings, https: bool) -> Result<Grpc
         path.extend_from_slice(target);
     } else {
         crate::vars::escape(req.uri(), &mut path, crate::vars::Escape::Uri);
-        if let Some(a) = req.args() {
+        if let Some(a) = req.args().filter(|a| !a.is_empty()) {
             path.extend_from_slice(b"?");
             path.extend_from_slice(a);
         }

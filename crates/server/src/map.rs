@@ -39,10 +39,7 @@ impl Module for MapModule {
         for map in http.iter().filter(|d| d.name == "map") {
             for key in map.children() {
                 if let Some(re) = key.name.strip_prefix('~') {
-                    let re = re.strip_prefix('*').unwrap_or(re);
-                    let from = names.set.len();
-                    crate::location::named_groups(re, &mut names.set);
-                    names.quiet.extend_from_slice(&names.set[from..]);
+                    names.add_named_groups(re.strip_prefix('*').unwrap_or(re));
                 }
             }
         }

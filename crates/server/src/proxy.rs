@@ -266,7 +266,8 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
                 }
             }
             crate::vars::escape(rest, &mut head, crate::vars::Escape::Uri);
-            if let Some(a) = req.args() {
+            // As nginx, no `?` for empty arguments (`set $args ""`).
+            if let Some(a) = req.args().filter(|a| !a.is_empty()) {
                 head.put_u8(b'?');
                 head.put_slice(a);
             }

@@ -729,6 +729,23 @@ fn unreadable_as_before_epoch(value: &[u8]) -> SystemTime {
         .unwrap_or(SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(1))
 }
 
+/// The value of cookie `name` in a Cookie header, as nginx's parser finds it: pairs part at `;`
+/// or `,`, spaces around `=` are skipped, and a value runs to the next `;`.
+fn cookie_in<'v>(mut rest: &'v [u8], name: &[u8]) -> Option<&'v [u8]> {
+    let spaces = |s: &'v [u8]| &s[s.iter().take_while(|&&b| b == b' ').count()..];
+    loop {
+        let value = (rest.split_at_checked(name.len()))
+            .filter(|(key, _)| key.eq_ignore_ascii_case(name))
+            .and_then(|(_, after)| spaces(after).strip_prefix(b"="));
+        if let Some(value) = value.map(spaces) {
+            let end = value.iter().position(|&b| b == b';').unwrap_or(value.len());
+            return Some(&value[..end]);
+        }
+        let next = rest.iter().position(|&b| b == b';' || b == b',')?;
+        rest = spaces(&rest[next + 1..]);
+    }
+}
+
 /// Gives variable `slot` its value in `vars`, the request's values by slot.
 fn set_slot(vars: &mut Vec<Option<Vec<u8>>>, slot: usize, value: Vec<u8>) {
     if vars.len() <= slot {
@@ -1328,15 +1345,8 @@ impl<'a> Request<'a> {
     /// `$cookie_name`: the value of the first cookie called `name` (any case), in any of the
     /// request's Cookie headers, as nginx looks for it.
     pub(crate) fn cookie(&self, name: &str) -> Option<&[u8]> {
-        self.head.header_values("cookie").find_map(|c| {
-            c.split(|&b| b == b';').find_map(|pair| {
-                let pair = pair.trim_ascii_start();
-                let (key, rest) = pair.split_at_checked(name.len())?;
-                key.eq_ignore_ascii_case(name.as_bytes())
-                    .then_some(rest)?
-                    .strip_prefix(b"=")
-            })
-        })
+        let name = name.as_bytes();
+        (self.head.header_values("cookie")).find_map(|c| cookie_in(c, name))
     }
 
     pub(crate) fn take_args(&mut self) -> Option<Vec<u8>> {
@@ -1394,26 +1404,39 @@ impl<'a> Request<'a> {
     }
 
     /// The groups of the `server_name` regex that chose this server, as nginx sets them when
-    /// it chooses a server by regex: `$1`.. of the host, and its named groups as variables. A
-    /// server chosen by one of its other names ran no regex.
+    /// it chooses a server by regex: `$1`.. of the host (taken when first read), and its
+    /// named groups as variables. A server chosen by one of its other names ran no regex.
     fn set_server_name_captures(&mut self) {
-        let server: &Arc<ServerConf> = self.server;
-        let host = String::from_utf8_lossy(self.head.host_bytes().unwrap_or_default()).into_owned();
-        if (server.plain_names.iter()).any(|n| crate::conf::plain_name_matches(n, &host)) {
+        let server: &'a Arc<ServerConf> = self.server;
+        let host = self.head.host_bytes().unwrap_or_default();
+        if (server.plain_names.iter()).any(|n| crate::conf::plain_name_matches(n, host)) {
             return;
         }
-        let host = host.into_bytes();
-        for (re, slots) in &server.name_captures {
-            if let Some(c) = re.captures(&host) {
-                for &(group, slot) in slots {
-                    let value = c.get(group).map_or(&[][..], |m| m.as_bytes());
-                    self.set_var(slot, value.to_vec());
-                }
-                let captures = Captures::from_match(&c);
-                self.set_captures(Some((captures, host)));
-                return;
-            }
+        let Some((re, slots)) = server
+            .name_captures
+            .iter()
+            .find(|(re, _)| re.is_match(host))
+        else {
+            return;
+        };
+        if re.captures_len() == 1 {
+            return;
         }
+        let host = host.to_vec();
+        if slots.is_empty() {
+            self.capture_uri = host;
+            self.captures.set(Captured::Later(re));
+            return;
+        }
+        let Some(c) = re.captures(&host) else {
+            return;
+        };
+        for &(group, slot) in slots {
+            let value = c.get(group).map_or(&[][..], |m| m.as_bytes());
+            self.set_var(slot, value.to_vec());
+        }
+        let captures = Captures::from_match(&c);
+        self.set_captures(Some((captures, host)));
     }
 
     /// Runs the phases once and returns the response to send, or a placeholder when they
@@ -1428,7 +1451,8 @@ impl<'a> Request<'a> {
                 return r;
             }
         }
-        if !self.server.name_captures.is_empty() {
+        // A subrequest chooses no server, and starts without captures.
+        if !self.server.name_captures.is_empty() && !self.subrequest {
             self.set_server_name_captures();
         }
         let refused = match self.head.method() {
@@ -2337,15 +2361,9 @@ impl<'a> Request<'a> {
             Var::HttpHeader(name) => {
                 // nginx reads these from the header it knows by name, never from one spelt
                 // with `_` (underscores_in_headers on); the others from any spelling.
-                const KNOWN: [&str; 6] = [
-                    "host",
-                    "user-agent",
-                    "referer",
-                    "via",
-                    "x-forwarded-for",
-                    "cookie",
-                ];
-                // A repeated Cookie or X-Forwarded-For reads as its values joined.
+                const KNOWN: [&str; 4] = ["host", "user-agent", "referer", "via"];
+                // A repeated Cookie or X-Forwarded-For (headers nginx knows by name too)
+                // reads as its values joined.
                 let found = match name.as_str() {
                     "cookie" => {
                         h.joined_header(name, b"; ", out);
@@ -2375,11 +2393,12 @@ impl<'a> Request<'a> {
                 b"http"
             }),
             Var::Request => out.extend_from_slice(self.request_line().as_bytes()),
-            // An error_page or X-Accel-Redirect to a URI made the request a GET, and nginx's
-            // `$request_method` says so.
-            Var::RequestMethod if self.method == Method::Get && !self.subrequest => {
-                out.extend_from_slice(b"GET")
+            // nginx's is the main request's: a subrequest's is its client's method, and an
+            // error_page or X-Accel-Redirect to a URI made the request a GET.
+            Var::RequestMethod if self.subrequest => {
+                out.extend_from_slice(self.main_head().method_str().as_bytes())
             }
+            Var::RequestMethod if self.method == Method::Get => out.extend_from_slice(b"GET"),
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
             Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
             // Mapped from the current URI whenever it is read, as nginx does, so that

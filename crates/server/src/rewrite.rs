@@ -23,7 +23,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use bytes::Bytes;
 
 use crate::conf::LocConf;
-use crate::location::{named_groups, Captures};
+use crate::location::Captures;
 use crate::module::{self, Finish, Load, Module, NestedConf, Slot};
 use crate::request::{Body, Handlers, Request, Response, Rewritten, Step};
 use crate::vars::{compile_set, variable_name, Names, SetVar, Template, Var};
@@ -308,10 +308,12 @@ fn compile(
     for d in directives {
         let op = match d.name.as_str() {
             "rewrite" => Op::Rewrite(Box::new(compile_rewrite(d, names)?)),
-            "set" if d.arg(0) == "$limit_rate" => {
+            "set" if d.arg(0).eq_ignore_ascii_case("$limit_rate") => {
                 Op::SetLimitRate(Template::compile(d.arg(1), d, names)?)
             }
-            "set" if d.arg(0) == "$args" => Op::SetArgs(Template::compile(d.arg(1), d, names)?),
+            "set" if d.arg(0).eq_ignore_ascii_case("$args") => {
+                Op::SetArgs(Template::compile(d.arg(1), d, names)?)
+            }
             "set" => Op::Set(compile_set(d, names)?),
             "return" => Op::Return(compile_return(d, names)?),
             "break" => Op::Break,
@@ -494,26 +496,24 @@ fn collect_variables(directives: &[Directive], names: &mut Names) {
             "set" => {
                 // `$limit_rate` and `$args` are the request's own, not variables of the
                 // configuration.
-                if let Some(name) = d
-                    .args
-                    .first()
-                    .and_then(|a| variable_name(&a.value))
-                    .filter(|n| !matches!(*n, "limit_rate" | "args"))
+                if let Some(name) =
+                    d.args
+                        .first()
+                        .and_then(|a| variable_name(&a.value))
+                        .filter(|n| {
+                            !["limit_rate", "args"]
+                                .iter()
+                                .any(|r| n.eq_ignore_ascii_case(r))
+                        })
                 {
                     names.set.push(name.to_string());
                 }
             }
-            "rewrite" => {
-                let from = names.set.len();
-                named_groups(d.arg(0), &mut names.set);
-                names.quiet.extend_from_slice(&names.set[from..]);
-            }
+            "rewrite" => names.add_named_groups(d.arg(0)),
             "if" => {
-                let from = names.set.len();
                 for a in &d.args {
-                    named_groups(a.value.trim_end_matches(')'), &mut names.set);
+                    names.add_named_groups(a.value.trim_end_matches(')'));
                 }
-                names.quiet.extend_from_slice(&names.set[from..]);
             }
             _ => {}
         }
@@ -813,6 +813,7 @@ fn file_test(path: &std::path::Path, test: FileTest) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::location::named_groups;
     use std::path::Path;
 
     fn directive(name: &str, args: &[&str]) -> Directive {

@@ -296,6 +296,14 @@ impl Names {
         })
     }
 
+    /// Declares the named groups of regex `pattern`: variables, empty without a warning
+    /// until a match sets them.
+    pub fn add_named_groups(&mut self, pattern: &str) {
+        let from = self.set.len();
+        crate::location::named_groups(pattern, &mut self.set);
+        self.quiet.extend_from_slice(&self.set[from..]);
+    }
+
     /// The slot of `set` variable `name` (any case: nginx's names are).
     pub fn set_slot(&self, name: &str) -> Option<usize> {
         self.set.iter().position(|n| n.eq_ignore_ascii_case(name))
@@ -304,27 +312,41 @@ impl Names {
 
 impl Var {
     pub(crate) fn from_name(name: &str, names: &Names) -> Option<Var> {
-        // nginx's variable names are case-insensitive: `$HOST` is `$host`.
-        let name = &name.to_ascii_lowercase();
-        if let Some(var) = Names::module_variable(&names.modules_first, name) {
-            return Some(var);
+        // nginx's variable names are case-insensitive: `$HOST` is `$host`. A module's own
+        // names are tried as written first, so that `$jwt_claim_userId` keeps its claim's
+        // case.
+        let lower = &name.to_ascii_lowercase();
+        let module_first = Names::module_variable(&names.modules_first, name)
+            .or_else(|| Names::module_variable(&names.modules_first, lower));
+        if module_first.is_some() {
+            return module_first;
         }
         if let Some(slot) = names.set_slot(name) {
-            return Some(match Var::unset(name, names) {
-                Some(var) if var.is_prefixed() => Var::SetOr(slot, Box::new(var)),
+            // A `set` leaves a prefixed name readable until it runs, as nginx declares its
+            // variable weak; what only a regex or a module sets reads empty until then.
+            let quiet = names.quiet.iter().any(|q| q.eq_ignore_ascii_case(name));
+            return Some(match Var::unset(name, lower, names) {
+                Some(var) if var.is_prefixed() && !quiet => Var::SetOr(slot, Box::new(var)),
                 _ => Var::Set(slot),
             });
         }
-        Var::unset(name, names)
+        Var::unset(name, lower, names)
     }
 
-    /// The variable `name` names when no `set` does.
-    fn unset(name: &str, names: &Names) -> Option<Var> {
-        if let Some(var) = Names::module_variable(&names.modules, name) {
-            return Some(var);
+    /// The variable `name` (`lower` in lowercase) names when no `set` does.
+    fn unset(name: &str, lower: &str, names: &Names) -> Option<Var> {
+        let module = Names::module_variable(&names.modules, name)
+            .or_else(|| Names::module_variable(&names.modules, lower));
+        if module.is_some() {
+            return module;
         }
-        if let Ok(n) = name.parse::<usize>() {
-            return (n <= 9).then_some(Var::Capture(n));
+        let name = lower;
+        // `$1` to `$9` are the captures; nginx has no other variable named by digits.
+        if let [digit @ b'1'..=b'9'] = name.as_bytes() {
+            return Some(Var::Capture(usize::from(digit - b'0')));
+        }
+        if name.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
         }
         let header = |prefix: &str| {
             name.strip_prefix(prefix)
@@ -536,7 +558,7 @@ pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, Config
 /// another module's setting of it would change only how it reads, which is not done here:
 /// refused.
 pub(crate) fn refuse_limit_rate(d: &Directive, name: &str) -> Result<(), ConfigError> {
-    if name == "limit_rate" {
+    if name.eq_ignore_ascii_case("limit_rate") {
         return Err(ConfigError::at(
             d,
             "setting \"$limit_rate\" is not supported yet and cannot be ignored safely",
@@ -727,6 +749,12 @@ mod tests {
         assert!(Template::compile("${host", &d(), &Names::default()).is_err());
         let e = Template::compile("${1}", &d(), &Names::default()).unwrap_err();
         assert_eq!(e.message, "unknown \"1\" variable");
+        for digits in ["$0", "$05", "${12}"] {
+            assert!(
+                Template::compile(digits, &d(), &Names::default()).is_err(),
+                "{digits}"
+            );
+        }
     }
 
     #[test]
