@@ -21,6 +21,13 @@ const CONFIG: &str = r#"
     }
 "#;
 
+/// `GET path` with `Host: host` and the header lines `fields` (each ending in CRLF), on a
+/// connection of its own.
+fn get_as(port: u16, host: &str, path: &str, fields: &str) -> support::Response {
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{fields}Connection: close\r\n\r\n");
+    support::request(port, &head).expect("GET")
+}
+
 #[test]
 fn no_content_and_intercepted_challenges_as_nginx_sends_them() {
     let upstream = head_upstream(|_, _| {
@@ -360,11 +367,7 @@ fn named_captures_of_server_name_and_location_regexes_are_variables() {
             ("abc.example.com", "/x", "sub=abc\n"),
             ("other", "/x", "default\n"),
         ] {
-            let r = support::request(
-                server.port(0),
-                &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
-            )
-            .expect("GET");
+            let r = get_as(server.port(0), host, path, "");
             assert_eq!(r.body_text(), body, "{kind} {host}{path}");
         }
     }
@@ -419,11 +422,7 @@ fn numbered_captures_of_server_name_are_kept_until_another_regex_matches() {
             continue;
         };
         for (host, path, body) in cases {
-            let r = support::request(
-                server.port(0),
-                &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
-            )
-            .expect("GET");
+            let r = get_as(server.port(0), host, path, "");
             assert_eq!(r.body_text(), body, "{kind} {host}{path}");
         }
     }
@@ -518,11 +517,7 @@ fn merge_slashes_is_the_default_servers() {
                 Some("merging uri=//e//a\n"),
             ),
         ] {
-            let r = support::request(
-                server.port(port),
-                &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
-            )
-            .expect("GET");
+            let r = get_as(server.port(port), host, path, "");
             assert_eq!(r.status, status, "{kind} {host}{path}");
             if let Some(body) = body {
                 assert_eq!(r.body_text(), body, "{kind} {host}{path}");
@@ -567,13 +562,7 @@ fn set_args_changes_the_arguments_and_prefixed_names_stay_readable() {
             ("/read-arg?a=1", "a=1 foo=x\n"),
             ("/proxied?q=1", "echo args=x=1 request_uri=/echo?x=1\n"),
         ] {
-            let r = support::request(
-                server.port(0),
-                &format!(
-                    "GET {path} HTTP/1.1\r\nHost: localhost\r\nFoo: x\r\nConnection: close\r\n\r\n"
-                ),
-            )
-            .expect("GET");
+            let r = get_as(server.port(0), "localhost", path, "Foo: x\r\n");
             assert_eq!(r.body_text(), body, "{kind} {path}");
         }
         let r = get(server.port(0), "/redirect/x?a=1").expect("GET");
@@ -685,11 +674,7 @@ fn repeated_cookie_and_forwarded_headers_are_joined() {
                 "s=5 ck=xsession=4;session=5 xff= add=127.0.0.1\n",
             ),
         ] {
-            let r = support::request(
-                server.port(0),
-                &format!("GET / HTTP/1.1\r\nHost: localhost\r\n{fields}Connection: close\r\n\r\n"),
-            )
-            .expect("GET");
+            let r = get_as(server.port(0), "localhost", "/", fields);
             assert_eq!(r.body_text(), body, "{kind} {fields:?}");
         }
     }
@@ -817,15 +802,7 @@ fn server_name_subrequest_args_and_cookie_rules() {
         let Some(server) = Server::start(kind, 2, &support::main_config(http)) else {
             continue;
         };
-        let ask = |port: usize, host: &str, path: &str, fields: &str| {
-            support::request(
-                server.port(port),
-                &format!(
-                    "GET {path} HTTP/1.1\r\nHost: {host}\r\n{fields}Connection: close\r\n\r\n"
-                ),
-            )
-            .expect("GET")
-        };
+        let ask = |port, host, path, fields| get_as(server.port(port), host, path, fields);
         let r = ask(0, "www.example.test", "/", "");
         assert_eq!(
             r.body_text(),
