@@ -285,14 +285,12 @@ impl RequestHead {
     /// Whether there was one.
     pub fn joined_header(&self, name: &str, sep: &[u8], out: &mut Vec<u8>) -> bool {
         let mut found = false;
-        for h in &self.headers {
-            if h.name.of(&self.bytes).eq_ignore_ascii_case(name.as_bytes()) {
-                if found {
-                    out.extend_from_slice(sep);
-                }
-                out.extend_from_slice(h.value.of(&self.bytes));
-                found = true;
+        for value in self.header_values(name) {
+            if found {
+                out.extend_from_slice(sep);
             }
+            out.extend_from_slice(value);
+            found = true;
         }
         found
     }

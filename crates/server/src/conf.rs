@@ -136,16 +136,15 @@ pub(crate) struct ServerConf {
     pub conf: Arc<LocConf>,
     /// The variables the configuration declares, for what a request reads of them.
     pub names: Arc<crate::vars::Names>,
-    /// The `server_name` regexes, in order, each with the slots its named groups set, when
-    /// one of them has groups (else none): the first that matches chose the server, and sets
-    /// `$1`.. and those variables.
-    pub name_captures: Vec<(regex::bytes::Regex, Vec<(usize, usize)>)>,
+    /// The `server_name` regexes, in order, each with the slots its named groups set: the
+    /// first that matches chose the server, and sets `$1`.. and those variables.
+    pub name_regexes: Vec<(regex::bytes::Regex, Vec<(usize, usize)>)>,
+    /// Whether one of them has groups: else a request chosen by one has nothing to set.
+    pub name_groups: bool,
     /// The names that are not regexes, as matched: lowercase, `$hostname` replaced.
     pub plain_names: Vec<String>,
     /// Every `server_name` as written (`example.com`, `*.example.com`, `~^www\d+$`).
     pub host_names: Vec<String>,
-    /// The regexes among them, compiled for bytes.
-    pub host_regexes: Vec<regex::bytes::Regex>,
     pub locations: LocationTree<Arc<LocConf>>,
     pub merge_slashes: bool,
     pub head_limits: portcullis_http::HeadLimits,
@@ -307,15 +306,10 @@ pub(crate) fn compile(
     modules: Registry,
     phases: Arc<dyn Any + Send + Sync>,
 ) -> Result<Compiled, ConfigError> {
-    let mut set = Vec::new();
-    collect_regex_groups(&loaded.directives, &mut set);
+    let mut names = crate::vars::Names::default();
+    collect_regex_groups(&loaded.directives, &mut names);
     let http = loaded.directives.iter().find(|d| d.name == "http");
     let http = http.map_or(&[][..], |h| h.children());
-    let mut names = crate::vars::Names {
-        quiet: set.clone(),
-        set,
-        ..Default::default()
-    };
     for (i, m) in modules.iter().enumerate() {
         m.declare(http, &mut names, i)?;
     }
@@ -325,22 +319,20 @@ pub(crate) fn compile(
 }
 
 /// The named groups of the `server_name` and `location` regexes: variables, as in nginx.
-fn collect_regex_groups(directives: &[Directive], out: &mut Vec<String>) {
+fn collect_regex_groups(directives: &[Directive], names: &mut crate::vars::Names) {
     for d in directives {
         match d.name.as_str() {
             "server_name" => {
                 for a in &d.args {
                     if let Some(pattern) = a.value.strip_prefix('~') {
-                        crate::location::named_groups(pattern, out);
+                        names.add_named_groups(pattern);
                     }
                 }
             }
-            "location" => {
-                crate::location::named_groups(d.args.last().map_or("", |a| &a.value), out)
-            }
+            "location" => names.add_named_groups(d.args.last().map_or("", |a| &a.value)),
             _ => {}
         }
-        collect_regex_groups(d.children(), out);
+        collect_regex_groups(d.children(), names);
     }
 }
 
@@ -796,7 +788,7 @@ impl Builder {
             self.location(&conf, l, &mut tree)?;
         }
         // An invalid regex is reported where the server names are compiled.
-        let mut name_captures: Vec<_> = bits
+        let name_regexes: Vec<_> = bits
             .names
             .iter()
             .filter_map(|n| regex::bytes::Regex::new(n.strip_prefix('~')?).ok())
@@ -805,10 +797,7 @@ impl Builder {
                 (re, slots)
             })
             .collect();
-        // A regex without groups that chose the server leaves nothing to set.
-        if name_captures.iter().all(|(re, _)| re.captures_len() == 1) {
-            name_captures.clear();
-        }
+        let name_groups = name_regexes.iter().any(|(re, _)| re.captures_len() > 1);
         let plain_names = bits
             .names
             .iter()
@@ -820,14 +809,10 @@ impl Builder {
                 name,
                 conf,
                 names: self.names.clone(),
-                name_captures,
+                name_regexes,
+                name_groups,
                 plain_names,
                 host_names: bits.names.clone(),
-                host_regexes: bits
-                    .names
-                    .iter()
-                    .filter_map(|n| regex::bytes::Regex::new(n.strip_prefix('~')?).ok())
-                    .collect(),
                 locations: tree,
                 merge_slashes,
                 head_limits,

@@ -273,7 +273,7 @@ fn valid(req: &Request<'_>, c: &Conf) -> bool {
     }
     if c.server_names {
         let host = host.as_bytes();
-        if req.server().host_regexes.iter().any(|re| re.is_match(host)) {
+        if (req.server().name_regexes.iter()).any(|(re, _)| re.is_match(host)) {
             return true;
         }
     }

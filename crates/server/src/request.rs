@@ -1412,11 +1412,7 @@ impl<'a> Request<'a> {
         if (server.plain_names.iter()).any(|n| crate::conf::plain_name_matches(n, host)) {
             return;
         }
-        let Some((re, slots)) = server
-            .name_captures
-            .iter()
-            .find(|(re, _)| re.is_match(host))
-        else {
+        let Some((re, slots)) = server.name_regexes.iter().find(|(re, _)| re.is_match(host)) else {
             return;
         };
         if re.captures_len() == 1 {
@@ -1452,7 +1448,7 @@ impl<'a> Request<'a> {
             }
         }
         // A subrequest chooses no server, and starts without captures.
-        if !self.server.name_captures.is_empty() && !self.subrequest {
+        if self.server.name_groups && !self.subrequest {
             self.set_server_name_captures();
         }
         let refused = match self.head.method() {
@@ -2326,6 +2322,7 @@ impl<'a> Request<'a> {
     pub(crate) fn has_var(&self, v: &Var) -> bool {
         match v {
             Var::HttpHeader(name) => self.head.header_for_variable(name).is_some(),
+            Var::JoinedHeader(name, _) => self.head.header(name).is_some(),
             Var::Arg(name) => self.arg(name.as_bytes()).is_some(),
             Var::Cookie(name) => self.cookie(name).is_some(),
             Var::Set(slot) => self.vars.borrow().get(*slot).is_some_and(Option::is_some),
@@ -2362,23 +2359,17 @@ impl<'a> Request<'a> {
                 // nginx reads these from the header it knows by name, never from one spelt
                 // with `_` (underscores_in_headers on); the others from any spelling.
                 const KNOWN: [&str; 4] = ["host", "user-agent", "referer", "via"];
-                // A repeated Cookie or X-Forwarded-For (headers nginx knows by name too)
-                // reads as its values joined.
-                let found = match name.as_str() {
-                    "cookie" => {
-                        h.joined_header(name, b"; ", out);
-                        None
-                    }
-                    "x-forwarded-for" => {
-                        h.joined_header(name, b", ", out);
-                        None
-                    }
-                    _ if KNOWN.contains(&name.as_str()) => h.header(name),
-                    _ => h.header_for_variable(name),
+                let found = if KNOWN.contains(&name.as_str()) {
+                    h.header(name)
+                } else {
+                    h.header_for_variable(name)
                 };
                 if let Some(val) = found {
                     out.extend_from_slice(val)
                 }
+            }
+            Var::JoinedHeader(name, sep) => {
+                h.joined_header(name, sep, out);
             }
             Var::Cookie(name) => {
                 if let Some(val) = self.cookie(name) {

@@ -29,6 +29,9 @@ pub enum Var {
     Host,
     Hostname,
     HttpHeader(String),
+    /// `$http_cookie` and `$http_x_forwarded_for`: every such header, joined by the
+    /// separator, as nginx 1.22 reads a repeated one.
+    JoinedHeader(String, &'static [u8]),
     IsArgs,
     Arg(String),
     Msec,
@@ -149,6 +152,7 @@ impl Var {
         matches!(
             self,
             Var::HttpHeader(_)
+                | Var::JoinedHeader(..)
                 | Var::UpstreamHttp(_)
                 | Var::UpstreamCookie(_)
                 | Var::SentTrailer(_)
@@ -353,7 +357,11 @@ impl Var {
                 .map(|rest| rest.to_ascii_lowercase().replace('_', "-"))
         };
         if let Some(h) = header("http_") {
-            return Some(Var::HttpHeader(h));
+            return Some(match h.as_str() {
+                "cookie" => Var::JoinedHeader(h, b"; "),
+                "x-forwarded-for" => Var::JoinedHeader(h, b", "),
+                _ => Var::HttpHeader(h),
+            });
         }
         if let Some(h) = header("upstream_http_") {
             names
