@@ -1251,3 +1251,47 @@ fn remote_user_is_read_from_basic_credentials_as_nginx_reads_them() {
         assert_eq!(ours, nginx, "portcullis against nginx");
     }
 }
+
+/// `recursive_error_pages` is read where the first error happens: a target that fails again
+/// is answered by its own error_page only if that first location allowed it. A page whose
+/// target fails sends the target's error status, not the one `=code` asked for. Internal
+/// redirects that run out end in a 500 even where error pages may recurse.
+#[test]
+fn recursive_error_pages_and_failing_targets_as_nginx() {
+    let http = r#"
+    server {
+        listen 127.0.0.1:{PORT0};
+        recursive_error_pages on;
+        error_page 500 /loop;
+        location /loop { rewrite ^ /loop2 last; }
+        location /loop2 { rewrite ^ /loop last; }
+        location /off { error_page 404 /on; recursive_error_pages off; return 404; }
+        location /on { recursive_error_pages on; error_page 404 /page; return 404; }
+        location /page { return 200 "page\n"; }
+        location /on2 { error_page 404 /off2; recursive_error_pages on; return 404; }
+        location /off2 { recursive_error_pages off; error_page 404 /page; return 404; }
+        location /code { error_page 404 =410 /fails; return 404; }
+        location /fails { return 503; }
+        location /code_text { error_page 404 =410 /text; return 404; }
+        location /text { return 503 "text\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, status, body) in [
+            ("/loop", 500, None),
+            ("/off", 404, None),
+            ("/on2", 404, Some("page\n")),
+            ("/code", 503, None),
+            ("/code_text", 410, Some("text\n")),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.status, status, "{kind} {path}: {}", r.body_text());
+            if let Some(body) = body {
+                assert_eq!(r.body_text(), body, "{kind} {path}");
+            }
+        }
+    }
+}

@@ -1942,10 +1942,7 @@ impl<'a> Request<'a> {
         // nginx finishes a redirect as it finishes an error: the location's error_page for
         // the status answers it. A URL there is the new Location; a page of the server's
         // own (a URI, a named location) goes out with the redirect's.
-        let page = self.loc.error_pages.iter().any(|p| p.codes.contains(&code))
-            && (!self.error_page_used || self.loc.recursive_error_pages);
-        if page {
-            let mut r = self.error_page_for(code);
+        if let Some(mut r) = self.error_page_for(code) {
             if r.header_value("Location").is_none() && !matches!(r.body, Body::Proxy(_)) {
                 r.header("Location", &value);
             }
@@ -1994,7 +1991,9 @@ impl<'a> Request<'a> {
     /// An error status: the location's error_page for it, else the built-in page. As nginx,
     /// the connection closes after these statuses whatever page answers them.
     pub(crate) fn finalize_error(&mut self, status: u16) -> Response {
-        let mut resp = self.error_page_for(status);
+        let mut resp = self
+            .error_page_for(status)
+            .unwrap_or_else(|| self.error_response(status));
         resp.close |= matches!(status, 400 | 413 | 414 | 500 | 501);
         resp
     }
@@ -2082,13 +2081,18 @@ impl<'a> Request<'a> {
         resp
     }
 
-    fn error_page_for(&mut self, status: u16) -> Response {
+    /// The answer of the location's error_page for `status`, if one answers it. As in nginx,
+    /// none does once the internal redirects are spent, nor after the error pages of a
+    /// location without recursive_error_pages were looked at, whether one matched or not:
+    /// that location's setting decides, not the setting where the page's target fails.
+    fn error_page_for(&mut self, status: u16) -> Option<Response> {
+        if self.error_page_used || self.redirects > MAX_REDIRECTS || self.loc.error_pages.is_empty()
+        {
+            return None;
+        }
         let loc = self.loc.clone();
-        let page = loc.error_pages.iter().find(|p| p.codes.contains(&status));
-        let Some(page) = page.filter(|_| !self.error_page_used || loc.recursive_error_pages) else {
-            return self.error_response(status);
-        };
-        self.error_page_used = true;
+        self.error_page_used = !loc.recursive_error_pages;
+        let page = loc.error_pages.iter().find(|p| p.codes.contains(&status))?;
         let overwrite = page.overwrite;
         self.err_status = match overwrite {
             None => Some(status),
@@ -2104,7 +2108,7 @@ impl<'a> Request<'a> {
                 let mut r = self.error_response(code);
                 r.header("Location", &url);
                 r.location_as_field = true;
-                return r;
+                return Some(r);
             }
             ErrorTarget::Named(n) => {
                 self.named = Some(n.clone());
@@ -2120,19 +2124,18 @@ impl<'a> Request<'a> {
                 self.run_again()
             }
         };
+        // The page goes out with the status error_page gives it, unless its target failed
+        // in turn: then that error's status is sent, as nginx sends it.
         match overwrite {
-            Some(Some(code)) => resp.status = code,
             Some(None) => {}
-            None => {
-                if !resp.is_error {
-                    resp.status = status;
-                }
-            }
+            _ if resp.is_error => {}
+            Some(Some(code)) => resp.status = code,
+            None => resp.status = status,
         }
         if resp.status != 200 {
             resp.strip_validators();
         }
-        resp
+        Some(resp)
     }
 
     fn run_again(&mut self) -> Response {
