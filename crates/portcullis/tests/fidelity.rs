@@ -1295,3 +1295,57 @@ fn recursive_error_pages_and_failing_targets_as_nginx() {
         }
     }
 }
+
+/// nginx's own variables take no value from `set`, `auth_request_set` or a `map`, but for
+/// `$args`, `$limit_rate`, the TLS module's and the prefixed families: the configuration is
+/// refused, with the name as written.
+#[test]
+fn built_in_variables_cannot_be_set() {
+    let cases = [
+        (
+            "location / { set $URI x; }",
+            Some("the duplicate \"URI\" variable"),
+        ),
+        (
+            "location / { set $query_string x; }",
+            Some("the duplicate \"query_string\" variable"),
+        ),
+        (
+            "location / { auth_request_set $upstream_addr x; }",
+            Some("the duplicate \"upstream_addr\" variable"),
+        ),
+        (
+            "map $host $Host { default x; }",
+            Some("the duplicate \"Host\" variable"),
+        ),
+        ("location / { set $args a; set $ssl_protocol x; }", None),
+        (
+            "location / { set $http_x a; set $cookie_c x; set $arg_a x; }",
+            None,
+        ),
+    ];
+    for (config, error) in cases {
+        let http = if config.starts_with("map") {
+            format!("{config} server {{ listen 127.0.0.1:{{PORT0}}; }}")
+        } else {
+            format!("server {{ listen 127.0.0.1:{{PORT0}}; {config} }}")
+        };
+        for kind in kinds() {
+            let Some(binary) = kind.binary() else {
+                continue;
+            };
+            let dir = support::TempDir::new("builtin-t");
+            let text = support::render(&support::main_config(&http), dir.path(), &[1]);
+            let conf = dir.write("nginx.conf", text);
+            let out = support::test_config(std::process::Command::new(binary), dir.path(), &conf);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            match error {
+                Some(error) => assert!(
+                    !out.status.success() && stderr.contains(error),
+                    "{kind} {config}: {stderr}"
+                ),
+                None => assert!(out.status.success(), "{kind} {config}: {stderr}"),
+            }
+        }
+    }
+}

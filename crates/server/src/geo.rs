@@ -66,13 +66,7 @@ impl Module for GeoModule {
     }
 
     fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
-        let targets: Vec<String> = http
-            .iter()
-            .filter(|d| d.name == "geo")
-            .map(|d| target(d).unwrap_or("").to_owned())
-            .collect();
-        names.add_block_targets(me, targets);
-        Ok(())
+        names.add_block_targets(me, http, "geo", |d| target(d).unwrap_or(""))
     }
 
     fn defaults(&self) -> Slot {

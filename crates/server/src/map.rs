@@ -34,7 +34,9 @@ impl Module for MapModule {
     /// last `map` of that name (a later map of the same name replaces an earlier one, as in
     /// nginx).
     fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
-        names.add_block_targets(me, target_names(http));
+        names.add_block_targets(me, http, "map", |d| {
+            d.arg(1).strip_prefix('$').unwrap_or("")
+        })?;
         // The named groups of the regexes are variables, as in nginx.
         for map in http.iter().filter(|d| d.name == "map") {
             for key in map.children() {
@@ -142,14 +144,6 @@ struct RegexKey {
 }
 
 /// The target names of the `map` blocks among `directives`, in order: the index is the map's.
-fn target_names(directives: &[Directive]) -> Vec<String> {
-    directives
-        .iter()
-        .filter(|d| d.name == "map")
-        .map(|d| d.arg(1).strip_prefix('$').unwrap_or("").to_string())
-        .collect()
-}
-
 impl Maps {
     /// Appends the value of map `i`, computing it with `lookup` unless `cache` has it; `set`
     /// gives the named groups of a regex that matched their values.

@@ -33,13 +33,9 @@ impl Module for SplitClientsModule {
     }
 
     fn declare(&self, http: &[Directive], names: &mut Names, me: usize) -> Result<(), ConfigError> {
-        let targets: Vec<String> = http
-            .iter()
-            .filter(|d| d.name == "split_clients")
-            .map(|d| variable_name(d.arg(1)).unwrap_or("").to_owned())
-            .collect();
-        names.add_block_targets(me, targets);
-        Ok(())
+        names.add_block_targets(me, http, "split_clients", |d| {
+            variable_name(d.arg(1)).unwrap_or("")
+        })
     }
 
     fn defaults(&self) -> Slot {

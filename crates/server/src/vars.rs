@@ -265,11 +265,23 @@ impl Names {
         self.modules_first.push((module, resolve));
     }
 
-    /// The variables of a module's blocks (`map`, `geo`, `split_clients`): `targets` holds
-    /// each block's variable in order; a variable's slot is the place of the last block that
-    /// makes it (a later block of the same name replaces an earlier one, as in nginx). They
-    /// are read in place of a `set` variable of the same name.
-    pub fn add_block_targets(&mut self, module: usize, targets: Vec<String>) {
+    /// The variables of a module's blocks (`map`, `geo`, `split_clients`): the `block`
+    /// directives among `http`, each making the variable `target` names; a variable's slot is
+    /// the place of the last block that makes it (a later block of the same name replaces an
+    /// earlier one, as in nginx). They are read in place of a `set` variable of the same name.
+    /// A built-in variable is refused as their target, as nginx refuses it.
+    pub fn add_block_targets(
+        &mut self,
+        module: usize,
+        http: &[Directive],
+        block: &str,
+        target: fn(&Directive) -> &str,
+    ) -> Result<(), ConfigError> {
+        let mut targets = Vec::new();
+        for d in http.iter().filter(|d| d.name == block) {
+            refuse_built_in(d, target(d))?;
+            targets.push(target(d).to_owned());
+        }
         self.add_module_variables_first(
             module,
             Box::new(move |name| {
@@ -277,6 +289,7 @@ impl Names {
                 Some(std::sync::Arc::new(i) as std::sync::Arc<dyn std::any::Any + Send + Sync>)
             }),
         );
+        Ok(())
     }
 
     /// A module's variables of fixed names: a variable's slot is its place in `fixed`.
@@ -553,6 +566,7 @@ pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, Config
     let name = variable_name(d.arg(0))
         .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?;
     refuse_limit_rate(d, name)?;
+    refuse_built_in(d, name)?;
     Ok(SetVar {
         // Declared before compiling, by the module that owns the directive.
         slot: names
@@ -560,6 +574,20 @@ pub(crate) fn compile_set(d: &Directive, names: &Names) -> Result<SetVar, Config
             .ok_or_else(|| ConfigError::at(d, format!("invalid variable name \"{}\"", d.arg(0))))?,
         value: Template::compile(d.arg(1), d, names)?,
     })
+}
+
+/// nginx's own variables take no value from `set`, `map` and the like, but for `$args`,
+/// `$limit_rate` and the TLS module's: a configuration that tries is refused, as nginx
+/// refuses it, rather than have the name read two ways.
+fn refuse_built_in(d: &Directive, name: &str) -> Result<(), ConfigError> {
+    let lower = name.to_ascii_lowercase();
+    let changeable = ["args", "limit_rate"].contains(&lower.as_str()) || lower.starts_with("ssl_");
+    match Var::unset(name, &lower, &Names::default()) {
+        Some(var) if !changeable && !var.is_prefixed() && !matches!(var, Var::Capture(_)) => Err(
+            ConfigError::at(d, format!("the duplicate \"{name}\" variable")),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// nginx's `$limit_rate` is the request's own: `set` (rewrite's) changes the rate; a `map` or
