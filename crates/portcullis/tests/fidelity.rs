@@ -1349,3 +1349,49 @@ fn built_in_variables_cannot_be_set() {
         }
     }
 }
+
+/// `return` with a text sends it whatever the status, 444, 408 and 499 too; without one
+/// those close the connection. An upstream's 499 goes out as it came. `return 304;` has a
+/// type and a length of 0, as nginx's.
+#[test]
+fn return_texts_of_closing_statuses_and_304_as_nginx() {
+    let upstream =
+        head_upstream(|_, _| b"HTTP/1.1 499 Whatever\r\nContent-Length: 3\r\n\r\nup\n".to_vec());
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location /444t {{ return 444 "t"; }}
+        location /408t {{ return 408 "t"; }}
+        location /499t {{ return 499 "t"; }}
+        location /444 {{ return 444; }}
+        location /304 {{ return 304; }}
+        location /up {{ proxy_pass http://127.0.0.1:{upstream}; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        for (path, status, body) in [
+            ("/444t", 444, "t"),
+            ("/408t", 408, "t"),
+            ("/499t", 499, "t"),
+            ("/up", 499, "up\n"),
+        ] {
+            let r = get(port, path).expect("GET");
+            assert_eq!(
+                (r.status, r.body_text().as_str()),
+                (status, body),
+                "{kind} {path}"
+            );
+        }
+        assert!(get(port, "/444").is_err(), "{kind}: /444 answered");
+        let r = get(port, "/304").expect("GET /304");
+        assert_eq!(r.status, 304, "{kind}");
+        assert_eq!(r.header("content-length"), Some("0"), "{kind}");
+        assert_eq!(r.header("content-type"), Some("text/plain"), "{kind}");
+    }
+}

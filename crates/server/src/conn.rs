@@ -612,7 +612,7 @@ impl<'c> Connection<'c> {
             req.recode(&mut resp).await;
             // nginx closes without a response (`return 444`, a body filter that failed, 408 and
             // 499), and logs the request with the status.
-            if crate::request::no_response(resp.status) {
+            if crate::request::no_response(&resp) {
                 req.log_access(&resp, 0);
                 return Next::Close;
             }

@@ -509,7 +509,7 @@ async fn respond_to(
     req.not_modified(&mut resp);
     req.add_headers(&mut resp);
     req.recode(&mut resp).await;
-    if crate::request::no_response(resp.status) {
+    if crate::request::no_response(&resp) {
         // nginx closes the stream without a response (`return 444`, or a body filter that
         // failed).
         respond.send_reset(Reason::INTERNAL_ERROR);

@@ -69,13 +69,14 @@ pub(crate) enum Body {
 
 /// The status of a response that goes out as none: the connection (or HTTP/2 stream)
 /// closes instead, as nginx's 444 (`return 444`, a body filter that failed).
-pub(crate) const NO_RESPONSE: u16 = 444;
+const NO_RESPONSE: u16 = 444;
 
-/// Whether a response of `status` goes out as none: 444, and the two nginx ends a request
-/// with at once, 408 (the client was too slow) and 499 (it went away), whatever made them
-/// (`return 408;` too).
-pub(crate) fn no_response(status: u16) -> bool {
-    matches!(status, NO_RESPONSE | 408 | 499)
+/// Whether `resp` goes out as none: a request ended with 444, or with one of the two nginx
+/// ends a request with at once, 408 (the client was too slow) and 499 (it went away),
+/// whatever ended it (`return 408;` too). A response of such a status with a body of its own
+/// (`return 444 "text"`, an upstream's) goes out as it is, as in nginx.
+pub(crate) fn no_response(resp: &Response) -> bool {
+    resp.is_error && matches!(resp.status, NO_RESPONSE | 408 | 499)
 }
 
 pub(crate) struct Response {
@@ -184,6 +185,13 @@ impl Response {
             chunked: false,
             location_as_field: false,
         }
+    }
+
+    /// A request ended without a response (see [`no_response`]).
+    pub(crate) fn none() -> Response {
+        let mut r = Response::new(NO_RESPONSE);
+        r.is_error = true;
+        r
     }
 
     pub(crate) fn header(&mut self, name: &str, value: &[u8]) {

@@ -179,7 +179,7 @@ fn do_return(req: &mut Request<'_>, ret: &Return) -> Step {
                 r.content_type = Some(req.content_type());
                 r.content_length = Some(0);
                 Step::Done(r)
-            } else if *code >= 400 || *code == 304 || (300..400).contains(code) {
+            } else if *code >= 400 || ((300..400).contains(code) && *code != 304) {
                 Step::Status(*code)
             } else {
                 let mut r = Response::new(*code);

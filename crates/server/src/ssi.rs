@@ -179,7 +179,7 @@ fn filter<'x>(
         };
         let Ok(out) = run::run(req, c, &body, resp.content_type.as_ref()).await else {
             // As nginx, which ends such a response without an answer.
-            *resp = Response::new(crate::request::NO_RESPONSE);
+            *resp = Response::none();
             return;
         };
         let out = bytes::Bytes::from(out);

@@ -127,7 +127,7 @@ impl<D: Downstream> Downstream for Filtered<'_, '_, D> {
             .map(|t| std::sync::Arc::from(String::from_utf8_lossy(t).as_ref()));
         resp.body = Body::Bytes(self.body.split().freeze());
         self.req.body_filters(&mut resp).await;
-        if resp.status == crate::request::NO_RESPONSE {
+        if crate::request::no_response(&resp) {
             // The filter failed the response: nothing of it goes out, as in nginx.
             return Err(io::Error::other("the response's body filter failed"));
         }
