@@ -1298,10 +1298,14 @@ fn recursive_error_pages_and_failing_targets_as_nginx() {
 
 /// nginx's own variables take no value from `set`, `auth_request_set` or a `map`, but for
 /// `$args`, `$limit_rate`, the TLS module's and the prefixed families: the configuration is
-/// refused, with the name as written.
+/// refused, with the name as written. A `${name}` holds only a name's characters.
 #[test]
-fn built_in_variables_cannot_be_set() {
+fn variables_are_refused_where_nginx_refuses_them() {
     let cases = [
+        (
+            "location / { return 200 \"${http_x-y}\"; }",
+            Some("the closing bracket in \"http_x\" variable is missing"),
+        ),
         (
             "location / { set $URI x; }",
             Some("the duplicate \"URI\" variable"),

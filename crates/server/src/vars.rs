@@ -631,25 +631,28 @@ impl Template {
                 continue;
             }
             i += 1;
+            let name_len = |from: usize| {
+                bytes[from..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+                    .count()
+            };
             let (name, end) = if matches!(bytes.get(i), Some(b'1'..=b'9')) {
                 // As nginx, `$1` is one digit: `$1_thumb` and `$12` are `$1` and text.
                 (&text[i..i + 1], i + 1)
             } else if bytes.get(i) == Some(&b'{') {
-                let close = text[i..].find('}').ok_or_else(|| {
-                    ConfigError::at(
+                // The name's characters up to the `}`: anything else there is an error.
+                let len = name_len(i + 1);
+                let name = &text[i + 1..i + 1 + len];
+                if bytes.get(i + 1 + len) != Some(&b'}') {
+                    return Err(ConfigError::at(
                         d,
-                        format!(
-                            "the closing bracket in \"{}\" variable is missing",
-                            &text[i + 1..]
-                        ),
-                    )
-                })?;
-                (&text[i + 1..i + close], i + close + 1)
+                        format!("the closing bracket in \"{name}\" variable is missing"),
+                    ));
+                }
+                (name, i + len + 2)
             } else {
-                let len = bytes[i..]
-                    .iter()
-                    .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
-                    .count();
+                let len = name_len(i);
                 (&text[i..i + len], i + len)
             };
             if name.is_empty() {
