@@ -2333,7 +2333,7 @@ impl<'a> Request<'a> {
     pub(crate) fn has_var(&self, v: &Var) -> bool {
         match v {
             Var::HttpHeader(name) => self.head.header_for_variable(name).is_some(),
-            Var::JoinedHeader(name, _) => self.head.header(name).is_some(),
+            Var::NamedHeader(name) | Var::JoinedHeader(name, _) => self.head.header(name).is_some(),
             Var::Arg(name) => self.arg(name.as_bytes()).is_some(),
             Var::Cookie(name) => self.cookie(name).is_some(),
             Var::Set(slot) => self.vars.borrow().get(*slot).is_some_and(Option::is_some),
@@ -2367,15 +2367,12 @@ impl<'a> Request<'a> {
                 None => out.extend_from_slice(self.server.name.as_bytes()),
             },
             Var::HttpHeader(name) => {
-                // nginx reads these from the header it knows by name, never from one spelt
-                // with `_` (underscores_in_headers on); the others from any spelling.
-                const KNOWN: [&str; 4] = ["host", "user-agent", "referer", "via"];
-                let found = if KNOWN.contains(&name.as_str()) {
-                    h.header(name)
-                } else {
-                    h.header_for_variable(name)
-                };
-                if let Some(val) = found {
+                if let Some(val) = h.header_for_variable(name) {
+                    out.extend_from_slice(val)
+                }
+            }
+            Var::NamedHeader(name) => {
+                if let Some(val) = h.header(name) {
                     out.extend_from_slice(val)
                 }
             }

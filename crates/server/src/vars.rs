@@ -28,7 +28,12 @@ pub enum Var {
     RequestId,
     Host,
     Hostname,
+    /// `$http_name`: the first header of the name, spelt with `-` or `_`.
     HttpHeader(String),
+    /// `$http_host`, `$http_user_agent`, `$http_referer` and `$http_via`: nginx reads these
+    /// from the header it knows by name, never from one spelt with `_`
+    /// (underscores_in_headers on).
+    NamedHeader(String),
     /// `$http_cookie` and `$http_x_forwarded_for`: every such header, joined by the
     /// separator, as nginx 1.22 reads a repeated one.
     JoinedHeader(String, &'static [u8]),
@@ -152,6 +157,7 @@ impl Var {
         matches!(
             self,
             Var::HttpHeader(_)
+                | Var::NamedHeader(_)
                 | Var::JoinedHeader(..)
                 | Var::UpstreamHttp(_)
                 | Var::UpstreamCookie(_)
@@ -373,6 +379,7 @@ impl Var {
             return Some(match h.as_str() {
                 "cookie" => Var::JoinedHeader(h, b"; "),
                 "x-forwarded-for" => Var::JoinedHeader(h, b", "),
+                "host" | "user-agent" | "referer" | "via" => Var::NamedHeader(h),
                 _ => Var::HttpHeader(h),
             });
         }
@@ -757,14 +764,14 @@ mod tests {
     #[test]
     fn compiles_plain_braced_and_header_variables() {
         let t = Template::compile(
-            "a $uri-${host}x $http_user_agent $1",
+            "a $uri-${host}x $http_user_agent $http_x_y $1",
             &d(),
             &Names::default(),
         )
         .unwrap();
         assert_eq!(
             eval(&t),
-            "a <Uri>-<Host>x <HttpHeader(\"user-agent\")> <Capture(1)>"
+            "a <Uri>-<Host>x <NamedHeader(\"user-agent\")> <HttpHeader(\"x-y\")> <Capture(1)>"
         );
         assert_eq!(
             Template::compile("plain", &d(), &Names::default())
