@@ -1331,3 +1331,54 @@ fn version_1_and_ca_client_certificates_verify_as_nginx() {
     }
     support::compare(&seen);
 }
+
+/// The server a TLS name chooses gives its `merge_slashes` to the connection's requests
+/// until their Host is read, as the default server does without a name: with the name,
+/// `//private/x` is merged and refused whatever the default's setting; without it, the
+/// default's `off` keeps the slashes.
+#[test]
+fn merge_slashes_is_the_server_the_tls_name_chose() {
+    if !openssl_available() {
+        skip("the openssl command is not installed");
+        return;
+    }
+    let pki = Pki::new();
+    let pair = pki.self_signed("ec", KeyKind::P256, "localhost");
+    let (cert, key) = (pair.cert.display(), pair.key.display());
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}} ssl default_server;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        merge_slashes off;
+        location / {{ return 200 "default uri=$uri\n"; }}
+    }}
+    server {{
+        listen 127.0.0.1:{{PORT0}} ssl;
+        server_name app.test;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location /private/ {{ deny all; }}
+        location / {{ return 200 "app uri=$uri\n"; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(&http)) else {
+            continue;
+        };
+        let named = s_client(
+            server.port(0),
+            &["-servername", "app.test"],
+            &request("app.test", "//private/x"),
+        );
+        assert!(named.contains("HTTP/1.1 403"), "{kind}: {named}");
+        let unnamed = s_client(
+            server.port(0),
+            &["-noservername"],
+            &request("app.test", "//private/x"),
+        );
+        assert!(unnamed.contains("app uri=//private/x"), "{kind}: {unnamed}");
+    }
+}

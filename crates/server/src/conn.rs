@@ -186,12 +186,10 @@ async fn start<'g>(
     } else {
         (Stream::Plain(stream), None, None)
     };
-    let before_host = match tls.as_ref().and_then(|t| t.server_name.as_deref()) {
-        Some(name) => listen.servers.find(Some(name)),
-        None => default,
-    };
     let info = ConnInfo {
-        merge_slashes: before_host.merge_slashes,
+        merge_slashes: tls
+            .as_ref()
+            .map_or(default.merge_slashes, |t| t.merge_slashes),
         id: worker.shared.next_connection(),
         peer,
         local: listen.addr,

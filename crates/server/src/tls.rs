@@ -61,6 +61,9 @@ pub(crate) struct TlsInfo {
     pub refuse: Option<u16>,
     /// Whether ALPN chose HTTP/2.
     pub h2: bool,
+    /// `merge_slashes` of the server the name chose, which nginx's requests keep until
+    /// their Host names a server.
+    pub merge_slashes: bool,
 }
 
 /// The cipher suites and groups of a client's hello, by number, for `$ssl_ciphers` and
@@ -215,6 +218,7 @@ pub(crate) async fn accept(stream: TcpStream, listen: &Listen, timeout: Duration
         client_cert,
         refuse,
         h2: session.alpn_protocol() == Some(b"h2"),
+        merge_slashes: server.merge_slashes,
     };
     Start::Tls(Stream::Tls(Box::new(stream)), Rc::new(info))
 }
