@@ -93,7 +93,8 @@ pub(crate) struct ServerNames {
     leading: Vec<(String, Arc<ServerConf>)>,
     /// `www.example.*` as "www.example.", longest first.
     trailing: Vec<(String, Arc<ServerConf>)>,
-    regex: Vec<(regex::Regex, Arc<ServerConf>)>,
+    /// Each server name regex as its place among its server's `name_regexes`.
+    regex: Vec<(usize, Arc<ServerConf>)>,
 }
 
 impl ServerNames {
@@ -120,8 +121,8 @@ impl ServerNames {
                 return s;
             }
         }
-        for (re, s) in &self.regex {
-            if re.is_match(host) {
+        for (i, s) in &self.regex {
+            if s.name_regexes[*i].0.is_match(host.as_bytes()) {
                 return s;
             }
         }
@@ -666,8 +667,14 @@ impl Builder {
             };
             for e in &list {
                 let (conf, bits, _) = &compiled[e.server];
+                let mut regexes = 0;
                 for n in &bits.names {
-                    add_server_name(&mut names, n, conf, &self.hostname)?;
+                    if n.starts_with('~') {
+                        names.regex.push((regexes, conf.clone()));
+                        regexes += 1;
+                    } else {
+                        add_server_name(&mut names, n, conf, &self.hostname);
+                    }
                 }
             }
             names
@@ -727,10 +734,20 @@ impl Builder {
         let mut touched = HashSet::new();
         let mut locations = Vec::new();
         let mut types = None;
+        let mut name_regexes = Vec::new();
         for d in s.children() {
             match d.name.as_str() {
                 "listen" => bits.listens.push(listen(d)?),
-                "server_name" => bits.names.extend(d.args.iter().map(|a| a.value.clone())),
+                "server_name" => {
+                    for re in d.args.iter().filter_map(|a| a.value.strip_prefix('~')) {
+                        let re = regex::bytes::Regex::new(re).map_err(|e| {
+                            ConfigError::at(d, crate::location::regex_error(re, &e))
+                        })?;
+                        let slots = named_slots(re.capture_names(), &self.names);
+                        name_regexes.push((re, slots));
+                    }
+                    bits.names.extend(d.args.iter().map(|a| a.value.clone()));
+                }
                 "location" => locations.push(d),
                 "types" => add_types(&mut types, d, &mut self.warnings),
                 _ => self.loc_directive(&mut conf, d, &mut touched)?,
@@ -787,16 +804,6 @@ impl Builder {
         for l in locations {
             self.location(&conf, l, &mut tree)?;
         }
-        // An invalid regex is reported where the server names are compiled.
-        let name_regexes: Vec<_> = bits
-            .names
-            .iter()
-            .filter_map(|n| regex::bytes::Regex::new(n.strip_prefix('~')?).ok())
-            .map(|re| {
-                let slots = named_slots(re.capture_names(), &self.names);
-                (re, slots)
-            })
-            .collect();
         let name_groups = name_regexes.iter().any(|(re, _)| re.captures_len() > 1);
         let plain_names = bits
             .names
@@ -1404,22 +1411,9 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfigError> {
     Ok(out)
 }
 
-fn add_server_name(
-    names: &mut ServerNames,
-    name: &str,
-    conf: &Arc<ServerConf>,
-    hostname: &str,
-) -> Result<(), ConfigError> {
-    let name = name.replace("$hostname", hostname);
-    if let Some(re) = name.strip_prefix('~') {
-        let re = regex::Regex::new(re).map_err(|e| ConfigError {
-            message: format!("invalid server name regex \"{re}\": {e}"),
-            span: None,
-        })?;
-        names.regex.push((re, conf.clone()));
-        return Ok(());
-    }
-    let name = name.to_ascii_lowercase();
+/// Adds `name`, a server name that is not a regex, of the server `conf`.
+fn add_server_name(names: &mut ServerNames, name: &str, conf: &Arc<ServerConf>, hostname: &str) {
+    let name = name.replace("$hostname", hostname).to_ascii_lowercase();
     if let Some(rest) = name.strip_prefix("*.") {
         names.leading.push((format!(".{rest}"), conf.clone()));
     } else if let Some(rest) = name.strip_prefix('.') {
@@ -1434,7 +1428,6 @@ fn add_server_name(
         // The first server to claim a name keeps it, as in nginx (which warns on the second).
         names.exact.entry(name).or_insert_with(|| conf.clone());
     }
-    Ok(())
 }
 
 /// Whether `host` is `name`, a server name that is not a regex: `example.com`, `*.example.com`,
