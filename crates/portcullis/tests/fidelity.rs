@@ -165,7 +165,7 @@ fn upstream_header_length_and_request_body_variables() {
 #[test]
 fn directory_redirects_are_escaped_as_nginx_escapes_them() {
     let docroot = support::TempDir::new("dir-redirects");
-    for dir in ["dir sp", "a%b", "\u{fc}"] {
+    for dir in ["dir sp", "a%b", "\u{fc}", "q\"{x"] {
         std::fs::create_dir_all(docroot.path().join(dir)).expect("mkdir");
     }
     let http = format!(
@@ -182,6 +182,7 @@ fn directory_redirects_are_escaped_as_nginx_escapes_them() {
             ("/%C3%BC", "/%C3%BC/"),
             ("/dir%20sp?x=1", "/dir%20sp/?x=1"),
             ("/dir%20sp?", "/dir%20sp/"),
+            ("/q%22%7Bx", "/q%22%7Bx/"),
         ] {
             let r = get(server.port(0), path).expect("GET");
             assert_eq!(r.status, 301, "{kind} {path}");
@@ -1397,5 +1398,71 @@ fn return_texts_of_closing_statuses_and_304_as_nginx() {
         assert_eq!(r.status, 304, "{kind}");
         assert_eq!(r.header("content-length"), Some("0"), "{kind}");
         assert_eq!(r.header("content-type"), Some("text/plain"), "{kind}");
+    }
+}
+
+/// The URI a proxied request is sent with, as nginx builds it: after a `rewrite ... break`
+/// the whole new URI, without the proxy_pass URI part; escaped with nginx's table when the
+/// client's had an escape or it was changed here, else as it came. A rewrite's captures in
+/// the arguments are escaped with the same table.
+#[test]
+fn proxied_uris_after_rewrites_and_escapes_as_nginx() {
+    let upstream = head_upstream(|_, head| {
+        let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+        let mut r = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+            line.len() + 1
+        )
+        .into_bytes();
+        r.extend_from_slice(line);
+        r.push(b'\n');
+        r
+    });
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location /rw/ {{
+            rewrite ^/rw/(.*)$ /new/$1 break;
+            proxy_pass http://127.0.0.1:{upstream}/ignored/;
+        }}
+        location /api/ {{
+            rewrite ^/api/(.*)$ /$1 break;
+            proxy_pass http://127.0.0.1:{upstream}/;
+        }}
+        location /if/ {{
+            if ($arg_a) {{ rewrite ^ /changed break; }}
+            proxy_pass http://127.0.0.1:{upstream}/base/;
+        }}
+        location /b/ {{ proxy_pass http://127.0.0.1:{upstream}/x/; }}
+        location /args/ {{ rewrite ^/args/(.*)$ /show?x=$1 last; }}
+        location /show {{ return 200 "args=$args\n"; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for (path, body) in [
+            ("/rw/p?q=2", "GET /new/p?q=2 HTTP/1.0\n"),
+            ("/api/v1/users?id=3", "GET /v1/users?id=3 HTTP/1.0\n"),
+            ("/if/x?a=1", "GET /changed?a=1 HTTP/1.0\n"),
+            ("/if/x?b=1", "GET /base/x?b=1 HTTP/1.0\n"),
+            (
+                "/b/a%22%3C%3E%5C%5E%60%7B%7C%7Db",
+                "GET /x/a%22%3C%3E%5C%5E%60%7B%7C%7Db HTTP/1.0\n",
+            ),
+            ("/b/a%20b", "GET /x/a%20b HTTP/1.0\n"),
+            ("/b/a{b}", "GET /x/a{b} HTTP/1.0\n"),
+            ("/args/a%22b%7Bc%26d", "args=x=a%22b%7Bc%26d\n"),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(
+                (r.status, r.body_text().as_str()),
+                (200, body),
+                "{kind} {path}"
+            );
+        }
     }
 }

@@ -259,13 +259,17 @@ fn plan(req: &mut Request<'_>, pass: &Arc<ProxyPass>, settings: &Arc<ProxySettin
         }
         (_, fixed) => {
             let mut rest: &[u8] = req.uri();
-            if let Some(part) = fixed {
+            if let Some(part) = fixed.as_ref().filter(|_| req.location_uri()) {
                 head.put_slice(part);
                 if let Some(r) = req.uri().strip_prefix(pass.location.as_bytes()) {
                     rest = r;
                 }
             }
-            crate::vars::escape(rest, &mut head, crate::vars::Escape::Uri);
+            if req.uri_needs_escape() {
+                crate::vars::escape(rest, &mut head, crate::vars::Escape::Uri);
+            } else {
+                head.put_slice(rest);
+            }
             // As nginx, no `?` for empty arguments (`set $args ""`).
             if let Some(a) = req.args().filter(|a| !a.is_empty()) {
                 head.put_u8(b'?');

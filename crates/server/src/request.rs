@@ -882,6 +882,9 @@ pub(crate) struct Request<'a> {
     /// A `set $args` gave the request new arguments: as after an internal redirect, a
     /// proxied request's URI is made from `$uri` and `$args`, not taken from the request line.
     args_set: bool,
+    /// Whether the URI is still the one its location was chosen for: a `rewrite ... break`
+    /// changes it in place (nginx's `valid_location`).
+    location_uri: bool,
     /// The server's rewrite directives are due: at the start and after an internal redirect.
     server_rewrite: bool,
     redirects: u32,
@@ -1003,6 +1006,7 @@ impl<'a> Request<'a> {
             named: None,
             internal: false,
             args_set: false,
+            location_uri: true,
             server_rewrite: true,
             redirects: 0,
             error_page_used: false,
@@ -1369,6 +1373,20 @@ impl<'a> Request<'a> {
     pub(crate) fn rewrite_uri(&mut self, uri: Vec<u8>) {
         self.uri = uri;
         self.internal = true;
+        self.location_uri = false;
+    }
+
+    /// Whether the URI is still the one its location was chosen for, so that a proxy_pass
+    /// URI part replaces the location's prefix in it; after a `rewrite ... break` the URI
+    /// goes upstream whole, as nginx sends it.
+    pub(crate) fn location_uri(&self) -> bool {
+        self.location_uri
+    }
+
+    /// Whether the URI is sent escaped when a proxied request's is built from it: when the
+    /// client's had an escape, or it was changed here (nginx's `quoted_uri || internal`).
+    pub(crate) fn uri_needs_escape(&self) -> bool {
+        self.internal || self.head.path().contains(&b'%')
     }
 
     /// The captures of a regex matched against `subject`, for `$1` to `$9`; `None` clears
@@ -1518,6 +1536,7 @@ impl<'a> Request<'a> {
             }
         }
         let mut slash_redirect = false;
+        self.location_uri = true;
         if let Some(name) = self.named.take() {
             match self.server.named_location(&name) {
                 Some(l) => self.loc = l.clone(),

@@ -525,7 +525,8 @@ impl Var {
 /// Which of nginx's `ngx_escape_uri` tables an [`escape`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Escape {
-    /// NGX_ESCAPE_URI: controls, space, `#`, `%`, `?` and bytes from 0x7f.
+    /// NGX_ESCAPE_URI: controls, space, `"`, `#`, `%`, `<`, `>`, `?`, `\`, `^`, `{`, `|`,
+    /// `}`, the backtick and bytes from 0x7f (nginx's table since 1.21.1).
     Uri,
     /// NGX_ESCAPE_ARGS: as `Uri`, and `&`, `+`, `;`.
     Args,
@@ -542,8 +543,8 @@ pub(crate) fn escape(value: &[u8], out: &mut impl bytes::BufMut, kind: Escape) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in value {
         let escaped = match kind {
-            Escape::Uri => b <= b' ' || b >= 0x7f || b"#%?".contains(&b),
-            Escape::Args => b <= b' ' || b >= 0x7f || b"#%&+;?".contains(&b),
+            Escape::Uri => b <= b' ' || b >= 0x7f || b"\"#%<>?\\^`{|}".contains(&b),
+            Escape::Args => b <= b' ' || b >= 0x7f || b"\"#%&+;<>?\\^`{|}".contains(&b),
             Escape::Component => !(b.is_ascii_alphanumeric() || b"-._~".contains(&b)),
             Escape::Html => b <= b' ' || b >= 0x7f || b"\"#%'<>\\^`{|}".contains(&b),
         };
