@@ -1466,3 +1466,43 @@ fn proxied_uris_after_rewrites_and_escapes_as_nginx() {
         }
     }
 }
+
+/// Regexes match the URI's bytes as nginx's PCRE does: `%FF` decodes to a byte that is not
+/// UTF-8, and `.` or `[^/]` still match it, so a location, `if`, `map` or `rewrite` regex
+/// is not stepped around by one.
+#[test]
+fn regexes_match_bytes_that_are_not_utf8() {
+    let http = r#"
+    map $uri $m { ~^/mp/.*$ matched; default unmatched; }
+    server {
+        listen 127.0.0.1:{PORT0};
+        location / { return 200 "open\n"; }
+        location ~ ^/priv/.*\.txt$ { return 403; }
+        location ~ ^/cls/[^/]+$ { return 403; }
+        location /if/ { if ($uri ~ "^/if/.*$") { return 403; } return 200 "open\n"; }
+        location /mp/ { return 200 "$m\n"; }
+        location /rw/ { rewrite ^/rw/(.*)$ /new/$1 last; }
+        location /new/ { return 200 "new\n"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for (path, status, body) in [
+            ("/priv/%FF.txt", 403, None),
+            ("/priv/%C3%A9.txt", 403, None),
+            ("/cls/a%80b", 403, None),
+            ("/if/%FF", 403, None),
+            ("/mp/%FF", 200, Some("matched\n")),
+            ("/rw/a%E9b", 200, Some("new\n")),
+        ] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(r.status, status, "{kind} {path}: {}", r.body_text());
+            if let Some(body) = body {
+                assert_eq!(r.body_text(), body, "{kind} {path}");
+            }
+        }
+    }
+}
+

@@ -740,7 +740,7 @@ impl Builder {
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => {
                     for re in d.args.iter().filter_map(|a| a.value.strip_prefix('~')) {
-                        let re = regex::bytes::Regex::new(re).map_err(|e| {
+                        let re = crate::location::bytes_regex(re, false).map_err(|e| {
                             ConfigError::at(d, crate::location::regex_error(re, &e))
                         })?;
                         let slots = named_slots(re.capture_names(), &self.names);

@@ -251,14 +251,9 @@ impl Module for GzipModule {
                                 "\"gzip_disable degradation\" is not supported".to_string(),
                             ))
                         }
-                        re => list.push(
-                            regex::bytes::RegexBuilder::new(re)
-                                .case_insensitive(true)
-                                .build()
-                                .map_err(|e| {
-                                    ConfigError::at(d, format!("invalid regex \"{re}\": {e}"))
-                                })?,
-                        ),
+                        re => list.push(crate::location::bytes_regex(re, true).map_err(|e| {
+                            ConfigError::at(d, format!("invalid regex \"{re}\": {e}"))
+                        })?),
                     }
                 }
                 c.disable = Arc::new(list);

@@ -105,6 +105,23 @@ pub(crate) fn named_groups(pattern: &str, out: &mut Vec<String>) {
     }
 }
 
+/// A regex as nginx's PCRE runs one: on bytes, not UTF-8 text, so that `.` and `[^/]` match
+/// every byte of a URI (`%FF` decodes to one that is not UTF-8: a location, `if` or `map`
+/// regex must not miss it), and `\w`, `\d` and caseless matching are ASCII's. A pattern
+/// that needs Unicode (`\p{L}`, a class with letters past ASCII) is compiled with it.
+pub(crate) fn bytes_regex(
+    pattern: &str,
+    caseless: bool,
+) -> Result<regex::bytes::Regex, regex::Error> {
+    let build = |unicode| {
+        RegexBuilder::new(pattern)
+            .case_insensitive(caseless)
+            .unicode(unicode)
+            .build()
+    };
+    build(false).or_else(|_| build(true))
+}
+
 /// A location's regex. PCRE's look-around (`location ~ /\.(?!well-known)`, h5bp's rule for
 /// hidden files) and backreferences are beyond the `regex` crate, which runs every other pattern in linear time;
 /// a pattern that needs it is run by `fancy-regex` (backtracking, as PCRE), on URIs that are
@@ -117,10 +134,7 @@ pub(crate) enum LocationRegex {
 impl LocationRegex {
     /// The regex of `pattern`; the error is nginx's message.
     pub fn new(pattern: &str, caseless: bool) -> Result<LocationRegex, String> {
-        match RegexBuilder::new(pattern)
-            .case_insensitive(caseless)
-            .build()
-        {
+        match bytes_regex(pattern, caseless) {
             Ok(re) => Ok(LocationRegex::Linear(re)),
             Err(e) => {
                 let fancy = fancy_regex::RegexBuilder::new(pattern)
@@ -401,6 +415,20 @@ mod tests {
 
     fn find(t: &LocationTree<String>, uri: &str) -> Option<String> {
         t.find(uri.as_bytes()).unwrap().map(|m| m.conf.clone())
+    }
+
+    #[test]
+    fn regexes_match_bytes_as_pcre_does() {
+        let re = |p: &str, caseless| bytes_regex(p, caseless).expect(p);
+        // `.` and a negated class match a byte that is not UTF-8.
+        assert!(re(r"^/priv/.*\.txt$", false).is_match(b"/priv/\xff.txt"));
+        assert!(re(r"^/priv/[^/]+$", false).is_match(b"/priv/a\x80b"));
+        // A literal past ASCII is its UTF-8 bytes; caseless matching is ASCII's.
+        assert!(re("^/caf\u{e9}$", false).is_match("/caf\u{e9}".as_bytes()));
+        assert!(re("^/ABC$", true).is_match(b"/abc"));
+        assert!(!re(r"^\w$", false).is_match("\u{e9}".as_bytes()));
+        // What needs Unicode still compiles, with it.
+        assert!(re(r"^\p{L}+$", false).is_match("\u{e9}t\u{e9}".as_bytes()));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use portcullis_config::{ConfigError, Directive};
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 use crate::location::Captures;
 use crate::module::{self, Load, Module, Slot};
@@ -243,9 +243,7 @@ impl Map {
                     Some(rest) => (rest, true),
                     None => (re, false),
                 };
-                let regex = RegexBuilder::new(re)
-                    .case_insensitive(caseless)
-                    .build()
+                let regex = crate::location::bytes_regex(re, caseless)
                     .map_err(|x| ConfigError::at(e, crate::location::regex_error(re, &x)))?;
                 let named = (regex.capture_names().enumerate())
                     .filter_map(|(group, n)| Some((group, names.set_slot(n?)?)))

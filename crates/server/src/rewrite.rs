@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use portcullis_config::{ConfigError, Directive};
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 use bytes::Bytes;
 
@@ -347,9 +347,7 @@ fn compile_regex(
     caseless: bool,
     names: &Names,
 ) -> Result<ScriptRegex, ConfigError> {
-    let regex = RegexBuilder::new(source)
-        .case_insensitive(caseless)
-        .build()
+    let regex = crate::location::bytes_regex(source, caseless)
         .map_err(|e| ConfigError::at(d, crate::location::regex_error(source, &e)))?;
     // Every named group was declared before compiling, by `collect_named_groups`.
     let named = regex

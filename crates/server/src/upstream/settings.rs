@@ -248,9 +248,7 @@ fn tilde_regex(
         Some(p) if !domain => (true, p),
         _ => (domain, pattern),
     };
-    regex::bytes::RegexBuilder::new(pattern)
-        .case_insensitive(caseless)
-        .build()
+    crate::location::bytes_regex(pattern, caseless)
         .map_err(|e| ConfigError::at(d, crate::location::regex_error(pattern, &e)))
 }
 
