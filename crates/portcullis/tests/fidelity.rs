@@ -4,8 +4,11 @@
 //! `WWW-Authenticate`.
 
 mod support;
+#[path = "support/proxy.rs"]
+mod upstreams;
 
 use support::{get, head_upstream, kinds, Server};
+use upstreams::{Reply, Upstream};
 
 const CONFIG: &str = r#"
     server {
@@ -1502,6 +1505,66 @@ fn regexes_match_bytes_that_are_not_utf8() {
             if let Some(body) = body {
                 assert_eq!(r.body_text(), body, "{kind} {path}");
             }
+        }
+    }
+}
+
+/// A body read whole goes again to the upstream of an error_page that answers an
+/// intercepted error: to a named location as the POST it was, and to a URI (where the
+/// request becomes a GET) too, with its length, as nginx sends it.
+#[test]
+fn the_body_goes_to_an_error_pages_upstream_too() {
+    let failing = Upstream::start(|_| {
+        Reply::SendClose(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec())
+    });
+    let echo = Upstream::start(|x| {
+        let line = x.head.lines().next().unwrap_or_default();
+        let length = x.header("content-length").unwrap_or("none");
+        let body = String::from_utf8_lossy(&x.body);
+        Reply::SendClose(upstreams::ok(
+            &format!("{line} length={length} body={body}\n"),
+            "",
+        ))
+    });
+    let (failing, echo) = (failing.port, echo.port);
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        proxy_intercept_errors on;
+        location /named/ {{ error_page 404 = @fallback; proxy_pass http://127.0.0.1:{failing}; }}
+        location /uri/ {{ error_page 404 /fallback/x; proxy_pass http://127.0.0.1:{failing}; }}
+        location /fallback/ {{ proxy_pass http://127.0.0.1:{echo}; }}
+        location @fallback {{ proxy_pass http://127.0.0.1:{echo}; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for (path, status, body) in [
+            (
+                "/named/a",
+                200,
+                "POST /named/a HTTP/1.0 length=5 body=hello\n",
+            ),
+            (
+                "/uri/a",
+                404,
+                "GET /fallback/x HTTP/1.0 length=5 body=hello\n",
+            ),
+        ] {
+            let r = support::request(
+                server.port(0),
+                &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"),
+            )
+            .expect("POST");
+            assert_eq!(
+                (r.status, r.body_text().as_str()),
+                (status, body),
+                "{kind} {path}"
+            );
         }
     }
 }
