@@ -1569,3 +1569,43 @@ fn the_body_goes_to_an_error_pages_upstream_too() {
     }
 }
 
+/// An upstream's header lines go out as nginx writes them, `Name: value` and CRLF: one that
+/// ended in a bare LF, had no space or several after the colon, or spaces after the value.
+#[test]
+fn upstream_header_lines_are_written_as_nginx_writes_them() {
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nX-A: 1\nX-B:2\r\nX-C:   3  \r\nX-E:\r\nX-F: kept\r\nContent-Length: 3\r\n\r\nok\n"
+            .to_vec()
+    });
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location / {{ proxy_pass http://127.0.0.1:{upstream}; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .expect("send");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read");
+        let text = String::from_utf8_lossy(&raw);
+        for line in [
+            "\r\nX-A: 1\r\n",
+            "\r\nX-B: 2\r\n",
+            "\r\nX-C: 3\r\n",
+            "\r\nX-E: \r\n",
+            "\r\nX-F: kept\r\n",
+        ] {
+            assert!(text.contains(line), "{kind}: {line:?} in {text:?}");
+        }
+    }
+}

@@ -22,7 +22,7 @@ pub(crate) trait Fields {
     /// The status, and the reason phrase to show with it (HTTP/1 only).
     fn status(&mut self, code: u16, reason: &[u8]);
     fn field(&mut self, name: &[u8], value: &[u8]);
-    /// A field passed from the upstream unchanged, `line` its whole line with the CRLF.
+    /// A field passed from the upstream unchanged, `line` its whole line with its line end.
     fn line(&mut self, name: &[u8], value: &[u8], line: &[u8]) {
         let _ = line;
         self.field(name, value);
@@ -270,8 +270,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Fields for Client<'_, S> {
         self.out.put_slice(b"\r\n");
     }
 
-    fn line(&mut self, _: &[u8], _: &[u8], line: &[u8]) {
-        self.out.put_slice(line);
+    fn line(&mut self, name: &[u8], value: &[u8], line: &[u8]) {
+        // A line as nginx writes one (`Name: value` and CRLF) goes as it came; another (a
+        // bare LF, no space or more after the colon) is written that way, as nginx does.
+        let written = name.len() + value.len() + 4;
+        if line.len() == written
+            && line.get(name.len() + 1) == Some(&b' ')
+            && line.ends_with(b"\r\n")
+        {
+            self.out.put_slice(line);
+        } else {
+            self.field(name, value);
+        }
     }
 
     fn lines(&mut self, block: &[u8]) {
