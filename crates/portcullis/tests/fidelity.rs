@@ -1609,3 +1609,37 @@ fn upstream_header_lines_are_written_as_nginx_writes_them() {
         }
     }
 }
+
+/// proxy_hide_header hides the upstream's Content-Type too, and a field both hidden and
+/// passed by proxy_pass_header is passed, as in nginx.
+#[test]
+fn hidden_and_passed_upstream_fields_as_nginx() {
+    let upstream = head_upstream(|_, _| {
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/a\r\nX-Powered-By: p\r\nX-D: d\r\nContent-Length: 3\r\n\r\nok\n"
+            .to_vec()
+    });
+    let http = format!(
+        r#"
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        location / {{
+            proxy_hide_header X-D;
+            proxy_hide_header Content-Type;
+            proxy_pass_header X-Powered-By;
+            proxy_hide_header X-Powered-By;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let r = get(server.port(0), "/").expect("GET");
+        assert_eq!(r.body_text(), "ok\n", "{kind}");
+        assert_eq!(r.header("content-type"), None, "{kind}");
+        assert_eq!(r.header("x-d"), None, "{kind}");
+        assert_eq!(r.header("x-powered-by"), Some("p"), "{kind}");
+    }
+}

@@ -315,12 +315,24 @@ impl Request<'_> {
         self.keep_sent_fields(&extra, head, &plan.settings);
         self.add_headers_with(&mut extra, Some(head));
         self.keep_sent_fields(&extra, head, &plan.settings);
+        let passed_any = |name: &[u8]| {
+            s.pass_headers
+                .iter()
+                .any(|p| name.eq_ignore_ascii_case(p.as_bytes()))
+        };
+        // proxy_hide_header hides any field but one proxy_pass_header passes.
+        let hidden = |name: &[u8]| {
+            s.hide_headers
+                .iter()
+                .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+                && !passed_any(name)
+        };
         match (&extra.content_type, head.known(KnownName::ContentType)) {
             (Some(t), _) if upstream_type.as_ref() != Some(t) => {
                 out.field(b"Content-Type", t.as_bytes())
             }
-            (_, Some(raw)) => out.field(b"Content-Type", raw),
-            (_, None) => {}
+            (_, Some(raw)) if !hidden(b"content-type") => out.field(b"Content-Type", raw),
+            _ => {}
         }
         // Trailers (`add_trailer`) end an HTTP/1.1 body chunked: the length goes.
         let chunked_for_trailers = self.expects_trailers() && !plan.head_request && out.trailers();
@@ -354,11 +366,6 @@ impl Request<'_> {
         }
         out.connection(status == 101 && plan.upgrade);
         let replaced = self.replaced_fields(status);
-        let passed_any = |name: &[u8]| {
-            s.pass_headers
-                .iter()
-                .any(|p| name.eq_ignore_ascii_case(p.as_bytes()))
-        };
         for f in head.fields() {
             let name = f.name;
             let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
@@ -387,7 +394,7 @@ impl Request<'_> {
                 }
                 _ => {}
             }
-            if s.hide_headers.iter().any(|h| is(h)) || replaced.iter().any(|r| is(r)) {
+            if hidden(name) || replaced.iter().any(|r| is(r)) {
                 continue;
             }
             if (!s.cookie_domain.is_empty()
