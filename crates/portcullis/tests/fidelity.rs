@@ -31,6 +31,15 @@ fn get_as(port: u16, host: &str, path: &str, fields: &str) -> support::Response 
     support::request(port, &head).expect("GET")
 }
 
+/// `POST path` with `body`, on a connection of its own.
+fn post(port: u16, path: &str, body: &str) -> support::Response {
+    let len = body.len();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n{body}"
+    );
+    support::request(port, &head).expect("POST")
+}
+
 #[test]
 fn no_content_and_intercepted_challenges_as_nginx_sends_them() {
     let upstream = head_upstream(|_, _| {
@@ -629,11 +638,7 @@ fn an_error_page_to_a_uri_is_a_get() {
             ("/uri", 200, "method=GET\n"),
             ("/named", 200, "named method=POST\n"),
         ] {
-            let r = support::request(
-                server.port(0),
-                &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"),
-            )
-            .expect("POST");
+            let r = post(server.port(0), path, "abc");
             assert_eq!(
                 (r.status, r.body_text().as_str()),
                 (status, body),
@@ -1555,11 +1560,7 @@ fn the_body_goes_to_an_error_pages_upstream_too() {
                 "GET /fallback/x HTTP/1.0 length=5 body=hello\n",
             ),
         ] {
-            let r = support::request(
-                server.port(0),
-                &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"),
-            )
-            .expect("POST");
+            let r = post(server.port(0), path, "hello");
             assert_eq!(
                 (r.status, r.body_text().as_str()),
                 (status, body),
