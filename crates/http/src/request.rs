@@ -360,8 +360,13 @@ impl RequestHead {
         &self.bytes
     }
 
-    /// The request line without its line ending: nginx's `$request`. Bytes that are not
-    /// UTF-8 make it fall back to the longest valid prefix.
+    /// The request line without its line ending, as it came: nginx's `$request`.
+    pub fn request_line_bytes(&self) -> &[u8] {
+        self.request_line.of(&self.bytes)
+    }
+
+    /// The request line without its line ending. Bytes that are not UTF-8 make it fall back
+    /// to the longest valid prefix.
     pub fn request_line(&self) -> &str {
         let line = self.request_line.of(&self.bytes);
         match std::str::from_utf8(line) {

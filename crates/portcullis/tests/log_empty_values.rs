@@ -103,3 +103,68 @@ fn logged(kind: Kind, http: &str, log: &str, targets: &[&str], raw: &str) -> Opt
             .collect(),
     )
 }
+
+/// `log_format`'s `escape=json` writes values as JSON string content (and nothing for one
+/// nginx has not), `escape=none` as they came, `escape=default` as the default does; `$request`
+/// is the whole request line, a byte that is not UTF-8 included.
+#[test]
+fn log_format_escapes_and_the_whole_request_line() {
+    let http = r#"
+    log_format j escape=json '{"r":"$request","ua":"$http_user_agent","ref":"$http_referer"}';
+    log_format n escape=none '$request|$http_user_agent|$http_referer|';
+    log_format d escape=default '$request|$http_user_agent|$http_referer|';
+    server {
+        listen 127.0.0.1:{PORT0};
+        access_log {PREFIX}/j.log j;
+        access_log {PREFIX}/n.log n;
+        access_log {PREFIX}/d.log d;
+        location / { return 200 "ok"; }
+    }
+"#;
+    let requests: [&[u8]; 2] = [
+        b"GET /q\"uo\\te?x=\"y\" HTTP/1.0\r\nUser-Agent: ua \"q\" \\b\x01\tz\r\n\r\n",
+        b"GET /a\xffb?c HTTP/1.0\r\n\r\n",
+    ];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &main_config(http)) else {
+            continue;
+        };
+        for raw in requests {
+            use std::io::{Read, Write};
+            let mut s =
+                std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
+            s.write_all(raw).expect("send");
+            let mut answer = Vec::new();
+            s.read_to_end(&mut answer).expect("answer");
+            assert!(
+                answer.starts_with(b"HTTP/1.1 200"),
+                "{kind}: {}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+        let mut lines = Vec::new();
+        for log in ["j.log", "n.log", "d.log"] {
+            let path = server.path(log);
+            assert!(
+                support::wait_until(Duration::from_secs(5), || {
+                    support::read_lossy(&path).lines().count() == requests.len()
+                }),
+                "{kind}: {log}"
+            );
+            lines.extend(support::read_lossy(&path).lines().map(String::from));
+        }
+        if kind == Kind::Portcullis {
+            support::expect_lines(
+                &lines,
+                &[
+                    r#"{"r":"GET /q\"uo\\te?x=\"y\" HTTP/1.0","ua":"ua \"q\" \\b\u0001\tz","ref":""}"#,
+                    "GET /a\u{fffd}b?c HTTP/1.0||",
+                    r"GET /a\xFFb?c HTTP/1.0|-|-|",
+                ],
+            );
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

@@ -1,6 +1,7 @@
-//! `ngx_http_log_module`: `log_format` (variables escaped as nginx's `escape=default`) and
-//! `access_log` (a file, `stderr`-less as nginx's, or `syslog:`; `buffer=`, `flush=`, `if=`;
-//! `gzip` is warned of and the lines written uncompressed; `off`), with nginx's default: a
+//! `ngx_http_log_module`: `log_format` (variables escaped as nginx's `escape=default`,
+//! `json` or `none`) and `access_log` (a file, `stderr`-less as nginx's, or `syslog:`;
+//! `buffer=`, `flush=`, `if=`; `gzip` is warned of and the lines written uncompressed;
+//! `off`), with nginx's default: a
 //! level of a server that names no `access_log` anywhere above writes `logs/access.log` in
 //! the `combined` format. A level's `access_log`s replace the inherited ones.
 //!
@@ -107,8 +108,18 @@ impl Module for AccessLogModule {
                         format!("duplicate \"log_format\" name \"{name}\""),
                     ));
                 }
-                let text: String = d.args[1..].iter().map(|a| a.value.as_str()).collect();
-                let format = LogFormat::compile(&text, d, cx.names)?;
+                let mut parts = &d.args[1..];
+                let escape = match parts.first().and_then(|a| a.value.strip_prefix("escape=")) {
+                    Some(how) => {
+                        parts = &parts[1..];
+                        LogEscape::named(how).ok_or_else(|| {
+                            ConfigError::at(d, format!("unknown log format escaping \"{how}\""))
+                        })?
+                    }
+                    None => LogEscape::Default,
+                };
+                let text: String = parts.iter().map(|a| a.value.as_str()).collect();
+                let format = LogFormat::compile(&text, escape, d, cx.names)?;
                 loader.formats.insert(name, Arc::new(format));
             }
             _ => {
@@ -344,10 +355,33 @@ fn target(
     Ok(LogUse { log, condition })
 }
 
-/// A compiled `log_format`. Variable values are escaped as nginx does (`escape=default`).
+/// A compiled `log_format`: its text and how variable values are escaped.
 #[derive(Debug)]
 pub struct LogFormat {
     template: Template,
+    escape: LogEscape,
+}
+
+/// `log_format`'s `escape=`: how a variable's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEscape {
+    /// `"`, `\`, controls and bytes from 0x7f as `\xHH`; a value nginx has not is `-`.
+    Default,
+    /// As a JSON string's content; a value nginx has not is empty.
+    Json,
+    /// As it is; a value nginx has not is empty.
+    None,
+}
+
+impl LogEscape {
+    fn named(how: &str) -> Option<LogEscape> {
+        Some(match how {
+            "default" => LogEscape::Default,
+            "json" => LogEscape::Json,
+            "none" => LogEscape::None,
+            _ => return None,
+        })
+    }
 }
 
 /// nginx's predefined `combined` format.
@@ -356,11 +390,13 @@ const COMBINED: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $
 impl LogFormat {
     pub(crate) fn compile(
         text: &str,
+        escape: LogEscape,
         d: &Directive,
         names: &crate::vars::Names,
     ) -> Result<LogFormat, ConfigError> {
         Ok(LogFormat {
             template: Template::compile(text, d, names)?,
+            escape,
         })
     }
 
@@ -374,7 +410,12 @@ impl LogFormat {
             },
             block: None,
         };
-        match LogFormat::compile(COMBINED, &d, &crate::vars::Names::default()) {
+        match LogFormat::compile(
+            COMBINED,
+            LogEscape::Default,
+            &d,
+            &crate::vars::Names::default(),
+        ) {
             Ok(f) => f,
             Err(_) => unreachable!("the combined format is a constant that compiles"),
         }
@@ -393,16 +434,36 @@ impl LogFormat {
         self.template.eval_into(out, &mut |v, out| {
             raw.clear();
             lookup(v, &mut raw);
-            if raw.is_empty() {
+            match self.escape {
                 // A value nginx has, empty, is written so; one it has not is `-`.
-                if !has(v) {
-                    out.push(b'-');
-                }
-            } else {
-                crate::vars::escape_log(&raw, out);
+                LogEscape::Default if raw.is_empty() && !has(v) => out.push(b'-'),
+                LogEscape::Default => crate::vars::escape_log(&raw, out),
+                LogEscape::Json => escape_json(&raw, out),
+                LogEscape::None => out.extend_from_slice(&raw),
             }
         });
         out.push(b'\n');
+    }
+}
+
+/// Appends `value` as nginx's `escape=json` writes it: `"` and `\` after a backslash, the
+/// controls as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00xx`, every other byte as it is.
+fn escape_json(value: &[u8], out: &mut Vec<u8>) {
+    for &b in value {
+        match b {
+            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0..=0x1f => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+            }
+            _ => out.push(b),
+        }
     }
 }
 

@@ -1126,11 +1126,12 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// `$request`: the request line, with the version the request came with.
-    fn request_line(&self) -> std::borrow::Cow<'_, str> {
-        let line = self.main_head().request_line();
-        match line.strip_suffix("HTTP/1.1").filter(|_| self.http2) {
-            Some(rest) => std::borrow::Cow::Owned(format!("{rest}HTTP/2.0")),
+    /// `$request`: the request line as it came (every byte, UTF-8 or not), with the version
+    /// the request came with.
+    fn request_line(&self) -> std::borrow::Cow<'_, [u8]> {
+        let line = self.main_head().request_line_bytes();
+        match line.strip_suffix(b"HTTP/1.1").filter(|_| self.http2) {
+            Some(rest) => std::borrow::Cow::Owned([rest, b"HTTP/2.0"].concat()),
             None => std::borrow::Cow::Borrowed(line),
         }
     }
@@ -2410,7 +2411,7 @@ impl<'a> Request<'a> {
             } else {
                 b"http"
             }),
-            Var::Request => out.extend_from_slice(self.request_line().as_bytes()),
+            Var::Request => out.extend_from_slice(&self.request_line()),
             // nginx's is the main request's: a subrequest's is its client's method, and an
             // error_page or X-Accel-Redirect to a URI made the request a GET.
             Var::RequestMethod if self.subrequest => {
@@ -2948,7 +2949,7 @@ impl<'a> Request<'a> {
             "{message}, client: {}, server: {}, request: \"{}\"",
             self.peer.ip(),
             self.server.name,
-            self.request_line()
+            String::from_utf8_lossy(&self.request_line())
         );
         if let Some(upstream) = upstream {
             m.push_str(&format!(", upstream: \"{upstream}\""));

@@ -1,8 +1,6 @@
 //! Variables: `$name` in a directive's argument is resolved to a [`Var`] when the configuration
 //! loads, so a request only evaluates a list of literal and variable pieces.
 
-use std::fmt::Write as _;
-
 use portcullis_config::{ConfigError, Directive};
 
 /// A variable known at load time.
@@ -725,11 +723,15 @@ impl Template {
 /// Escapes a value for an access log line as nginx does: `"`, `\`, and bytes below 0x20 or
 /// above 0x7e become `\xHH`.
 pub fn escape_log(value: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in value {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            let mut s = String::with_capacity(4);
-            let _ = write!(s, "\\x{b:02X}");
-            out.extend_from_slice(s.as_bytes());
+            out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]);
         } else {
             out.push(b);
         }
