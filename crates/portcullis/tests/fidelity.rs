@@ -1644,3 +1644,51 @@ fn hidden_and_passed_upstream_fields_as_nginx() {
         assert_eq!(r.header("x-powered-by"), Some("p"), "{kind}");
     }
 }
+
+/// A request answered by an error_page whose target is proxied is logged with the status the
+/// client got, the error's, not the status of the target's upstream.
+#[test]
+fn an_error_page_proxied_is_logged_with_the_errors_status() {
+    let fallback = Upstream::start(|_| Reply::SendClose(upstreams::ok("tiny", "")));
+    let failing = Upstream::start(|_| {
+        Reply::SendClose(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n".to_vec())
+    });
+    let dead = support::free_ports(1)[0];
+    let (fallback, failing) = (fallback.port, failing.port);
+    let http = format!(
+        r#"
+    log_format st '$request_uri $status';
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        access_log {{PREFIX}}/st.log st;
+        location /dead/ {{ error_page 502 /fb/; proxy_pass http://127.0.0.1:{dead}; }}
+        location /int/ {{
+            proxy_intercept_errors on;
+            error_page 500 /fb/;
+            proxy_pass http://127.0.0.1:{failing};
+        }}
+        location /fb/ {{ proxy_pass http://127.0.0.1:{fallback}; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        for (path, status) in [("/dead/x", 502), ("/int/x", 500)] {
+            let r = get(server.port(0), path).expect("GET");
+            assert_eq!(
+                (r.status, r.body_text().as_str()),
+                (status, "tiny"),
+                "{kind} {path}"
+            );
+        }
+        let log = server.path("st.log");
+        let want = ["/dead/x 502", "/int/x 500"];
+        let logged = support::wait_until(std::time::Duration::from_secs(5), || {
+            let text = support::read_lossy(&log);
+            want.iter().all(|w| text.lines().any(|l| l == *w))
+        });
+        assert!(logged, "{kind}: {}", support::read_lossy(&log));
+    }
+}

@@ -1168,7 +1168,7 @@ impl<'c> Connection<'c> {
                 attempts,
             } => {
                 req.set_upstream_attempts(attempts);
-                let mut r = Response::new(status);
+                let mut r = Response::new(req.status_sent(status));
                 r.content_length = Some(body);
                 req.log_access(&r, sent);
                 if keep_alive {

@@ -115,7 +115,7 @@ pub(crate) async fn serve(
         }
     };
     let (sent, body) = down.sent();
-    let mut logged = Response::new(status);
+    let mut logged = Response::new(req.status_sent(status));
     logged.content_length = Some(body);
     req.log_access(&logged, sent);
     Proxied::Done

@@ -260,6 +260,16 @@ impl Request<'_> {
         self.cache_status.set(Some(status.as_str()));
     }
 
+    /// The status the client is sent for an upstream's `status`: an error_page target keeps
+    /// the status of the error it answers (nginx's err_status), unless its `=code` said
+    /// otherwise; a 101 is a protocol switch.
+    pub(crate) fn status_sent(&self, status: u16) -> u16 {
+        match self.err_status {
+            Some(code) if status != 101 => code,
+            _ => status,
+        }
+    }
+
     /// Writes the client's response head for an upstream's `head`: the status line as the
     /// upstream sent it, our Server and Date, the upstream's headers in order without the
     /// hop-by-hop and hidden ones, Location rewritten by proxy_redirect, add_header.
@@ -270,12 +280,7 @@ impl Request<'_> {
         head: &ResponseHead,
     ) {
         let s = &plan.settings;
-        // An error_page target keeps the status of the error it answers (nginx's
-        // err_status), unless its `=code` said otherwise; a 101 is a protocol switch.
-        let status = match self.err_status {
-            Some(code) if head.status() != 101 => code,
-            _ => head.status(),
-        };
+        let status = self.status_sent(head.status());
         if head.reason().is_empty() || status != head.status() {
             out.status(status, portcullis_http::reason(status).as_bytes());
         } else {
