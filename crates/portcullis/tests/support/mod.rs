@@ -547,15 +547,20 @@ pub struct Client {
 impl Client {
     /// Connects to 127.0.0.1:`port` with [`IO_TIMEOUT`] on reads and writes.
     pub fn connect(port: u16) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", port))
-            .unwrap_or_else(|e| panic!("connect 127.0.0.1:{port}: {e}"));
-        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        stream.set_write_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        Client {
+        Client::try_connect(port).unwrap_or_else(|e| panic!("connect 127.0.0.1:{port}: {e}"))
+    }
+
+    /// [`Client::connect`], with a refused connection an error (a server that reloads may
+    /// refuse one for a moment).
+    pub fn try_connect(port: u16) -> io::Result<Client> {
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_read_timeout(Some(IO_TIMEOUT))?;
+        stream.set_write_timeout(Some(IO_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
             stream,
             buf: Vec::new(),
-        }
+        })
     }
 
     /// The local port, to find this connection on the server side.
@@ -735,7 +740,7 @@ fn parse_head(head: &[u8]) -> io::Result<Response> {
 
 /// Sends `raw` on a new connection to `port` and reads one response.
 pub fn request(port: u16, raw: &str) -> io::Result<Response> {
-    let mut client = Client::connect(port);
+    let mut client = Client::try_connect(port)?;
     client.send(raw.as_bytes())?;
     client.read_response(raw.starts_with("HEAD "))
 }
