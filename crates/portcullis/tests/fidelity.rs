@@ -1646,7 +1646,8 @@ fn hidden_and_passed_upstream_fields_as_nginx() {
 }
 
 /// A request answered by an error_page whose target is proxied is logged with the status the
-/// client got, the error's, not the status of the target's upstream.
+/// client got, the error's, not the status of the target's upstream; `$upstream_status`
+/// shows both exchanges, parted by " : ".
 #[test]
 fn an_error_page_proxied_is_logged_with_the_errors_status() {
     let fallback = Upstream::start(|_| Reply::SendClose(upstreams::ok("tiny", "")));
@@ -1657,7 +1658,7 @@ fn an_error_page_proxied_is_logged_with_the_errors_status() {
     let (fallback, failing) = (fallback.port, failing.port);
     let http = format!(
         r#"
-    log_format st '$request_uri $status';
+    log_format st '$request_uri $status $upstream_status';
     server {{
         listen 127.0.0.1:{{PORT0}};
         access_log {{PREFIX}}/st.log st;
@@ -1684,7 +1685,7 @@ fn an_error_page_proxied_is_logged_with_the_errors_status() {
             );
         }
         let log = server.path("st.log");
-        let want = ["/dead/x 502", "/int/x 500"];
+        let want = ["/dead/x 502 502 : 200", "/int/x 500 500 : 200"];
         let logged = support::wait_until(std::time::Duration::from_secs(5), || {
             let text = support::read_lossy(&log);
             want.iter().all(|w| text.lines().any(|l| l == *w))

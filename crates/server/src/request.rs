@@ -926,11 +926,14 @@ pub(crate) struct Request<'a> {
     /// The upstream response headers the running exchange ignores (`proxy_ignore_headers`,
     /// `fastcgi_ignore_headers`), as `upstream::cache::ignore` bits.
     upstream_ignores: std::cell::Cell<u8>,
-    /// The upstream attempts, for `$upstream_*`.
+    /// The upstream attempts, for `$upstream_*`: those of each exchange of the request (one
+    /// an error_page or X-Accel-Redirect followed, then the next).
     upstream_attempts: Vec<crate::upstream::Attempt>,
-    /// The attempts of the request's earlier exchanges (a round an error_page or
-    /// X-Accel-Redirect followed) and of its subrequests', which `$upstream_*` do not show
-    /// but the peers' counters count.
+    /// Where each exchange's attempts begin among `upstream_attempts` but the first's:
+    /// `$upstream_*` part exchanges with " : ", as nginx does.
+    exchange_starts: Vec<usize>,
+    /// The attempts of the request's subrequests, which `$upstream_*` do not show but the
+    /// peers' counters count.
     other_attempts: std::cell::RefCell<Vec<crate::upstream::Attempt>>,
     /// `$upstream_cache_status`.
     cache_status: std::cell::Cell<Option<&'static str>>,
@@ -1035,6 +1038,7 @@ impl<'a> Request<'a> {
             proxy_port: 0,
             upstream_ignores: std::cell::Cell::new(0),
             upstream_attempts: Vec::new(),
+            exchange_starts: Vec::new(),
             other_attempts: std::cell::RefCell::default(),
             cache_status: Default::default(),
             range_field: Default::default(),
@@ -1273,13 +1277,16 @@ impl<'a> Request<'a> {
         self.other_attempts.borrow().iter().for_each(f);
     }
 
-    /// What the upstream exchange tried, for `$upstream_*` and the access log; an earlier
-    /// round's attempts are kept for the peers' counters.
+    /// What an upstream exchange tried, for `$upstream_*` and the access log, after what
+    /// the request's earlier exchanges tried.
     pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::upstream::Attempt>) {
-        let earlier = std::mem::replace(&mut self.upstream_attempts, attempts);
-        if !earlier.is_empty() {
-            self.other_attempts.get_mut().extend(earlier);
+        if attempts.is_empty() {
+            return;
         }
+        if !self.upstream_attempts.is_empty() {
+            self.exchange_starts.push(self.upstream_attempts.len());
+        }
+        self.upstream_attempts.extend(attempts);
     }
 
     /// A finished subrequest's attempts, counted with the request's.

@@ -794,7 +794,9 @@ impl Request<'_> {
             None => out.push(b'-'),
         };
         for (i, a) in self.upstream_attempts.iter().enumerate() {
-            if i > 0 {
+            if self.exchange_starts.contains(&i) {
+                out.extend_from_slice(b" : ");
+            } else if i > 0 {
                 out.extend_from_slice(b", ");
             }
             match v {
