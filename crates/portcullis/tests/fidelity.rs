@@ -1693,3 +1693,39 @@ fn an_error_page_proxied_is_logged_with_the_errors_status() {
         assert!(logged, "{kind}: {}", support::read_lossy(&log));
     }
 }
+
+/// A body that stops coming for client_body_timeout ends the request with 408: the
+/// connection closes with nothing sent, and the request is logged with 408.
+#[test]
+fn a_body_that_stops_coming_is_a_silent_408() {
+    let upstream = Upstream::start(|_| Reply::SendClose(upstreams::ok("up", "")));
+    let port = upstream.port;
+    let http = format!(
+        r#"
+    log_format st '$request_uri $status';
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        client_body_timeout 1s;
+        access_log {{PREFIX}}/st.log st;
+        location /up {{ proxy_pass http://127.0.0.1:{port}; }}
+    }}
+"#
+    );
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
+        s.write_all(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
+            .expect("send");
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "{kind}: {}", String::from_utf8_lossy(&got));
+        let log = server.path("st.log");
+        let logged = support::wait_until(std::time::Duration::from_secs(5), || {
+            support::read_lossy(&log).lines().any(|l| l == "/up 408")
+        });
+        assert!(logged, "{kind}: {}", support::read_lossy(&log));
+    }
+}

@@ -821,8 +821,8 @@ pub(crate) async fn collect_body<S: AsyncRead + Unpin>(
         BodyKind::None => {}
         BodyKind::Length(n) => {
             while (body.len() as u64) < n {
-                if buf.is_empty() && !read_some(stream, buf, timeout).await {
-                    return Err(400);
+                if buf.is_empty() {
+                    read_more(stream, buf, timeout).await?;
                 }
                 let take = (n - body.len() as u64).min(buf.len() as u64) as usize;
                 body.put_slice(&buf.split_to(take));
@@ -839,11 +839,7 @@ pub(crate) async fn collect_body<S: AsyncRead + Unpin>(
                         body.put_slice(&d);
                     }
                     Ok(Chunk::Done) => break,
-                    Ok(Chunk::NeedMore) => {
-                        if !read_some(stream, buf, timeout).await {
-                            return Err(400);
-                        }
-                    }
+                    Ok(Chunk::NeedMore) => read_more(stream, buf, timeout).await?,
                     Err(_) => return Err(400),
                 }
             }
@@ -939,17 +935,24 @@ async fn read_body<C: AsyncRead + Unpin>(
     buf: &mut BytesMut,
     timeout: Duration,
 ) -> Result<(), BodyError> {
-    buf.reserve(READ_CHUNK);
-    match tokio::time::timeout(timeout, client.read_buf(buf)).await {
-        Ok(Ok(n)) if n > 0 => Ok(()),
-        Err(_) => Err(BodyError::Client(408)),
-        Ok(_) => Err(BodyError::Client(400)),
-    }
+    read_more(client, buf, timeout)
+        .await
+        .map_err(BodyError::Client)
 }
 
-async fn read_some<S: AsyncRead + Unpin>(stream: &mut S, buf: &mut BytesMut, t: Duration) -> bool {
+/// Reads more of a body read whole: `Err` is the status nginx ends the request with, 408
+/// when the client sends nothing for `t` (closed without a response), 400 when it closes.
+async fn read_more<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+    t: Duration,
+) -> Result<(), u16> {
     buf.reserve(READ_CHUNK);
-    matches!(tokio::time::timeout(t, stream.read_buf(buf)).await, Ok(Ok(n)) if n > 0)
+    match tokio::time::timeout(t, stream.read_buf(buf)).await {
+        Ok(Ok(n)) if n > 0 => Ok(()),
+        Err(_) => Err(408),
+        Ok(_) => Err(400),
+    }
 }
 
 /// A connection, the response head, the body bytes read with it, and for FastCGI what was
