@@ -1729,3 +1729,60 @@ fn a_body_that_stops_coming_is_a_silent_408() {
         assert!(logged, "{kind}: {}", support::read_lossy(&log));
     }
 }
+
+/// A head that stops coming is logged as nginx logs it: 408 after client_header_timeout, 400
+/// when the client closes, with what came of the request line, the length of the lines that
+/// came whole and the time waited. A connection that sent nothing is not logged.
+#[test]
+fn heads_that_stop_coming_are_logged() {
+    let http = r#"
+    log_format t '$status $body_bytes_sent $request_length "$request" rt=$request_time';
+    server {
+        listen 127.0.0.1:{PORT0};
+        client_header_timeout 1s;
+        access_log {PREFIX}/t.log t;
+        location / { return 200 "ok"; }
+    }
+"#;
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        use std::io::{Read, Write};
+        let sends: [(&[u8], bool); 4] = [
+            (b"GET /x HTTP/1.1\r\nHost: a\r\n", false),
+            (b"GET", false),
+            (b"GET /shut HTTP/1.1\r\nHost: a\r\n", true),
+            (b"", false),
+        ];
+        for (bytes, shut) in sends {
+            let mut s =
+                std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
+            s.write_all(bytes).expect("send");
+            if shut {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            assert!(got.is_empty(), "{kind}: {}", String::from_utf8_lossy(&got));
+        }
+        let log = server.path("t.log");
+        let want = [
+            r#"408 0 26 "GET /x HTTP/1.1" rt=1."#,
+            r#"408 0 0 "GET" rt=1."#,
+            r#"400 0 29 "GET /shut HTTP/1.1" rt=0."#,
+        ];
+        let logged = support::wait_until(std::time::Duration::from_secs(5), || {
+            support::read_lossy(&log).lines().count() >= want.len()
+        });
+        let text = support::read_lossy(&log);
+        assert!(logged, "{kind}: {text}");
+        for w in want {
+            assert!(
+                text.lines().any(|l| l.starts_with(w)),
+                "{kind}: no {w:?} in\n{text}"
+            );
+        }
+        assert_eq!(text.lines().count(), want.len(), "{kind}: {text}");
+    }
+}

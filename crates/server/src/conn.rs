@@ -312,6 +312,17 @@ enum Proxied {
     Answer(Response),
 }
 
+/// What the access log line of a request refused before its head was parsed says.
+#[derive(Clone, Copy)]
+struct Refused {
+    status: u16,
+    /// Bytes sent, and of them the body's.
+    sent: u64,
+    body: u64,
+    /// For a head that stopped coming: when its first byte came.
+    waited: Option<Instant>,
+}
+
 /// One proxy round of a request: the first, or an error_page target proxied after an
 /// earlier round was answered with an error.
 struct Round {
@@ -661,6 +672,21 @@ impl<'c> Connection<'c> {
         }
     }
 
+    /// Logs a head that stopped coming, as nginx logs it: 408 when it timed out, 400 when the
+    /// client closed, each with what came of it. A connection that sent nothing is not a
+    /// request.
+    fn log_unfinished_head(&self, server: &ServerConf, status: u16, first_byte: Option<Instant>) {
+        if let Some(since) = first_byte {
+            let refused = Refused {
+                status,
+                sent: 0,
+                body: 0,
+                waited: Some(since),
+            };
+            self.log_refused(server, &refused);
+        }
+    }
+
     /// Reads until a whole head is parsed. The first bytes of a request may take
     /// `keepalive_timeout` to come (after the first request) or `client_header_timeout`; the
     /// rest of the head must come within `client_header_timeout` of the first byte.
@@ -672,6 +698,8 @@ impl<'c> Connection<'c> {
     ) -> HeadRead {
         // The head's deadline, once its first bytes came.
         let mut deadline = None;
+        let first_byte =
+            |deadline: Option<Instant>| deadline.map(|d: Instant| d - server.client_header_timeout);
         // Between requests: the wait's deadline, and the worker's ticks when it began.
         let mut waiting = None;
         let plain = matches!(self.stream, Stream::Plain(_));
@@ -739,6 +767,7 @@ impl<'c> Connection<'c> {
                 Ok(Waited::Read(Ok(_))) => {
                     if !idle {
                         self.log(Level::Info, "client prematurely closed connection while reading client request line");
+                        self.log_unfinished_head(server, 400, first_byte(deadline));
                     }
                     return HeadRead::Close;
                 }
@@ -759,6 +788,9 @@ impl<'c> Connection<'c> {
                 Err(_) => {
                     if !idle || self.info.requests == 0 {
                         self.log(Level::Info, "client timed out (110: Connection timed out) while reading client request headers");
+                    }
+                    if !idle {
+                        self.log_unfinished_head(server, 408, first_byte(deadline));
                     }
                     return HeadRead::Close;
                 }
@@ -785,14 +817,27 @@ impl<'c> Connection<'c> {
         let sent = self.write_out(Some(body), server.conf.send_timeout).await;
         if sent.is_ok() {
             self.info.requests += 1;
-            self.log_refused(server, status, head_len + body_len, body_len);
+            let refused = Refused {
+                status,
+                sent: head_len + body_len,
+                body: body_len,
+                waited: None,
+            };
+            self.log_refused(server, &refused);
         }
         self.linger().await;
     }
 
     /// The access log line of a request refused before its head was parsed, as nginx writes
     /// one: `$request` is what came of the request line.
-    fn log_refused(&self, server: &ServerConf, status: u16, sent: u64, body: u64) {
+    fn log_refused(&self, server: &ServerConf, refused: &Refused) {
+        use std::io::Write as _;
+        let Refused {
+            status,
+            sent,
+            body,
+            waited,
+        } = *refused;
         let phases = Phases::of_server(server);
         if !phases.logs(&server.conf.modules) {
             return;
@@ -813,6 +858,19 @@ impl<'c> Connection<'c> {
             Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
             Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
             Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
+            // A head that stopped coming counts the lines that came whole, and its time.
+            Var::RequestLength if waited.is_some() => {
+                let whole = self
+                    .buf
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |lf| lf + 1);
+                out.extend_from_slice(whole.to_string().as_bytes());
+            }
+            Var::RequestTime => {
+                let t = waited.map_or(Duration::ZERO, |since| since.elapsed());
+                let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
+            }
             other => crate::request::connection_var(other, &self.info, out),
         };
         phases.log(
