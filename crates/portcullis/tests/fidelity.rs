@@ -1786,3 +1786,51 @@ fn heads_that_stop_coming_are_logged() {
         assert_eq!(text.lines().count(), want.len(), "{kind}: {text}");
     }
 }
+
+/// `$request_length` of a proxied request counts its body as it came, a chunked body's
+/// framing too.
+#[test]
+fn request_length_counts_the_body_read() {
+    let upstream = Upstream::start(|_| Reply::SendClose(upstreams::ok("up", "")));
+    let port = upstream.port;
+    let http = format!(
+        r#"
+    log_format len '$request_uri $request_length';
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        access_log {{PREFIX}}/len.log len;
+        location /up {{ proxy_pass http://127.0.0.1:{port}; }}
+    }}
+"#
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let port = server.port(0);
+        for raw in [
+            "POST /up?l HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\nConnection: close\r\n\r\n0123456789",
+            "POST /up?c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n",
+        ] {
+            let r = support::request(port, raw).expect("POST");
+            assert_eq!(r.status, 200, "{kind}");
+        }
+        let log = server.path("len.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == 2
+            }),
+            "{kind}"
+        );
+        let lines: Vec<String> = support::read_lossy(&log)
+            .lines()
+            .map(String::from)
+            .collect();
+        if kind == support::Kind::Portcullis {
+            support::expect_lines(&lines, &["/up?l 81", "/up?c 99"]);
+        }
+        seen.push((kind, lines));
+    }
+    support::compare(&seen);
+}

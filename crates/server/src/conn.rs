@@ -1296,11 +1296,17 @@ impl<'c> Connection<'c> {
             max,
         )
         .await;
-        read.map_err(|code| {
-            let mut r = req.finalize_error(code);
-            r.close = true;
-            r
-        })
+        match read {
+            Ok((body, taken)) => {
+                req.body_taken(taken);
+                Ok(body)
+            }
+            Err(code) => {
+                let mut r = req.finalize_error(code);
+                r.close = true;
+                Err(r)
+            }
+        }
     }
 
     fn set_nodelay(&mut self) {

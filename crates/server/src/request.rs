@@ -913,6 +913,9 @@ pub(crate) struct Request<'a> {
     request_body: std::cell::RefCell<Option<Bytes>>,
     /// The length of the body once read whole: `$content_length` of a chunked one.
     body_length: std::cell::Cell<Option<u64>>,
+    /// The bytes the body read whole took on the connection (a chunked one's framing too),
+    /// which `$request_length` counts after the head's.
+    body_taken: std::cell::Cell<u64>,
     /// The status decided so far, for `$status` before the response exists.
     status: u16,
     /// The status an error_page redirect keeps (nginx's err_status): `$status` shows it.
@@ -1031,6 +1034,7 @@ impl<'a> Request<'a> {
             incomplete: std::cell::Cell::new(false),
             request_body: std::cell::RefCell::default(),
             body_length: std::cell::Cell::default(),
+            body_taken: std::cell::Cell::default(),
             status: 0,
             err_status: None,
             http2: false,
@@ -1309,6 +1313,11 @@ impl<'a> Request<'a> {
     /// request may send that line's URI as it came (nginx's `valid_unparsed_uri`).
     pub(crate) fn target_as_sent(&self) -> bool {
         !self.internal && !self.args_set
+    }
+
+    /// The body was read whole, taking `bytes` on the connection (for `$request_length`).
+    pub(crate) fn body_taken(&self, bytes: u64) {
+        self.body_taken.set(bytes);
     }
 
     /// `set $args`: the request's arguments from now on.
@@ -2426,7 +2435,10 @@ impl<'a> Request<'a> {
             }
             Var::RequestMethod if self.method == Method::Get => out.extend_from_slice(b"GET"),
             Var::RequestMethod => out.extend_from_slice(h.method_str().as_bytes()),
-            Var::RequestLength => out.extend_from_slice(h.raw().len().to_string().as_bytes()),
+            Var::RequestLength => {
+                let length = h.raw().len() as u64 + self.body_taken.get();
+                out.extend_from_slice(length.to_string().as_bytes());
+            }
             // Mapped from the current URI whenever it is read, as nginx does, so that
             // `if (-f $request_filename)` works in the rewrite phase.
             Var::RequestFilename => {

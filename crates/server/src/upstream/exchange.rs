@@ -808,15 +808,17 @@ impl std::fmt::Display for Url<'_> {
 }
 
 /// Reads the request body whole (bounded by `max`, client_max_body_size), before the
-/// exchange, so a retry on another peer can send it again. `Err` is the status to answer.
+/// exchange, so a retry on another peer can send it again, with the number of bytes it took
+/// on the connection (a chunked body's framing too). `Err` is the status to answer.
 pub(crate) async fn collect_body<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut BytesMut,
     kind: BodyKind,
     timeout: Duration,
     max: u64,
-) -> Result<Bytes, u16> {
+) -> Result<(Bytes, u64), u16> {
     let mut body = BytesMut::new();
+    let mut framed = 0;
     match kind {
         BodyKind::None => {}
         BodyKind::Length(n) => {
@@ -831,7 +833,10 @@ pub(crate) async fn collect_body<S: AsyncRead + Unpin>(
         BodyKind::Chunked => {
             let mut decoder = ChunkedDecoder::new();
             loop {
-                match decoder.decode(buf) {
+                let before = buf.len();
+                let chunk = decoder.decode(buf);
+                framed += (before - buf.len()) as u64;
+                match chunk {
                     Ok(Chunk::Data(d)) => {
                         if max != 0 && (body.len() + d.len()) as u64 > max {
                             return Err(413);
@@ -845,7 +850,10 @@ pub(crate) async fn collect_body<S: AsyncRead + Unpin>(
             }
         }
     }
-    Ok(body.freeze())
+    if let BodyKind::Length(n) = kind {
+        framed = n;
+    }
+    Ok((body.freeze(), framed))
 }
 
 /// Why a streamed body stopped.
