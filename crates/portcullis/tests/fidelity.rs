@@ -1834,3 +1834,50 @@ fn request_length_counts_the_body_read() {
     }
     support::compare(&seen);
 }
+
+/// `$body_bytes_sent` of a proxied response sent chunked counts what went out after the
+/// head, the chunks' lines too, as nginx counts it. The upstream sends one chunk, so that
+/// both servers send the same framing.
+#[test]
+fn body_bytes_sent_counts_the_chunks_lines() {
+    let upstream = Upstream::start(|_| {
+        Reply::SendClose(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n"
+                .to_vec(),
+        )
+    });
+    let port = upstream.port;
+    let http = format!(
+        r#"
+    log_format sent '$request_uri $body_bytes_sent';
+    server {{
+        listen 127.0.0.1:{{PORT0}};
+        access_log {{PREFIX}}/sent.log sent;
+        location / {{ proxy_pass http://127.0.0.1:{port}; }}
+    }}
+"#
+    );
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
+            continue;
+        };
+        let r = get(server.port(0), "/c").expect("GET");
+        assert_eq!(r.body_text(), "hello world", "{kind}");
+        let log = server.path("sent.log");
+        assert!(
+            support::wait_until(std::time::Duration::from_secs(5), || {
+                support::read_lossy(&log).lines().count() == 1
+            }),
+            "{kind}"
+        );
+        seen.push((
+            kind,
+            support::read_lossy(&log)
+                .lines()
+                .map(String::from)
+                .collect(),
+        ));
+    }
+    support::compare(&seen);
+}

@@ -356,6 +356,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
             self.out.put_slice(&h[..len]);
             self.out.put_slice(data);
             self.out.put_slice(b"\r\n");
+            // The body nginx counts is what goes out after the head: the chunks' lines too.
+            self.body += (len + 2) as u64;
         } else {
             self.out.put_slice(data);
         }
@@ -399,6 +401,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
     }
 
     async fn finish(&mut self) -> io::Result<()> {
+        let before = self.out.len();
         if self.rechunk && self.trailers.is_empty() {
             self.out.put_slice(LAST_CHUNK);
         } else if self.rechunk {
@@ -411,6 +414,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + FileSink> Downstream for Client<'_, S> 
             }
             self.out.put_slice(b"\r\n");
         }
+        self.body += (self.out.len() - before) as u64;
         if self.out.is_empty() {
             return Ok(());
         }
