@@ -1,6 +1,7 @@
 //! In the access log, a variable nginx has with an empty value is written as nothing, and
 //! one it does not have as `-`: `$is_args`, `$server_name`, `$https`, an argument or a header
-//! sent empty, against arguments (a bare `?` too) and headers absent. Compared with nginx.
+//! sent empty, the arguments a try_files redirect dropped, against arguments (a bare `?` too,
+//! and after an error_page redirect) and headers absent. Compared with nginx.
 
 mod support;
 
@@ -16,9 +17,13 @@ fn empty_values_and_absent_ones_as_nginx_logs_them() {
         listen 127.0.0.1:{PORT0};
         access_log {PREFIX}/empty.log empty;
         location / { return 200 \"ok\"; }
+        location /tf { try_files /nothere /ok; }
+        location /ep { error_page 404 /ok; return 404; }
+        location = /ok { return 200 \"ok\"; }
     }
 ";
-    let targets = ["/", "/?", "/?a=", "/?a=1"];
+    // A try_files redirect leaves the arguments empty, an error_page one absent.
+    let targets = ["/", "/?", "/?a=", "/?a=1", "/tf?a=1", "/ep?a=1"];
     let mut seen = Vec::new();
     for kind in kinds() {
         // A header sent empty: nginx has it.

@@ -994,7 +994,7 @@ impl<'a> Request<'a> {
         start: Instant,
     ) -> Request<'a> {
         let method = head.method();
-        let args = head.query().map(<[u8]>::to_vec);
+        let args = head.query().filter(|q| !q.is_empty()).map(<[u8]>::to_vec);
         Request {
             worker,
             server,
@@ -1700,6 +1700,9 @@ impl<'a> Request<'a> {
                 TryLast::Uri(t) => {
                     let target = self.eval(t);
                     self.redirect_to(target, false);
+                    // nginx's try_files leaves the arguments it drops empty, where its
+                    // error_page leaves none: `$args` logs as nothing, not `-`.
+                    self.args.get_or_insert_with(Vec::new);
                     Step::Again
                 }
             };
@@ -2372,6 +2375,7 @@ impl<'a> Request<'a> {
             Var::NamedHeader(name) | Var::JoinedHeader(name, _) => self.head.header(name).is_some(),
             Var::Arg(name) => self.arg(name.as_bytes()).is_some(),
             Var::Cookie(name) => self.cookie(name).is_some(),
+            Var::Args => self.args.is_some(),
             Var::Set(slot) => self.vars.borrow().get(*slot).is_some_and(Option::is_some),
             Var::SetOr(slot, unset) => {
                 self.vars.borrow().get(*slot).is_some_and(Option::is_some) || self.has_var(unset)
