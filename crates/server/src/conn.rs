@@ -325,13 +325,12 @@ struct Refused {
 
 /// One proxy round of a request: the first, or an error_page target proxied after an
 /// earlier round was answered with an error.
+#[derive(Clone, Copy)]
 struct Round {
-    /// Only the first round reads the client's body.
+    /// Only the first round reads the client's body. A later one sends again the body the
+    /// first read whole, as nginx sends its kept body to an error_page's upstream (a GET's
+    /// too); a body streamed to the first upstream is not kept.
     first: bool,
-    /// The client's body as the first round read it whole, which a later round sends
-    /// again, as nginx sends its kept body to an error_page's upstream (a GET's too). A
-    /// body streamed to the first upstream is not kept.
-    body: Option<bytes::Bytes>,
     /// An earlier answer, or the error the page answers, closes the connection (nginx
     /// closes after 400, 413, 414, 500 and 501 whatever page answers them).
     close: bool,
@@ -523,7 +522,6 @@ impl<'c> Connection<'c> {
             // nginx's limit with recursive_error_pages), so the rounds are few.
             let mut round = Round {
                 first: true,
-                body: None,
                 close: false,
             };
             while let Body::Proxy(_) = resp.body {
@@ -531,7 +529,7 @@ impl<'c> Connection<'c> {
                 let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
                     break;
                 };
-                match self.proxy(&mut req, plan, &mut round).await {
+                match self.proxy(&mut req, plan, round).await {
                     Proxied::Answer(r) => {
                         resp = r;
                         resp.close |= round.close;
@@ -1155,11 +1153,12 @@ impl<'c> Connection<'c> {
         &mut self,
         req: &mut Request<'_>,
         mut plan: Box<crate::upstream::Plan>,
-        round: &mut Round,
+        round: Round,
     ) -> Proxied {
         let loc = req.loc().clone();
         let kind = req.head().body();
-        plan.pass_body &= round.first || round.body.is_some();
+        let kept = req.read_request_body().filter(|_| !round.first);
+        plan.pass_body &= round.first || kept.is_some();
         // A copy of the request that takes the body has it read whole first (`mirror`).
         let copies = round.first && req.copies_body();
         if (plan.pass_body || copies) && !self.ask_for_body(req).await {
@@ -1167,7 +1166,7 @@ impl<'c> Connection<'c> {
         }
         let mut body = crate::upstream::ReqBody::None;
         let mut read_whole = false;
-        if let Some(kept) = round.body.clone().filter(|_| !round.first) {
+        if let Some(kept) = kept {
             if plan.pass_body {
                 body = crate::upstream::ReqBody::Whole(kept);
             }
@@ -1184,7 +1183,7 @@ impl<'c> Connection<'c> {
         } else if plan.pass_body || copies {
             match self.read_body_whole(req).await {
                 Ok(b) if plan.pass_body => {
-                    round.body = Some(b.clone());
+                    req.keep_body_for_later(&b);
                     body = crate::upstream::ReqBody::Whole(b);
                 }
                 Ok(b) => req.keep_request_body(&b),

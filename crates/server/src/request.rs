@@ -932,9 +932,6 @@ pub(crate) struct Request<'a> {
     /// The upstream attempts, for `$upstream_*`: those of each exchange of the request (one
     /// an error_page or X-Accel-Redirect followed, then the next).
     upstream_attempts: Vec<crate::upstream::Attempt>,
-    /// Where each exchange's attempts begin among `upstream_attempts` but the first's:
-    /// `$upstream_*` part exchanges with " : ", as nginx does.
-    exchange_starts: Vec<usize>,
     /// The attempts of the request's subrequests, which `$upstream_*` do not show but the
     /// peers' counters count.
     other_attempts: std::cell::RefCell<Vec<crate::upstream::Attempt>>,
@@ -1042,7 +1039,6 @@ impl<'a> Request<'a> {
             proxy_port: 0,
             upstream_ignores: std::cell::Cell::new(0),
             upstream_attempts: Vec::new(),
-            exchange_starts: Vec::new(),
             other_attempts: std::cell::RefCell::default(),
             cache_status: Default::default(),
             range_field: Default::default(),
@@ -1283,12 +1279,9 @@ impl<'a> Request<'a> {
 
     /// What an upstream exchange tried, for `$upstream_*` and the access log, after what
     /// the request's earlier exchanges tried.
-    pub(crate) fn set_upstream_attempts(&mut self, attempts: Vec<crate::upstream::Attempt>) {
-        if attempts.is_empty() {
-            return;
-        }
-        if !self.upstream_attempts.is_empty() {
-            self.exchange_starts.push(self.upstream_attempts.len());
+    pub(crate) fn set_upstream_attempts(&mut self, mut attempts: Vec<crate::upstream::Attempt>) {
+        if let Some(first) = attempts.first_mut() {
+            first.next_exchange = !self.upstream_attempts.is_empty();
         }
         self.upstream_attempts.extend(attempts);
     }

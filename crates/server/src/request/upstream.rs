@@ -113,6 +113,13 @@ impl Request<'_> {
         }
     }
 
+    /// Keeps the client's body, read whole for an upstream, for the request's later
+    /// exchanges (an error_page's upstream sends it again) and `$request_body`: a reference,
+    /// not a copy.
+    pub(crate) fn keep_body_for_later(&self, body: &bytes::Bytes) {
+        *self.request_body.borrow_mut() = Some(body.clone());
+    }
+
     /// Keeps the client's body, read whole, for `$request_body` (a reference, not a copy),
     /// when the configuration reads it or a copy of the request takes it (`mirror`).
     pub(crate) fn keep_request_body(&self, body: &bytes::Bytes) {
@@ -794,7 +801,7 @@ impl Request<'_> {
             None => out.push(b'-'),
         };
         for (i, a) in self.upstream_attempts.iter().enumerate() {
-            if self.exchange_starts.contains(&i) {
+            if a.next_exchange {
                 out.extend_from_slice(b" : ");
             } else if i > 0 {
                 out.extend_from_slice(b", ");

@@ -169,6 +169,9 @@ pub(crate) struct Attempt {
     /// The peer, for the metrics kept per peer: its group's number ([`Upstream::group`])
     /// and its ID in the group. `None` when no peer was chosen.
     pub peer: Option<(u64, u32)>,
+    /// The first attempt of an exchange after the request's first (an error_page's or
+    /// X-Accel-Redirect's): `$upstream_*` part it from the ones before with " : ".
+    pub next_exchange: bool,
 }
 
 impl Attempt {
@@ -184,6 +187,7 @@ impl Attempt {
             bytes_sent: 0,
             bytes_received: 0,
             peer: peer.map(|(u, i)| (u.group(), u.peer(i).id())),
+            next_exchange: false,
         }
     }
 }
