@@ -1,9 +1,8 @@
 //! `ngx_http_log_module`: `log_format` (variables escaped as nginx's `escape=default`,
 //! `json` or `none`) and `access_log` (a file, `stderr`-less as nginx's, or `syslog:`;
 //! `buffer=`, `flush=`, `if=`; `gzip` is warned of and the lines written uncompressed;
-//! `off`), with nginx's default: a
-//! level of a server that names no `access_log` anywhere above writes `logs/access.log` in
-//! the `combined` format. A level's `access_log`s replace the inherited ones.
+//! `off`), with nginx's default: a level of a server that names no `access_log` anywhere
+//! above writes `logs/access.log` in the `combined` format. A level's `access_log`s replace the inherited ones.
 //!
 //! The log phase renders a finished request's line once per log and writes it through a
 //! per-worker buffer, so a request costs no lock. The files are opened by the server itself

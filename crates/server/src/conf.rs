@@ -740,7 +740,9 @@ impl Builder {
                 "listen" => bits.listens.push(listen(d)?),
                 "server_name" => {
                     for re in d.args.iter().filter_map(|a| a.value.strip_prefix('~')) {
-                        let re = crate::location::bytes_regex(re, false).map_err(|e| {
+                        // As nginx, a regex with a capital letter matches in any case.
+                        let caseless = re.bytes().any(|b| b.is_ascii_uppercase());
+                        let re = crate::location::bytes_regex(re, caseless).map_err(|e| {
                             ConfigError::at(d, crate::location::regex_error(re, &e))
                         })?;
                         let slots = named_slots(re.capture_names(), &self.names);

@@ -313,7 +313,6 @@ enum Proxied {
 }
 
 /// What the access log line of a request refused before its head was parsed says.
-#[derive(Clone, Copy)]
 struct Refused {
     status: u16,
     /// Bytes sent, and of them the body's.
@@ -681,7 +680,7 @@ impl<'c> Connection<'c> {
                 body: 0,
                 waited: Some(since),
             };
-            self.log_refused(server, &refused);
+            self.log_refused(server, refused);
         }
     }
 
@@ -694,10 +693,9 @@ impl<'c> Connection<'c> {
         idle_timeout: Duration,
         wake: &mut Option<IdleWake>,
     ) -> HeadRead {
-        // The head's deadline, once its first bytes came.
+        // The head's deadline, and when it began, once its first bytes came.
         let mut deadline = None;
-        let first_byte =
-            |deadline: Option<Instant>| deadline.map(|d: Instant| d - server.client_header_timeout);
+        let mut first_byte = None;
         // Between requests: the wait's deadline, and the worker's ticks when it began.
         let mut waiting = None;
         let plain = matches!(self.stream, Stream::Plain(_));
@@ -716,9 +714,11 @@ impl<'c> Connection<'c> {
                 }
                 (false, Some(d)) => d,
                 (false, None) => {
-                    let d = Instant::now() + server.client_header_timeout;
+                    let now = Instant::now();
+                    let d = now + server.client_header_timeout;
                     if !idle {
                         deadline = Some(d);
+                        first_byte = Some(now);
                     }
                     d
                 }
@@ -765,13 +765,17 @@ impl<'c> Connection<'c> {
                 Ok(Waited::Read(Ok(_))) => {
                     if !idle {
                         self.log(Level::Info, "client prematurely closed connection while reading client request line");
-                        self.log_unfinished_head(server, 400, first_byte(deadline));
+                        self.log_unfinished_head(server, 400, first_byte);
                     }
                     return HeadRead::Close;
                 }
-                Ok(Waited::Read(Err(_))) | Ok(Waited::Woken(Woken::Stop)) => {
-                    return HeadRead::Close
+                Ok(Waited::Read(Err(_))) => {
+                    if !idle {
+                        self.log_unfinished_head(server, 400, first_byte);
+                    }
+                    return HeadRead::Close;
                 }
+                Ok(Waited::Woken(Woken::Stop)) => return HeadRead::Close,
                 Ok(Waited::Woken(Woken::Tick)) => {
                     // The wait is made again for the next tick; the tick may have come while
                     // the connection was busy, before this wait began.
@@ -788,7 +792,7 @@ impl<'c> Connection<'c> {
                         self.log(Level::Info, "client timed out (110: Connection timed out) while reading client request headers");
                     }
                     if !idle {
-                        self.log_unfinished_head(server, 408, first_byte(deadline));
+                        self.log_unfinished_head(server, 408, first_byte);
                     }
                     return HeadRead::Close;
                 }
@@ -821,21 +825,21 @@ impl<'c> Connection<'c> {
                 body: body_len,
                 waited: None,
             };
-            self.log_refused(server, &refused);
+            self.log_refused(server, refused);
         }
         self.linger().await;
     }
 
     /// The access log line of a request refused before its head was parsed, as nginx writes
     /// one: `$request` is what came of the request line.
-    fn log_refused(&self, server: &ServerConf, refused: &Refused) {
+    fn log_refused(&self, server: &ServerConf, refused: Refused) {
         use std::io::Write as _;
         let Refused {
             status,
             sent,
             body,
             waited,
-        } = *refused;
+        } = refused;
         let phases = Phases::of_server(server);
         if !phases.logs(&server.conf.modules) {
             return;
@@ -1157,11 +1161,15 @@ impl<'c> Connection<'c> {
     ) -> Proxied {
         let loc = req.loc().clone();
         let kind = req.head().body();
-        let kept = req.read_request_body().filter(|_| !round.first);
+        let kept = match round.first {
+            true => None,
+            false => req.read_request_body(),
+        };
         plan.pass_body &= round.first || kept.is_some();
         // A copy of the request that takes the body has it read whole first (`mirror`).
         let copies = round.first && req.copies_body();
-        if (plan.pass_body || copies) && !self.ask_for_body(req).await {
+        // A later round sends the body the first read: nothing more is asked of the client.
+        if round.first && (plan.pass_body || copies) && !self.ask_for_body(req).await {
             return Proxied::Close;
         }
         let mut body = crate::upstream::ReqBody::None;

@@ -457,7 +457,8 @@ async fn respond_to(
 ) {
     let mut resp = req.run().await;
     // As over HTTP/1.1: an error_page target may be proxied and fail in its turn, and each
-    // answer is proxied until one is ours. Only the first round has the request body.
+    // answer is proxied until one is ours. Only the first round reads the request body; a
+    // later one sends again what it read whole.
     let mut body = Some(body);
     while let Body::Proxy(_) = resp.body {
         let Body::Proxy(plan) = std::mem::replace(&mut resp.body, Body::Empty) else {
@@ -608,6 +609,8 @@ async fn refuse(
         Var::BytesSent => out.extend_from_slice(sent.to_string().as_bytes()),
         Var::BodyBytesSent => out.extend_from_slice(body.to_string().as_bytes()),
         Var::ServerName => out.extend_from_slice(server.name.as_bytes()),
+        // Refused as it came, as nginx times it.
+        Var::RequestTime => out.extend_from_slice(b"0.000"),
         other => crate::request::connection_var(other, info, out),
     };
     phases.log(

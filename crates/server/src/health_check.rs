@@ -579,7 +579,7 @@ fn parse_match(d: &Directive) -> Result<Match, ConfigError> {
         let args: Vec<&str> = c.args.iter().map(|a| a.value.as_str()).collect();
         let invalid = || ConfigError::at(c, format!("invalid condition \"{}\" in match", c.name));
         let regex = |p: &str| {
-            regex::bytes::Regex::new(p)
+            crate::location::bytes_regex(p, false)
                 .map_err(|e| ConfigError::at(c, format!("invalid regex \"{p}\": {e}")))
         };
         match c.name.as_str() {

@@ -143,7 +143,6 @@ struct RegexKey {
     named: Vec<(usize, usize)>,
 }
 
-/// The target names of the `map` blocks among `directives`, in order: the index is the map's.
 impl Maps {
     /// Appends the value of map `i`, computing it with `lookup` unless `cache` has it; `set`
     /// gives the named groups of a regex that matched their values.

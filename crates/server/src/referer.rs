@@ -94,10 +94,7 @@ impl Module for RefererModule {
                 "server_names" => c.server_names = true,
                 "~" => return Err(ConfigError::at(d, format!("empty regex in \"{v}\""))),
                 _ if v.starts_with('~') => {
-                    let re = regex::bytes::RegexBuilder::new(&v[1..])
-                        .case_insensitive(true)
-                        .unicode(false)
-                        .build()
+                    let re = crate::location::bytes_regex(&v[1..], true)
                         .map_err(|e| ConfigError::at(d, format!("{e} in \"{v}\"")))?;
                     c.regexes.push(re);
                 }

@@ -882,8 +882,8 @@ pub(crate) struct Request<'a> {
     /// A `set $args` gave the request new arguments: as after an internal redirect, a
     /// proxied request's URI is made from `$uri` and `$args`, not taken from the request line.
     args_set: bool,
-    /// Whether the URI is still the one its location was chosen for: a `rewrite ... break`
-    /// changes it in place (nginx's `valid_location`).
+    /// Whether no `rewrite ... break` (at server or location level) changed the URI in place
+    /// since the request began or was last redirected (nginx's `valid_location`).
     location_uri: bool,
     /// The server's rewrite directives are due: at the start and after an internal redirect.
     server_rewrite: bool,
@@ -1270,8 +1270,8 @@ impl<'a> Request<'a> {
         self.conn.local
     }
 
-    /// Every attempt the request made of upstreams: its exchanges' (the last one's, which
-    /// `$upstream_*` show, and earlier rounds') and its subrequests'.
+    /// Every attempt the request made of upstreams: its exchanges' (which `$upstream_*` show)
+    /// and its subrequests'.
     pub(crate) fn each_attempt(&self, f: &mut dyn FnMut(&crate::upstream::Attempt)) {
         self.upstream_attempts.iter().for_each(&mut *f);
         self.other_attempts.borrow().iter().for_each(f);
@@ -1386,9 +1386,8 @@ impl<'a> Request<'a> {
         self.location_uri = false;
     }
 
-    /// Whether the URI is still the one its location was chosen for, so that a proxy_pass
-    /// URI part replaces the location's prefix in it; after a `rewrite ... break` the URI
-    /// goes upstream whole, as nginx sends it.
+    /// Whether a proxy_pass URI part replaces the location's prefix in the URI: not after a
+    /// `rewrite ... break`, where the URI goes upstream whole, as nginx sends it.
     pub(crate) fn location_uri(&self) -> bool {
         self.location_uri
     }
@@ -1546,7 +1545,6 @@ impl<'a> Request<'a> {
             }
         }
         let mut slash_redirect = false;
-        self.location_uri = true;
         if let Some(name) = self.named.take() {
             match self.server.named_location(&name) {
                 Some(l) => self.loc = l.clone(),
@@ -1825,6 +1823,7 @@ impl<'a> Request<'a> {
         }
         self.internal = true;
         self.server_rewrite = true;
+        self.location_uri = true;
     }
 
     /// A rewrite phase: each module's handler with its settings of `level` (the server's, or
@@ -2031,9 +2030,13 @@ impl<'a> Request<'a> {
     /// An error status: the location's error_page for it, else the built-in page. As nginx,
     /// the connection closes after these statuses whatever page answers them.
     pub(crate) fn finalize_error(&mut self, status: u16) -> Response {
-        let mut resp = self
-            .error_page_for(status)
-            .unwrap_or_else(|| self.error_response(status));
+        // A request ended with 408, 444 or 499 closes without an answer: nginx ends it before
+        // any error_page is looked at.
+        let page = match status {
+            408 | NO_RESPONSE | 499 => None,
+            _ => self.error_page_for(status),
+        };
+        let mut resp = page.unwrap_or_else(|| self.error_response(status));
         resp.close |= matches!(status, 400 | 413 | 414 | 500 | 501);
         resp
     }

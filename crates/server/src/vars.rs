@@ -283,8 +283,9 @@ impl Names {
     ) -> Result<(), ConfigError> {
         let mut targets = Vec::new();
         for d in http.iter().filter(|d| d.name == block) {
-            refuse_built_in(d, target(d))?;
-            targets.push(target(d).to_owned());
+            let name = target(d);
+            refuse_built_in(d, name)?;
+            targets.push(name.to_owned());
         }
         self.add_module_variables_first(
             module,

@@ -45,9 +45,17 @@ pub(crate) async fn serve(
             ReqBody::Http2(body)
         }
         Some(body) if plan.pass_body => match read_body(req, body).await {
+            Ok(ReqBody::Whole(b)) => {
+                req.keep_body_for_later(&b);
+                ReqBody::Whole(b)
+            }
             Ok(b) => b,
             Err(code) => return Proxied::Answer(req.finalize_error(code), respond),
         },
+        // A later round (an error_page's upstream) sends again the body the first read.
+        None if plan.pass_body => req
+            .read_request_body()
+            .map_or(ReqBody::None, ReqBody::Whole),
         // A copy of the request takes the body the upstream does not (`mirror`).
         Some(body) if req.copies_body() => match read_body(req, body).await {
             Ok(ReqBody::Whole(b)) => {
