@@ -437,32 +437,11 @@ impl LogFormat {
                 // A value nginx has, empty, is written so; one it has not is `-`.
                 LogEscape::Default if raw.is_empty() && !has(v) => out.push(b'-'),
                 LogEscape::Default => crate::vars::escape_log(&raw, out),
-                LogEscape::Json => escape_json(&raw, out),
+                LogEscape::Json => crate::vars::escape_json(&raw, out),
                 LogEscape::None => out.extend_from_slice(&raw),
             }
         });
         out.push(b'\n');
-    }
-}
-
-/// Appends `value` as nginx's `escape=json` writes it: `"` and `\` after a backslash, the
-/// controls as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00xx`, every other byte as it is.
-fn escape_json(value: &[u8], out: &mut Vec<u8>) {
-    for &b in value {
-        match b {
-            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            0..=0x1f => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-            }
-            _ => out.push(b),
-        }
     }
 }
 

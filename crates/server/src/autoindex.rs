@@ -241,22 +241,6 @@ fn escape_uri_component(s: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// nginx's `ngx_escape_json`.
-fn escape_json(s: &[u8], out: &mut Vec<u8>) {
-    for &b in s {
-        match b {
-            b'\\' | b'"' => out.extend_from_slice(&[b'\\', b]),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            0..=0x1f => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
-            _ => out.push(b),
-        }
-    }
-}
-
 /// The server's offset from UTC in seconds now, for `autoindex_localtime`.
 fn local_offset() -> i64 {
     let now = unix_secs(std::time::SystemTime::now()) as libc::time_t;
@@ -350,7 +334,7 @@ fn json(entries: &[Entry]) -> Vec<u8> {
     out.push(b'[');
     for (i, e) in entries.iter().enumerate() {
         out.extend_from_slice(b"\r\n{ \"name\":\"");
-        escape_json(&e.name, &mut out);
+        crate::vars::escape_json(&e.name, &mut out);
         out.extend_from_slice(b"\", \"type\":\"");
         out.extend_from_slice(match (e.dir, e.file) {
             (true, _) => b"directory" as &[u8],

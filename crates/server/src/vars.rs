@@ -539,7 +539,6 @@ pub(crate) enum Escape {
 /// Appends `value` with the bytes `kind` escapes written as `%XX` (uppercase), as nginx's
 /// `ngx_escape_uri` does.
 pub(crate) fn escape(value: &[u8], out: &mut impl bytes::BufMut, kind: Escape) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in value {
         let escaped = match kind {
             Escape::Uri => b <= b' ' || b >= 0x7f || b"\"#%<>?\\^`{|}".contains(&b),
@@ -721,10 +720,12 @@ impl Template {
     }
 }
 
+/// The hex digits nginx writes escapes with.
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
 /// Escapes a value for an access log line as nginx does: `"`, `\`, and bytes below 0x20 or
 /// above 0x7e become `\xHH`.
 pub fn escape_log(value: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for &b in value {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
             out.extend_from_slice(&[
@@ -735,6 +736,28 @@ pub fn escape_log(value: &[u8], out: &mut Vec<u8>) {
             ]);
         } else {
             out.push(b);
+        }
+    }
+}
+
+/// Appends `value` as nginx's `ngx_escape_json` writes it (`log_format escape=json`,
+/// `autoindex_format json`): `"` and `\` after a backslash, the controls as `\n`, `\r`,
+/// `\t`, `\b`, `\f` or `\u00xx`, every other byte as it is.
+pub(crate) fn escape_json(value: &[u8], out: &mut Vec<u8>) {
+    for &b in value {
+        match b {
+            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0..=0x1f => {
+                let lower = |d: u8| HEX[usize::from(d)].to_ascii_lowercase();
+                out.extend_from_slice(b"\\u00");
+                out.extend_from_slice(&[lower(b >> 4), lower(b & 15)]);
+            }
+            _ => out.push(b),
         }
     }
 }
