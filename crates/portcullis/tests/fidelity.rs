@@ -731,7 +731,6 @@ fn return_408_and_499_close_without_a_response() {
         location /200 { return 200 "ok\n"; }
     }
 "#;
-    use std::io::{Read, Write};
     for kind in kinds() {
         let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
             continue;
@@ -742,17 +741,9 @@ fn return_408_and_499_close_without_a_response() {
             ("/444", false),
             ("/200", true),
         ] {
-            let mut s =
-                std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
-            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-                .unwrap();
-            write!(
-                s,
-                "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut got = Vec::new();
-            let _ = s.read_to_end(&mut got);
+            let head =
+                format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+            let got = support::send_and_read_all(server.port(0), head.as_bytes(), false);
             assert_eq!(
                 !got.is_empty(),
                 answered,
@@ -1592,14 +1583,11 @@ fn upstream_header_lines_are_written_as_nginx_writes_them() {
         let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
             continue;
         };
-        use std::io::{Read, Write};
-        let mut stream =
-            std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
-        stream
-            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .expect("send");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).expect("read");
+        let raw = support::send_and_read_all(
+            server.port(0),
+            b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+            false,
+        );
         let text = String::from_utf8_lossy(&raw);
         for line in [
             "\r\nX-A: 1\r\n",
@@ -1720,12 +1708,11 @@ fn a_body_that_stops_coming_is_a_silent_408() {
         let Some(server) = Server::start(kind, 1, &support::main_config(&http)) else {
             continue;
         };
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
-        s.write_all(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab")
-            .expect("send");
-        let mut got = Vec::new();
-        let _ = s.read_to_end(&mut got);
+        let got = support::send_and_read_all(
+            server.port(0),
+            b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab",
+            false,
+        );
         assert!(got.is_empty(), "{kind}: {}", String::from_utf8_lossy(&got));
         let log = server.path("st.log");
         let logged = support::wait_until(std::time::Duration::from_secs(5), || {
@@ -1753,7 +1740,6 @@ fn heads_that_stop_coming_are_logged() {
         let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
             continue;
         };
-        use std::io::{Read, Write};
         let sends: [(&[u8], bool); 4] = [
             (b"GET /x HTTP/1.1\r\nHost: a\r\n", false),
             (b"GET", false),
@@ -1761,14 +1747,7 @@ fn heads_that_stop_coming_are_logged() {
             (b"", false),
         ];
         for (bytes, shut) in sends {
-            let mut s =
-                std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
-            s.write_all(bytes).expect("send");
-            if shut {
-                let _ = s.shutdown(std::net::Shutdown::Write);
-            }
-            let mut got = Vec::new();
-            let _ = s.read_to_end(&mut got);
+            let got = support::send_and_read_all(server.port(0), bytes, shut);
             assert!(got.is_empty(), "{kind}: {}", String::from_utf8_lossy(&got));
         }
         let log = server.path("t.log");

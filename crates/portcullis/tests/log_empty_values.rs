@@ -136,12 +136,7 @@ fn log_format_escapes_and_the_whole_request_line() {
             continue;
         };
         for raw in requests {
-            use std::io::{Read, Write};
-            let mut s =
-                std::net::TcpStream::connect(("127.0.0.1", server.port(0))).expect("connect");
-            s.write_all(raw).expect("send");
-            let mut answer = Vec::new();
-            s.read_to_end(&mut answer).expect("answer");
+            let answer = support::send_and_read_all(server.port(0), raw, false);
             assert!(
                 answer.starts_with(b"HTTP/1.1 200"),
                 "{kind}: {}",

@@ -833,7 +833,6 @@ impl<'c> Connection<'c> {
     /// The access log line of a request refused before its head was parsed, as nginx writes
     /// one: `$request` is what came of the request line.
     fn log_refused(&self, server: &ServerConf, refused: Refused) {
-        use std::io::Write as _;
         let Refused {
             status,
             sent,
@@ -869,10 +868,10 @@ impl<'c> Connection<'c> {
                     .map_or(0, |lf| lf + 1);
                 out.extend_from_slice(whole.to_string().as_bytes());
             }
-            Var::RequestTime => {
-                let t = waited.map_or(Duration::ZERO, |since| since.elapsed());
-                let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
-            }
+            Var::RequestTime => crate::request::write_seconds(
+                out,
+                waited.map_or(Duration::ZERO, |since| since.elapsed()),
+            ),
             other => crate::request::connection_var(other, &self.info, out),
         };
         phases.log(

@@ -783,6 +783,12 @@ fn random_id() -> [u8; 32] {
     out
 }
 
+/// Appends `t` in seconds with milliseconds (`1.001`), as nginx writes `$request_time`,
+/// `$msec` and the like.
+pub(crate) fn write_seconds(out: &mut Vec<u8>, t: std::time::Duration) {
+    let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
+}
+
 /// The variables that need only the connection: also used to log a request refused before
 /// its head could be parsed.
 pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
@@ -792,10 +798,7 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
             std::net::IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
             std::net::IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
         },
-        Var::ConnectionTime => {
-            let t = conn.started.elapsed();
-            let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
-        }
+        Var::ConnectionTime => write_seconds(out, conn.started.elapsed()),
         Var::RemotePort => out.extend_from_slice(conn.peer.port().to_string().as_bytes()),
         Var::ServerAddr => out.extend_from_slice(conn.local_addr().ip().to_string().as_bytes()),
         Var::ServerPort => out.extend_from_slice(conn.local.port().to_string().as_bytes()),
@@ -807,7 +810,7 @@ pub(crate) fn connection_var(v: &Var, conn: &ConnInfo, out: &mut Vec<u8>) {
             let now = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or_default();
-            let _ = write!(out, "{}.{:03}", now.as_secs(), now.subsec_millis());
+            write_seconds(out, now);
         }
         Var::TimeLocal => crate::log::fmt_time_local(SystemTime::now(), out),
         Var::TimeIso8601 => crate::log::fmt_time_iso8601(SystemTime::now(), out),
@@ -2501,10 +2504,7 @@ impl<'a> Request<'a> {
             Var::Hostname => {
                 out.extend_from_slice(self.worker.generation.borrow().http.hostname.as_bytes())
             }
-            Var::RequestTime => {
-                let t = self.start.elapsed();
-                let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
-            }
+            Var::RequestTime => write_seconds(out, self.start.elapsed()),
             Var::Status => match resp {
                 Some((r, _)) => {
                     let _ = write!(out, "{:03}", r.status);

@@ -745,6 +745,19 @@ pub fn request(port: u16, raw: &str) -> io::Result<Response> {
     client.read_response(raw.starts_with("HEAD "))
 }
 
+/// Sends `raw` on a new connection to `port` (then shuts the sending side when `shut`) and
+/// returns every byte that came back until the server closed, or [`IO_TIMEOUT`] passed.
+pub fn send_and_read_all(port: u16, raw: &[u8], shut: bool) -> Vec<u8> {
+    let mut client = Client::connect(port);
+    client.send(raw).expect("send");
+    if shut {
+        client.shutdown_write();
+    }
+    let mut got = Vec::new();
+    let _ = client.stream.read_to_end(&mut got);
+    got
+}
+
 /// A plain `GET path` with `Host: localhost` and `Connection: close`.
 pub fn get(port: u16, path: &str) -> io::Result<Response> {
     request(

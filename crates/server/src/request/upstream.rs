@@ -795,9 +795,7 @@ impl Request<'_> {
         use crate::vars::Var;
         use std::io::Write as _;
         let secs = |out: &mut Vec<u8>, t: Option<std::time::Duration>| match t {
-            Some(t) => {
-                let _ = write!(out, "{}.{:03}", t.as_secs(), t.subsec_millis());
-            }
+            Some(t) => super::write_seconds(out, t),
             None => out.push(b'-'),
         };
         for (i, a) in self.upstream_attempts.iter().enumerate() {
