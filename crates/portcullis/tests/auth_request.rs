@@ -295,3 +295,47 @@ fn auth_request_answers_as_nginx_does() {
         }
     }
 }
+
+/// A request a limit refused goes to its error page, which an `auth_request` guards: the
+/// page answers with the limit's status, and the content the limit kept the request from is
+/// never served (the phases run again after the subrequest; the refusal must hold then).
+#[test]
+fn a_refusal_by_a_limit_holds_through_a_guarded_error_page() {
+    let http = r#"
+        limit_req_zone $binary_remote_addr zone=one:1m rate=1r/m;
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+            location /limited/ {
+                limit_req zone=one;
+                add_header X-Limit $limit_req_status always;
+                error_page 503 /guarded/page.txt;
+            }
+            location /guarded/ { auth_request /local204; }
+            location = /local204 { return 204; }
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for dir in ["limited", "guarded"] {
+            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
+        }
+        std::fs::write(server.path("www/limited/f"), "kept back\n").expect("write");
+        std::fs::write(server.path("www/guarded/page.txt"), "slow down\n").expect("write");
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let r = support::request(
+                server.port(0),
+                "GET /limited/f HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+            )
+            .expect("request");
+            got.push(format!("{} {}", r.status, r.body_text().trim_end()));
+        }
+        assert_eq!(got, ["200 kept back", "503 slow down"], "{kind}");
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+}

@@ -179,6 +179,8 @@ enum Outcome {
 #[derive(Default)]
 struct ConnCtx {
     outcome: Option<Outcome>,
+    /// The pass (internal redirects) that refused the request, and the status it sent.
+    refused: Option<(u32, u16)>,
     held: Vec<Held>,
 }
 
@@ -211,8 +213,8 @@ fn variable(
 }
 
 fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
-    if req.ctx::<ConnCtx>().is_some_and(|c| c.outcome.is_some()) {
-        return Access::Declined;
+    if let Some(c) = req.ctx::<ConnCtx>().filter(|c| c.outcome.is_some()) {
+        return crate::limit_req::again(c.refused, req.redirects());
     }
     let c = module::get::<Conf>(conf);
     for limit in c.list.iter() {
@@ -250,6 +252,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
                     _ => c.log_level,
                 };
                 req.log(level, &message);
+                let pass = req.redirects();
                 let ctx = req.ctx_mut::<ConnCtx>();
                 ctx.held.clear();
                 if c.dry_run {
@@ -257,6 +260,7 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
                     return Access::Declined;
                 }
                 ctx.outcome = Some(Outcome::Rejected);
+                ctx.refused = Some((pass, c.status));
                 return Access::Denied {
                     status: c.status,
                     challenge: None,

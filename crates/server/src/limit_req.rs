@@ -248,6 +248,8 @@ impl Outcome {
 #[derive(Default)]
 struct LimitCtx {
     outcome: Option<Outcome>,
+    /// The pass (internal redirects) that refused the request, and the status it sent.
+    refused: Option<(u32, u16)>,
 }
 
 fn variable(
@@ -263,8 +265,8 @@ fn variable(
 }
 
 fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
-    if req.ctx::<LimitCtx>().is_some_and(|c| c.outcome.is_some()) {
-        return Access::Declined;
+    if let Some(c) = req.ctx::<LimitCtx>().filter(|c| c.outcome.is_some()) {
+        return again(c.refused, req.redirects());
     }
     let c = module::get::<Conf>(conf);
     let now = now_ms();
@@ -332,10 +334,14 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
                 def.zone.lock().release(key);
             }
             return match record(req, c, Outcome::Rejected) {
-                Outcome::Rejected => Access::Denied {
-                    status: c.status,
-                    challenge: None,
-                },
+                Outcome::Rejected => {
+                    let pass = req.redirects();
+                    req.ctx_mut::<LimitCtx>().refused = Some((pass, c.status));
+                    Access::Denied {
+                        status: c.status,
+                        challenge: None,
+                    }
+                }
                 _ => Access::Declined,
             };
         }
@@ -364,6 +370,21 @@ fn preaccess(req: &mut Request<'_>, conf: &Slot) -> Access {
     );
     match record(req, c, Outcome::Delayed) {
         Outcome::Delayed => Access::Wait(Box::new(Delay(Duration::from_millis(max_delay)))),
+        _ => Access::Declined,
+    }
+}
+
+/// The preaccess phase of a request whose limits were already decided: nginx decides once
+/// per request, so a later pass (an internal redirect, error_page's among them) goes on. But
+/// the phases also run again from the start after a wait (an `auth_request` on the way to the
+/// error page), and then the pass that refused must refuse again, or the request would reach
+/// the content the limit kept it from.
+pub(crate) fn again(refused: Option<(u32, u16)>, pass: u32) -> Access {
+    match refused {
+        Some((at, status)) if at == pass => Access::Denied {
+            status,
+            challenge: None,
+        },
         _ => Access::Declined,
     }
 }
