@@ -1944,3 +1944,60 @@ fn one_100_continue_for_a_body_sent_twice() {
         assert!(text.ends_with("\r\n\r\n5\n"), "{kind}: {text}");
     }
 }
+
+/// An error page that is a file goes out whole with the error's status, whatever `Range`
+/// and `If-*` the request had: nginx's range and not_modified filters look only at a 200.
+/// `error_page ... =200` makes one, and then they answer as for any file.
+#[test]
+fn an_error_page_file_ignores_ranges_and_conditions_unless_sent_as_200() {
+    let http = r#"
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+            location /keep/ { error_page 404 /page.txt; }
+            location /ok/ { error_page 404 =200 /page.txt; }
+        }
+    "#;
+    let asks = [
+        "Range: bytes=0-3\r\n",
+        "Range: bytes=500-\r\n",
+        "If-Match: \"zz\"\r\n",
+        "If-None-Match: *\r\n",
+    ];
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        std::fs::create_dir_all(server.path("www")).expect("mkdir");
+        std::fs::write(server.path("www/page.txt"), "abcdefghij\n").expect("write");
+        let mut got = Vec::new();
+        for dir in ["keep", "ok"] {
+            for fields in asks {
+                let r = get_as(server.port(0), "localhost", &format!("/{dir}/none"), fields);
+                got.push(format!(
+                    "/{dir}/ {fields:?} -> {} {:?} {:?}",
+                    r.status,
+                    r.header("content-range"),
+                    r.body_text().lines().next().unwrap_or_default(),
+                ));
+            }
+        }
+        for line in &got[..4] {
+            assert!(
+                line.contains("-> 404 None \"abcdefghij\""),
+                "{kind}: {line}"
+            );
+        }
+        assert!(
+            got[4].contains("-> 206 Some(\"bytes 0-3/11\") \"abcd\""),
+            "{kind}: {}",
+            got[4]
+        );
+        assert!(got[5].contains("-> 416"), "{kind}: {}", got[5]);
+        assert!(got[6].contains("-> 412"), "{kind}: {}", got[6]);
+        assert!(got[7].contains("-> 304"), "{kind}: {}", got[7]);
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+}

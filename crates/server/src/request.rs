@@ -1891,8 +1891,21 @@ impl<'a> Request<'a> {
     }
 
     /// The request's conditions (`If-*`, `Range`) and the location's `if_modified_since`.
+    /// An error page goes out whole with the error's status: nginx's not_modified and range
+    /// filters look only at a response sent as 200 (`error_page 404 =200` makes one).
     pub(crate) fn conditions(&self) -> Conditions<'_> {
         let h = &self.head;
+        if self.err_status.is_some_and(|s| s != 200) {
+            return Conditions {
+                if_match: None,
+                if_none_match: None,
+                if_modified_since: None,
+                if_unmodified_since: None,
+                range: None,
+                if_range: None,
+                ims: self.loc.if_modified_since,
+            };
+        }
         Conditions {
             if_match: h.header("if-match"),
             if_none_match: h.header("if-none-match"),
@@ -2175,6 +2188,9 @@ impl<'a> Request<'a> {
         match overwrite {
             Some(None) => {}
             _ if resp.is_error => {}
+            // `=200` lets the range and not_modified filters answer after it, as nginx's
+            // run after its status is set.
+            Some(Some(200)) if matches!(resp.status, 206 | 304) => {}
             Some(Some(code)) => resp.status = code,
             None => resp.status = status,
         }
