@@ -218,11 +218,17 @@ impl ResponseHead {
             .map(|f| f.value.of(&self.bytes))
     }
 
-    /// The value of the first header with this name (ASCII case-insensitive).
+    /// The value of the first header with this name (ASCII case-insensitive). Only the lines
+    /// of the name's kind are compared: a head without `X-Accel-*` lines answers a question
+    /// for one without looking at a name.
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.fields()
-            .find(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|h| h.value)
+        let name = name.as_bytes();
+        let kind = KnownName::of(name);
+        self.fields
+            .iter()
+            .filter(|f| f.known == kind)
+            .find(|f| f.name.of(&self.bytes).eq_ignore_ascii_case(name))
+            .map(|f| f.value.of(&self.bytes))
     }
 
     /// The whole head, status line to the empty line included.

@@ -1283,8 +1283,13 @@ impl<'a> Request<'a> {
     /// What an upstream exchange tried, for `$upstream_*` and the access log, after what
     /// the request's earlier exchanges tried.
     pub(crate) fn set_upstream_attempts(&mut self, mut attempts: Vec<crate::upstream::Attempt>) {
+        if self.upstream_attempts.is_empty() {
+            // The first exchange's list becomes the request's: no copy.
+            self.upstream_attempts = attempts;
+            return;
+        }
         if let Some(first) = attempts.first_mut() {
-            first.next_exchange = !self.upstream_attempts.is_empty();
+            first.next_exchange = true;
         }
         self.upstream_attempts.extend(attempts);
     }

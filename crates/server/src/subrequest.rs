@@ -82,8 +82,12 @@ pub(crate) async fn run<'a>(
 /// Runs the background subrequests of `req` (`mirror`'s copies) to their end, once its
 /// response is out; their answers are for nobody.
 pub(crate) async fn run_background(req: &mut Request<'_>) {
+    let background = req.take_background();
+    if background.is_empty() {
+        return;
+    }
     let method = req.head().method_str().to_owned();
-    for (uri, body) in req.take_background() {
+    for (uri, body) in background {
         // Boxed: most requests have none, and every request's future would otherwise make
         // room for a whole subrequest.
         if let Err(e) = Box::pin(run_as(req, &uri, Keep::Head, &method, body, true)).await {
