@@ -356,7 +356,7 @@ pub static MODULES: &[Module] = &[
             d("recursive_error_pages", HSL, FLAG),
             once("server_tokens", HSL, TAKE1),
             d("chunked_transfer_encoding", HSL, FLAG),
-            d("etag", HSL, FLAG).default_only("on"),
+            d("etag", HSL, FLAG),
             d("error_page", HSLI, MORE2),
             once("post_action", HSLI, TAKE1).refuse(),
             once("open_file_cache", HSL, TAKE12).inert(),

@@ -2001,3 +2001,60 @@ fn an_error_page_file_ignores_ranges_and_conditions_unless_sent_as_200() {
     }
     support::compare(&seen);
 }
+
+/// `etag off`: a file's response has no `ETag`, and the conditions that name one compare
+/// against none (only `*` matches), as in nginx.
+#[test]
+fn etag_off_sends_none_and_matches_none() {
+    let http = r#"
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+            location /off/ { etag off; }
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for dir in ["on", "off"] {
+            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
+            std::fs::write(server.path(&format!("www/{dir}/f")), "abcdefghij\n").expect("write");
+        }
+        let mut got = Vec::new();
+        for dir in ["on", "off"] {
+            let path = format!("/{dir}/f");
+            let etag = get_as(server.port(0), "localhost", &path, "")
+                .header("etag")
+                .map(str::to_string);
+            let same = format!(
+                "\"{}\"",
+                etag.as_deref().unwrap_or("none").trim_matches('"')
+            );
+            let asks = [
+                format!("If-None-Match: {same}\r\n"),
+                "If-None-Match: *\r\n".to_string(),
+                format!("If-Match: {same}\r\n"),
+                "If-Match: *\r\n".to_string(),
+                format!("Range: bytes=0-1\r\nIf-Range: {same}\r\n"),
+            ];
+            got.push(format!("{path} etag {:?}", etag.is_some()));
+            for fields in &asks {
+                let r = get_as(server.port(0), "localhost", &path, fields);
+                got.push(format!("{path} {fields:?} -> {}", r.status));
+            }
+        }
+        let statuses: Vec<&str> = got.iter().map(|l| l.rsplit(' ').next().unwrap()).collect();
+        assert_eq!(
+            statuses,
+            [
+                "true", "304", "304", "200", "200", "206", "false", "200", "304", "412", "200",
+                "200"
+            ],
+            "{kind}: {got:#?}"
+        );
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+}

@@ -290,6 +290,8 @@ pub(crate) struct LocConf {
     /// The level's `error_log`s; `None`: the main ones.
     pub error_log: Option<Arc<LevelLog>>,
     pub recursive_error_pages: bool,
+    /// `etag`: whether a file's response has an `ETag` (and its conditions one to compare).
+    pub etag: bool,
     /// A regex location's named groups and the slots of the variables they set.
     pub named_slots: Vec<(usize, usize)>,
     /// Server-level settings, also allowed at http level: carried here so they inherit.
@@ -1181,6 +1183,7 @@ impl Builder {
             "server_name_in_redirect" => c.server_name_in_redirect = value::flag(d, 0)?,
             "log_not_found" => c.log_not_found = value::flag(d, 0)?,
             "recursive_error_pages" => c.recursive_error_pages = value::flag(d, 0)?,
+            "etag" => c.etag = value::flag(d, 0)?,
             "uninitialized_variable_warn" => c.uninitialized_warn = value::flag(d, 0)?,
             "resolver" => {
                 c.resolver = Some(Arc::new(crate::upstream::resolve::ResolverConf::parse(d)?));
@@ -1264,6 +1267,7 @@ impl LocConf {
             if_modified_since: crate::files::IfModifiedSince::Exact,
             error_log: None,
             recursive_error_pages: false,
+            etag: true,
             named_slots: Vec::new(),
             merge_slashes: true,
             head_limits: portcullis_http::HeadLimits::default(),

@@ -153,14 +153,16 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
             conditions.range = None;
         }
     }
-    let plan = crate::files::plan(&file, true, &conditions);
+    let plan = crate::files::plan(&file, loc.etag, true, &conditions);
     let mut r = Response::new(200);
     let last_modified = &file.last_modified;
     match plan {
         Plan::NotModified => {
             r.status = 304;
             r.header("Last-Modified", last_modified.as_bytes());
-            r.header("ETag", file.etag.as_bytes());
+            if loc.etag {
+                r.header("ETag", file.etag.as_bytes());
+            }
             return Step::Done(r);
         }
         Plan::PreconditionFailed => return Step::Status(412),
@@ -177,7 +179,9 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
             r.content_type = Some(content_type);
             r.content_length = Some(file.size);
             r.header("Last-Modified", last_modified.as_bytes());
-            r.header("ETag", file.etag.as_bytes());
+            if loc.etag {
+                r.header("ETag", file.etag.as_bytes());
+            }
             if ranges {
                 r.header("Accept-Ranges", b"bytes");
             }
@@ -197,7 +201,9 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
             let len = end_inclusive - start + 1;
             r.content_length = Some(len);
             r.header("Last-Modified", last_modified.as_bytes());
-            r.header("ETag", file.etag.as_bytes());
+            if loc.etag {
+                r.header("ETag", file.etag.as_bytes());
+            }
             r.header(
                 "Content-Range",
                 format!("bytes {start}-{end_inclusive}/{}", file.size).as_bytes(),
@@ -223,7 +229,9 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
             }));
             r.content_length = Some(m.content_length);
             r.header("Last-Modified", last_modified.as_bytes());
-            r.header("ETag", file.etag.as_bytes());
+            if loc.etag {
+                r.header("ETag", file.etag.as_bytes());
+            }
             let mut body = Vec::with_capacity(m.parts.len() * 2 + 1);
             for p in m.parts {
                 body.push(Part::Bytes(Bytes::from(p.head)));

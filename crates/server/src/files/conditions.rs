@@ -72,16 +72,17 @@ pub enum Plan {
 
 /// Decides the response for `file`. `is_get_or_head` is false for other methods, for which
 /// a matching `If-None-Match` is 412 rather than 304, `If-Modified-Since` does not apply
-/// and `Range` is ignored (RFC 9110 sections 13.1.2, 13.1.3, 14.2).
-pub fn plan(file: &CachedFile, is_get_or_head: bool, c: &Conditions) -> Plan {
-    if let Some(answer) = preconditions(Some(file.mtime_secs), Some(&file.etag), is_get_or_head, c)
-    {
+/// and `Range` is ignored (RFC 9110 sections 13.1.2, 13.1.3, 14.2). Under `etag off` the
+/// file has no entity tag to compare: only `*` matches one, as in nginx.
+pub fn plan(file: &CachedFile, etag: bool, is_get_or_head: bool, c: &Conditions) -> Plan {
+    let etag = Some(file.etag.as_str()).filter(|_| etag);
+    if let Some(answer) = preconditions(Some(file.mtime_secs), etag, is_get_or_head, c) {
         return answer;
     }
     if !is_get_or_head {
         return Plan::Full;
     }
-    ranges(file.size, Some(file.mtime_secs), Some(&file.etag), c)
+    ranges(file.size, Some(file.mtime_secs), etag, c)
 }
 
 /// nginx's range filter on a response of `size` bytes modified at `mtime` with `etag`:
@@ -424,7 +425,7 @@ mod tests {
     }
 
     fn get(file: &CachedFile, c: Conditions) -> Plan {
-        plan(file, true, &c)
+        plan(file, true, true, &c)
     }
 
     fn range(file: &CachedFile, r: &str) -> Plan {
@@ -574,13 +575,13 @@ mod tests {
             if_none_match: Some(ETAG),
             ..Default::default()
         };
-        assert_eq!(plan(&f, false, &c), Plan::PreconditionFailed);
+        assert_eq!(plan(&f, true, false, &c), Plan::PreconditionFailed);
         let c = Conditions {
             if_modified_since: Some(from_unix_secs(MTIME)),
             range: Some(b"bytes=0-1"),
             ..Default::default()
         };
-        assert_eq!(plan(&f, false, &c), Plan::Full);
+        assert_eq!(plan(&f, true, false, &c), Plan::Full);
     }
 
     #[test]
