@@ -2058,3 +2058,40 @@ fn etag_off_sends_none_and_matches_none() {
     }
     support::compare(&seen);
 }
+
+/// A file's type comes from its extension even when the path has bytes that are not UTF-8,
+/// and an empty `default_type` sends no `Content-Type` at all, as nginx does.
+#[test]
+fn content_types_of_odd_paths_and_an_empty_default_type() {
+    use std::os::unix::ffi::OsStrExt;
+    let http = r#"
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+            location /none/ { types { } default_type ""; }
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        std::fs::create_dir_all(server.path("www/none")).expect("mkdir");
+        let dir = server.path("www").join(std::ffi::OsStr::from_bytes(b"d\xff"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("x.html"), "odd\n").expect("write");
+        std::fs::write(server.path("www/none/f.txt"), "none\n").expect("write");
+        let mut got = Vec::new();
+        for path in ["/d%FF/x.html", "/none/f.txt"] {
+            let r = get_as(server.port(0), "localhost", path, "");
+            got.push(format!("{path} -> {} {:?}", r.status, r.header("content-type")));
+        }
+        assert_eq!(
+            got,
+            ["/d%FF/x.html -> 200 Some(\"text/html\")", "/none/f.txt -> 200 None"],
+            "{kind}"
+        );
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+}

@@ -770,7 +770,11 @@ fn response_fields(
     add(http::header::SERVER, server);
     add(http::header::DATE, worker.dates.borrow_mut().get());
     // A 204 has neither type nor length, as nginx's header filter removes them.
-    if let Some(t) = resp.content_type.as_ref().filter(|_| resp.status != 204) {
+    if let Some(t) = resp
+        .content_type
+        .as_ref()
+        .filter(|t| resp.status != 204 && !t.is_empty())
+    {
         add(http::header::CONTENT_TYPE, t.as_bytes());
     }
     if let Some(n) = resp.content_length.filter(|_| resp.status != 204) {

@@ -307,7 +307,11 @@ impl Response {
         out.put_slice(b"\r\nDate: ");
         out.put_slice(date);
         out.put_slice(b"\r\n");
-        if let Some(t) = self.content_type.as_ref().filter(|_| self.status != 204) {
+        if let Some(t) = self
+            .content_type
+            .as_ref()
+            .filter(|t| self.status != 204 && !t.is_empty())
+        {
             out.put_slice(b"Content-Type: ");
             out.put_slice(t.as_bytes());
             out.put_slice(b"\r\n");
@@ -1945,10 +1949,10 @@ impl<'a> Request<'a> {
     /// The type by the URI's extension, else default_type: nginx's ngx_http_set_content_type,
     /// used for files and for `return` text alike.
     pub(crate) fn content_type(&self) -> Arc<str> {
-        let uri = std::str::from_utf8(&self.uri).unwrap_or("");
+        // A byte that is not UTF-8 elsewhere in the path leaves the extension as it is.
         self.loc
             .types
-            .lookup(uri)
+            .lookup(&String::from_utf8_lossy(&self.uri))
             .cloned()
             .unwrap_or_else(|| self.loc.default_type.clone())
     }

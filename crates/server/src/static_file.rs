@@ -131,9 +131,8 @@ pub(crate) fn file_response_encoded(
 /// Serves `file`; `ranges`: whether `Range` is served and `Accept-Ranges` sent.
 fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ranges: bool) -> Step {
     let mut conditions = req.conditions();
-    let ext_type = loc
-        .types
-        .lookup(std::str::from_utf8(req.uri()).unwrap_or(""));
+    // A byte that is not UTF-8 elsewhere in the path leaves the extension as it is.
+    let ext_type = loc.types.lookup(&String::from_utf8_lossy(req.uri()));
     let content_type = ext_type
         .cloned()
         .unwrap_or_else(|| loc.default_type.clone());
