@@ -2077,18 +2077,27 @@ fn content_types_of_odd_paths_and_an_empty_default_type() {
             continue;
         };
         std::fs::create_dir_all(server.path("www/none")).expect("mkdir");
-        let dir = server.path("www").join(std::ffi::OsStr::from_bytes(b"d\xff"));
+        let dir = server
+            .path("www")
+            .join(std::ffi::OsStr::from_bytes(b"d\xff"));
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join("x.html"), "odd\n").expect("write");
         std::fs::write(server.path("www/none/f.txt"), "none\n").expect("write");
         let mut got = Vec::new();
         for path in ["/d%FF/x.html", "/none/f.txt"] {
             let r = get_as(server.port(0), "localhost", path, "");
-            got.push(format!("{path} -> {} {:?}", r.status, r.header("content-type")));
+            got.push(format!(
+                "{path} -> {} {:?}",
+                r.status,
+                r.header("content-type")
+            ));
         }
         assert_eq!(
             got,
-            ["/d%FF/x.html -> 200 Some(\"text/html\")", "/none/f.txt -> 200 None"],
+            [
+                "/d%FF/x.html -> 200 Some(\"text/html\")",
+                "/none/f.txt -> 200 None"
+            ],
             "{kind}"
         );
         seen.push((kind, got));

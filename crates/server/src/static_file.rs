@@ -154,14 +154,10 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
     }
     let plan = crate::files::plan(&file, loc.etag, true, &conditions);
     let mut r = Response::new(200);
-    let last_modified = &file.last_modified;
     match plan {
         Plan::NotModified => {
             r.status = 304;
-            r.header("Last-Modified", last_modified.as_bytes());
-            if loc.etag {
-                r.header("ETag", file.etag.as_bytes());
-            }
+            validators(&mut r, &file, loc.etag);
             return Step::Done(r);
         }
         Plan::PreconditionFailed => return Step::Status(412),
@@ -177,10 +173,7 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
         Plan::Full => {
             r.content_type = Some(content_type);
             r.content_length = Some(file.size);
-            r.header("Last-Modified", last_modified.as_bytes());
-            if loc.etag {
-                r.header("ETag", file.etag.as_bytes());
-            }
+            validators(&mut r, &file, loc.etag);
             if ranges {
                 r.header("Accept-Ranges", b"bytes");
             }
@@ -199,10 +192,7 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
             r.content_type = Some(content_type);
             let len = end_inclusive - start + 1;
             r.content_length = Some(len);
-            r.header("Last-Modified", last_modified.as_bytes());
-            if loc.etag {
-                r.header("ETag", file.etag.as_bytes());
-            }
+            validators(&mut r, &file, loc.etag);
             r.header(
                 "Content-Range",
                 format!("bytes {start}-{end_inclusive}/{}", file.size).as_bytes(),
@@ -227,10 +217,7 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
                 content_type: Some(content_type),
             }));
             r.content_length = Some(m.content_length);
-            r.header("Last-Modified", last_modified.as_bytes());
-            if loc.etag {
-                r.header("ETag", file.etag.as_bytes());
-            }
+            validators(&mut r, &file, loc.etag);
             let mut body = Vec::with_capacity(m.parts.len() * 2 + 1);
             for p in m.parts {
                 body.push(Part::Bytes(Bytes::from(p.head)));
@@ -245,6 +232,14 @@ fn file_response(req: &mut Request<'_>, loc: &LocConf, file: Rc<CachedFile>, ran
         }
     }
     Step::Done(r)
+}
+
+/// A file's `Last-Modified`, and its `ETag` unless `etag off`.
+fn validators(r: &mut Response, file: &CachedFile, etag: bool) {
+    r.header("Last-Modified", file.last_modified.as_bytes());
+    if etag {
+        r.header("ETag", file.etag.as_bytes());
+    }
 }
 
 /// The type `t` as the header filters make it for a whole file (`charset` names its
