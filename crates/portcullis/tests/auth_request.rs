@@ -339,3 +339,37 @@ fn a_refusal_by_a_limit_holds_through_a_guarded_error_page() {
     }
     support::compare(&seen);
 }
+
+/// An authentication subrequest that closes (`return 444`, or 499) ends the main request
+/// with it: the connection closes with no answer, and the location's error_page for 500 is
+/// not asked, as nginx terminates the request.
+#[test]
+fn a_subrequest_that_closes_closes_the_request() {
+    let http = r#"
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+            error_page 500 = /fallback;
+            location /closing/ { auth_request /close444; }
+            location /gone/ { auth_request /close499; }
+            location = /close444 { return 444; }
+            location = /close499 { return 499; }
+            location = /fallback { return 200 "fallback\n"; }
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        let mut got = Vec::new();
+        for path in ["/closing/f", "/gone/f"] {
+            let raw = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+            let answer = support::send_and_read_all(server.port(0), raw.as_bytes(), false);
+            got.push(format!("{path} -> {:?}", String::from_utf8_lossy(&answer)));
+        }
+        assert_eq!(got, ["/closing/f -> \"\"", "/gone/f -> \"\""], "{kind}");
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+}

@@ -149,6 +149,12 @@ fn access(req: &mut Request<'_>, conf: &Slot) -> Access {
     match status {
         Some(200..=299) => Access::Allowed,
         Some(status @ (401 | 403)) => Access::Denied { status, challenge },
+        // A subrequest that closes (`return 444`, a client gone) ends the main request
+        // with it, as nginx terminates it: no answer, and no error page.
+        Some(status @ (444 | 499)) => Access::Denied {
+            status,
+            challenge: None,
+        },
         None => Access::Denied {
             status: 500,
             challenge: None,
