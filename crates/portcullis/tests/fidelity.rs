@@ -2104,3 +2104,42 @@ fn content_types_of_odd_paths_and_an_empty_default_type() {
     }
     support::compare(&seen);
 }
+
+/// A directory the worker may not read, asked for without its slash: nginx opens it before
+/// it redirects, and answers 403.
+#[test]
+fn an_unreadable_directory_without_its_slash_is_forbidden() {
+    use std::os::unix::fs::PermissionsExt;
+    let http = r#"
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for dir in ["www/open", "www/shut"] {
+            std::fs::create_dir_all(server.path(dir)).expect("mkdir");
+        }
+        let shut = std::fs::Permissions::from_mode(0o700);
+        std::fs::set_permissions(server.path("www/shut"), shut).expect("chmod");
+        let mut got = Vec::new();
+        for path in ["/open", "/shut"] {
+            let r = get_as(server.port(0), "localhost", path, "");
+            got.push(format!("{path} -> {}", r.status));
+        }
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+    // Started by root, both servers' workers run as an unprivileged user, whom the mode
+    // shuts out; started by that user, the directory is theirs and both redirect.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        for (kind, got) in &seen {
+            assert_eq!(got, &["/open -> 301", "/shut -> 403"], "{kind}");
+        }
+    }
+}

@@ -98,6 +98,12 @@ fn serve_file(req: &mut Request<'_>, loc: &LocConf) -> Step {
             Step::Status(500)
         }
         Lookup::Directory => {
+            // nginx opens what the URI names before it redirects to the directory's slash:
+            // a directory the worker may not read is a 403, not a redirect.
+            if std::fs::File::open(&path).is_err_and(|e| e.raw_os_error() == Some(libc::EACCES)) {
+                log_open_failure(req, &path, &Lookup::Forbidden);
+                return Step::Status(403);
+            }
             let location = req.with_slash();
             req.redirect_response(301, &location)
         }
