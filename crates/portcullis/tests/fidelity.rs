@@ -2143,3 +2143,39 @@ fn an_unreadable_directory_without_its_slash_is_forbidden() {
         }
     }
 }
+
+/// `allow unix:` and `deny unix:` are about clients of UNIX-domain sockets: they load, and
+/// a TCP client passes them by, to the rules after them or to none.
+#[test]
+fn unix_access_rules_pass_tcp_clients_by() {
+    let http = r#"
+        server {
+            listen 127.0.0.1:{PORT0};
+            root {PREFIX}/www;
+            location /only-unix/ { allow unix:; deny all; }
+            location /deny-unix/ { deny unix:; }
+        }
+    "#;
+    let mut seen = Vec::new();
+    for kind in kinds() {
+        let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
+            continue;
+        };
+        for dir in ["only-unix", "deny-unix"] {
+            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
+            std::fs::write(server.path(&format!("www/{dir}/f")), "f\n").expect("write");
+        }
+        let mut got = Vec::new();
+        for path in ["/only-unix/f", "/deny-unix/f"] {
+            let r = get_as(server.port(0), "localhost", path, "");
+            got.push(format!("{path} -> {}", r.status));
+        }
+        assert_eq!(
+            got,
+            ["/only-unix/f -> 403", "/deny-unix/f -> 200"],
+            "{kind}"
+        );
+        seen.push((kind, got));
+    }
+    support::compare(&seen);
+}

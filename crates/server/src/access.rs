@@ -78,26 +78,34 @@ struct AccessRule {
     allow: bool,
     /// `None` for `all`.
     net: Option<Cidr>,
+    /// `unix:`: clients of UNIX-domain sockets, which no listener here accepts, so the
+    /// rule matches no client (nginx keeps such rules apart from the IP ones).
+    unix: bool,
 }
 
 fn access_rule(d: &Directive) -> Result<AccessRule, ConfigError> {
     let allow = d.name == "allow";
     let v = d.arg(0);
-    if v == "all" {
-        return Ok(AccessRule { allow, net: None });
+    if v == "all" || v == "unix:" {
+        return Ok(AccessRule {
+            allow,
+            net: None,
+            unix: v == "unix:",
+        });
     }
     let net =
         Cidr::parse(v).ok_or_else(|| ConfigError::at(d, format!("invalid parameter \"{v}\"")))?;
     Ok(AccessRule {
         allow,
         net: Some(net),
+        unix: false,
     })
 }
 
 impl AccessRule {
     /// Whether the rule is about `addr` (an IPv4-mapped IPv6 client is matched as IPv4).
     fn matches(&self, addr: IpAddr) -> bool {
-        self.net.is_none_or(|net| net.contains(addr))
+        !self.unix && self.net.is_none_or(|net| net.contains(addr))
     }
 }
 
@@ -135,6 +143,8 @@ mod tests {
         assert!(!rule("127.0.0.0/8").matches("10.0.0.1".parse().unwrap()));
         assert!(rule("127.0.0.1").matches("::ffff:127.0.0.1".parse().unwrap()));
         assert!(rule("all").matches("::1".parse().unwrap()));
+        assert!(!rule("unix:").matches("127.0.0.1".parse().unwrap()));
+        assert!(!rule("unix:").matches("::1".parse().unwrap()));
         assert!(rule("0.0.0.0/0").matches("1.2.3.4".parse().unwrap()));
         assert!(rule("::1").matches("::1".parse().unwrap()));
     }
