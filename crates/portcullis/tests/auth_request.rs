@@ -320,11 +320,8 @@ fn a_refusal_by_a_limit_holds_through_a_guarded_error_page() {
         let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
             continue;
         };
-        for dir in ["limited", "guarded"] {
-            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
-        }
-        std::fs::write(server.path("www/limited/f"), "kept back\n").expect("write");
-        std::fs::write(server.path("www/guarded/page.txt"), "slow down\n").expect("write");
+        server.write("www/limited/f", "kept back\n");
+        server.write("www/guarded/page.txt", "slow down\n");
         let mut got = Vec::new();
         for _ in 0..2 {
             let r = support::request(

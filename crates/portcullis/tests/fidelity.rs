@@ -1969,8 +1969,7 @@ fn an_error_page_file_ignores_ranges_and_conditions_unless_sent_as_200() {
         let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
             continue;
         };
-        std::fs::create_dir_all(server.path("www")).expect("mkdir");
-        std::fs::write(server.path("www/page.txt"), "abcdefghij\n").expect("write");
+        server.write("www/page.txt", "abcdefghij\n");
         let mut got = Vec::new();
         for dir in ["keep", "ok"] {
             for fields in asks {
@@ -2019,8 +2018,7 @@ fn etag_off_sends_none_and_matches_none() {
             continue;
         };
         for dir in ["on", "off"] {
-            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
-            std::fs::write(server.path(&format!("www/{dir}/f")), "abcdefghij\n").expect("write");
+            server.write(&format!("www/{dir}/f"), "abcdefghij\n");
         }
         let mut got = Vec::new();
         for dir in ["on", "off"] {
@@ -2076,13 +2074,12 @@ fn content_types_of_odd_paths_and_an_empty_default_type() {
         let Some(server) = Server::start(kind, 1, &support::main_config(http)) else {
             continue;
         };
-        std::fs::create_dir_all(server.path("www/none")).expect("mkdir");
         let dir = server
             .path("www")
             .join(std::ffi::OsStr::from_bytes(b"d\xff"));
         std::fs::create_dir_all(&dir).expect("mkdir");
         std::fs::write(dir.join("x.html"), "odd\n").expect("write");
-        std::fs::write(server.path("www/none/f.txt"), "none\n").expect("write");
+        server.write("www/none/f.txt", "none\n");
         let mut got = Vec::new();
         for path in ["/d%FF/x.html", "/none/f.txt"] {
             let r = get_as(server.port(0), "localhost", path, "");
@@ -2162,8 +2159,7 @@ fn unix_access_rules_pass_tcp_clients_by() {
             continue;
         };
         for dir in ["only-unix", "deny-unix"] {
-            std::fs::create_dir_all(server.path(&format!("www/{dir}"))).expect("mkdir");
-            std::fs::write(server.path(&format!("www/{dir}/f")), "f\n").expect("write");
+            server.write(&format!("www/{dir}/f"), "f\n");
         }
         let mut got = Vec::new();
         for path in ["/only-unix/f", "/deny-unix/f"] {

@@ -1906,13 +1906,8 @@ impl<'a> Request<'a> {
         let h = &self.head;
         if self.err_status.is_some_and(|s| s != 200) {
             return Conditions {
-                if_match: None,
-                if_none_match: None,
-                if_modified_since: None,
-                if_unmodified_since: None,
-                range: None,
-                if_range: None,
                 ims: self.loc.if_modified_since,
+                ..Conditions::default()
             };
         }
         Conditions {

@@ -364,6 +364,11 @@ impl Server {
         self.dir.path().join(relative)
     }
 
+    /// Writes `contents` to `relative` inside the prefix, creating parent directories.
+    pub fn write(&self, relative: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        self.dir.write(relative, contents)
+    }
+
     pub fn conf_path(&self) -> PathBuf {
         self.path("server.conf")
     }
