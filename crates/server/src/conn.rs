@@ -485,7 +485,7 @@ impl<'c> Connection<'c> {
             // A request's part of the connection's work is a future of its own, allocated
             // while the request runs: an idle keepalive connection holds only what waiting
             // for the next head needs, as nginx frees a request's memory between requests.
-            match Box::pin(self.request(head)).await {
+            match crate::boxed::boxed(|| self.request(head)).await {
                 Next::Keep(timeout) => keepalive_timeout = timeout,
                 Next::Close => return None,
             }

@@ -20,6 +20,7 @@ mod auth_basic;
 mod auth_jwt;
 mod auth_request;
 mod autoindex;
+mod boxed;
 mod charset;
 mod conf;
 mod conn;

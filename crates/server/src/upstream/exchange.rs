@@ -481,8 +481,8 @@ pub(crate) async fn serve<D: Downstream>(
         // for the upstream.
         let peer = (&local, peer, url);
         let timing = (attempt, attempt_start, attempts);
-        let answering = answer(down, req, &plan, &mut cache, peer, timing, answered);
-        return Box::pin(answering).await;
+        let answering = || answer(down, req, &plan, &mut cache, peer, timing, answered);
+        return crate::boxed::boxed(answering).await;
     }
 }
 
