@@ -16,6 +16,7 @@ mod master;
 mod process;
 mod version;
 
+use std::alloc::{GlobalAlloc, Layout};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -28,7 +29,51 @@ use crate::process::{say, Failure};
 /// thread's own free lists, without the atomic operations and bin sorting glibc does
 /// (BENCHMARKS.md, "The proxy path, measured again on an Intel machine", has the measurement).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Mimalloc = Mimalloc;
+
+/// Every mimalloc block is aligned to a word: its size classes are whole words.
+const WORD: usize = std::mem::size_of::<usize>();
+
+/// mimalloc's plain calls wherever a word's alignment is enough, which is nearly every Rust
+/// allocation. Its aligned calls, which the `mimalloc` crate makes for all of them, take a
+/// slower path for blocks over 1 KB, and over-allocate for those whose size class is not a
+/// power of two.
+struct Mimalloc;
+
+// SAFETY: the plain calls return blocks aligned to a word, so to `layout.align()` when that is
+// at most a word; larger alignments go to the aligned calls. Every block is freed by mi_free.
+unsafe impl GlobalAlloc for Mimalloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        use libmimalloc_sys::{mi_malloc, mi_malloc_aligned};
+        let p = match layout.align() <= WORD {
+            true => unsafe { mi_malloc(layout.size()) },
+            false => unsafe { mi_malloc_aligned(layout.size(), layout.align()) },
+        };
+        p.cast()
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        use libmimalloc_sys::{mi_zalloc, mi_zalloc_aligned};
+        let p = match layout.align() <= WORD {
+            true => unsafe { mi_zalloc(layout.size()) },
+            false => unsafe { mi_zalloc_aligned(layout.size(), layout.align()) },
+        };
+        p.cast()
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
+        unsafe { libmimalloc_sys::mi_free(ptr.cast()) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        use libmimalloc_sys::{mi_realloc, mi_realloc_aligned};
+        let p = match layout.align() <= WORD {
+            true => unsafe { mi_realloc(ptr.cast(), new_size) },
+            false => unsafe { mi_realloc_aligned(ptr.cast(), new_size, layout.align()) },
+        };
+        p.cast()
+    }
+}
 
 /// Gives the calling thread's free pages back to the system at once: mimalloc does so on its
 /// own only when the thread next allocates or frees, and only past a delay. Forced, since the
