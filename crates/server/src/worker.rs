@@ -735,8 +735,10 @@ async fn accept_loop(worker: Rc<Worker>, addr: SocketAddr, listener: AsyncFd<Tcp
                 worker.active.set(worker.active.get() + 1);
                 let stat = crate::stats::Connection::accepted(&worker.counters);
                 let guard = ActiveGuard(worker.clone(), stat);
-                let serve = crate::conn::serve(guard, generation, listen, stream, peer);
-                tokio::task::spawn_local(serve);
+                // Boxed where it is built: the task moves a box, not the future, as it
+                // starts.
+                let serve = || crate::conn::serve(guard, generation, listen, stream, peer);
+                tokio::task::spawn_local(crate::boxed::boxed(serve));
             }
             // A connection reset before it was accepted: nginx logs it and accepts on.
             Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {

@@ -335,7 +335,7 @@ pub(crate) async fn run(worker: Rc<Worker>) {
                     // A client that closed without sending: closed here, without a task.
                     let hup = (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
                     if flags & hup == 0 || sends(&parked.held.stream) {
-                        tokio::task::spawn_local(super::resume(parked));
+                        tokio::task::spawn_local(crate::boxed::boxed(|| super::resume(parked)));
                     }
                 }
                 if n < EVENTS {
