@@ -9,5 +9,8 @@ use std::pin::Pin;
 /// request's future, 4 KB per request, most of it not yet written.
 #[inline(always)]
 pub(crate) fn boxed<F: Future>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), make()))
+    let mut slot = Box::<F>::new_uninit();
+    slot.write(make());
+    // SAFETY: written on the line above.
+    Box::into_pin(unsafe { slot.assume_init() })
 }

@@ -1469,11 +1469,11 @@ mod tests {
     }
 
     /// Every connection holds its future while it waits for a request and while its requests
-    /// run (BENCHMARKS.md, "Idle connections that are no task"). The bound was set when the
-    /// future was its task's body: with tokio's 120 bytes of header and trailer, rounded up
-    /// to 128, a future of up to 904 bytes made a task of 1,024. The future is now boxed on
-    /// its own as the task is spawned, which leaves it room to 1,024 bytes; the bound is kept,
-    /// as a future that grows past it holds a state that should be boxed where it is awaited.
+    /// run (BENCHMARKS.md, "Idle connections that are no task"). The future is boxed on its
+    /// own as its task is spawned, in mimalloc's 1,024-byte class. The bound of 904 bytes
+    /// leaves room for tokio's 120 bytes of header and trailer, rounded up to 128, were it the
+    /// task's body; a future that grows past it holds a state that should be boxed where it
+    /// is awaited.
     #[test]
     fn a_connections_task_fits_in_1_kb() {
         fn size<R>(
